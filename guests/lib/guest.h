@@ -1,0 +1,282 @@
+/* guest.h - the freestanding runtime shared by brisk's test guests (entry.S, lib.c, idt.c). */
+#ifndef BRISK_GUEST_H
+#define BRISK_GUEST_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "brisk/abi.h"
+
+/*
+ * The guests run at CPL 0 in 64-bit mode on an identity map of the first
+ * 4 GiB (entry.S), single-threaded, interrupts off unless a guest enables
+ * them. On some hosts every CPL-0 instruction goes through KVM's emulator
+ * (docs: ENVIRONMENT.md), so keep loops short and avoid int3, xsave/xrstor,
+ * cmpxchg16b and SSE (the build uses -mgeneral-regs-only).
+ */
+
+/* Selectors of the GDT loaded by entry.S. */
+#define GUEST_CS 0x08
+#define GUEST_DS 0x10
+
+/* PVH start of day (xen/include/public/arch-x86/hvm/start_info.h). */
+struct hvm_start_info {
+	uint32_t magic; /* BRISK_PVH_START_MAGIC */
+	uint32_t version;
+	uint32_t flags;
+	uint32_t nr_modules;
+	uint64_t modlist_paddr;
+	uint64_t cmdline_paddr;
+	uint64_t rsdp_paddr;
+	uint64_t memmap_paddr; /* version >= 1 only */
+	uint32_t memmap_entries;
+	uint32_t reserved;
+};
+
+struct hvm_memmap_table_entry {
+	uint64_t addr;
+	uint64_t size;
+	uint32_t type; /* 1 RAM, 2 reserved, 3 ACPI, 4 NVS, 5 unusable, ... */
+	uint32_t reserved;
+};
+
+/* The guest's entry point, called by entry.S with EBX from the PVH boot. */
+void guest_main(struct hvm_start_info *si);
+
+/* ---- port I/O and MMIO ---------------------------------------------------- */
+
+static inline void outb(uint16_t port, uint8_t v)
+{
+	__asm__ volatile("outb %0, %1" : : "a"(v), "Nd"(port));
+}
+
+static inline void outw(uint16_t port, uint16_t v)
+{
+	__asm__ volatile("outw %0, %1" : : "a"(v), "Nd"(port));
+}
+
+static inline void outl(uint16_t port, uint32_t v)
+{
+	__asm__ volatile("outl %0, %1" : : "a"(v), "Nd"(port));
+}
+
+static inline uint8_t inb(uint16_t port)
+{
+	uint8_t v;
+
+	__asm__ volatile("inb %1, %0" : "=a"(v) : "Nd"(port));
+	return v;
+}
+
+static inline uint16_t inw(uint16_t port)
+{
+	uint16_t v;
+
+	__asm__ volatile("inw %1, %0" : "=a"(v) : "Nd"(port));
+	return v;
+}
+
+static inline uint32_t inl(uint16_t port)
+{
+	uint32_t v;
+
+	__asm__ volatile("inl %1, %0" : "=a"(v) : "Nd"(port));
+	return v;
+}
+
+/* One access of exactly the given width: volatile, naturally aligned. */
+static inline uint8_t mmio_read8(uintptr_t addr)
+{
+	return *(volatile uint8_t *)addr;
+}
+
+static inline uint16_t mmio_read16(uintptr_t addr)
+{
+	return *(volatile uint16_t *)addr;
+}
+
+static inline uint32_t mmio_read32(uintptr_t addr)
+{
+	return *(volatile uint32_t *)addr;
+}
+
+static inline uint64_t mmio_read64(uintptr_t addr)
+{
+	return *(volatile uint64_t *)addr;
+}
+
+static inline void mmio_write8(uintptr_t addr, uint8_t v)
+{
+	*(volatile uint8_t *)addr = v;
+}
+
+static inline void mmio_write16(uintptr_t addr, uint16_t v)
+{
+	*(volatile uint16_t *)addr = v;
+}
+
+static inline void mmio_write32(uintptr_t addr, uint32_t v)
+{
+	*(volatile uint32_t *)addr = v;
+}
+
+static inline void mmio_write64(uintptr_t addr, uint64_t v)
+{
+	*(volatile uint64_t *)addr = v;
+}
+
+/* ---- CPU --------------------------------------------------------------------- */
+
+static inline void cpuid(uint32_t leaf, uint32_t subleaf, uint32_t *a, uint32_t *b, uint32_t *c, uint32_t *d)
+{
+	__asm__ volatile("cpuid" : "=a"(*a), "=b"(*b), "=c"(*c), "=d"(*d) : "a"(leaf), "c"(subleaf));
+}
+
+static inline uint64_t rdmsr(uint32_t msr)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile("rdmsr" : "=a"(lo), "=d"(hi) : "c"(msr));
+	return ((uint64_t)hi << 32) | lo;
+}
+
+static inline void wrmsr(uint32_t msr, uint64_t v)
+{
+	__asm__ volatile("wrmsr" : : "c"(msr), "a"((uint32_t)v), "d"((uint32_t)(v >> 32)) : "memory");
+}
+
+static inline uint64_t read_cr0(void)
+{
+	uint64_t v;
+
+	__asm__ volatile("mov %%cr0, %0" : "=r"(v));
+	return v;
+}
+
+static inline uint64_t read_cr3(void)
+{
+	uint64_t v;
+
+	__asm__ volatile("mov %%cr3, %0" : "=r"(v));
+	return v;
+}
+
+static inline uint64_t read_cr4(void)
+{
+	uint64_t v;
+
+	__asm__ volatile("mov %%cr4, %0" : "=r"(v));
+	return v;
+}
+
+static inline uint64_t rdtsc(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return ((uint64_t)hi << 32) | lo;
+}
+
+static inline void cpu_relax(void)
+{
+	__asm__ volatile("pause" ::: "memory");
+}
+
+static inline void irq_enable(void)
+{
+	__asm__ volatile("sti" ::: "memory");
+}
+
+static inline void irq_disable(void)
+{
+	__asm__ volatile("cli" ::: "memory");
+}
+
+/* ---- serial console (8250/16550A at BRISK_COM1_PORT) ---------------------------- */
+
+/* 8N1, divisor 1 (115200 baud), FIFOs on, interrupts off, DTR|RTS. */
+void serial_init(void);
+/* Wait, bounded, for LSR.THRE: room for one byte, or 16 after serial_init. */
+void serial_wait_tx(void);
+/* Transmit, waiting (bounded) for THRE; '\n' is sent as is, no CR added. */
+void serial_putc(char c);
+void serial_puts(const char *s);
+/* Like serial_puts for n bytes; after serial_init, one LSR read per 16 bytes. */
+void serial_write(const char *buf, size_t n);
+/* Next received byte; blocks (polls LSR.DR) until one arrives. */
+int serial_getc(void);
+/* Next received byte, or -1 when the receiver is empty. */
+int serial_trygetc(void);
+
+/*
+ * printf subset: %s %c %d %u %x %p with the l and ll length modifiers,
+ * a field width, '0' padding and '%%'. Output goes to the serial console.
+ */
+__attribute__((format(printf, 1, 2))) void gprintf(const char *fmt, ...);
+void gvprintf(const char *fmt, va_list ap);
+
+/* ---- boot markers, exit and reset ---------------------------------------------- */
+
+/* Record a boot marker: outl to BRISK_BOOTMARK_PORT. */
+void bootmark(uint32_t v);
+/* Record a boot marker: 32-bit store to BRISK_BOOTMARK_MMIO. */
+void bootmark_mmio(uint32_t v);
+/* Write v to the debug-exit port (host status ((v & 0x7f) << 1) | 1); never returns. */
+__attribute__((noreturn)) void guest_exit(unsigned int v);
+/*
+ * Ask the i8042 to pulse reset (brisk exit status 0). Where no i8042 answers
+ * (QEMU microvm) fall back to guest_exit(0), status 1. Never returns.
+ */
+__attribute__((noreturn)) void guest_reset(void);
+/* Print "NAME: PASS" and guest_reset(). */
+__attribute__((noreturn)) void guest_pass(const char *name);
+/* Print "NAME: FAIL: why" and guest_exit(0x7f): host status 255. */
+__attribute__((noreturn)) void guest_fail(const char *name, const char *why);
+/* A short bounded wait for an asynchronous reset to take effect. */
+void guest_settle(void);
+
+/* ---- strings and the command line -------------------------------------------- */
+
+size_t strlen(const char *s);
+int strcmp(const char *a, const char *b);
+int strncmp(const char *a, const char *b, size_t n);
+int memcmp(const void *a, const void *b, size_t n);
+void *memcpy(void *dst, const void *src, size_t n);
+void *memset(void *dst, int c, size_t n);
+
+/* The PVH command line, or "" when there is none or si is not a PVH start_info. */
+const char *guest_cmdline(const struct hvm_start_info *si);
+/*
+ * Find the space-separated token "key=N" (N decimal or 0x-prefixed hex) in
+ * cmdline. Returns 0 and stores N in *out; -1 when the key is absent or N is
+ * malformed or overflows (then *out is unchanged).
+ */
+int cmdline_get_u64(const char *cmdline, const char *key, uint64_t *out);
+
+/* ---- interrupts (idt.c) ----------------------------------------------------------- */
+
+/* What the CPU pushes for an interrupt without error code (SDM Vol 3A 6.14.2). */
+struct interrupt_frame {
+	uint64_t rip;
+	uint64_t cs;
+	uint64_t rflags;
+	uint64_t rsp;
+	uint64_t ss;
+};
+
+/*
+ * Handlers are C functions with gcc's interrupt attribute: they save every
+ * register they use and return with iretq.
+ */
+typedef void (*irq_handler_t)(struct interrupt_frame *frame);
+#define GUEST_ISR __attribute__((interrupt))
+
+/* Fill vector vec of the runtime's IDT with a 64-bit interrupt gate (DPL 0). */
+void idt_set_gate(unsigned int vec, irq_handler_t handler);
+/* lidt the runtime's 256-entry IDT. */
+void idt_load(void);
+/* lidt a zero-limit IDT: every exception then escalates to a triple fault. */
+void idt_load_empty(void);
+
+#endif

@@ -1,0 +1,42 @@
+/* config.h - parsing and validating user-supplied values (sizes, counts) into struct vm_config. */
+#ifndef BRISK_CONFIG_H
+#define BRISK_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vm.h"
+
+/* brisk's own ceiling on vCPUs: xAPIC IDs and the MP table address 0..254. */
+#define CONFIG_MAX_CPUS 254
+
+/*
+ * Parses a size: a decimal number with an optional binary suffix K, M, G
+ * or T (KiB, MiB, GiB, TiB; "k"/"KiB"/"kb" spellings accepted) or B for
+ * bytes; a bare number means MiB, as QEMU's -m. Returns 0 or -EINVAL
+ * (not a size) / -ERANGE (overflows 64 bits).
+ */
+__attribute__((warn_unused_result)) int parse_size(const char *s, uint64_t *out);
+
+/* Parses a decimal unsigned integer in [min, max]. Returns 0, -EINVAL or -ERANGE. */
+__attribute__((warn_unused_result)) int parse_uint(const char *s, unsigned long min, unsigned long max,
+						   unsigned long *out);
+
+/* Parses --serial: "stdio", "none" or "file:PATH". Returns 0 or -EINVAL. */
+__attribute__((warn_unused_result)) int parse_serial(const char *s, struct vm_config *cfg);
+
+/* Defaults: 1 vCPU, VM_DEFAULT_MEMORY, serial on stdio, the built-in guest. */
+void config_defaults(struct vm_config *cfg);
+
+/*
+ * Checks cross-field and host limits: cpus in 1..max_cpus, memory in
+ * LAYOUT_MEM_MIN..host_mem and a multiple of 4 KiB. Returns 0 or -EINVAL
+ * with a message naming the option in `err`.
+ */
+__attribute__((warn_unused_result)) int config_validate(const struct vm_config *cfg, unsigned max_cpus,
+							uint64_t host_mem, char *err, size_t errlen);
+
+/* Host memory ceiling for --memory: physical RAM plus swap (sysinfo). */
+uint64_t config_host_memory(void);
+
+#endif

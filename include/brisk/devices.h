@@ -1,0 +1,45 @@
+/* devices.h - constructors of the legacy platform devices (one file each in src/devices/). */
+#ifndef BRISK_DEVICES_H
+#define BRISK_DEVICES_H
+
+#include <stdint.h>
+
+struct vm;
+struct serial8250;
+
+/* Where the UART's output goes and whether host stdin feeds it. */
+struct serial_opts {
+	int out_fd;  /* -1: discard output */
+	int in_fd;   /* -1: no input */
+	int raw_tty; /* put in_fd's terminal in raw mode (restored by serial8250_stop) */
+};
+
+#define SERIAL_OUTBUF_SIZE (64 * 1024) /* bounded: a stalled stdout drops, never blocks */
+#define SERIAL_INBUF_SIZE 4096
+
+/*
+ * 8250/16550A UART at COM1 (0x3f8, IRQ 4), registered on the VM's bus.
+ * Returns 0 or -errno. The device is owned by the bus (destroyed with it).
+ */
+__attribute__((warn_unused_result)) int serial8250_create(struct vm *vm, const struct serial_opts *opts,
+							  struct serial8250 **out);
+/* Starts the host I/O thread(s). Returns 0 or -errno. */
+__attribute__((warn_unused_result)) int serial8250_start(struct serial8250 *s);
+/*
+ * Stops the I/O thread(s): flushes buffered output (waits at most
+ * `flush_ms` for a stalled reader), restores the terminal. Idempotent.
+ */
+void serial8250_stop(struct serial8250 *s, int flush_ms);
+/* Bytes dropped because the output buffer was full. */
+uint64_t serial8250_dropped(const struct serial8250 *s);
+/* Restores the terminal if raw mode is on (async-signal-safe; for atexit paths). */
+void serial8250_restore_tty(void);
+
+/* i8042 at 0x60/0x64: 0xfe to 0x64 ends the VM with EXIT_GUEST_OK. */
+__attribute__((warn_unused_result)) int i8042_create(struct vm *vm);
+/* Debug-exit port BRISK_DEBUG_EXIT_PORT (see abi.h). */
+__attribute__((warn_unused_result)) int debugexit_create(struct vm *vm);
+/* Boot-marker device at BRISK_BOOTMARK_PORT and BRISK_BOOTMARK_MMIO. */
+__attribute__((warn_unused_result)) int bootmark_create(struct vm *vm);
+
+#endif

@@ -1,0 +1,44 @@
+/* kvm.h - /dev/kvm: opening with actionable errors, and the one wrapper every KVM ioctl goes through. */
+#ifndef BRISK_KVM_H
+#define BRISK_KVM_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/*
+ * Every KVM ioctl brisk makes goes through kvm_ioctl(): it counts calls and
+ * time per request (the profiler's "host cost"). Returns what ioctl(2)
+ * returned, errno preserved.
+ */
+int kvm_ioctl(int fd, unsigned long req, const char *name, void *arg);
+#define KVM_IOCTL(fd, req, arg) kvm_ioctl((fd), (req), #req, (void *)(uintptr_t)(arg))
+
+/* One row of the per-request ioctl accounting. */
+struct kvm_ioctl_stat {
+	const char *name;
+	unsigned long req;
+	uint64_t count;
+	uint64_t ns;
+};
+/* Copies up to `max` rows; returns the number of distinct requests seen. */
+unsigned kvm_ioctl_stats(struct kvm_ioctl_stat *out, unsigned max);
+void kvm_ioctl_stats_print(FILE *f);
+
+/* Process-wide facts about /dev/kvm, queried once. */
+struct kvm {
+	int fd;
+	int run_size;	/* KVM_GET_VCPU_MMAP_SIZE */
+	int max_vcpus;	/* KVM_CAP_MAX_VCPUS (or NR_VCPUS) */
+	int immediate_exit; /* KVM_CAP_IMMEDIATE_EXIT */
+};
+
+/*
+ * Opens `path` (normally /dev/kvm), checks the API version and every
+ * capability brisk requires; on failure logs an actionable message and
+ * returns -errno (-ENOENT missing, -EACCES permission, -EPROTO version,
+ * -ENOTSUP capability).
+ */
+__attribute__((warn_unused_result)) int kvm_open(struct kvm *k, const char *path);
+void kvm_close(struct kvm *k);
+
+#endif

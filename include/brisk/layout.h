@@ -1,0 +1,95 @@
+/* layout.h - the whole x86 guest physical memory map, in one place. */
+#ifndef BRISK_LAYOUT_H
+#define BRISK_LAYOUT_H
+
+#include "abi.h"
+
+/*
+ * Guest physical address map (see docs/architecture.md):
+ *
+ *   0x0000_0000  real-mode IVT + BIOS data area: left zero
+ *   0x0000_0500  boot GDT (4 x 8 bytes) and empty IDT
+ *   0x0000_6000  PVH hvm_start_info, its module list and memory map
+ *   0x0000_7000  Linux zero page (struct boot_params)
+ *   0x0000_8000  boot stack (grows down from 0x8ff0)
+ *   0x0000_9000  boot page tables: PML4, PDPT, 4 PDs (identity map 0..4 GiB)
+ *   0x0002_0000  kernel command line
+ *   0x0009_fc00  EBDA: MP configuration table (reserved in the memory map)
+ *   0x000a_0000  VGA / option ROM / BIOS area (reserved)
+ *   0x0010_0000  first byte of high RAM: kernel, initrd
+ *   0xc000_0000  32-bit MMIO hole: boot marker, virtio-mmio, IOAPIC, LAPIC,
+ *                KVM's identity-map page and TSS
+ *   0x1_0000_0000 RAM above 4 GiB when --memory exceeds the hole start
+ */
+#define LAYOUT_GDT 0x500UL
+#define LAYOUT_GDT_SIZE 0x20UL
+#define LAYOUT_IDT 0x520UL
+#define LAYOUT_IDT_SIZE 0x8UL
+
+#define LAYOUT_START_INFO 0x6000UL
+#define LAYOUT_START_INFO_SIZE 0x100UL
+#define LAYOUT_MODLIST 0x6100UL
+#define LAYOUT_MODLIST_SIZE 0x100UL /* 8 x struct hvm_modlist_entry */
+#define LAYOUT_MEMMAP 0x6200UL
+#define LAYOUT_MEMMAP_SIZE 0xe00UL /* up to 149 x 24-byte entries */
+
+#define LAYOUT_ZERO_PAGE 0x7000UL
+#define LAYOUT_ZERO_PAGE_SIZE 0x1000UL
+
+#define LAYOUT_BOOT_STACK 0x8000UL
+#define LAYOUT_BOOT_STACK_SIZE 0x1000UL
+#define LAYOUT_BOOT_STACK_TOP 0x8ff0UL
+
+#define LAYOUT_PML4 0x9000UL
+#define LAYOUT_PDPT 0xa000UL
+#define LAYOUT_PD 0xb000UL
+#define LAYOUT_PAGETABLES 0x9000UL
+#define LAYOUT_PAGETABLES_SIZE 0x6000UL /* PML4 + PDPT + 4 PDs */
+
+#define LAYOUT_CMDLINE 0x20000UL
+#define LAYOUT_CMDLINE_MAX 0x10000UL /* bytes including the NUL */
+
+#define LAYOUT_EBDA 0x9fc00UL
+#define LAYOUT_EBDA_SIZE 0x400UL
+#define LAYOUT_LEGACY_END 0x100000UL /* end of VGA/ROM/BIOS area */
+
+#define LAYOUT_HIGH_RAM 0x100000UL /* kernels load at or above this */
+
+#define LAYOUT_MMIO_HOLE 0xc0000000ULL
+#define LAYOUT_MMIO_HOLE_END 0x100000000ULL
+#define LAYOUT_RAM_ABOVE_4G 0x100000000ULL
+
+#define LAYOUT_VIRTIO_MMIO 0xd0001000ULL /* virtio-mmio devices, one page each */
+#define LAYOUT_KVM_IDENTITY_MAP 0xfeffc000ULL /* KVM_SET_IDENTITY_MAP_ADDR, 1 page */
+#define LAYOUT_KVM_TSS 0xfeffd000ULL	      /* KVM_SET_TSS_ADDR, 3 pages */
+
+/* Memory limits enforced by the CLI. */
+#define LAYOUT_MEM_MIN (16ULL << 20)
+
+#define LAYOUT_END(a, s) ((a) + (s))
+#define LAYOUT_DISJOINT(a, as, b, bs) (LAYOUT_END(a, as) <= (b) || LAYOUT_END(b, bs) <= (a))
+
+_Static_assert(LAYOUT_END(LAYOUT_GDT, LAYOUT_GDT_SIZE) <= LAYOUT_IDT, "GDT/IDT overlap");
+_Static_assert(LAYOUT_END(LAYOUT_IDT, LAYOUT_IDT_SIZE) <= LAYOUT_START_INFO, "IDT/start_info");
+_Static_assert(LAYOUT_END(LAYOUT_START_INFO, LAYOUT_START_INFO_SIZE) <= LAYOUT_MODLIST, "start_info/modlist");
+_Static_assert(LAYOUT_END(LAYOUT_MODLIST, LAYOUT_MODLIST_SIZE) <= LAYOUT_MEMMAP, "modlist/memmap");
+_Static_assert(LAYOUT_END(LAYOUT_MEMMAP, LAYOUT_MEMMAP_SIZE) <= LAYOUT_ZERO_PAGE, "memmap/zero page");
+_Static_assert(LAYOUT_END(LAYOUT_ZERO_PAGE, LAYOUT_ZERO_PAGE_SIZE) <= LAYOUT_BOOT_STACK, "zero page/stack");
+_Static_assert(LAYOUT_END(LAYOUT_BOOT_STACK, LAYOUT_BOOT_STACK_SIZE) <= LAYOUT_PAGETABLES, "stack/page tables");
+_Static_assert(LAYOUT_PML4 == LAYOUT_PAGETABLES && LAYOUT_PDPT == LAYOUT_PML4 + 0x1000 &&
+		       LAYOUT_PD == LAYOUT_PDPT + 0x1000,
+	       "page-table order");
+_Static_assert(LAYOUT_END(LAYOUT_PAGETABLES, LAYOUT_PAGETABLES_SIZE) <= LAYOUT_CMDLINE, "page tables/cmdline");
+_Static_assert(LAYOUT_END(LAYOUT_CMDLINE, LAYOUT_CMDLINE_MAX) <= LAYOUT_EBDA, "cmdline/EBDA");
+_Static_assert(LAYOUT_END(LAYOUT_EBDA, LAYOUT_EBDA_SIZE) <= LAYOUT_HIGH_RAM, "EBDA/high RAM");
+_Static_assert(LAYOUT_HIGH_RAM == BRISK_GUEST_LOAD_ADDR, "test guests load at high RAM");
+_Static_assert(LAYOUT_MMIO_HOLE <= BRISK_BOOTMARK_MMIO, "boot marker inside the hole");
+_Static_assert(LAYOUT_DISJOINT(BRISK_BOOTMARK_MMIO, BRISK_BOOTMARK_MMIO_SIZE, LAYOUT_VIRTIO_MMIO, 0x1000),
+	       "boot marker/virtio");
+_Static_assert(LAYOUT_VIRTIO_MMIO + 0x100000 <= BRISK_IOAPIC_BASE, "virtio window/IOAPIC");
+_Static_assert(BRISK_IOAPIC_BASE + 0x1000 <= BRISK_LAPIC_BASE, "IOAPIC/LAPIC");
+_Static_assert(BRISK_LAPIC_BASE + 0x1000 <= LAYOUT_KVM_IDENTITY_MAP, "LAPIC/identity map");
+_Static_assert(LAYOUT_KVM_IDENTITY_MAP + 0x1000 == LAYOUT_KVM_TSS, "identity map/TSS");
+_Static_assert(LAYOUT_KVM_TSS + 0x3000 <= LAYOUT_MMIO_HOLE_END, "TSS inside the hole");
+
+#endif

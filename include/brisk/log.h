@@ -1,0 +1,18 @@
+/* log.h - leveled logging to stderr. */
+#ifndef BRISK_LOG_H
+#define BRISK_LOG_H
+
+enum log_level { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG };
+
+void log_set_level(enum log_level level);
+/* Parses "error", "warn", "info", "debug". Returns 0 or -EINVAL. */
+int log_parse_level(const char *s, enum log_level *out);
+int log_enabled(enum log_level level);
+void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
+#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,49 @@
+/* mem.h - guest RAM: one anonymous mapping, its KVM slots, and the one checked accessor. */
+#ifndef BRISK_MEM_H
+#define BRISK_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GMEM_HUGEPAGES 0x1u /* madvise(MADV_HUGEPAGE) */
+#define GMEM_PREFAULT 0x2u  /* populate every page before boot */
+
+/* One contiguous range of guest-physical RAM backed by host memory. */
+struct gmem_region {
+	uint64_t gpa;
+	uint64_t size;
+	uint8_t *host;
+};
+
+/*
+ * Guest RAM of `size` bytes: [0, min(size, LAYOUT_MMIO_HOLE)) and, for the
+ * rest, [4 GiB, ...). Both regions live in one host mapping.
+ */
+struct gmem {
+	uint8_t *base;
+	uint64_t size;
+	unsigned nr;
+	struct gmem_region region[2];
+};
+
+/* Maps `size` bytes (MAP_NORESERVE). Returns 0 or -errno. */
+__attribute__((warn_unused_result)) int gmem_init(struct gmem *m, uint64_t size, unsigned flags);
+void gmem_destroy(struct gmem *m);
+
+/*
+ * The one checked accessor: host pointer for guest range [gpa, gpa+len),
+ * or NULL unless the whole range lies inside one RAM region (overflow-safe;
+ * never crosses the MMIO hole). A zero-length range is valid at any gpa in
+ * [region start, region end].
+ */
+void *gmem_ptr(const struct gmem *m, uint64_t gpa, uint64_t len);
+
+/* Copy to/from guest RAM through gmem_ptr. Return 0 or -EFAULT. */
+__attribute__((warn_unused_result)) int gmem_write(const struct gmem *m, uint64_t gpa, const void *src,
+						   uint64_t len);
+__attribute__((warn_unused_result)) int gmem_read(const struct gmem *m, uint64_t gpa, void *dst, uint64_t len);
+
+/* Guest RAM bytes below the MMIO hole. */
+uint64_t gmem_low_size(const struct gmem *m);
+
+#endif

@@ -1,0 +1,43 @@
+/* timeline.h - boot timeline: host CLOCK_MONOTONIC timestamps of VMM phases and guest milestones. */
+#ifndef BRISK_TIMELINE_H
+#define BRISK_TIMELINE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* Phases in the order they happen; each is recorded once (first wins). */
+enum tl_event {
+	TL_EXEC = 0,	  /* process start, estimated (see timeline.c) */
+	TL_MAIN,	  /* main() entered */
+	TL_KVM_OPEN,	  /* /dev/kvm opened and checked */
+	TL_VM_CREATED,	  /* KVM_CREATE_VM, irqchip, PIT */
+	TL_MEMORY,	  /* guest RAM mapped and registered */
+	TL_KERNEL_LOADED, /* kernel image in guest RAM, boot structures built */
+	TL_VCPUS_READY,	  /* every vCPU created and configured */
+	TL_FIRST_RUN,	  /* first KVM_RUN entered */
+	TL_FIRST_EXIT,	  /* first exit to userspace */
+	TL_FIRST_SERIAL,  /* first byte the guest wrote to the UART */
+	TL_GUEST_END,	  /* the guest ended (or was stopped) */
+	TL_EXIT,	  /* brisk is about to exit */
+	TL__COUNT
+};
+
+#define TL_MAX_MARKERS 256
+
+/* Call first thing in main(). */
+void timeline_init(void);
+uint64_t timeline_now_ns(void);
+/* Records `ev` now unless already recorded. Thread-safe, lock-free. */
+void timeline_mark(enum tl_event ev);
+/* Records a boot-marker value now; beyond TL_MAX_MARKERS values are counted only. */
+void timeline_bootmark(uint32_t value);
+/* ns since TL_EXEC of event `ev`, or -1 when it did not happen. */
+int64_t timeline_get(enum tl_event ev);
+const char *timeline_name(enum tl_event ev);
+unsigned timeline_nr_markers(void);
+/* Marker i: value and ns since TL_EXEC. Returns 0 or -1 if out of range. */
+int timeline_marker(unsigned i, uint32_t *value, int64_t *ns);
+/* The aligned text table (µs since exec) for brisk run --timeline. */
+void timeline_print(FILE *f);
+
+#endif

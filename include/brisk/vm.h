@@ -1,0 +1,59 @@
+/* vm.h - the virtual machine: configuration, the build recipe, and the services devices call. */
+#ifndef BRISK_VM_H
+#define BRISK_VM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define VM_DEFAULT_MEMORY (128ULL << 20)
+#define VM_DEFAULT_CMDLINE "console=ttyS0"
+
+enum serial_mode { SERIAL_STDIO = 0, SERIAL_FILE, SERIAL_NONE };
+
+struct vm_config {
+	const char *kernel;  /* path; NULL = the built-in demo guest */
+	const char *cmdline; /* NULL = VM_DEFAULT_CMDLINE */
+	unsigned cpus;
+	uint64_t memory;
+	enum serial_mode serial;
+	const char *serial_path; /* SERIAL_FILE */
+	bool hugepages;
+	bool prefault;
+	bool timeline;
+};
+
+struct vm;
+struct bus;
+struct gmem;
+
+/*
+ * Builds the VM described by `cfg` (the recipe in vm.c, top to bottom).
+ * Returns 0 and *out, or a brisk exit status (EXIT_*) after logging why;
+ * nothing is left behind on failure.
+ */
+__attribute__((warn_unused_result)) int vm_create(const struct vm_config *cfg, struct vm **out);
+/*
+ * Runs the VM until it ends; returns the process exit status. `sig_fd` is
+ * a signalfd for SIGINT/SIGTERM/SIGHUP (stop the VM cleanly), or -1.
+ */
+int vm_run(struct vm *vm, int sig_fd);
+/* The --timeline report: phases, exit counters, KVM ioctls. */
+void vm_print_report(struct vm *vm, FILE *f);
+void vm_destroy(struct vm *vm);
+
+/* Installs the signal handler that kicks vCPUs out of KVM_RUN (once per process). */
+int vm_signals_init(void);
+
+/* Services for devices (callable from any thread). */
+struct bus *vm_bus(struct vm *vm);
+const struct gmem *vm_gmem(struct vm *vm);
+/* Sets an in-kernel irqchip input line (KVM_IRQ_LINE). */
+void vm_irq_line(struct vm *vm, unsigned irq, int level);
+/*
+ * Ends the VM with process status `code`; the first request wins, later
+ * ones are ignored. Wakes every vCPU out of KVM_RUN.
+ */
+void vm_request_exit(struct vm *vm, int code, const char *reason);
+
+#endif

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# check.sh - run every test tier this machine can run, plain and under ASan+UBSan; print one summary.
+# Called by `make check` after the builds. Exit status: 0 only if every tier passed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+PYTHON=${PYTHON:-/usr/bin/python3}
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+passed=0 failed=0 skipped=0 status=0
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=86}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=86}
+
+# cmocka: "[  PASSED  ] N test(s)." / "[  FAILED  ] N test(s), listed below:"
+count_cmocka() {
+	local p f
+	p=$(grep -hoE '^\[  PASSED  \] [0-9]+' "$1" | awk '{s+=$NF} END {print s+0}')
+	f=$(grep -hoE '^\[  FAILED  \] [0-9]+ test' "$1" | awk '{s+=$(NF-1)} END {print s+0}')
+	passed=$((passed + p)) failed=$((failed + f))
+}
+
+# pytest: "=== 12 passed, 3 skipped in 4.5s ==="
+count_pytest() {
+	local line n
+	line=$(grep -E '^=+ .*(passed|failed|skipped|error|no tests ran).* in [0-9.]+s' "$1" | tail -n 1)
+	for kind in passed failed skipped error errors; do
+		n=$(echo "$line" | grep -oE "[0-9]+ $kind\b" | awk '{print $1}')
+		n=${n:-0}
+		case $kind in
+		passed) passed=$((passed + n)) ;;
+		skipped) skipped=$((skipped + n)) ;;
+		*) failed=$((failed + n)) ;;
+		esac
+	done
+}
+
+echo "== unit tests (cmocka), plain and ASan+UBSan"
+make --no-print-directory -s check-unit || { echo "check: unit test build failed"; exit 1; }
+for dir in "$BUILD/tests" "$BUILD/asan/tests"; do
+	for t in "$dir"/test_*; do
+		[ -x "$t" ] || continue
+		"$t" >"$log/unit.out" 2>&1
+		rc=$?
+		cat "$log/unit.out"
+		count_cmocka "$log/unit.out"
+		[ $rc -eq 0 ] || { echo "check: $t failed (exit $rc)"; status=1; }
+	done
+done
+
+run_pytest() { # $1 = brisk binary, $2 = label
+	echo "== integration tests (pytest) with $2"
+	BRISK="$1" "$PYTHON" -m pytest -q -rs tests/integration 2>&1 | tee "$log/py.out"
+	rc=${PIPESTATUS[0]}
+	count_pytest "$log/py.out"
+	# 5 = no tests collected: that is a failure of the suite, not a pass.
+	[ $rc -eq 0 ] || { echo "check: pytest with $2 failed (exit $rc)"; status=1; }
+}
+
+if [ -n "${BRISK_NESTED_KVM:-}" ] || { [ ! -e /dev/kvm ] && [ -x scripts/nested-kvm.sh ] && [ -z "${BRISK_NO_NESTED:-}" ]; }; then
+	# No /dev/kvm here: run the suites inside a nested KVM (scripts/nested-kvm.md).
+	if scripts/nested-kvm.sh --probe >"$log/probe.out" 2>&1; then
+		echo "== /dev/kvm missing on this host: running the integration tiers in a nested KVM (scripts/nested-kvm.sh)"
+		for variant in "$BUILD/brisk:plain build" "$BUILD/asan/brisk:ASan+UBSan build"; do
+			echo "== integration tests (pytest) with ${variant#*:}, nested KVM"
+			scripts/nested-kvm.sh -- env BRISK="${variant%%:*}" "$PYTHON" -m pytest -q -rs tests/integration \
+				2>&1 | tee "$log/py.out"
+			rc=${PIPESTATUS[0]}
+			count_pytest "$log/py.out"
+			[ $rc -eq 0 ] || { echo "check: nested pytest with ${variant#*:} failed (exit $rc)"; status=1; }
+		done
+	else
+		echo "== nested KVM unavailable: $(tail -n 1 "$log/probe.out")"
+		run_pytest "$BUILD/brisk" "plain build"
+		run_pytest "$BUILD/asan/brisk" "ASan+UBSan build"
+	fi
+else
+	run_pytest "$BUILD/brisk" "plain build"
+	run_pytest "$BUILD/asan/brisk" "ASan+UBSan build"
+fi
+
+echo
+echo "check: $passed passed, $failed failed, $skipped skipped"
+[ $failed -eq 0 ] || status=1
+exit $status

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# deps.sh - install the Debian packages brisk needs, only those missing (idempotent).
+#   scripts/deps.sh            build + test dependencies (what `make demo` and `make check` need)
+#   scripts/deps.sh bench      + what bench/ needs (QEMU for the side-by-side run, strace)
+#   scripts/deps.sh fuzz       + clang's libFuzzer runtime
+set -euo pipefail
+
+build=(gcc make libc6-dev)
+check=(libcmocka-dev python3 python3-pytest strace qemu-system-x86 busybox-static cpio)
+bench=(qemu-system-x86 strace)
+fuzz=(clang libclang-rt-14-dev)
+
+want=("${build[@]}" "${check[@]}")
+case "${1:-}" in
+bench) want+=("${bench[@]}") ;;
+fuzz) want+=("${fuzz[@]}") ;;
+"") ;;
+*) echo "usage: $0 [bench|fuzz]" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${want[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+		missing+=("$p")
+	fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "deps: installing ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

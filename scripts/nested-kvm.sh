@@ -1,0 +1,307 @@
+#!/usr/bin/env bash
+# nested-kvm.sh -- run a command on a machine that has a working /dev/kvm,
+# even when the host has none: boots a Debian kernel under QEMU's software
+# emulator (TCG) with an emulated AMD-SVM CPU, loads kvm + kvm_amd there,
+# shares the host's / read-write over virtio-9p, chroots into it, and runs
+# COMMAND in the caller's working directory. See scripts/nested-kvm.md.
+#
+# Usage: scripts/nested-kvm.sh [--probe] [--] COMMAND [ARGS...]
+#        scripts/nested-kvm.sh --probe          # is /dev/kvm usable in there?
+#        scripts/nested-kvm.sh --prepare        # just build the cached kernel/initramfs
+#
+# Exit status: COMMAND's exit status; 125 if the VM could not run it (QEMU
+# failed, kvm could not be loaded, timeout) with a one-line reason on stderr.
+#
+# Environment knobs:
+#   NESTED_KVM_TIMEOUT  seconds before QEMU is killed (default 1800)
+#   NESTED_KVM_MEM      guest memory (default 4G)
+#   NESTED_KVM_SMP      guest vCPUs (default: host CPUs, at most 4, at least 2)
+#   NESTED_KVM_CPU      QEMU -cpu model (default qemu64,+svm,+npt,...)
+#   NESTED_KVM_KVM_AMD  kvm_amd module parameters (default "nested=0 avic=0 sev=0 sev_es=0")
+#   NESTED_KVM_ENV      extra space-separated variable names to pass through
+#   NESTED_KVM_VERBOSE  1 = print the guest console log (kernel + init) to stderr
+#   NESTED_KVM_9P_CACHE 9p cache mode (default mmap)
+set -euo pipefail
+
+die() { echo "nested-kvm: $*" >&2; exit 125; }
+
+SELF=$(readlink -f "${BASH_SOURCE[0]}")
+ROOT=$(cd "$(dirname "$SELF")/.." && pwd -P)
+NESTED=$ROOT/build/nested
+
+probe=0 prepare_only=0
+while [[ $# -gt 0 ]]; do
+	case $1 in
+	--probe) probe=1; shift ;;
+	--prepare) prepare_only=1; shift ;;
+	-h|--help) sed -n '2,/^set -euo/p' "$SELF" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	--) shift; break ;;
+	-*) die "unknown option $1" ;;
+	*) break ;;
+	esac
+done
+if [[ $probe = 0 && $prepare_only = 0 && $# -eq 0 ]]; then
+	die "usage: $0 [--probe] -- COMMAND [ARGS...]"
+fi
+
+TIMEOUT=${NESTED_KVM_TIMEOUT:-1800}
+MEM=${NESTED_KVM_MEM:-4G}
+ncpu=$(nproc 2>/dev/null || echo 2)
+SMP=${NESTED_KVM_SMP:-$(( ncpu < 2 ? 2 : (ncpu > 4 ? 4 : ncpu) ))}
+# svm: the whole point. npt: TCG emulates nested paging (saves kvm_amd from
+# shadow paging, which is much slower under TCG). vgif and
+# svme-addr-chk are emulated by TCG too; nrip-save, decode-assists, etc. are not (QEMU 7.2).
+CPU=${NESTED_KVM_CPU:-qemu64,+svm,+npt,+vgif,+svme-addr-chk,+lahf-lm,+popcnt,+sse4.1,+sse4.2,+ssse3,+cx16}
+KVM_AMD_PARAMS=${NESTED_KVM_KVM_AMD:-nested=0 avic=0 sev=0 sev_es=0}
+CACHE9P=${NESTED_KVM_9P_CACHE:-mmap}
+
+# Modules needed in the initramfs, in load order (dependencies are resolved
+# with modinfo and loaded first; built-in ones are simply skipped).
+WANT_MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci
+netfs fscache 9pnet 9pnet_virtio 9p irqbypass kvm ccp kvm-amd"
+
+need_pkgs() { # pkg ...
+	local missing=() p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+	done
+	[[ ${#missing[@]} -eq 0 ]] && return 0
+	echo "nested-kvm: installing ${missing[*]}" >&2
+	[[ $(id -u) = 0 ]] || die "need root to apt-get install ${missing[*]}"
+	{ DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" ||
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"; }
+	} >&2 || die "apt-get install ${missing[*]} failed"
+}
+
+# The init script that runs as PID 1 in the guest (busybox sh).
+init_script() {
+	cat <<'EOF'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mkdir -p /proc /sys /dev /mnt/host
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+log() { echo "init: $*" > /dev/console; }
+halt_vm() { sync; echo o > /proc/sysrq-trigger; poweroff -f; sleep 5; reboot -f; }
+RUN= KVM_AMD=
+for a in $(cat /proc/cmdline); do
+	case $a in
+	nkvm.run=*) RUN=${a#nkvm.run=} ;;
+	nkvm.amd=*) KVM_AMD=$(echo "${a#nkvm.amd=}" | tr , ' ') ;;
+	nkvm.cache=*) CACHE=${a#nkvm.cache=} ;;
+	esac
+done
+modfail=
+for m in $(cat /lib/modules/order); do
+	p=
+	[ "$m" = kvm-amd ] && p=$KVM_AMD
+	insmod /lib/modules/$m.ko $p 2>/dev/console || modfail="$modfail $m"
+done
+if ! mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=${CACHE:-mmap},access=client hostroot /mnt/host 2>/dev/console; then
+	log "cannot mount the 9p host root:$modfail"; dmesg > /dev/console; halt_vm
+fi
+H=/mnt/host
+err() { log "$*"; echo "$*" > "$H$RUN/error"; dmesg > "$H$RUN/dmesg"; sync; halt_vm; }
+[ -n "$RUN" ] && [ -d "$H$RUN" ] || { log "run dir '$RUN' missing"; halt_vm; }
+[ -z "$modfail" ] || err "insmod failed:$modfail ($(dmesg | grep -i -E 'kvm|svm' | tail -n 3 | tr '\n' ' '))"
+[ -c /dev/kvm ] || err "/dev/kvm did not appear ($(dmesg | grep -i -E 'kvm|svm' | tail -n 3 | tr '\n' ' '))"
+mount -t proc proc $H/proc
+mount -t sysfs sysfs $H/sys
+mount -t devtmpfs devtmpfs $H/dev
+mkdir -p $H/dev/pts $H/dev/shm
+mount -t devpts -o newinstance,ptmxmode=0666,gid=5,mode=0620 devpts $H/dev/pts
+mount -t tmpfs tmpfs $H/dev/shm
+mount -t tmpfs -o mode=1777 tmpfs $H/tmp
+mount -t tmpfs tmpfs $H/run
+# ttyS1 = COMMAND's stdout, ttyS2 = its stderr: raw, so bytes pass unchanged.
+stty -F /dev/ttyS1 raw -echo 115200
+stty -F /dev/ttyS2 raw -echo 115200
+cut -d' ' -f1 /proc/uptime > "$H$RUN/booted"
+env -i /bin/chroot $H /bin/bash --noprofile --norc "$RUN/cmd.sh" </dev/null >/dev/ttyS1 2>/dev/ttyS2
+echo $? > "$H$RUN/status.tmp"
+mv "$H$RUN/status.tmp" "$H$RUN/status"
+cut -d' ' -f1 /proc/uptime > "$H$RUN/done"
+umount $H/dev/pts $H/dev/shm $H/tmp $H/run $H/dev $H/sys $H/proc 2>/dev/null
+sync
+halt_vm
+EOF
+}
+
+prepare() {
+	mkdir -p "$NESTED"
+	exec 9>"$NESTED/.lock"
+	flock 9
+	need_pkgs qemu-system-x86 busybox-static cpio xz-utils kmod coreutils util-linux gzip
+	# Which kernel? The one linux-image-amd64 depends on; fall back to the cache.
+	local kpkg kver
+	kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-6\.1\.[^ ]*-amd64\)$/\1/p' | head -n1 || true)
+	if [[ -z $kpkg ]]; then
+		kpkg=$(cat "$NESTED/kernel.pkg" 2>/dev/null || true)
+		[[ -n $kpkg ]] || die "cannot determine linux-image-6.1.*-amd64 (apt-cache depends linux-image-amd64)"
+	fi
+	kver=${kpkg#linux-image-}
+	local kdir=$NESTED/kernel-$kver
+	if [[ ! -f $kdir/.done ]]; then
+		echo "nested-kvm: fetching $kpkg" >&2
+		rm -rf "$kdir" "$NESTED/dl"
+		mkdir -p "$NESTED/dl"
+		(cd "$NESTED/dl" && apt-get download "$kpkg" >/dev/null 2>&1) ||
+			{ apt-get update -qq >&2 && (cd "$NESTED/dl" && apt-get download "$kpkg" >&2); } ||
+			die "apt-get download $kpkg failed"
+		mkdir -p "$kdir.tmp"
+		dpkg-deb -x "$NESTED"/dl/"$kpkg"_*.deb "$kdir.tmp"
+		mv "$kdir.tmp" "$kdir"
+		rm -rf "$NESTED/dl"
+		touch "$kdir/.done"
+	fi
+	echo "$kpkg" > "$NESTED/kernel.pkg"
+	KERNEL=$kdir/boot/vmlinuz-$kver
+	[[ -f $KERNEL ]] || die "no $KERNEL"
+	local mdir=$kdir/lib/modules/$kver
+	# initramfs: rebuilt when this script, busybox or the kernel changed
+	local bb stamp
+	bb=$(dpkg -L busybox-static | grep -E '/s?bin/busybox$' | head -n1)
+	[[ -x $bb ]] || die "busybox-static installed but no busybox binary found"
+	stamp="$({ init_script; echo "$WANT_MODULES"; } | sha256sum | cut -c1-16)-$(sha256sum "$bb" | cut -c1-16)-$kver"
+	INITRD=$NESTED/initramfs-$kver.cpio.gz
+	if [[ ! -f $INITRD || $(cat "$INITRD.stamp" 2>/dev/null) != "$stamp" ]]; then
+		echo "nested-kvm: building initramfs" >&2
+		local tmp
+		tmp=$(mktemp -d "$NESTED/initramfs.XXXXXX")
+		mkdir -p "$tmp/bin" "$tmp/lib/modules"
+		cp "$bb" "$tmp/bin/busybox"
+		init_script > "$tmp/init"
+		chmod 755 "$tmp/init"
+		# resolve module dependencies (post-order DFS) with modinfo
+		local -A seen=()
+		local order=()
+		add_mod() {
+			local m=$1 f d
+			m=${m//_/-}
+			[[ -n ${seen[$m]:-} ]] && return 0
+			seen[$m]=1
+			f=$(find "$mdir/kernel" -name "$m.ko" -o -name "${m//-/_}.ko" | head -n1)
+			if [[ -z $f ]]; then
+				grep -q -E "/(${m}|${m//-/_})\.ko\$" "$mdir/modules.builtin" 2>/dev/null ||
+					echo "nested-kvm: warning: module $m not found (assuming built-in)" >&2
+				return 0
+			fi
+			for d in $(modinfo -F depends "$f" | tr , ' '); do add_mod "$d"; done
+			cp "$f" "$tmp/lib/modules/$m.ko"
+			order+=("$m")
+		}
+		local m
+		for m in $WANT_MODULES; do add_mod "$m"; done
+		printf '%s\n' "${order[@]}" > "$tmp/lib/modules/order"
+		(cd "$tmp" && find . | cpio -o -H newc --quiet | gzip -1) > "$INITRD.tmp"
+		mv "$INITRD.tmp" "$INITRD"
+		echo "$stamp" > "$INITRD.stamp"
+		rm -rf "$tmp"
+	fi
+	flock -u 9
+}
+
+prepare
+[[ $prepare_only = 1 ]] && { echo "kernel: $KERNEL"; echo "initrd: $INITRD"; exit 0; }
+
+if [[ $probe = 1 ]]; then
+	# Build the smoke test on the host; run it inside.
+	smoke=$NESTED/kvm-smoke
+	if [[ ! -x $smoke || $ROOT/scripts/kvm-smoke.c -nt $smoke ]]; then
+		command -v gcc >/dev/null || die "--probe needs gcc to build scripts/kvm-smoke.c"
+		gcc -O2 -Wall -o "$smoke.tmp" "$ROOT/scripts/kvm-smoke.c" && mv "$smoke.tmp" "$smoke" ||
+			die "cannot build scripts/kvm-smoke.c"
+	fi
+	set -- "$smoke"
+fi
+
+# Per-run directory (under the shared root, so the guest sees the same path).
+mkdir -p "$NESTED/runs"
+RUN=$(mktemp -d "$NESTED/runs/run.XXXXXX")
+[[ $RUN =~ ^[A-Za-z0-9_./+-]+$ ]] || die "path $RUN contains characters the kernel command line cannot carry"
+qpid= outpid= errpid=
+cleanup() {
+	local p
+	for p in $qpid $outpid $errpid; do kill "$p" 2>/dev/null || true; done
+	if [[ -f $RUN/console.log ]]; then cp "$RUN/console.log" "$NESTED/last-console.log" 2>/dev/null || true; fi
+	if [[ -f $RUN/dmesg ]]; then cp "$RUN/dmesg" "$NESTED/last-dmesg.log" 2>/dev/null || true; fi
+	rm -rf "$RUN"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# The command script: environment, working directory, argv.
+{
+	echo "# generated by nested-kvm.sh"
+	vars=(PATH HOME USER LOGNAME LANG LC_ALL TERM TZ SHELL PYENV_ROOT PYENV_VERSION VIRTUAL_ENV
+		CC CFLAGS LDFLAGS MAKEFLAGS PYTHONPATH PYTEST_ADDOPTS ${NESTED_KVM_ENV:-})
+	while IFS='=' read -r name _; do
+		[[ $name == BRISK_* ]] && vars+=("$name")
+	done < <(env)
+	for v in "${vars[@]}"; do
+		[[ -n ${!v+x} ]] && printf 'export %s=%q\n' "$v" "${!v}"
+	done
+	echo "export NESTED_KVM_GUEST=1"
+	printf 'cd -- %q || exit 125\n' "$PWD"
+	printf 'exec'
+	printf ' %q' "$@"
+	printf '\n'
+} > "$RUN/cmd.sh"
+
+mkfifo "$RUN/out.in" "$RUN/out.out" "$RUN/err.in" "$RUN/err.out"
+cat "$RUN/out.out" & outpid=$!
+cat "$RUN/err.out" >&2 & errpid=$!
+
+append="console=ttyS0 quiet loglevel=0 panic=-1 rdinit=/init tsc=reliable"
+append+=" nkvm.run=$RUN nkvm.amd=${KVM_AMD_PARAMS// /,} nkvm.cache=$CACHE9P"
+t0=$(date +%s.%N)
+set +e
+timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
+	-accel tcg,thread=multi -M pc -cpu "$CPU" -smp "$SMP" -m "$MEM" \
+	-nographic -nodefaults -no-user-config -no-reboot -monitor none \
+	-chardev file,id=con,path="$RUN/console.log" -serial chardev:con \
+	-chardev pipe,id=out,path="$RUN/out" -serial chardev:out \
+	-chardev pipe,id=err,path="$RUN/err" -serial chardev:err \
+	-fsdev local,id=hostroot,path=/,security_model=passthrough,multidevs=remap \
+	-device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
+	-kernel "$KERNEL" -initrd "$INITRD" -append "$append" \
+	</dev/null 2>"$RUN/qemu.err" &
+qpid=$!
+wait "$qpid"
+qrc=$?
+qpid=
+set -e
+t1=$(date +%s.%N)
+# Let the readers drain, and unblock them if QEMU never opened the pipes.
+for f in out.out err.out; do exec 8<>"$RUN/$f"; exec 8>&-; done
+wait "$outpid" 2>/dev/null || true
+wait "$errpid" 2>/dev/null || true
+outpid= errpid=
+
+if [[ ${NESTED_KVM_VERBOSE:-0} = 1 ]]; then
+	echo "----- nested-kvm guest console -----" >&2
+	cat "$RUN/console.log" >&2 || true
+	echo "------------------------------------" >&2
+fi
+if [[ $probe = 1 || ${NESTED_KVM_VERBOSE:-0} = 1 ]]; then
+	printf 'nested-kvm: guest booted in %ss (guest uptime when the command started), total wall time %.1fs\n' \
+		"$(cat "$RUN/booted" 2>/dev/null || echo '?')" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')" >&2
+fi
+
+if [[ -f $RUN/error ]]; then
+	die "$(head -n1 "$RUN/error") [dmesg: build/nested/last-dmesg.log]"
+fi
+if [[ ! -f $RUN/status ]]; then
+	if [[ $qrc = 124 || $qrc = 137 ]]; then
+		die "timed out after ${TIMEOUT}s (NESTED_KVM_TIMEOUT) [console: build/nested/last-console.log]"
+	fi
+	reason=$(tail -n1 "$RUN/qemu.err" 2>/dev/null || true)
+	[[ -n $reason ]] || reason=$(grep -v '^\s*$' "$RUN/console.log" 2>/dev/null | tail -n1 || true)
+	die "VM exited (qemu status $qrc) without running the command: ${reason:-no reason given} [console: build/nested/last-console.log]"
+fi
+rc=$(cat "$RUN/status")
+[[ $rc =~ ^[0-9]+$ ]] || die "bad status '$rc'"
+exit "$rc"

@@ -1,0 +1,158 @@
+/* bus.c - the port I/O and MMIO bus: sorted ranges per address space, binary search dispatch. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brisk/bus.h"
+#include "brisk/log.h"
+
+static const char *const space_names[] = {[BUS_PIO] = "port", [BUS_MMIO] = "MMIO address"};
+
+void bus_init(struct bus *b)
+{
+	memset(b, 0, sizeof(*b));
+	pthread_mutex_init(&b->lock, NULL);
+}
+
+static int seen_before(const struct bus *b, enum bus_space space, void *dev, size_t upto)
+{
+	for (size_t i = 0; i < upto; i++)
+		if (b->range[space][i].dev == dev)
+			return 1;
+	return 0;
+}
+
+void bus_destroy(struct bus *b)
+{
+	/* A device may sit on several ranges (e.g. port + MMIO): destroy it once. */
+	for (int s = BUS_PIO; s <= BUS_MMIO; s++) {
+		for (size_t i = 0; i < b->nr[s]; i++) {
+			struct bus_range *r = &b->range[s][i];
+
+			if (!r->ops->destroy || seen_before(b, (enum bus_space)s, r->dev, i))
+				continue;
+			if (s == BUS_MMIO && seen_before(b, BUS_PIO, r->dev, b->nr[BUS_PIO]))
+				continue;
+			r->ops->destroy(r->dev);
+		}
+		free(b->range[s]);
+	}
+	pthread_mutex_destroy(&b->lock);
+	memset(b, 0, sizeof(*b));
+}
+
+/* Index of the first range whose base is > addr. */
+static size_t upper_bound(const struct bus_range *r, size_t n, uint64_t addr)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (r[mid].base <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int grow(struct bus *b, enum bus_space space)
+{
+	size_t cap = b->cap[space] ? b->cap[space] * 2 : 8;
+	struct bus_range *n = realloc(b->range[space], cap * sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	b->range[space] = n;
+	b->cap[space] = cap;
+	return 0;
+}
+
+int bus_register(struct bus *b, enum bus_space space, uint64_t base, uint64_t len, const struct dev_ops *ops,
+		 void *dev)
+{
+	struct bus_range *r;
+	size_t i;
+
+	if (len == 0 || base + len - 1 < base || !ops)
+		return -EINVAL;
+	if (b->nr[space] == b->cap[space] && grow(b, space))
+		return -ENOMEM;
+	r = b->range[space];
+	i = upper_bound(r, b->nr[space], base);
+	/* Ranges are disjoint and sorted: only the neighbours can overlap. */
+	if (i > 0 && r[i - 1].base + r[i - 1].len - 1 >= base)
+		return -EEXIST;
+	if (i < b->nr[space] && base + len - 1 >= r[i].base)
+		return -EEXIST;
+	memmove(&r[i + 1], &r[i], (b->nr[space] - i) * sizeof(*r));
+	r[i] = (struct bus_range){.base = base, .len = len, .ops = ops, .dev = dev};
+	b->nr[space]++;
+	return 0;
+}
+
+const struct bus_range *bus_find(const struct bus *b, enum bus_space space, uint64_t addr, unsigned len)
+{
+	const struct bus_range *r = b->range[space];
+	size_t i = upper_bound(r, b->nr[space], addr);
+
+	if (i == 0 || len == 0)
+		return NULL;
+	r = &r[i - 1];
+	/* [addr, addr+len) must lie inside [base, base+len): overflow-safe. */
+	if (addr - r->base >= r->len || len > r->len - (addr - r->base))
+		return NULL;
+	return r;
+}
+
+static void log_unhandled(struct bus *b, enum bus_space space, uint64_t addr, unsigned len, int write)
+{
+	unsigned i;
+
+	pthread_mutex_lock(&b->lock);
+	b->unhandled[space]++;
+	for (i = 0; i < b->nr_logged[space]; i++)
+		if (b->logged[space][i] == addr)
+			break;
+	if (i == b->nr_logged[space] && i < BUS_UNHANDLED_LOG_MAX) {
+		b->logged[space][b->nr_logged[space]++] = addr;
+		log_warn("unhandled %s %s 0x%llx (%u bytes)%s", write ? "write to" : "read from", space_names[space],
+			 (unsigned long long)addr, len,
+			 i + 1 == BUS_UNHANDLED_LOG_MAX ? "; further new addresses are not logged" : "");
+	}
+	pthread_mutex_unlock(&b->lock);
+}
+
+bool bus_read(struct bus *b, enum bus_space space, uint64_t addr, void *data, unsigned len)
+{
+	const struct bus_range *r = bus_find(b, space, addr, len);
+
+	if (!r || !r->ops->read) {
+		memset(data, 0xff, len);
+		log_unhandled(b, space, addr, len, 0);
+		return false;
+	}
+	r->ops->read(r->dev, addr - r->base, data, len);
+	return true;
+}
+
+bool bus_write(struct bus *b, enum bus_space space, uint64_t addr, const void *data, unsigned len)
+{
+	const struct bus_range *r = bus_find(b, space, addr, len);
+
+	if (!r || !r->ops->write) {
+		log_unhandled(b, space, addr, len, 1);
+		return false;
+	}
+	r->ops->write(r->dev, addr - r->base, data, len);
+	return true;
+}
+
+void bus_reset(struct bus *b)
+{
+	for (int s = BUS_PIO; s <= BUS_MMIO; s++)
+		for (size_t i = 0; i < b->nr[s]; i++)
+			if (b->range[s][i].ops->reset)
+				b->range[s][i].ops->reset(b->range[s][i].dev);
+}

@@ -1,0 +1,161 @@
+/* run.c - `brisk run`: options into a vm_config, then build, run and report. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "brisk/cli.h"
+#include "brisk/config.h"
+#include "brisk/devices.h"
+#include "brisk/exitcode.h"
+#include "brisk/log.h"
+#include "brisk/timeline.h"
+#include "brisk/vm.h"
+
+enum { OPT_SERIAL = 256, OPT_HUGEPAGES, OPT_PREFAULT, OPT_TIMELINE, OPT_LOG_LEVEL };
+
+static const struct option options[] = {
+	{"kernel", required_argument, NULL, 'k'},
+	{"cmdline", required_argument, NULL, 'c'},
+	{"cpus", required_argument, NULL, 'p'},
+	{"memory", required_argument, NULL, 'm'},
+	{"serial", required_argument, NULL, OPT_SERIAL},
+	{"hugepages", no_argument, NULL, OPT_HUGEPAGES},
+	{"prefault", no_argument, NULL, OPT_PREFAULT},
+	{"timeline", no_argument, NULL, OPT_TIMELINE},
+	{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+static int bad_value(const char *opt, const char *value, const char *expected)
+{
+	fprintf(stderr, "brisk run: invalid %s '%s': expected %s\n", opt, value, expected);
+	return EXIT_USAGE;
+}
+
+/* One option into `cfg`. Returns 0, EXIT_USAGE, or -1 for --help. */
+static int apply_option(int c, const char *arg, struct vm_config *cfg)
+{
+	unsigned long n;
+	enum log_level level;
+
+	switch (c) {
+	case 'k':
+		cfg->kernel = arg;
+		return 0;
+	case 'c':
+		cfg->cmdline = arg;
+		return 0;
+	case 'p':
+		if (parse_uint(arg, 1, CONFIG_MAX_CPUS, &n))
+			return bad_value("--cpus", arg, "a number of vCPUs from 1 to 254");
+		cfg->cpus = (unsigned)n;
+		return 0;
+	case 'm':
+		if (parse_size(arg, &cfg->memory))
+			return bad_value("--memory", arg, "a size such as 512M or 2G");
+		return 0;
+	case OPT_SERIAL:
+		return parse_serial(arg, cfg) ? bad_value("--serial", arg, "stdio, none or file:PATH") : 0;
+	case OPT_HUGEPAGES:
+		cfg->hugepages = true;
+		return 0;
+	case OPT_PREFAULT:
+		cfg->prefault = true;
+		return 0;
+	case OPT_TIMELINE:
+		cfg->timeline = true;
+		return 0;
+	case OPT_LOG_LEVEL:
+		if (log_parse_level(arg, &level))
+			return bad_value("--log-level", arg, "error, warn, info or debug");
+		log_set_level(level);
+		return 0;
+	case 'h':
+		return -1;
+	default:
+		fprintf(stderr, "Try 'brisk help run'.\n");
+		return EXIT_USAGE;
+	}
+}
+
+/* Parses argv into cfg. Returns 0, EXIT_USAGE, or -1 when --help was printed. */
+static int parse_args(int argc, char **argv, struct vm_config *cfg)
+{
+	char err[256];
+	int c, ret;
+
+	config_defaults(cfg);
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "k:c:p:m:h", options, NULL)) != -1) {
+		ret = apply_option(c, optarg, cfg);
+		if (ret < 0) {
+			cli_usage(stdout, "run");
+			return -1;
+		}
+		if (ret)
+			return ret;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "brisk run: unexpected argument '%s'; try 'brisk help run'\n", argv[optind]);
+		return EXIT_USAGE;
+	}
+	/* Everything checkable without KVM is checked before /dev/kvm is opened. */
+	if (config_validate(cfg, CONFIG_MAX_CPUS, config_host_memory(), err, sizeof(err))) {
+		fprintf(stderr, "brisk run: %s\n", err);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/*
+ * SIGINT/SIGTERM/SIGHUP are blocked in every thread and read from a
+ * signalfd by the main thread, which stops the VM cleanly. SIGPIPE is
+ * ignored: a closed stdout is the serial device's business, not fatal.
+ */
+static int setup_signals(void)
+{
+	sigset_t set;
+
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	if (pthread_sigmask(SIG_BLOCK, &set, NULL))
+		return -1;
+	return signalfd(-1, &set, SFD_CLOEXEC);
+}
+
+int cmd_run(int argc, char **argv)
+{
+	struct vm_config cfg;
+	struct vm *vm = NULL;
+	int ret = parse_args(argc, argv, &cfg);
+	int sig_fd;
+
+	if (ret)
+		return ret < 0 ? 0 : ret;
+	sig_fd = setup_signals();
+	if (sig_fd < 0)
+		log_warn("signalfd: %s; SIGINT/SIGTERM will not stop the VM cleanly", strerror(errno));
+	atexit(serial8250_restore_tty);
+	if (vm_signals_init() != 0)
+		log_warn("cannot install the vCPU kick signal handler");
+	ret = vm_create(&cfg, &vm);
+	if (ret == 0) {
+		ret = vm_run(vm, sig_fd);
+		timeline_mark(TL_EXIT);
+		if (cfg.timeline)
+			vm_print_report(vm, stdout);
+		vm_destroy(vm);
+	}
+	if (sig_fd >= 0)
+		close(sig_fd);
+	return ret;
+}

@@ -1,0 +1,63 @@
+/* config.c - defaults and validation of a VM configuration against brisk's and the host's limits. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+
+#include "brisk/config.h"
+#include "brisk/layout.h"
+
+void config_defaults(struct vm_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->cpus = 1;
+	cfg->memory = VM_DEFAULT_MEMORY;
+	cfg->serial = SERIAL_STDIO;
+}
+
+int parse_serial(const char *s, struct vm_config *cfg)
+{
+	if (strcmp(s, "stdio") == 0) {
+		cfg->serial = SERIAL_STDIO;
+	} else if (strcmp(s, "none") == 0) {
+		cfg->serial = SERIAL_NONE;
+	} else if (strncmp(s, "file:", 5) == 0 && s[5] != '\0') {
+		cfg->serial = SERIAL_FILE;
+		cfg->serial_path = s + 5;
+	} else {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+uint64_t config_host_memory(void)
+{
+	struct sysinfo si;
+
+	if (sysinfo(&si) != 0)
+		return 0;
+	return ((uint64_t)si.totalram + si.totalswap) * si.mem_unit;
+}
+
+int config_validate(const struct vm_config *cfg, unsigned max_cpus, uint64_t host_mem, char *err, size_t errlen)
+{
+	if (cfg->cpus < 1 || cfg->cpus > max_cpus) {
+		snprintf(err, errlen, "--cpus %u is out of range: this host allows 1..%u", cfg->cpus, max_cpus);
+		return -EINVAL;
+	}
+	if (cfg->memory < LAYOUT_MEM_MIN) {
+		snprintf(err, errlen, "--memory %llu MiB is too small: at least %llu MiB",
+			 (unsigned long long)(cfg->memory >> 20), (unsigned long long)(LAYOUT_MEM_MIN >> 20));
+		return -EINVAL;
+	}
+	if (host_mem && cfg->memory > host_mem) {
+		snprintf(err, errlen, "--memory %llu MiB exceeds this host's RAM + swap (%llu MiB)",
+			 (unsigned long long)(cfg->memory >> 20), (unsigned long long)(host_mem >> 20));
+		return -EINVAL;
+	}
+	if (cfg->memory & 0xfff) {
+		snprintf(err, errlen, "--memory %llu bytes is not a multiple of 4 KiB", (unsigned long long)cfg->memory);
+		return -EINVAL;
+	}
+	return 0;
+}

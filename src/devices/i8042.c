@@ -1,0 +1,266 @@
+/* i8042.c - the PS/2 keyboard controller, only as far as Linux probes it and reboots through it. */
+/*
+ * No keyboard or mouse is attached and no IRQ is raised. What the model
+ * does (commands from the IBM PC/AT Technical Reference, "Keyboard
+ * Controller"; names as Linux drivers/input/serio/i8042.h):
+ *
+ *   status (read 0x64): OBF when a reply is waiting, SYS (POST passed),
+ *     CMD/DATA (last write went to 0x64), KEYLOCK (keyboard not inhibited);
+ *     IBF is never set, so a driver never waits to write.
+ *   0x20 read / 0x60 write the command byte (CTR)
+ *   0xa7/0xa8, 0xad/0xae disable/enable the aux/kbd port (CTR bits 5/4)
+ *   0xa9, 0xab aux/kbd interface test -> 0x00 (passed)
+ *   0xaa controller self-test -> 0x55 (Linux retries and sleeps on failure)
+ *   0xd0 read / 0xd1 write the output port
+ *   0xf0-0xff "pulse output lines": an even command pulses bit 0, the CPU
+ *     reset line, so 0xfe (Linux reboot=k) ends the VM with EXIT_GUEST_OK
+ *   anything else, and data for the (absent) keyboard: ignored
+ *
+ * Every command that Linux's i8042_command() expects a reply to gets one
+ * at once: a missing reply costs the guest a 500 ms poll timeout each.
+ * Reads of 0x60 return the pending reply, or 0 when none is pending
+ * (as kvmtool and Firecracker).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brisk/abi.h"
+#include "brisk/bus.h"
+#include "brisk/devices.h"
+#include "brisk/exitcode.h"
+#include "brisk/vm.h"
+
+#define STR_OBF 0x01	 /* output buffer full */
+#define STR_SYS 0x04	 /* system flag: self-test passed */
+#define STR_CMDDAT 0x08 /* last write was a command */
+#define STR_KEYLOCK 0x10 /* keyboard not inhibited */
+
+#define CTR_KBDINT 0x01
+#define CTR_SYS 0x04
+#define CTR_KBDDIS 0x10
+#define CTR_AUXDIS 0x20
+#define CTR_XLATE 0x40
+
+#define CMD_READ_CTR 0x20
+#define CMD_WRITE_CTR 0x60
+#define CMD_AUX_DISABLE 0xa7
+#define CMD_AUX_ENABLE 0xa8
+#define CMD_AUX_TEST 0xa9
+#define CMD_SELF_TEST 0xaa
+#define CMD_KBD_TEST 0xab
+#define CMD_KBD_DISABLE 0xad
+#define CMD_KBD_ENABLE 0xae
+#define CMD_READ_OUTP 0xd0
+#define CMD_WRITE_OUTP 0xd1
+
+#define SELF_TEST_OK 0x55
+#define OUTP_RESET_HIGH 0x01 /* output port bit 0: CPU reset, active low */
+
+struct i8042 {
+	struct vm *vm;
+	pthread_mutex_t lock;
+	uint8_t ctr;
+	uint8_t outp;
+	uint8_t obuf;
+	bool obf;
+	bool last_was_cmd;
+	uint8_t pending; /* command awaiting a data byte on 0x60, or 0 */
+};
+
+static void reply(struct i8042 *k, uint8_t v)
+{
+	k->obuf = v;
+	k->obf = true;
+}
+
+static uint8_t read_status(const struct i8042 *k)
+{
+	return (uint8_t)((k->obf ? STR_OBF : 0) | STR_SYS | (k->last_was_cmd ? STR_CMDDAT : 0) | STR_KEYLOCK);
+}
+
+static uint8_t read_data(struct i8042 *k)
+{
+	if (!k->obf)
+		return 0;
+	k->obf = false;
+	return k->obuf;
+}
+
+static void write_data(struct i8042 *k, uint8_t v)
+{
+	if (k->pending == CMD_WRITE_CTR)
+		k->ctr = v;
+	else if (k->pending == CMD_WRITE_OUTP)
+		k->outp = v | OUTP_RESET_HIGH; /* a reset through the output port is not modelled */
+	k->pending = 0;
+	k->last_was_cmd = false;
+}
+
+/* Returns true when the command pulses the CPU reset line. */
+static bool write_cmd(struct i8042 *k, uint8_t cmd)
+{
+	k->last_was_cmd = true;
+	k->pending = 0;
+	switch (cmd) {
+	case CMD_READ_CTR:
+		reply(k, k->ctr);
+		break;
+	case CMD_WRITE_CTR:
+	case CMD_WRITE_OUTP:
+		k->pending = cmd;
+		break;
+	case CMD_AUX_DISABLE:
+		k->ctr |= CTR_AUXDIS;
+		break;
+	case CMD_AUX_ENABLE:
+		k->ctr &= (uint8_t)~CTR_AUXDIS;
+		break;
+	case CMD_KBD_DISABLE:
+		k->ctr |= CTR_KBDDIS;
+		break;
+	case CMD_KBD_ENABLE:
+		k->ctr &= (uint8_t)~CTR_KBDDIS;
+		break;
+	case CMD_AUX_TEST:
+	case CMD_KBD_TEST:
+		reply(k, 0x00);
+		break;
+	case CMD_SELF_TEST:
+		reply(k, SELF_TEST_OK);
+		break;
+	case CMD_READ_OUTP:
+		reply(k, k->outp);
+		break;
+	default:
+		return (cmd & 0xf0) == 0xf0 && !(cmd & OUTP_RESET_HIGH);
+	}
+	return false;
+}
+
+/* Both ports are one byte wide; wider reads fill the upper bytes with 0, wider writes use byte 0. */
+static void port_read(struct i8042 *k, bool cmd_port, void *data, unsigned len)
+{
+	uint8_t v;
+
+	memset(data, 0, len);
+	if (len == 0)
+		return;
+	pthread_mutex_lock(&k->lock);
+	v = cmd_port ? read_status(k) : read_data(k);
+	pthread_mutex_unlock(&k->lock);
+	((uint8_t *)data)[0] = v;
+}
+
+static void port_write(struct i8042 *k, bool cmd_port, const void *data, unsigned len)
+{
+	bool reset = false;
+	uint8_t v;
+
+	if (len == 0)
+		return;
+	v = ((const uint8_t *)data)[0];
+	pthread_mutex_lock(&k->lock);
+	if (cmd_port)
+		reset = write_cmd(k, v);
+	else
+		write_data(k, v);
+	pthread_mutex_unlock(&k->lock);
+	if (reset)
+		vm_request_exit(k->vm, EXIT_GUEST_OK, "guest requested reset (i8042)");
+}
+
+static void data_read(void *dev, uint64_t offset, void *data, unsigned len)
+{
+	(void)offset;
+	port_read(dev, false, data, len);
+}
+
+static void data_write(void *dev, uint64_t offset, const void *data, unsigned len)
+{
+	(void)offset;
+	port_write(dev, false, data, len);
+}
+
+static void cmd_read(void *dev, uint64_t offset, void *data, unsigned len)
+{
+	(void)offset;
+	port_read(dev, true, data, len);
+}
+
+static void cmd_write(void *dev, uint64_t offset, const void *data, unsigned len)
+{
+	(void)offset;
+	port_write(dev, true, data, len);
+}
+
+static void reset_locked(struct i8042 *k)
+{
+	k->ctr = CTR_KBDINT | CTR_SYS | CTR_XLATE;
+	k->outp = OUTP_RESET_HIGH;
+	k->obf = false;
+	k->obuf = 0;
+	k->last_was_cmd = false;
+	k->pending = 0;
+}
+
+static void i8042_reset(void *dev)
+{
+	struct i8042 *k = dev;
+
+	pthread_mutex_lock(&k->lock);
+	reset_locked(k);
+	pthread_mutex_unlock(&k->lock);
+}
+
+static void i8042_destroy(void *dev)
+{
+	struct i8042 *k = dev;
+
+	pthread_mutex_destroy(&k->lock);
+	free(k);
+}
+
+/*
+ * The two ports are not adjacent (0x61, between them, is port B of the
+ * PIT/NMI logic, handled by KVM's in-kernel PIT), so the device is
+ * registered as two one-byte ranges. Each range starts at offset 0, hence
+ * one ops table per port; only the command port's carries reset and
+ * destroy, so the device is reset and freed exactly once whatever the bus
+ * does with a device registered twice.
+ */
+static const struct dev_ops i8042_data_ops = {
+	.name = "i8042-data",
+	.read = data_read,
+	.write = data_write,
+};
+
+static const struct dev_ops i8042_cmd_ops = {
+	.name = "i8042-cmd",
+	.read = cmd_read,
+	.write = cmd_write,
+	.reset = i8042_reset,
+	.destroy = i8042_destroy,
+};
+
+int i8042_create(struct vm *vm)
+{
+	struct i8042 *k = calloc(1, sizeof(*k));
+	struct bus *bus = vm_bus(vm);
+	int err;
+
+	if (!k)
+		return -ENOMEM;
+	k->vm = vm;
+	pthread_mutex_init(&k->lock, NULL);
+	reset_locked(k);
+	/* The command port first: once it is registered the bus owns k and frees it. */
+	err = bus_register(bus, BUS_PIO, BRISK_I8042_CMD_PORT, 1, &i8042_cmd_ops, k);
+	if (err) {
+		i8042_destroy(k);
+		return err;
+	}
+	return bus_register(bus, BUS_PIO, BRISK_I8042_DATA_PORT, 1, &i8042_data_ops, k);
+}

@@ -1,0 +1,412 @@
+/* serial8250.c - 8250/16550A UART register model at COM1 (host I/O threads in serial_io.c). */
+/*
+ * References: TI/National PC16550D datasheet ("16550A"), sections 8.1-8.10
+ * (register descriptions, Table II "Interrupt Control Functions", Table IV
+ * reset values); register and bit names from Linux
+ * include/uapi/linux/serial_reg.h; the behaviour Linux relies on from
+ * drivers/tty/serial/8250/8250_port.c (autoconfig(), serial8250_startup()'s
+ * THRE test, serial8250_handle_irq()).
+ *
+ * The host is infinitely fast: a THR write is "transmitted" at once, so
+ * THRE and TEMT are always set and there is no transmit FIFO to model.
+ */
+#include <errno.h>
+#include <linux/serial_reg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brisk/abi.h"
+#include "brisk/bus.h"
+#include "brisk/devices.h"
+#include "brisk/timeline.h"
+#include "brisk/vm.h"
+#include "serial8250_internal.h"
+
+#define SERIAL_NR_PORTS 8
+#define UART_IIR_FIFO_16550A 0xc0 /* IIR bits 7:6 read 11 when FCR0 is set */
+#define UART_IER_MASK 0x0f	  /* IER bits 7:4 are always 0 on a 16550A */
+#define UART_MCR_MASK 0x1f	  /* MCR bits 7:5 are always 0 on a 16550A */
+#define UART_FCR_STORED (UART_FCR_ENABLE_FIFO | UART_FCR_TRIGGER_MASK)
+#define MSR_LINES_IDLE (UART_MSR_DCD | UART_MSR_DSR | UART_MSR_CTS) /* a present, ready peer */
+
+static bool fifo_enabled(const struct serial8250 *s)
+{
+	return s->fcr & UART_FCR_ENABLE_FIFO;
+}
+
+/* Receiver FIFO trigger level (datasheet FCR bits 7:6: 1, 4, 8, 14 bytes). */
+static unsigned rx_trigger(const struct serial8250 *s)
+{
+	static const unsigned level[4] = {1, 4, 8, 14};
+
+	return level[UART_FCR_R_TRIG_BITS(s->fcr)];
+}
+
+/* Without FIFOs the receiver holds one byte (16450 mode). */
+static unsigned rx_capacity(const struct serial8250 *s)
+{
+	return fifo_enabled(s) ? SERIAL_FIFO_SIZE : 1;
+}
+
+/* Pushes a received byte; when the FIFO is full the byte is lost and OE is set (datasheet LSR1). */
+static void rx_push(struct serial8250 *s, uint8_t b)
+{
+	if (s->rx_count >= rx_capacity(s)) {
+		s->lsr |= UART_LSR_OE;
+		return;
+	}
+	s->rx_fifo[(s->rx_head + s->rx_count) % SERIAL_FIFO_SIZE] = b;
+	s->rx_count++;
+}
+
+/* Pops the oldest received byte; 0 when the FIFO is empty (the real RBR would repeat a stale byte). */
+static uint8_t rx_pop(struct serial8250 *s)
+{
+	uint8_t b;
+
+	if (s->rx_count == 0)
+		return 0;
+	b = s->rx_fifo[s->rx_head];
+	s->rx_head = (s->rx_head + 1) % SERIAL_FIFO_SIZE;
+	s->rx_count--;
+	return b;
+}
+
+static void rx_clear(struct serial8250 *s)
+{
+	s->rx_head = 0;
+	s->rx_count = 0;
+}
+
+/* Moves host input into the RX FIFO while it has room. In loopback the receiver is disconnected. */
+static void rx_refill(struct serial8250 *s)
+{
+	bool took = false;
+
+	if (s->mcr & UART_MCR_LOOP)
+		return;
+	while (s->rx_count < rx_capacity(s) && s->io.in.count > 0) {
+		rx_push(s, serial_ring_get(&s->io.in));
+		took = true;
+	}
+	if (took)
+		serial_io_in_consumed(s);
+}
+
+/*
+ * The interrupt identification (datasheet Table II), highest priority
+ * first: receiver line status, received data (or character timeout when
+ * the FIFO holds fewer bytes than the trigger level: the host never sends
+ * more, so the timeout is taken as already expired), THR empty, modem
+ * status.
+ */
+static uint8_t iir_value(const struct serial8250 *s)
+{
+	uint8_t id = UART_IIR_NO_INT;
+
+	if ((s->ier & UART_IER_RLSI) && (s->lsr & UART_LSR_BRK_ERROR_BITS))
+		id = UART_IIR_RLSI;
+	else if ((s->ier & UART_IER_RDI) && s->rx_count > 0)
+		id = (fifo_enabled(s) && s->rx_count < rx_trigger(s)) ? UART_IIR_RX_TIMEOUT : UART_IIR_RDI;
+	else if ((s->ier & UART_IER_THRI) && s->thri_pending)
+		id = UART_IIR_THRI;
+	else if ((s->ier & UART_IER_MSI) && (s->msr & UART_MSR_ANY_DELTA))
+		id = UART_IIR_MSI;
+	return fifo_enabled(s) ? (uint8_t)(id | UART_IIR_FIFO_16550A) : id;
+}
+
+/*
+ * On the PC the UART's INTR reaches the PIC through a gate driven by OUT2
+ * (Linux sets OUT2 in serial8250_set_mctrl via up->mcr_force ALWAYS_ON).
+ * KVM_IRQ_LINE is issued only when the level changes.
+ */
+static void update_irq(struct serial8250 *s)
+{
+	int level = !(iir_value(s) & UART_IIR_NO_INT) && (s->mcr & UART_MCR_OUT2);
+
+	if (level == s->irq_level)
+		return;
+	s->irq_level = level;
+	vm_irq_line(s->vm, BRISK_COM1_IRQ, level);
+}
+
+/* MSR bits 7:4: in loopback they mirror MCR (datasheet MCR4), otherwise a ready peer. */
+static uint8_t modem_lines(uint8_t mcr)
+{
+	uint8_t v = 0;
+
+	if (!(mcr & UART_MCR_LOOP))
+		return MSR_LINES_IDLE;
+	if (mcr & UART_MCR_RTS)
+		v |= UART_MSR_CTS;
+	if (mcr & UART_MCR_DTR)
+		v |= UART_MSR_DSR;
+	if (mcr & UART_MCR_OUT1)
+		v |= UART_MSR_RI;
+	if (mcr & UART_MCR_OUT2)
+		v |= UART_MSR_DCD;
+	return v;
+}
+
+/* Recomputes MSR's line bits and latches the delta bits (cleared by reading MSR). */
+static void update_msr(struct serial8250 *s)
+{
+	uint8_t old = s->msr & 0xf0, now = modem_lines(s->mcr), changed = old ^ now;
+	uint8_t delta = s->msr & UART_MSR_ANY_DELTA;
+
+	if (changed & UART_MSR_CTS)
+		delta |= UART_MSR_DCTS;
+	if (changed & UART_MSR_DSR)
+		delta |= UART_MSR_DDSR;
+	if ((old & UART_MSR_RI) && !(now & UART_MSR_RI))
+		delta |= UART_MSR_TERI;
+	if (changed & UART_MSR_DCD)
+		delta |= UART_MSR_DDCD;
+	s->msr = now | delta;
+}
+
+/* A THR write: transmitted at once, so the THRE interrupt condition is raised again right away. */
+static void write_thr(struct serial8250 *s, uint8_t v)
+{
+	if (s->mcr & UART_MCR_LOOP) {
+		rx_push(s, v);
+	} else {
+		if (!s->first_byte_seen) {
+			s->first_byte_seen = true;
+			timeline_mark(TL_FIRST_SERIAL);
+		}
+		serial_io_put(s, v);
+	}
+	s->thri_pending = true;
+}
+
+/*
+ * Enabling ETBEI while THR is empty raises the THRE interrupt (Linux's
+ * THRE test in serial8250_startup() and QEMU's serial.c rely on it);
+ * disabling it drops the condition.
+ */
+static void write_ier(struct serial8250 *s, uint8_t v)
+{
+	uint8_t changed = (uint8_t)((s->ier ^ v) & UART_IER_THRI);
+
+	s->ier = v & UART_IER_MASK;
+	if (changed)
+		s->thri_pending = (s->ier & UART_IER_THRI) && (s->lsr & UART_LSR_THRE);
+}
+
+/* FCR (datasheet 8.5): FCR0 gates the other bits; changing FCR0 or FCR1 clears the RX FIFO. */
+static void write_fcr(struct serial8250 *s, uint8_t v)
+{
+	uint8_t fcr = (v & UART_FCR_ENABLE_FIFO) ? (uint8_t)(v & UART_FCR_STORED) : 0;
+
+	if ((fcr ^ s->fcr) & UART_FCR_ENABLE_FIFO || (fcr && (v & UART_FCR_CLEAR_RCVR)))
+		rx_clear(s);
+	s->fcr = fcr;
+	rx_refill(s);
+}
+
+static void write_mcr(struct serial8250 *s, uint8_t v)
+{
+	s->mcr = v & UART_MCR_MASK;
+	update_msr(s);
+	rx_refill(s);
+}
+
+static void reg_write(struct serial8250 *s, unsigned reg, uint8_t v)
+{
+	bool dlab = s->lcr & UART_LCR_DLAB;
+
+	switch (reg) {
+	case UART_TX:
+		if (dlab)
+			s->dll = v;
+		else
+			write_thr(s, v);
+		break;
+	case UART_IER:
+		if (dlab)
+			s->dlm = v;
+		else
+			write_ier(s, v);
+		break;
+	case UART_FCR:
+		write_fcr(s, v);
+		break;
+	case UART_LCR:
+		s->lcr = v;
+		break;
+	case UART_MCR:
+		write_mcr(s, v);
+		break;
+	case UART_SCR:
+		s->scr = v;
+		break;
+	default: /* LSR and MSR writes are factory-test only: ignored */
+		break;
+	}
+}
+
+static uint8_t read_rbr(struct serial8250 *s)
+{
+	uint8_t b = rx_pop(s);
+
+	rx_refill(s);
+	return b;
+}
+
+/* Reading IIR while it reports THRE clears that condition (datasheet Table II, "Reset Control"). */
+static uint8_t read_iir(struct serial8250 *s)
+{
+	uint8_t v = iir_value(s);
+
+	if ((v & UART_IIR_ID) == UART_IIR_THRI && !(v & UART_IIR_NO_INT))
+		s->thri_pending = false;
+	return v;
+}
+
+/* LSR: DR follows the FIFO; the error bits (only OE here) clear on read. */
+static uint8_t read_lsr(struct serial8250 *s)
+{
+	uint8_t v = s->lsr | (s->rx_count ? UART_LSR_DR : 0);
+
+	s->lsr &= (uint8_t)~UART_LSR_BRK_ERROR_BITS;
+	return v;
+}
+
+static uint8_t read_msr(struct serial8250 *s)
+{
+	uint8_t v = s->msr;
+
+	s->msr &= (uint8_t)~UART_MSR_ANY_DELTA;
+	return v;
+}
+
+static uint8_t reg_read(struct serial8250 *s, unsigned reg)
+{
+	bool dlab = s->lcr & UART_LCR_DLAB;
+
+	switch (reg) {
+	case UART_RX:
+		return dlab ? s->dll : read_rbr(s);
+	case UART_IER:
+		return dlab ? s->dlm : s->ier;
+	case UART_IIR:
+		return read_iir(s);
+	case UART_LCR:
+		return s->lcr;
+	case UART_MCR:
+		return s->mcr;
+	case UART_LSR:
+		return read_lsr(s);
+	case UART_MSR:
+		return read_msr(s);
+	case UART_SCR:
+		return s->scr;
+	default:
+		return 0;
+	}
+}
+
+/*
+ * Accesses wider than a byte touch the register at `offset` only (byte 0
+ * of the data); the other bytes of a read are 0. The bus keeps accesses
+ * inside the 8 ports; an offset beyond them is ignored anyway.
+ */
+static void serial_read(void *dev, uint64_t offset, void *data, unsigned len)
+{
+	struct serial8250 *s = dev;
+
+	memset(data, 0, len);
+	if (offset >= SERIAL_NR_PORTS || len == 0)
+		return;
+	pthread_mutex_lock(&s->lock);
+	((uint8_t *)data)[0] = reg_read(s, (unsigned)offset);
+	update_irq(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void serial_write(void *dev, uint64_t offset, const void *data, unsigned len)
+{
+	struct serial8250 *s = dev;
+
+	if (offset >= SERIAL_NR_PORTS || len == 0)
+		return;
+	pthread_mutex_lock(&s->lock);
+	reg_write(s, (unsigned)offset, ((const uint8_t *)data)[0]);
+	update_irq(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Reset values: datasheet Table IV. SCR and the divisor latch are not reset by MR. */
+static void reset_locked(struct serial8250 *s)
+{
+	s->ier = 0;
+	s->lcr = 0;
+	s->mcr = 0;
+	s->fcr = 0;
+	s->lsr = UART_LSR_THRE | UART_LSR_TEMT;
+	s->msr = MSR_LINES_IDLE;
+	s->thri_pending = false;
+	rx_clear(s);
+	update_irq(s);
+}
+
+static void serial_reset(void *dev)
+{
+	struct serial8250 *s = dev;
+
+	pthread_mutex_lock(&s->lock);
+	reset_locked(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void serial_destroy(void *dev)
+{
+	struct serial8250 *s = dev;
+
+	serial8250_stop(s, 0);
+	serial_io_fini(s);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+static const struct dev_ops serial_ops = {
+	.name = "serial8250",
+	.read = serial_read,
+	.write = serial_write,
+	.reset = serial_reset,
+	.destroy = serial_destroy,
+};
+
+void serial8250_rx_ready(struct serial8250 *s)
+{
+	rx_refill(s);
+	update_irq(s);
+}
+
+int serial8250_create(struct vm *vm, const struct serial_opts *opts, struct serial8250 **out)
+{
+	struct serial8250 *s = calloc(1, sizeof(*s));
+	int err;
+
+	if (!s)
+		return -ENOMEM;
+	s->vm = vm;
+	s->dll = 1; /* 115200 baud with the PC's 1.8432 MHz clock; firmware-less boot leaves it to the guest */
+	pthread_mutex_init(&s->lock, NULL);
+	err = serial_io_init(s, opts);
+	if (err)
+		goto err_free;
+	reset_locked(s);
+	err = bus_register(vm_bus(vm), BUS_PIO, BRISK_COM1_PORT, SERIAL_NR_PORTS, &serial_ops, s);
+	if (err)
+		goto err_io;
+	*out = s;
+	return 0;
+err_io:
+	serial_io_fini(s);
+err_free:
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+	return err;
+}

@@ -1,0 +1,280 @@
+/* vcpu.c - one thread per vCPU: create and configure it, then the KVM_RUN loop and its exit dispatch. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "brisk/cpuid.h"
+#include "brisk/exitcode.h"
+#include "brisk/log.h"
+#include "brisk/timeline.h"
+#include "vm_impl.h"
+
+/* The signal that kicks a vCPU thread out of KVM_RUN (api.rst 4.10, immediate_exit). */
+#define VCPU_KICK_SIGNAL SIGUSR1
+
+static void kick_handler(int sig)
+{
+	(void)sig; /* its only job is to make KVM_RUN return EINTR */
+}
+
+int vcpu_signals_init(void)
+{
+	struct sigaction sa = {.sa_handler = kick_handler}; /* no SA_RESTART */
+
+	sigemptyset(&sa.sa_mask);
+	return sigaction(VCPU_KICK_SIGNAL, &sa, NULL) ? -errno : 0;
+}
+
+void vcpu_kick(struct vcpu *v)
+{
+	if (v->run)
+		__atomic_store_n(&v->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
+	if (v->started && !atomic_load(&v->done))
+		pthread_kill(v->thread, VCPU_KICK_SIGNAL);
+}
+
+static void dump_segment(const char *name, const struct kvm_segment *s)
+{
+	log_error("  %-3s sel=0x%04x base=0x%016llx limit=0x%08x type=%u p=%u dpl=%u db=%u l=%u g=%u", name,
+		  s->selector, (unsigned long long)s->base, s->limit, s->type, s->present, s->dpl, s->db, s->l, s->g);
+}
+
+/* Register dump for the exits that end the VM (STYLE.md principle 5). */
+static void dump_registers(struct vcpu *v)
+{
+	struct kvm_regs r;
+	struct kvm_sregs s;
+
+	if (KVM_IOCTL(v->fd, KVM_GET_REGS, &r) || KVM_IOCTL(v->fd, KVM_GET_SREGS, &s)) {
+		log_error("vCPU %u: cannot read registers: %s", v->index, strerror(errno));
+		return;
+	}
+	log_error("vCPU %u registers:", v->index);
+	log_error("  rip=0x%016llx rsp=0x%016llx rflags=0x%016llx", r.rip, r.rsp, r.rflags);
+	log_error("  rax=0x%016llx rbx=0x%016llx rcx=0x%016llx rdx=0x%016llx", r.rax, r.rbx, r.rcx, r.rdx);
+	log_error("  rsi=0x%016llx rdi=0x%016llx rbp=0x%016llx", r.rsi, r.rdi, r.rbp);
+	log_error("  r8 =0x%016llx r9 =0x%016llx r10=0x%016llx r11=0x%016llx", r.r8, r.r9, r.r10, r.r11);
+	log_error("  r12=0x%016llx r13=0x%016llx r14=0x%016llx r15=0x%016llx", r.r12, r.r13, r.r14, r.r15);
+	log_error("  cr0=0x%llx cr2=0x%llx cr3=0x%llx cr4=0x%llx efer=0x%llx", s.cr0, s.cr2, s.cr3, s.cr4, s.efer);
+	dump_segment("cs", &s.cs);
+	dump_segment("ss", &s.ss);
+	dump_segment("ds", &s.ds);
+	dump_segment("tr", &s.tr);
+	log_error("  gdt base=0x%llx limit=0x%x idt base=0x%llx limit=0x%x", s.gdt.base, s.gdt.limit, s.idt.base,
+		  s.idt.limit);
+}
+
+static int end_vm(struct vcpu *v, int code, const char *what)
+{
+	log_error("vCPU %u: %s", v->index, what);
+	dump_registers(v);
+	vm_request_exit(v->vm, code, what);
+	return -1;
+}
+
+/* KVM_EXIT_IO: the data lives in the run page at data_offset (api.rst 5, kvm_run). */
+static int handle_io(struct vcpu *v)
+{
+	struct kvm_run *run = v->run;
+	uint64_t size = run->io.size, count = run->io.count, off = run->io.data_offset;
+	uint8_t *p = (uint8_t *)run + off;
+
+	/* KVM fills these, but a bad value must not make us read past the mapping. */
+	if ((size != 1 && size != 2 && size != 4) || count == 0 || off > (uint64_t)v->vm->kvm.run_size ||
+	    size * count > (uint64_t)v->vm->kvm.run_size - off)
+		return end_vm(v, EXIT_UNKNOWN_EXIT, "malformed KVM_EXIT_IO from KVM");
+	for (uint64_t i = 0; i < count; i++, p += size) {
+		if (run->io.direction == KVM_EXIT_IO_OUT)
+			bus_write(&v->vm->bus, BUS_PIO, run->io.port, p, (unsigned)size);
+		else
+			bus_read(&v->vm->bus, BUS_PIO, run->io.port, p, (unsigned)size);
+	}
+	return 0;
+}
+
+static int handle_mmio(struct vcpu *v)
+{
+	struct kvm_run *run = v->run;
+	unsigned len = run->mmio.len;
+
+	if (len == 0 || len > sizeof(run->mmio.data))
+		return end_vm(v, EXIT_UNKNOWN_EXIT, "malformed KVM_EXIT_MMIO from KVM");
+	if (run->mmio.is_write)
+		bus_write(&v->vm->bus, BUS_MMIO, run->mmio.phys_addr, run->mmio.data, len);
+	else
+		bus_read(&v->vm->bus, BUS_MMIO, run->mmio.phys_addr, run->mmio.data, len);
+	return 0;
+}
+
+static int handle_internal_error(struct vcpu *v)
+{
+	struct kvm_run *run = v->run;
+	char what[256];
+	int n = snprintf(what, sizeof(what), "KVM_EXIT_INTERNAL_ERROR suberror %u%s", run->internal.suberror,
+			 run->internal.suberror == KVM_INTERNAL_ERROR_EMULATION ? " (instruction emulation failed)"
+										 : "");
+
+	for (unsigned i = 0; i < run->internal.ndata && i < 16 && n < (int)sizeof(what) - 20; i++)
+		n += snprintf(what + n, sizeof(what) - (size_t)n, " data[%u]=0x%llx", i,
+			      (unsigned long long)run->internal.data[i]);
+	return end_vm(v, EXIT_INTERNAL_ERROR, what);
+}
+
+static int handle_system_event(struct vcpu *v)
+{
+	switch (v->run->system_event.type) {
+	case KVM_SYSTEM_EVENT_SHUTDOWN:
+	case KVM_SYSTEM_EVENT_RESET:
+		vm_request_exit(v->vm, EXIT_GUEST_OK, "guest system event (shutdown/reset)");
+		return -1;
+	default:
+		return end_vm(v, EXIT_UNKNOWN_EXIT, "unexpected KVM_EXIT_SYSTEM_EVENT");
+	}
+}
+
+/* One exit: 0 to continue, -1 when the VM is ending. A short switch (STYLE.md 5). */
+static int dispatch(struct vcpu *v)
+{
+	char what[96];
+
+	switch (v->run->exit_reason) {
+	case KVM_EXIT_IO:
+		return handle_io(v);
+	case KVM_EXIT_MMIO:
+		return handle_mmio(v);
+	case KVM_EXIT_INTR:
+		return 0;
+	case KVM_EXIT_SHUTDOWN:
+		return end_vm(v, EXIT_TRIPLE_FAULT, "KVM_EXIT_SHUTDOWN: the guest triple-faulted");
+	case KVM_EXIT_INTERNAL_ERROR:
+		return handle_internal_error(v);
+	case KVM_EXIT_FAIL_ENTRY:
+		snprintf(what, sizeof(what), "KVM_EXIT_FAIL_ENTRY: hardware entry failure reason 0x%llx",
+			 (unsigned long long)v->run->fail_entry.hardware_entry_failure_reason);
+		return end_vm(v, EXIT_FAIL_ENTRY, what);
+	case KVM_EXIT_SYSTEM_EVENT:
+		return handle_system_event(v);
+	case KVM_EXIT_HLT:
+		/* Only without an in-kernel LAPIC; brisk always has one. */
+		vm_request_exit(v->vm, EXIT_GUEST_OK, "guest halted");
+		return -1;
+	default:
+		snprintf(what, sizeof(what), "unhandled exit reason %u", v->run->exit_reason);
+		return end_vm(v, EXIT_UNKNOWN_EXIT, what);
+	}
+}
+
+static void account(struct vcpu *v, uint32_t reason, uint64_t t0)
+{
+	unsigned r = reason < VCPU_EXIT_REASONS ? reason : VCPU_EXIT_REASONS - 1;
+
+	v->stats.exits[r]++;
+	v->stats.ns[r] += timeline_now_ns() - t0;
+}
+
+static int run_loop(struct vcpu *v)
+{
+	struct vm *vm = v->vm;
+
+	timeline_mark(TL_FIRST_RUN);
+	while (!atomic_load(&vm->exit_requested)) {
+		if (KVM_IOCTL(v->fd, KVM_RUN, 0) < 0) {
+			/* EINTR: kicked; EAGAIN: an AP woke for an event before its SIPI. */
+			if (errno == EINTR || errno == EAGAIN) {
+				v->run->immediate_exit = 0;
+				continue;
+			}
+			log_error("vCPU %u: KVM_RUN failed: %s", v->index, strerror(errno));
+			vm_request_exit(vm, EXIT_HOST, "KVM_RUN failed");
+			return -1;
+		}
+		timeline_mark(TL_FIRST_EXIT);
+		uint64_t t0 = timeline_now_ns();
+		int ret = dispatch(v);
+
+		account(v, v->run->exit_reason, t0);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* KVM_CREATE_VCPU, the run page, CPUID, and for the boot vCPU the entry state. */
+static int vcpu_setup(struct vcpu *v, struct kvm_cpuid2 *scratch)
+{
+	struct vm *vm = v->vm;
+	void *run;
+
+	v->fd = KVM_IOCTL(vm->fd, KVM_CREATE_VCPU, v->index);
+	if (v->fd < 0) {
+		log_error("KVM_CREATE_VCPU %u failed: %s", v->index, strerror(errno));
+		return EXIT_HOST;
+	}
+	run = mmap(NULL, (size_t)vm->kvm.run_size, PROT_READ | PROT_WRITE, MAP_SHARED, v->fd, 0);
+	if (run == MAP_FAILED) {
+		log_error("mmap of vCPU %u's kvm_run failed: %s", v->index, strerror(errno));
+		return EXIT_HOST;
+	}
+	v->run = run;
+	if (cpuid_vcpu_set(v->fd, vm->cpuid, scratch, v->index))
+		return EXIT_HOST;
+	/* APs stay in KVM_MP_STATE_UNINITIALIZED until the BSP sends INIT/SIPI. */
+	if (v->index == 0 && x86_vcpu_set_entry(v->fd, &vm->entry)) {
+		log_error("setting vCPU 0's boot registers failed");
+		return EXIT_HOST;
+	}
+	return 0;
+}
+
+void *vcpu_thread(void *arg)
+{
+	struct vcpu *v = arg;
+	struct vm *vm = v->vm;
+	struct kvm_cpuid2 *scratch = malloc((size_t)cpuid_table_size(vm->cpuid));
+	sigset_t kick;
+
+	sigemptyset(&kick);
+	sigaddset(&kick, VCPU_KICK_SIGNAL);
+	pthread_sigmask(SIG_UNBLOCK, &kick, NULL);
+	v->setup_error = scratch ? vcpu_setup(v, scratch) : EXIT_HOST;
+	free(scratch);
+	/* Every vCPU is configured (in parallel) before any runs. */
+	pthread_barrier_wait(&vm->ready);
+	timeline_mark(TL_VCPUS_READY);
+	if (!v->setup_error && !atomic_load(&vm->exit_requested))
+		run_loop(v);
+	atomic_store(&v->done, 1);
+	return NULL;
+}
+
+static const char *reason_name(unsigned r)
+{
+	static const char *const names[] = {
+		[KVM_EXIT_IO] = "io",
+		[KVM_EXIT_MMIO] = "mmio",
+		[KVM_EXIT_INTR] = "intr",
+		[KVM_EXIT_SHUTDOWN] = "shutdown",
+		[KVM_EXIT_HLT] = "hlt",
+		[KVM_EXIT_INTERNAL_ERROR] = "internal_error",
+		[KVM_EXIT_FAIL_ENTRY] = "fail_entry",
+		[KVM_EXIT_SYSTEM_EVENT] = "system_event",
+	};
+
+	return r < sizeof(names) / sizeof(names[0]) && names[r] ? names[r] : "other";
+}
+
+void vcpu_print_stats(const struct vm *vm, FILE *f)
+{
+	fprintf(f, "%-6s %-16s %10s %12s\n", "vcpu", "exit reason", "count", "total us");
+	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
+		const struct vcpu_stats *s = &vm->vcpus[i].stats;
+
+		for (unsigned r = 0; r < VCPU_EXIT_REASONS; r++)
+			if (s->exits[r])
+				fprintf(f, "%-6u %-16s %10llu %12.1f\n", i, reason_name(r),
+					(unsigned long long)s->exits[r], (double)s->ns[r] / 1e3);
+	}
+}

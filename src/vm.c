@@ -1,0 +1,388 @@
+/* vm.c - the VM build recipe (top to bottom, unwinding with goto), running it, and the services devices call. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "brisk/cpuid.h"
+#include "brisk/devices.h"
+#include "brisk/exitcode.h"
+#include "brisk/layout.h"
+#include "brisk/log.h"
+#include "brisk/timeline.h"
+#include "vm_impl.h"
+
+/* The built-in demo guest, linked in by src/demo_guest.S. */
+extern const uint8_t brisk_demo_guest[];
+extern const uint8_t brisk_demo_guest_end[];
+
+#define VCPU_JOIN_TIMEOUT_MS 50
+#define VCPU_JOIN_TRIES 100 /* 5 s of kicking before giving up on a vCPU */
+#define SERIAL_FLUSH_MS 1000
+
+int vm_signals_init(void)
+{
+	return vcpu_signals_init();
+}
+
+struct bus *vm_bus(struct vm *vm)
+{
+	return &vm->bus;
+}
+
+const struct gmem *vm_gmem(struct vm *vm)
+{
+	return &vm->mem;
+}
+
+void vm_irq_line(struct vm *vm, unsigned irq, int level)
+{
+	struct kvm_irq_level l = {.irq = irq, .level = (uint32_t)level};
+
+	if (KVM_IOCTL(vm->fd, KVM_IRQ_LINE, &l) < 0)
+		log_warn("KVM_IRQ_LINE irq %u level %d failed: %s", irq, level, strerror(errno));
+}
+
+void vm_request_exit(struct vm *vm, int code, const char *reason)
+{
+	int expected = 0;
+	uint64_t one = 1;
+
+	if (!atomic_compare_exchange_strong(&vm->exit_requested, &expected, 1))
+		return;
+	timeline_mark(TL_GUEST_END);
+	vm->exit_code = code;
+	snprintf(vm->exit_reason, sizeof(vm->exit_reason), "%s", reason);
+	for (unsigned i = 0; i < vm->nr_vcpus; i++)
+		vcpu_kick(&vm->vcpus[i]);
+	if (write(vm->wake_fd, &one, sizeof(one)) < 0)
+		log_warn("waking the main thread failed: %s", strerror(errno));
+}
+
+/* Step 1: the kernel image, validated before anything is created. */
+static int load_image(struct vm *vm)
+{
+	char err[BOOT_ERR_MAX];
+	const char *what = vm->cfg.kernel ? vm->cfg.kernel : "built-in demo guest";
+	int ret;
+
+	if (vm->cfg.kernel) {
+		if (image_open(&vm->image, vm->cfg.kernel, err, sizeof(err))) {
+			log_error("%s", err);
+			return EXIT_IMAGE;
+		}
+	} else {
+		vm->image.data = brisk_demo_guest;
+		vm->image.size = (size_t)(brisk_demo_guest_end - brisk_demo_guest);
+	}
+	ret = elf_parse(vm->image.data, vm->image.size, &vm->elf, err, sizeof(err));
+	if (ret == -ENOEXEC) {
+		log_error("%s: not a kernel brisk can boot (%s)", what, err);
+		return EXIT_IMAGE;
+	}
+	if (ret || !vm->elf.has_pvh) {
+		log_error("%s: %s", what, ret ? err : "ELF without a XEN_ELFNOTE_PHYS32_ENTRY (PVH) note");
+		return EXIT_IMAGE;
+	}
+	return 0;
+}
+
+/* Step 2: /dev/kvm, and the vCPU count against KVM's own limit. */
+static int open_kvm(struct vm *vm)
+{
+	if (kvm_open(&vm->kvm, "/dev/kvm"))
+		return EXIT_HOST;
+	timeline_mark(TL_KVM_OPEN);
+	if (vm->cfg.cpus > (unsigned)vm->kvm.max_vcpus) {
+		log_error("--cpus %u is out of range: KVM on this host allows 1..%d", vm->cfg.cpus,
+			  vm->kvm.max_vcpus);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* Step 3: the VM with its in-kernel irqchip and PIT (api.rst 4.2, 4.24, 4.59). */
+static int create_vm(struct vm *vm)
+{
+	struct kvm_pit_config pit = {.flags = 0};
+
+	vm->fd = KVM_IOCTL(vm->kvm.fd, KVM_CREATE_VM, 0);
+	if (vm->fd < 0) {
+		log_error("KVM_CREATE_VM failed: %s", strerror(errno));
+		return EXIT_HOST;
+	}
+	/* Intel needs three pages for the real-mode TSS and one identity-map page, inside the hole. */
+	if (KVM_IOCTL(vm->fd, KVM_SET_TSS_ADDR, LAYOUT_KVM_TSS) < 0 ||
+	    KVM_IOCTL(vm->fd, KVM_SET_IDENTITY_MAP_ADDR, &(uint64_t){LAYOUT_KVM_IDENTITY_MAP}) < 0) {
+		log_error("KVM_SET_TSS_ADDR/KVM_SET_IDENTITY_MAP_ADDR failed: %s", strerror(errno));
+		return EXIT_HOST;
+	}
+	if (KVM_IOCTL(vm->fd, KVM_CREATE_IRQCHIP, 0) < 0 || KVM_IOCTL(vm->fd, KVM_CREATE_PIT2, &pit) < 0) {
+		log_error("KVM_CREATE_IRQCHIP/KVM_CREATE_PIT2 failed: %s", strerror(errno));
+		return EXIT_HOST;
+	}
+	timeline_mark(TL_VM_CREATED);
+	return 0;
+}
+
+/* Step 4: guest RAM, one slot per region around the 32-bit MMIO hole. */
+static int map_memory(struct vm *vm)
+{
+	unsigned flags = (vm->cfg.hugepages ? GMEM_HUGEPAGES : 0) | (vm->cfg.prefault ? GMEM_PREFAULT : 0);
+
+	if (gmem_init(&vm->mem, vm->cfg.memory, flags))
+		return EXIT_HOST;
+	for (unsigned i = 0; i < vm->mem.nr; i++) {
+		struct kvm_userspace_memory_region r = {
+			.slot = i,
+			.guest_phys_addr = vm->mem.region[i].gpa,
+			.memory_size = vm->mem.region[i].size,
+			.userspace_addr = (uintptr_t)vm->mem.region[i].host,
+		};
+
+		if (KVM_IOCTL(vm->fd, KVM_SET_USER_MEMORY_REGION, &r) < 0) {
+			log_error("KVM_SET_USER_MEMORY_REGION slot %u (0x%llx, %llu bytes) failed: %s", i,
+				  (unsigned long long)r.guest_phys_addr, (unsigned long long)r.memory_size,
+				  strerror(errno));
+			return EXIT_HOST;
+		}
+	}
+	timeline_mark(TL_MEMORY);
+	return 0;
+}
+
+static int serial_fd(const struct vm_config *cfg)
+{
+	int fd;
+
+	switch (cfg->serial) {
+	case SERIAL_STDIO:
+		return STDOUT_FILENO;
+	case SERIAL_FILE:
+		fd = open(cfg->serial_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0)
+			log_error("--serial file:%s: %s", cfg->serial_path, strerror(errno));
+		return fd < 0 ? -2 : fd;
+	default:
+		return -1;
+	}
+}
+
+/* Step 5: the devices, each on the one bus. */
+static int create_devices(struct vm *vm)
+{
+	struct serial_opts so = {.out_fd = serial_fd(&vm->cfg), .in_fd = -1};
+
+	if (so.out_fd == -2)
+		return EXIT_USAGE;
+	if (vm->cfg.serial == SERIAL_FILE)
+		vm->serial_out_fd = so.out_fd;
+	if (vm->cfg.serial == SERIAL_STDIO) {
+		so.in_fd = STDIN_FILENO;
+		so.raw_tty = isatty(STDIN_FILENO);
+	}
+	if (serial8250_create(vm, &so, &vm->serial) || i8042_create(vm) || debugexit_create(vm) ||
+	    bootmark_create(vm)) {
+		log_error("creating the platform devices failed");
+		return EXIT_HOST;
+	}
+	return 0;
+}
+
+/* Step 6: the kernel in guest RAM and its boot structures. */
+static int load_kernel(struct vm *vm)
+{
+	char err[BOOT_ERR_MAX];
+	const char *cmdline = vm->cfg.cmdline ? vm->cfg.cmdline : VM_DEFAULT_CMDLINE;
+
+	if (elf_load(&vm->elf, vm->image.data, vm->image.size, &vm->mem, err, sizeof(err)) ||
+	    pvh_setup(&vm->mem, &vm->elf, cmdline, &vm->entry, err, sizeof(err))) {
+		log_error("%s", err);
+		return EXIT_IMAGE;
+	}
+	timeline_mark(TL_KERNEL_LOADED);
+	return 0;
+}
+
+/* Step 7: the per-VM CPUID template; the vCPUs themselves are configured by their threads. */
+static int prepare_vcpus(struct vm *vm)
+{
+	const struct kvm_cpuid2 *sup = cpuid_supported(vm->kvm.fd);
+
+	if (!sup)
+		return EXIT_HOST;
+	vm->cpuid = cpuid_vm_template(sup, vm->cfg.cpus);
+	vm->nr_vcpus = vm->cfg.cpus;
+	vm->vcpus = calloc(vm->nr_vcpus, sizeof(*vm->vcpus));
+	if (!vm->cpuid || !vm->vcpus) {
+		log_error("out of memory for %u vCPUs", vm->nr_vcpus);
+		return EXIT_HOST;
+	}
+	for (unsigned i = 0; i < vm->nr_vcpus; i++)
+		vm->vcpus[i] = (struct vcpu){.vm = vm, .index = i, .fd = -1};
+	return 0;
+}
+
+int vm_create(const struct vm_config *cfg, struct vm **out)
+{
+	struct vm *vm = calloc(1, sizeof(*vm));
+	int ret;
+
+	if (!vm)
+		return EXIT_HOST;
+	vm->cfg = *cfg;
+	vm->fd = -1;
+	vm->kvm.fd = -1;
+	vm->serial_out_fd = -1;
+	bus_init(&vm->bus);
+	vm->wake_fd = eventfd(0, EFD_CLOEXEC);
+	if (vm->wake_fd < 0) {
+		log_error("eventfd: %s", strerror(errno));
+		ret = EXIT_HOST;
+		goto fail;
+	}
+	if ((ret = load_image(vm)) || (ret = open_kvm(vm)) || (ret = create_vm(vm)) || (ret = map_memory(vm)) ||
+	    (ret = create_devices(vm)) || (ret = load_kernel(vm)) || (ret = prepare_vcpus(vm)))
+		goto fail;
+	*out = vm;
+	return 0;
+fail:
+	vm_destroy(vm);
+	return ret;
+}
+
+static int start_vcpus(struct vm *vm)
+{
+	if (pthread_barrier_init(&vm->ready, NULL, vm->nr_vcpus + 1))
+		return EXIT_HOST;
+	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
+		struct vcpu *v = &vm->vcpus[i];
+
+		if (pthread_create(&v->thread, NULL, vcpu_thread, v)) {
+			log_error("cannot create the thread of vCPU %u", i);
+			/* The barrier counts every vCPU: stand in for the missing ones. */
+			vm_request_exit(vm, EXIT_HOST, "thread creation failed");
+			for (unsigned j = i; j < vm->nr_vcpus; j++)
+				pthread_barrier_wait(&vm->ready);
+			return EXIT_HOST;
+		}
+		v->started = 1;
+	}
+	return 0;
+}
+
+/* Blocks until an exit is requested or SIGINT/SIGTERM/SIGHUP arrives. */
+static void wait_for_exit(struct vm *vm, int sig_fd)
+{
+	struct pollfd p[2] = {{.fd = vm->wake_fd, .events = POLLIN}, {.fd = sig_fd, .events = POLLIN}};
+
+	while (!atomic_load(&vm->exit_requested)) {
+		if (poll(p, sig_fd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			if (read(sig_fd, &si, sizeof(si)) == sizeof(si))
+				log_warn("stopping on %s", strsignal((int)si.ssi_signo));
+			vm_request_exit(vm, EXIT_STOPPED, "stopped by signal");
+		}
+	}
+}
+
+static void join_vcpus(struct vm *vm)
+{
+	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
+		struct vcpu *v = &vm->vcpus[i];
+		struct timespec ts;
+		int tries = 0;
+
+		if (!v->started)
+			continue;
+		/* Without KVM_CAP_IMMEDIATE_EXIT a kick can race with entry: repeat it. */
+		for (;;) {
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += VCPU_JOIN_TIMEOUT_MS * 1000000L;
+			ts.tv_sec += ts.tv_nsec / 1000000000L;
+			ts.tv_nsec %= 1000000000L;
+			if (pthread_timedjoin_np(v->thread, NULL, &ts) == 0)
+				break;
+			if (++tries == VCPU_JOIN_TRIES) {
+				log_error("vCPU %u does not stop; exiting without it", i);
+				pthread_detach(v->thread);
+				break;
+			}
+			vcpu_kick(v);
+		}
+		v->started = 0;
+	}
+}
+
+int vm_run(struct vm *vm, int sig_fd)
+{
+	int ret;
+
+	if (serial8250_start(vm->serial)) {
+		log_error("starting the serial console failed");
+		return EXIT_HOST;
+	}
+	ret = start_vcpus(vm);
+	if (ret == 0) {
+		pthread_barrier_wait(&vm->ready);
+		timeline_mark(TL_VCPUS_READY);
+		for (unsigned i = 0; i < vm->nr_vcpus; i++)
+			if (vm->vcpus[i].setup_error)
+				vm_request_exit(vm, vm->vcpus[i].setup_error, "vCPU configuration failed");
+		wait_for_exit(vm, sig_fd);
+	}
+	join_vcpus(vm);
+	serial8250_stop(vm->serial, SERIAL_FLUSH_MS);
+	if (serial8250_dropped(vm->serial))
+		log_warn("serial output: %llu bytes dropped (host output stalled)",
+			 (unsigned long long)serial8250_dropped(vm->serial));
+	log_info("VM ended: %s (exit status %d)", vm->exit_reason, vm->exit_code);
+	return ret ? ret : vm->exit_code;
+}
+
+void vm_print_report(struct vm *vm, FILE *f)
+{
+	timeline_print(f);
+	fputc('\n', f);
+	vcpu_print_stats(vm, f);
+	fputc('\n', f);
+	kvm_ioctl_stats_print(f);
+}
+
+void vm_destroy(struct vm *vm)
+{
+	if (!vm)
+		return;
+	if (vm->serial)
+		serial8250_stop(vm->serial, 0);
+	for (unsigned i = 0; vm->vcpus && i < vm->nr_vcpus; i++) {
+		if (vm->vcpus[i].run)
+			munmap(vm->vcpus[i].run, (size_t)vm->kvm.run_size);
+		if (vm->vcpus[i].fd >= 0)
+			close(vm->vcpus[i].fd);
+	}
+	free(vm->vcpus);
+	free(vm->cpuid);
+	bus_destroy(&vm->bus);
+	gmem_destroy(&vm->mem);
+	if (vm->fd >= 0)
+		close(vm->fd);
+	kvm_close(&vm->kvm);
+	if (vm->cfg.kernel)
+		image_close(&vm->image);
+	if (vm->serial_out_fd >= 0)
+		close(vm->serial_out_fd);
+	if (vm->wake_fd >= 0)
+		close(vm->wake_fd);
+	free(vm);
+}

@@ -1,0 +1,66 @@
+/* vm_impl.h - the VM and vCPU structures, private to vm.c and vcpu.c. */
+#ifndef BRISK_VM_IMPL_H
+#define BRISK_VM_IMPL_H
+
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "brisk/boot.h"
+#include "brisk/bus.h"
+#include "brisk/kvm.h"
+#include "brisk/mem.h"
+#include "brisk/vm.h"
+
+struct serial8250;
+
+/* Cheap per-vCPU exit counters, always on (brisk run --timeline prints them). */
+#define VCPU_EXIT_REASONS 64
+struct vcpu_stats {
+	uint64_t exits[VCPU_EXIT_REASONS];
+	uint64_t ns[VCPU_EXIT_REASONS]; /* time in userspace handling each reason */
+	uint64_t pio_unhandled;
+};
+
+struct vcpu {
+	struct vm *vm;
+	unsigned index;
+	int fd;
+	struct kvm_run *run;
+	pthread_t thread;
+	int started;	  /* thread created */
+	_Atomic int done; /* thread left its loop */
+	int setup_error;  /* brisk exit status if configuration failed */
+	struct vcpu_stats stats;
+};
+
+struct vm {
+	struct vm_config cfg;
+	struct kvm kvm;
+	int fd;
+	struct gmem mem;
+	struct bus bus;
+	struct image image;
+	struct elf_info elf;
+	struct boot_entry entry;
+	struct serial8250 *serial;
+	int serial_out_fd; /* --serial file:PATH, closed by vm_destroy */
+	struct kvm_cpuid2 *cpuid; /* per-VM template */
+	unsigned nr_vcpus;
+	struct vcpu *vcpus;
+	pthread_barrier_t ready; /* vCPU threads + main: configuration done */
+	int wake_fd;		 /* eventfd: an exit was requested */
+	_Atomic int exit_requested;
+	int exit_code;
+	char exit_reason[128];
+};
+
+/* vcpu.c */
+void *vcpu_thread(void *arg);
+/* Kicks the vCPU out of KVM_RUN (immediate_exit + signal). */
+void vcpu_kick(struct vcpu *v);
+/* Installs the no-op handler of the kick signal (once per process). */
+int vcpu_signals_init(void);
+void vcpu_print_stats(const struct vm *vm, FILE *f);
+
+#endif

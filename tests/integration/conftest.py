@@ -1,0 +1,78 @@
+"""Shared fixtures for brisk's integration tests: the binary, the test guests, and a probed KVM."""
+import fcntl
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / os.environ.get("BUILD", "build")
+BRISK = Path(os.environ.get("BRISK", BUILD / "brisk")).resolve()
+GUESTS = BUILD / "guests"
+
+# Exit statuses (include/brisk/exitcode.h, docs/exit-codes.md).
+EXIT_GUEST_OK = 0
+EXIT_USAGE = 2
+EXIT_HOST = 4
+EXIT_IMAGE = 6
+EXIT_TRIPLE_FAULT = 8
+EXIT_INTERNAL_ERROR = 10
+EXIT_STOPPED = 16
+KVM_GET_API_VERSION = 0xAE00
+
+
+def debug_exit_status(value):
+    """Status brisk (and QEMU's isa-debug-exit) exits with for a debug-exit write of value."""
+    return ((value & 0x7F) << 1) | 1
+
+
+def probe_kvm():
+    """None if /dev/kvm can be used, else the reason (found by trying, not by host name)."""
+    try:
+        fd = os.open("/dev/kvm", os.O_RDWR | os.O_CLOEXEC)
+    except OSError as e:
+        return f"/dev/kvm unusable on this host: {e.strerror}"
+    try:
+        version = fcntl.ioctl(fd, KVM_GET_API_VERSION)
+    finally:
+        os.close(fd)
+    if version != 12:
+        return f"/dev/kvm speaks KVM API {version}, not 12"
+    return None
+
+
+KVM_REASON = probe_kvm()
+
+
+@pytest.fixture
+def kvm():
+    if KVM_REASON:
+        pytest.skip(KVM_REASON)
+
+
+def guest(name):
+    path = GUESTS / f"{name}.elf"
+    assert path.exists(), f"{path} missing: run make guests"
+    return str(path)
+
+
+def check_sanitizers(stderr):
+    """An ASan/UBSan report fails the test whatever the exit status was."""
+    for marker in ("AddressSanitizer", "LeakSanitizer", "runtime error:", "UndefinedBehaviorSanitizer"):
+        assert marker not in stderr, f"sanitizer report:\n{stderr}"
+
+
+def run_brisk(*args, input=None, timeout=120, stdin=subprocess.DEVNULL, **kw):
+    """Runs brisk with args; returns the CompletedProcess (text). Fails on sanitizer reports."""
+    if input is not None:
+        stdin = None
+    p = subprocess.run([str(BRISK), *args], input=input, stdin=stdin, capture_output=True, text=True,
+                       timeout=timeout, **kw)
+    check_sanitizers(p.stderr)
+    return p
+
+
+def boot(name, *args, **kw):
+    """Boots test guest `name` with extra brisk run options."""
+    return run_brisk("run", "--kernel", guest(name), *args, **kw)

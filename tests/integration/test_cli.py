@@ -1,0 +1,102 @@
+"""The command line: help, version, option validation and bad kernel images (no KVM needed)."""
+import os
+
+import pytest
+
+from conftest import (EXIT_HOST, EXIT_IMAGE, EXIT_USAGE, KVM_REASON, guest, run_brisk)
+
+
+def test_version():
+    p = run_brisk("--version")
+    assert p.returncode == 0
+    assert p.stdout.startswith("brisk ")
+
+
+def test_help_lists_run():
+    p = run_brisk("help")
+    assert p.returncode == 0
+    assert "run" in p.stdout
+    p = run_brisk("help", "run")
+    assert p.returncode == 0
+    for opt in ("--kernel", "--cmdline", "--cpus", "--memory", "--serial", "--hugepages", "--prefault",
+                "--timeline", "--log-level"):
+        assert opt in p.stdout
+    assert run_brisk("run", "--help").returncode == 0
+
+
+def test_unknown_command_and_option():
+    p = run_brisk("frobnicate")
+    assert p.returncode == EXIT_USAGE
+    assert "unknown command 'frobnicate'" in p.stderr
+    assert run_brisk("help", "frobnicate").returncode == EXIT_USAGE
+    p = run_brisk("run", "--no-such-option")
+    assert p.returncode == EXIT_USAGE
+    p = run_brisk("run", "stray")
+    assert p.returncode == EXIT_USAGE
+    assert "unexpected argument 'stray'" in p.stderr
+
+
+def test_no_command():
+    assert run_brisk().returncode == EXIT_USAGE
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--cpus", "0"], "--cpus"),
+    (["--cpus", "255"], "--cpus"),
+    (["--cpus", "two"], "--cpus"),
+    (["--memory", "1M"], "too small"),
+    (["--memory", "64Q"], "--memory"),
+    (["--memory", "1048576T"], "--memory"),
+    (["--memory", "100000G"], "exceeds"),
+    (["--memory", "16777217B"], "4 KiB"),
+    (["--serial", "tcp:1"], "--serial"),
+    (["--log-level", "loud"], "--log-level"),
+])
+def test_bad_values(args, needle):
+    p = run_brisk("run", *args)
+    assert p.returncode == EXIT_USAGE, p.stderr
+    assert needle in p.stderr
+
+
+def test_missing_kernel(tmp_path):
+    p = run_brisk("run", "--kernel", str(tmp_path / "nope"))
+    assert p.returncode == EXIT_IMAGE
+    assert "nope" in p.stderr
+
+
+def test_directory_as_kernel(tmp_path):
+    p = run_brisk("run", "--kernel", str(tmp_path))
+    assert p.returncode == EXIT_IMAGE
+
+
+def test_empty_kernel(tmp_path):
+    k = tmp_path / "empty"
+    k.write_bytes(b"")
+    p = run_brisk("run", "--kernel", str(k))
+    assert p.returncode == EXIT_IMAGE
+    assert "empty" in p.stderr
+
+
+def test_garbage_kernel(tmp_path):
+    k = tmp_path / "garbage"
+    k.write_bytes(os.urandom(4096))
+    p = run_brisk("run", "--kernel", str(k))
+    assert p.returncode == EXIT_IMAGE
+    assert "not a kernel brisk can boot" in p.stderr
+
+
+@pytest.mark.parametrize("cut", [16, 64, 100, 300])
+def test_truncated_kernel(tmp_path, cut):
+    data = open(guest("hello"), "rb").read()
+    k = tmp_path / "truncated"
+    k.write_bytes(data[:cut])
+    p = run_brisk("run", "--kernel", str(k))
+    assert p.returncode == EXIT_IMAGE, p.stderr
+    assert "brisk: error:" in p.stderr
+
+
+@pytest.mark.skipif(KVM_REASON is None, reason="this host has a usable /dev/kvm")
+def test_no_kvm_is_a_clear_host_error():
+    p = run_brisk("run")
+    assert p.returncode == EXIT_HOST
+    assert "/dev/kvm" in p.stderr

@@ -1,0 +1,89 @@
+/* test_mem.c - the checked guest-memory accessor at its boundaries (0, last byte, len 0, wrap-around, hole). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "brisk/layout.h"
+#include "brisk/mem.h"
+
+#define MiB (1ULL << 20)
+
+static void test_small(void **state)
+{
+	struct gmem m;
+	uint8_t b = 0xab, r = 0;
+
+	(void)state;
+	assert_int_equal(gmem_init(&m, 16 * MiB, 0), 0);
+	assert_int_equal(m.nr, 1);
+	assert_ptr_equal(gmem_ptr(&m, 0, 1), m.base);
+	assert_ptr_equal(gmem_ptr(&m, 16 * MiB - 1, 1), m.base + 16 * MiB - 1);
+	assert_null(gmem_ptr(&m, 16 * MiB, 1));
+	assert_null(gmem_ptr(&m, 16 * MiB - 1, 2));
+	assert_null(gmem_ptr(&m, 0, 16 * MiB + 1));
+	assert_non_null(gmem_ptr(&m, 0, 16 * MiB));
+	/* zero length: valid anywhere in [start, end] */
+	assert_non_null(gmem_ptr(&m, 0, 0));
+	assert_non_null(gmem_ptr(&m, 16 * MiB, 0));
+	assert_null(gmem_ptr(&m, 16 * MiB + 1, 0));
+	/* wrap-around */
+	assert_null(gmem_ptr(&m, UINT64_MAX, 2));
+	assert_null(gmem_ptr(&m, 8, UINT64_MAX));
+	assert_null(gmem_ptr(&m, UINT64_MAX - 4, 8));
+	assert_int_equal(gmem_write(&m, 16 * MiB - 1, &b, 1), 0);
+	assert_int_equal(gmem_read(&m, 16 * MiB - 1, &r, 1), 0);
+	assert_int_equal(r, 0xab);
+	assert_int_equal(gmem_write(&m, 16 * MiB, &b, 1), -EFAULT);
+	assert_int_equal(gmem_read(&m, UINT64_MAX, &r, 1), -EFAULT);
+	assert_int_equal(gmem_low_size(&m), 16 * MiB);
+	gmem_destroy(&m);
+}
+
+static void test_hole(void **state)
+{
+	struct gmem m;
+	uint64_t size = LAYOUT_MMIO_HOLE + 64 * MiB;
+
+	(void)state;
+	/* MAP_NORESERVE: 3 GiB + 64 MiB costs nothing until touched */
+	assert_int_equal(gmem_init(&m, size, 0), 0);
+	assert_int_equal(m.nr, 2);
+	assert_int_equal(gmem_low_size(&m), LAYOUT_MMIO_HOLE);
+	assert_int_equal(m.region[1].gpa, LAYOUT_RAM_ABOVE_4G);
+	assert_int_equal(m.region[1].size, 64 * MiB);
+	assert_non_null(gmem_ptr(&m, LAYOUT_MMIO_HOLE - 1, 1));
+	assert_null(gmem_ptr(&m, LAYOUT_MMIO_HOLE - 1, 2)); /* never crosses the hole */
+	assert_null(gmem_ptr(&m, LAYOUT_MMIO_HOLE, 1));
+	assert_null(gmem_ptr(&m, BRISK_LAPIC_BASE, 4));
+	assert_ptr_equal(gmem_ptr(&m, LAYOUT_RAM_ABOVE_4G, 1), m.base + LAYOUT_MMIO_HOLE);
+	assert_non_null(gmem_ptr(&m, LAYOUT_RAM_ABOVE_4G + 64 * MiB - 1, 1));
+	assert_null(gmem_ptr(&m, LAYOUT_RAM_ABOVE_4G + 64 * MiB, 1));
+	gmem_destroy(&m);
+}
+
+static void test_flags_and_errors(void **state)
+{
+	struct gmem m;
+
+	(void)state;
+	assert_int_equal(gmem_init(&m, 0, 0), -EINVAL);
+	assert_int_equal(gmem_init(&m, 16 * MiB, GMEM_HUGEPAGES | GMEM_PREFAULT), 0);
+	*(volatile uint8_t *)gmem_ptr(&m, 0, 1) = 1;
+	gmem_destroy(&m);
+	assert_null(m.base);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_small),
+		cmocka_unit_test(test_hole),
+		cmocka_unit_test(test_flags_and_errors),
+	};
+
+	return cmocka_run_group_tests_name("mem", tests, NULL, NULL);
+}
