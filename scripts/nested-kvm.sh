@@ -62,9 +62,10 @@ netfs fscache 9pnet 9pnet_virtio 9p irqbypass kvm ccp kvm-amd"
 
 need_pkgs() { # pkg ...
 	local missing=() p
-	for p in "$@"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
-	done
+	declare -A ok=()
+	while read -r p st; do [[ $st = installed ]] && ok[$p]=1; done < \
+		<(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "$@" 2>/dev/null || true)
+	for p in "$@"; do [[ -n ${ok[$p]:-} ]] || missing+=("$p"); done
 	[[ ${#missing[@]} -eq 0 ]] && return 0
 	echo "nested-kvm: installing ${missing[*]}" >&2
 	[[ $(id -u) = 0 ]] || die "need root to apt-get install ${missing[*]}"
@@ -135,8 +136,12 @@ prepare() {
 	flock 9
 	need_pkgs qemu-system-x86 busybox-static cpio xz-utils kmod coreutils util-linux gzip
 	# Which kernel? The one linux-image-amd64 depends on; fall back to the cache.
-	local kpkg kver
-	kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-6\.1\.[^ ]*-amd64\)$/\1/p' | head -n1 || true)
+	local kpkg= kver
+	# re-resolve only when the apt lists changed since last time (apt-cache is slow)
+	if [[ -f $NESTED/kernel.pkg && -z $(find /var/lib/apt/lists -maxdepth 1 -newer "$NESTED/kernel.pkg" -name '*Packages*' 2>/dev/null | head -n1) ]]; then
+		kpkg=$(cat "$NESTED/kernel.pkg")
+	fi
+	[[ -n $kpkg ]] || kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-6\.1\.[^ ]*-amd64\)$/\1/p' | head -n1 || true)
 	if [[ -z $kpkg ]]; then
 		kpkg=$(cat "$NESTED/kernel.pkg" 2>/dev/null || true)
 		[[ -n $kpkg ]] || die "cannot determine linux-image-6.1.*-amd64 (apt-cache depends linux-image-amd64)"
@@ -156,7 +161,7 @@ prepare() {
 		rm -rf "$NESTED/dl"
 		touch "$kdir/.done"
 	fi
-	echo "$kpkg" > "$NESTED/kernel.pkg"
+	[[ $(cat "$NESTED/kernel.pkg" 2>/dev/null) = "$kpkg" ]] || echo "$kpkg" > "$NESTED/kernel.pkg"
 	KERNEL=$kdir/boot/vmlinuz-$kver
 	[[ -f $KERNEL ]] || die "no $KERNEL"
 	local mdir=$kdir/lib/modules/$kver
@@ -204,6 +209,7 @@ prepare() {
 }
 
 prepare
+KERNEL=${NESTED_KVM_KERNEL_IMAGE:-$KERNEL}
 [[ $prepare_only = 1 ]] && { echo "kernel: $KERNEL"; echo "initrd: $INITRD"; exit 0; }
 
 if [[ $probe = 1 ]]; then
@@ -287,8 +293,11 @@ if [[ ${NESTED_KVM_VERBOSE:-0} = 1 ]]; then
 	echo "------------------------------------" >&2
 fi
 if [[ $probe = 1 || ${NESTED_KVM_VERBOSE:-0} = 1 ]]; then
-	printf 'nested-kvm: guest booted in %ss (guest uptime when the command started), total wall time %.1fs\n' \
-		"$(cat "$RUN/booted" 2>/dev/null || echo '?')" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')" >&2
+	# host-clock times: QEMU start -> command start (mtime of "booted") -> command end -> QEMU exit
+	tb=$(stat -c %.Y "$RUN/booted" 2>/dev/null || echo "$t0")
+	td=$(stat -c %.Y "$RUN/done" 2>/dev/null || echo "$t1")
+	awk -v a="$t0" -v b="$tb" -v d="$td" -v e="$t1" -v u="$(cat "$RUN/booted" 2>/dev/null || echo '?')" 'BEGIN{
+		printf "nested-kvm: boot %.1fs (guest kernel uptime %ss), command %.1fs, shutdown %.1fs, total %.1fs\n", b-a, u, d-b, e-d, e-a }' >&2
 fi
 
 if [[ -f $RUN/error ]]; then

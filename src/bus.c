@@ -1,5 +1,6 @@
 /* bus.c - the port I/O and MMIO bus: sorted ranges per address space, binary search dispatch. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,29 +15,37 @@ void bus_init(struct bus *b)
 	pthread_mutex_init(&b->lock, NULL);
 }
 
-static int seen_before(const struct bus *b, enum bus_space space, void *dev, size_t upto)
+/*
+ * True when range i of `space` is the first range (port ranges before MMIO
+ * ranges) of its device whose ops have `fn`: a device on several ranges gets
+ * its reset/destroy called once.
+ */
+static bool first_with(const struct bus *b, enum bus_space space, size_t i, size_t fn_offset)
 {
-	for (size_t i = 0; i < upto; i++)
-		if (b->range[space][i].dev == dev)
-			return 1;
-	return 0;
+	const struct bus_range *me = &b->range[space][i];
+
+	for (int s = BUS_PIO; s <= (int)space; s++) {
+		size_t end = s == (int)space ? i : b->nr[s];
+
+		for (size_t j = 0; j < end; j++) {
+			const struct bus_range *r = &b->range[s][j];
+
+			if (r->dev == me->dev && *(void *const *)((const char *)r->ops + fn_offset))
+				return false;
+		}
+	}
+	return true;
 }
 
 void bus_destroy(struct bus *b)
 {
-	/* A device may sit on several ranges (e.g. port + MMIO): destroy it once. */
-	for (int s = BUS_PIO; s <= BUS_MMIO; s++) {
-		for (size_t i = 0; i < b->nr[s]; i++) {
-			struct bus_range *r = &b->range[s][i];
-
-			if (!r->ops->destroy || seen_before(b, (enum bus_space)s, r->dev, i))
-				continue;
-			if (s == BUS_MMIO && seen_before(b, BUS_PIO, r->dev, b->nr[BUS_PIO]))
-				continue;
-			r->ops->destroy(r->dev);
-		}
+	for (int s = BUS_PIO; s <= BUS_MMIO; s++)
+		for (size_t i = 0; i < b->nr[s]; i++)
+			if (b->range[s][i].ops->destroy &&
+			    first_with(b, (enum bus_space)s, i, offsetof(struct dev_ops, destroy)))
+				b->range[s][i].ops->destroy(b->range[s][i].dev);
+	for (int s = BUS_PIO; s <= BUS_MMIO; s++)
 		free(b->range[s]);
-	}
 	pthread_mutex_destroy(&b->lock);
 	memset(b, 0, sizeof(*b));
 }
@@ -153,6 +162,7 @@ void bus_reset(struct bus *b)
 {
 	for (int s = BUS_PIO; s <= BUS_MMIO; s++)
 		for (size_t i = 0; i < b->nr[s]; i++)
-			if (b->range[s][i].ops->reset)
+			if (b->range[s][i].ops->reset &&
+			    first_with(b, (enum bus_space)s, i, offsetof(struct dev_ops, reset)))
 				b->range[s][i].ops->reset(b->range[s][i].dev);
 }

@@ -37,9 +37,9 @@ static void bootmark_write(void *dev, uint64_t offset, const void *data, unsigne
 }
 
 static const struct dev_ops bootmark_ops = {
-	.name = "bootmark",
-	.read = bootmark_read,
-	.write = bootmark_write,
+    .name = "bootmark",
+    .read = bootmark_read,
+    .write = bootmark_write,
 };
 
 int bootmark_create(struct vm *vm)

@@ -45,9 +45,9 @@ static void debugexit_write(void *dev, uint64_t offset, const void *data, unsign
 }
 
 static const struct dev_ops debugexit_ops = {
-	.name = "debug-exit",
-	.read = debugexit_read,
-	.write = debugexit_write,
+    .name = "debug-exit",
+    .read = debugexit_read,
+    .write = debugexit_write,
 };
 
 /* The device pointer is the VM itself: nothing to allocate or free. */

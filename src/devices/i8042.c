@@ -33,30 +33,30 @@
 #include "brisk/exitcode.h"
 #include "brisk/vm.h"
 
-#define STR_OBF 0x01	 /* output buffer full */
-#define STR_SYS 0x04	 /* system flag: self-test passed */
-#define STR_CMDDAT 0x08 /* last write was a command */
+#define STR_OBF	    0x01 /* output buffer full */
+#define STR_SYS	    0x04 /* system flag: self-test passed */
+#define STR_CMDDAT  0x08 /* last write was a command */
 #define STR_KEYLOCK 0x10 /* keyboard not inhibited */
 
 #define CTR_KBDINT 0x01
-#define CTR_SYS 0x04
+#define CTR_SYS	   0x04
 #define CTR_KBDDIS 0x10
 #define CTR_AUXDIS 0x20
-#define CTR_XLATE 0x40
+#define CTR_XLATE  0x40
 
-#define CMD_READ_CTR 0x20
-#define CMD_WRITE_CTR 0x60
+#define CMD_READ_CTR	0x20
+#define CMD_WRITE_CTR	0x60
 #define CMD_AUX_DISABLE 0xa7
-#define CMD_AUX_ENABLE 0xa8
-#define CMD_AUX_TEST 0xa9
-#define CMD_SELF_TEST 0xaa
-#define CMD_KBD_TEST 0xab
+#define CMD_AUX_ENABLE	0xa8
+#define CMD_AUX_TEST	0xa9
+#define CMD_SELF_TEST	0xaa
+#define CMD_KBD_TEST	0xab
 #define CMD_KBD_DISABLE 0xad
-#define CMD_KBD_ENABLE 0xae
-#define CMD_READ_OUTP 0xd0
-#define CMD_WRITE_OUTP 0xd1
+#define CMD_KBD_ENABLE	0xae
+#define CMD_READ_OUTP	0xd0
+#define CMD_WRITE_OUTP	0xd1
 
-#define SELF_TEST_OK 0x55
+#define SELF_TEST_OK	0x55
 #define OUTP_RESET_HIGH 0x01 /* output port bit 0: CPU reset, active low */
 
 struct i8042 {
@@ -227,22 +227,23 @@ static void i8042_destroy(void *dev)
  * The two ports are not adjacent (0x61, between them, is port B of the
  * PIT/NMI logic, handled by KVM's in-kernel PIT), so the device is
  * registered as two one-byte ranges. Each range starts at offset 0, hence
- * one ops table per port; only the command port's carries reset and
- * destroy, so the device is reset and freed exactly once whatever the bus
- * does with a device registered twice.
+ * one ops table per port. bus_destroy() destroys a device once per device
+ * pointer (bus.h), so both tables carry destroy; reset is idempotent.
  */
 static const struct dev_ops i8042_data_ops = {
-	.name = "i8042-data",
-	.read = data_read,
-	.write = data_write,
+    .name = "i8042-data",
+    .read = data_read,
+    .write = data_write,
+    .reset = i8042_reset,
+    .destroy = i8042_destroy,
 };
 
 static const struct dev_ops i8042_cmd_ops = {
-	.name = "i8042-cmd",
-	.read = cmd_read,
-	.write = cmd_write,
-	.reset = i8042_reset,
-	.destroy = i8042_destroy,
+    .name = "i8042-cmd",
+    .read = cmd_read,
+    .write = cmd_write,
+    .reset = i8042_reset,
+    .destroy = i8042_destroy,
 };
 
 int i8042_create(struct vm *vm)
@@ -256,7 +257,7 @@ int i8042_create(struct vm *vm)
 	k->vm = vm;
 	pthread_mutex_init(&k->lock, NULL);
 	reset_locked(k);
-	/* The command port first: once it is registered the bus owns k and frees it. */
+	/* Once one range is registered the bus owns k and frees it. */
 	err = bus_register(bus, BUS_PIO, BRISK_I8042_CMD_PORT, 1, &i8042_cmd_ops, k);
 	if (err) {
 		i8042_destroy(k);

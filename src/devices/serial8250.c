@@ -22,12 +22,12 @@
 #include "brisk/vm.h"
 #include "serial8250_internal.h"
 
-#define SERIAL_NR_PORTS 8
+#define SERIAL_NR_PORTS	     8
 #define UART_IIR_FIFO_16550A 0xc0 /* IIR bits 7:6 read 11 when FCR0 is set */
-#define UART_IER_MASK 0x0f	  /* IER bits 7:4 are always 0 on a 16550A */
-#define UART_MCR_MASK 0x1f	  /* MCR bits 7:5 are always 0 on a 16550A */
-#define UART_FCR_STORED (UART_FCR_ENABLE_FIFO | UART_FCR_TRIGGER_MASK)
-#define MSR_LINES_IDLE (UART_MSR_DCD | UART_MSR_DSR | UART_MSR_CTS) /* a present, ready peer */
+#define UART_IER_MASK	     0x0f /* IER bits 7:4 are always 0 on a 16550A */
+#define UART_MCR_MASK	     0x1f /* MCR bits 7:5 are always 0 on a 16550A */
+#define UART_FCR_STORED	     (UART_FCR_ENABLE_FIFO | UART_FCR_TRIGGER_MASK)
+#define MSR_LINES_IDLE	     (UART_MSR_DCD | UART_MSR_DSR | UART_MSR_CTS) /* a present, ready peer */
 
 static bool fifo_enabled(const struct serial8250 *s)
 {
@@ -117,7 +117,7 @@ static uint8_t iir_value(const struct serial8250 *s)
 
 /*
  * On the PC the UART's INTR reaches the PIC through a gate driven by OUT2
- * (Linux sets OUT2 in serial8250_set_mctrl via up->mcr_force ALWAYS_ON).
+ * (Linux's serial8250_do_startup() sets TIOCM_OUT2 for a port with an IRQ).
  * KVM_IRQ_LINE is issued only when the level changes.
  */
 static void update_irq(struct serial8250 *s)
@@ -371,11 +371,11 @@ static void serial_destroy(void *dev)
 }
 
 static const struct dev_ops serial_ops = {
-	.name = "serial8250",
-	.read = serial_read,
-	.write = serial_write,
-	.reset = serial_reset,
-	.destroy = serial_destroy,
+    .name = "serial8250",
+    .read = serial_read,
+    .write = serial_write,
+    .reset = serial_reset,
+    .destroy = serial_destroy,
 };
 
 void serial8250_rx_ready(struct serial8250 *s)

@@ -44,10 +44,10 @@ static inline uint8_t serial_ring_get(struct serial_ring *r)
 /* Host-side state (serial_io.c). Everything but the fds and threads is under serial8250.lock. */
 struct serial_io {
 	struct serial_opts opts;
-	int out_fd;	 /* where the output thread writes: opts.out_fd or a private non-blocking reopen */
-	int out_fd_own;	 /* out_fd is ours to close */
+	int out_fd;	  /* where the output thread writes: opts.out_fd or a private non-blocking reopen */
+	int out_fd_own;	  /* out_fd is ours to close */
 	bool out_is_sock; /* out_fd is a socket: send(MSG_DONTWAIT) */
-	int in_stop_fd;	 /* eventfd: the input thread must stop now */
+	int in_stop_fd;	  /* eventfd: the input thread must stop now */
 	int out_abort_fd; /* eventfd: the output thread must stop now, even with bytes left */
 	pthread_t in_thread, out_thread;
 	bool in_running, out_running;

@@ -42,7 +42,7 @@
 #include "brisk/vm.h"
 #include "serial8250_internal.h"
 
-#define CTRL_A 0x01
+#define CTRL_A	  0x01
 #define OUT_CHUNK 4096 /* PIPE_BUF: one write after POLLOUT fits a pipe's free slot */
 
 /* The terminal state before raw mode; static so that a signal handler can restore it. */
@@ -240,8 +240,11 @@ static void *out_thread(void *arg)
 		w = write_some(io, io->out.buf + io->out.head, n);
 		pthread_mutex_lock(&s->lock);
 		if (w <= 0) {
-			if (w < 0)
-				log_warn("serial: write(fd %d): %s; further output dropped", io->out_fd, strerror((int)-w));
+			if (w == -EPIPE)
+				log_debug("serial: the reader of fd %d went away; further output dropped", io->out_fd);
+			else if (w < 0)
+				log_warn("serial: write(fd %d): %s; further output dropped", io->out_fd,
+					 strerror((int)-w));
 			io->out_closed = true; /* EPIPE included: the reader is gone */
 			break;
 		}

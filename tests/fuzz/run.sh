@@ -61,7 +61,7 @@ for t in $FUZZ_TARGETS; do
 	"$OUT/fuzz_$t" -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 -artifact_prefix="$OUT/artifacts-$t/" \
 		$dict "$OUT/corpus-$t" >"$log" 2>&1 || rc=$?
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
-	echo "fuzz_$t: ${execs:-?} executions, corpus $(ls "$OUT/corpus-$t" | wc -l) inputs, exit $rc"
+	echo "fuzz_$t: ${execs:-?} executions, corpus $(find "$OUT/corpus-$t" -type f | wc -l) inputs, exit $rc"
 	if [ "$rc" -ne 0 ]; then
 		echo "fuzz_$t: FAILED; last lines of $log:" >&2
 		tail -n 30 "$log" >&2

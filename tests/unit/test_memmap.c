@@ -216,13 +216,13 @@ static void test_identity_map(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_memmap_sizes),
-		cmocka_unit_test(test_memmap_exact_entries),
-		cmocka_unit_test_setup_teardown(test_pvh_start_info, mem_setup, mem_teardown),
-		cmocka_unit_test_setup_teardown(test_pvh_cmdline_limits, mem_setup, mem_teardown),
-		cmocka_unit_test_setup_teardown(test_pvh_rejects_non_pvh, mem_setup, mem_teardown),
-		cmocka_unit_test_setup_teardown(test_boot_gdt, mem_setup, mem_teardown),
-		cmocka_unit_test_setup_teardown(test_identity_map, mem_setup, mem_teardown),
+	    cmocka_unit_test(test_memmap_sizes),
+	    cmocka_unit_test(test_memmap_exact_entries),
+	    cmocka_unit_test_setup_teardown(test_pvh_start_info, mem_setup, mem_teardown),
+	    cmocka_unit_test_setup_teardown(test_pvh_cmdline_limits, mem_setup, mem_teardown),
+	    cmocka_unit_test_setup_teardown(test_pvh_rejects_non_pvh, mem_setup, mem_teardown),
+	    cmocka_unit_test_setup_teardown(test_boot_gdt, mem_setup, mem_teardown),
+	    cmocka_unit_test_setup_teardown(test_identity_map, mem_setup, mem_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,7 +17,7 @@
  * checked against the file with overflow-safe arithmetic before it is used,
  * and structures are copied out with memcpy (the image need not be aligned).
  */
-#define ELF_MAX_PHNUM 128	     /* vmlinux has ~5; anything near PN_XNUM is hostile */
+#define ELF_MAX_PHNUM	128	     /* vmlinux has ~5; anything near PN_XNUM is hostile */
 #define ELF_PADDR_LIMIT (1ULL << 52) /* x86-64 MAXPHYADDR architectural maximum */
 
 typedef unsigned long long ull;
@@ -47,8 +47,8 @@ static void widen_ehdr32(const uint8_t *img, struct ehdr *h)
 	Elf32_Ehdr e;
 
 	memcpy(&e, img, sizeof(e));
-	*h = (struct ehdr){32, e.e_type, e.e_machine, e.e_ehsize, e.e_phentsize, e.e_phnum, e.e_version,
-			   e.e_entry, e.e_phoff};
+	*h = (struct ehdr){32,	      e.e_type,	   e.e_machine, e.e_ehsize, e.e_phentsize,
+			   e.e_phnum, e.e_version, e.e_entry,	e.e_phoff};
 }
 
 static void widen_ehdr64(const uint8_t *img, struct ehdr *h)
@@ -56,8 +56,8 @@ static void widen_ehdr64(const uint8_t *img, struct ehdr *h)
 	Elf64_Ehdr e;
 
 	memcpy(&e, img, sizeof(e));
-	*h = (struct ehdr){64, e.e_type, e.e_machine, e.e_ehsize, e.e_phentsize, e.e_phnum, e.e_version,
-			   e.e_entry, e.e_phoff};
+	*h = (struct ehdr){64,	      e.e_type,	   e.e_machine, e.e_ehsize, e.e_phentsize,
+			   e.e_phnum, e.e_version, e.e_entry,	e.e_phoff};
 }
 
 /* Magic, class and header length; -ENOEXEC only when it is not ELF at all. */
@@ -75,7 +75,8 @@ static int read_ehdr(const uint8_t *img, size_t size, struct ehdr *h, char *err,
 				 img[EI_CLASS]);
 	need = img[EI_CLASS] == ELFCLASS64 ? sizeof(Elf64_Ehdr) : sizeof(Elf32_Ehdr);
 	if (size < need)
-		return boot_fail(err, errlen, -EINVAL, "truncated ELF header: ELF%d header needs %zu bytes, image has %zu",
+		return boot_fail(err, errlen, -EINVAL,
+				 "truncated ELF header: ELF%d header needs %zu bytes, image has %zu",
 				 img[EI_CLASS] == ELFCLASS64 ? 64 : 32, need, size);
 	if (img[EI_CLASS] == ELFCLASS64)
 		widen_ehdr64(img, h);
@@ -242,9 +243,10 @@ static int walk_notes(const uint8_t *img, const struct phdr *p, unsigned i, stru
 		Elf32_Nhdr nh; /* Elf64_Nhdr is the same three 32-bit words */
 
 		if (left < sizeof(nh))
-			return boot_fail(err, errlen, -EINVAL,
-					 "program header %u: truncated note header at note offset 0x%llx (%llu bytes left)",
-					 i, (ull)pos, (ull)left);
+			return boot_fail(
+			    err, errlen, -EINVAL,
+			    "program header %u: truncated note header at note offset 0x%llx (%llu bytes left)", i,
+			    (ull)pos, (ull)left);
 		memcpy(&nh, n, sizeof(nh));
 		desc_off = (sizeof(nh) + (uint64_t)nh.n_namesz + a - 1) & ~(a - 1);
 		if (desc_off > left || nh.n_descsz > left - desc_off)
@@ -317,7 +319,8 @@ int elf_parse(const uint8_t *img, size_t size, struct elf_info *out, char *err, 
 			return -EINVAL;
 	}
 	if (out->nr_segments == 0)
-		return boot_fail(err, errlen, -EINVAL, "no non-empty PT_LOAD segment among %u program headers", h.phnum);
+		return boot_fail(err, errlen, -EINVAL, "no non-empty PT_LOAD segment among %u program headers",
+				 h.phnum);
 	if (check_pvh_entry(img, &h, out, err, errlen))
 		return -EINVAL;
 	out->elf_class = h.cls;
@@ -350,8 +353,8 @@ static int check_segment(const struct elf_segment *s, unsigned k, size_t size, c
 	if (!gmem_ptr(mem, s->paddr, s->memsz)) {
 		describe_ram(mem, ram, sizeof(ram));
 		return boot_fail(err, errlen, -EINVAL,
-				 "segment %u [0x%llx, 0x%llx) is not inside guest RAM %s (%llu MiB)", k,
-				 (ull)s->paddr, (ull)(s->paddr + s->memsz), ram, (ull)(mem->size >> 20));
+				 "segment %u [0x%llx, 0x%llx) is not inside guest RAM %s (%llu MiB)", k, (ull)s->paddr,
+				 (ull)(s->paddr + s->memsz), ram, (ull)(mem->size >> 20));
 	}
 	return 0;
 }

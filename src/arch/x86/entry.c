@@ -11,18 +11,18 @@
 #include "x86_boot.h"
 
 /* Intel SDM Vol. 3A 2.5 (control registers) and 2.2.1 (EFER). */
-#define CR0_PE (1ULL << 0)
-#define CR0_ET (1ULL << 4)
-#define CR0_PG (1ULL << 31)
-#define CR4_PAE (1ULL << 5)
-#define EFER_LME (1ULL << 8)
-#define EFER_LMA (1ULL << 10)
+#define CR0_PE	     (1ULL << 0)
+#define CR0_ET	     (1ULL << 4)
+#define CR0_PG	     (1ULL << 31)
+#define CR4_PAE	     (1ULL << 5)
+#define EFER_LME     (1ULL << 8)
+#define EFER_LMA     (1ULL << 10)
 #define RFLAGS_FIXED 0x2ULL /* bit 1 is always set; IF and VM clear */
 
 /* Page-table entry bits (SDM Vol. 3A 4.5, tables 4-15..4-18). */
-#define PTE_P (1ULL << 0)
-#define PTE_RW (1ULL << 1)
-#define PTE_PS (1ULL << 7)
+#define PTE_P	 (1ULL << 0)
+#define PTE_RW	 (1ULL << 1)
+#define PTE_PS	 (1ULL << 7)
 #define PD_COUNT 4 /* 4 page directories x 512 x 2 MiB = 4 GiB */
 
 _Static_assert(LAYOUT_GDT_SIZE == X86_GDT_ENTRIES * 8, "boot GDT holds X86_GDT_ENTRIES descriptors");
@@ -88,18 +88,18 @@ static struct kvm_segment seg_from_desc(uint64_t d, uint16_t selector)
 	uint8_t g = (d >> 55) & 1;
 
 	return (struct kvm_segment){
-		.base = ((d >> 16) & 0xffffff) | (((d >> 56) & 0xff) << 24),
-		.limit = g ? (limit << 12) | 0xfff : limit,
-		.selector = selector,
-		.type = (d >> 40) & 0xf,
-		.s = (d >> 44) & 1,
-		.dpl = (d >> 45) & 3,
-		.present = (d >> 47) & 1,
-		.avl = (d >> 52) & 1,
-		.l = (d >> 53) & 1,
-		.db = (d >> 54) & 1,
-		.g = g,
-		.unusable = !((d >> 47) & 1),
+	    .base = ((d >> 16) & 0xffffff) | (((d >> 56) & 0xff) << 24),
+	    .limit = g ? (limit << 12) | 0xfff : limit,
+	    .selector = selector,
+	    .type = (d >> 40) & 0xf,
+	    .s = (d >> 44) & 1,
+	    .dpl = (d >> 45) & 3,
+	    .present = (d >> 47) & 1,
+	    .avl = (d >> 52) & 1,
+	    .l = (d >> 53) & 1,
+	    .db = (d >> 54) & 1,
+	    .g = g,
+	    .unusable = !((d >> 47) & 1),
 	};
 }
 

@@ -8,8 +8,8 @@
 #include "x86_boot.h"
 
 /* Appends [start, end) clipped to [start, limit) when non-empty and there is room. */
-static unsigned add(struct memmap_entry *out, unsigned n, unsigned max, uint64_t start, uint64_t end,
-		    uint64_t limit, uint32_t type)
+static unsigned add(struct memmap_entry *out, unsigned n, unsigned max, uint64_t start, uint64_t end, uint64_t limit,
+		    uint32_t type)
 {
 	if (end > limit)
 		end = limit;
@@ -53,8 +53,8 @@ int x86_write_cmdline(const struct gmem *mem, const char *cmdline, char *err, si
 	len = strlen(cmdline);
 	if (len >= LAYOUT_CMDLINE_MAX)
 		return boot_fail(err, errlen, -E2BIG,
-				 "kernel command line is %zu bytes; the limit is %lu bytes (%lu with its NUL)",
-				 len, LAYOUT_CMDLINE_MAX - 1, LAYOUT_CMDLINE_MAX);
+				 "kernel command line is %zu bytes; the limit is %lu bytes (%lu with its NUL)", len,
+				 LAYOUT_CMDLINE_MAX - 1, LAYOUT_CMDLINE_MAX);
 	if (gmem_write(mem, LAYOUT_CMDLINE, cmdline, len + 1))
 		return boot_fail(err, errlen, -EFAULT, "guest RAM does not cover the command line at 0x%lx",
 				 LAYOUT_CMDLINE);

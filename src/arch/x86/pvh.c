@@ -38,14 +38,14 @@ static int write_memmap(const struct gmem *mem)
 static int write_start_info(const struct gmem *mem, unsigned memmap_entries)
 {
 	struct hvm_start_info si = {
-		.magic = XEN_HVM_START_MAGIC_VALUE,
-		.version = XEN_HVM_START_VERSION,
-		.nr_modules = 0,
-		.modlist_paddr = 0,
-		.cmdline_paddr = LAYOUT_CMDLINE,
-		.rsdp_paddr = 0,
-		.memmap_paddr = LAYOUT_MEMMAP,
-		.memmap_entries = memmap_entries,
+	    .magic = XEN_HVM_START_MAGIC_VALUE,
+	    .version = XEN_HVM_START_VERSION,
+	    .nr_modules = 0,
+	    .modlist_paddr = 0,
+	    .cmdline_paddr = LAYOUT_CMDLINE,
+	    .rsdp_paddr = 0,
+	    .memmap_paddr = LAYOUT_MEMMAP,
+	    .memmap_entries = memmap_entries,
 	};
 
 	return gmem_write(mem, LAYOUT_START_INFO, &si, sizeof(si));
@@ -63,7 +63,8 @@ int pvh_setup(const struct gmem *mem, const struct elf_info *info, const char *c
 		return ret;
 	n = ret ? ret : write_memmap(mem);
 	if (n < 0 || write_start_info(mem, (unsigned)n) || x86_write_gdt(mem, BOOT_PVH32))
-		return boot_fail(err, errlen, -EINVAL, "guest RAM (%llu bytes) does not cover the boot structures below 1 MiB",
+		return boot_fail(err, errlen, -EINVAL,
+				 "guest RAM (%llu bytes) does not cover the boot structures below 1 MiB",
 				 (unsigned long long)mem->size);
 	*entry = (struct boot_entry){.mode = BOOT_PVH32, .rip = info->pvh_entry, .boot_info = LAYOUT_START_INFO};
 	return 0;

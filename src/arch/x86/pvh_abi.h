@@ -11,10 +11,10 @@
  * the offsets the ABI comment in that header documents.
  */
 #define XEN_HVM_START_MAGIC_VALUE 0x336ec578u
-#define XEN_HVM_START_VERSION 1u
+#define XEN_HVM_START_VERSION	  1u
 
 /* Xen ELF note name and type of the 32-bit PVH entry (xen/interface/elfnote.h). */
-#define XEN_ELFNOTE_NAME "Xen"
+#define XEN_ELFNOTE_NAME	 "Xen"
 #define XEN_ELFNOTE_PHYS32_ENTRY 18u
 
 struct hvm_start_info {

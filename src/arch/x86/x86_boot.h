@@ -14,13 +14,14 @@ struct gmem;
  * selectors Linux's boot protocol names (Documentation/arch/x86/boot.rst,
  * "32-bit/64-bit boot protocol": __BOOT_CS 0x10, __BOOT_DS 0x18); the TSS
  * takes the otherwise unused entry 1 because VMX entry needs a usable TR
- * (Intel SDM Vol. 3C 27.3.1.2) and the PVH ABI asks for a 32-bit TSS.
+ * (Intel SDM Vol. 3C, "Checks on Guest Segment Registers") and the PVH ABI
+ * asks for a 32-bit TSS.
  */
-#define X86_SEL_TSS 0x08
-#define X86_SEL_CS 0x10
-#define X86_SEL_DS 0x18
+#define X86_SEL_TSS	0x08
+#define X86_SEL_CS	0x10
+#define X86_SEL_DS	0x18
 #define X86_GDT_ENTRIES 4
-#define X86_TSS_LIMIT 0x67 /* minimal 32-bit TSS, 104 bytes (SDM Vol. 3A 8.2.1) */
+#define X86_TSS_LIMIT	0x67 /* minimal 32-bit TSS, 104 bytes (SDM Vol. 3A, "Task-State Segment") */
 
 /*
  * The boot GDT descriptor at `index` for `mode` (0 for an out-of-range
