@@ -99,10 +99,12 @@ check: deps
 
 check-unit: all $(UNIT_TESTS:%=$(BUILD)/tests/%) $(UNIT_TESTS:%=$(BUILD)/asan/tests/%)
 
-bench: deps all guests
+bench: all guests
+	@scripts/deps.sh bench
 	@bench/run.sh
 
-fuzz: deps
+fuzz:
+	@scripts/deps.sh fuzz
 	@tests/fuzz/run.sh
 
 format:

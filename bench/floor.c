@@ -28,18 +28,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MEM_SIZE (128ul << 20)
-#define GDT_ADDR 0x500
-#define START_INFO_ADDR 0x6000
-#define MEMMAP_ADDR 0x6040
-#define CMDLINE_ADDR 0x6080
+#define MEM_SIZE		 (128ul << 20)
+#define GDT_ADDR		 0x500
+#define START_INFO_ADDR		 0x6000
+#define MEMMAP_ADDR		 0x6040
+#define CMDLINE_ADDR		 0x6080
 #define XEN_ELFNOTE_PHYS32_ENTRY 18
-#define PVH_MAGIC 0x336ec578
+#define PVH_MAGIC		 0x336ec578
 
-#define COM1 0x3f8
-#define BOOTMARK_PORT 0x440
+#define COM1		0x3f8
+#define BOOTMARK_PORT	0x440
 #define DEBUG_EXIT_PORT 0xf4
-#define I8042_CMD_PORT 0x64
+#define I8042_CMD_PORT	0x64
 
 static uint64_t t_exec_ns;
 
@@ -105,8 +105,7 @@ static uint32_t load_elf(const char *path, uint8_t *mem)
 				if (desc + n->n_descsz > end)
 					break;
 				if (n->n_type == XEN_ELFNOTE_PHYS32_ENTRY && n->n_namesz == 4 &&
-				    !memcmp(img + off + sizeof(*n), "Xen", 4) &&
-				    (n->n_descsz == 4 || n->n_descsz == 8))
+				    !memcmp(img + off + sizeof(*n), "Xen", 4) && (n->n_descsz == 4 || n->n_descsz == 8))
 					memcpy(&entry, img + desc, 4); /* little-endian: low half */
 				off = desc + ((n->n_descsz + 3) & ~3u);
 			}
@@ -125,10 +124,10 @@ static void write_start_info(uint8_t *mem)
 	uint64_t memmap[2][2] = {{0, 0x9fc00}, {0x100000, MEM_SIZE - 0x100000}};
 
 	si[0] = PVH_MAGIC;
-	si[1] = 1;		    /* version: has memmap */
-	si[6] = CMDLINE_ADDR;	    /* cmdline_paddr (low half) */
-	si[10] = MEMMAP_ADDR;	    /* memmap_paddr (low half) */
-	si[12] = 2;		    /* memmap_entries */
+	si[1] = 1;	      /* version: has memmap */
+	si[6] = CMDLINE_ADDR; /* cmdline_paddr (low half) */
+	si[10] = MEMMAP_ADDR; /* memmap_paddr (low half) */
+	si[12] = 2;	      /* memmap_entries */
 	memcpy(mem + START_INFO_ADDR, si, sizeof(si));
 	for (int i = 0; i < 2; i++) {
 		uint32_t type_rsvd[2] = {1, 0}; /* RAM */
@@ -143,8 +142,8 @@ static void setup_vcpu(int vcpu, uint8_t *mem, uint32_t entry)
 {
 	/* GDT: null, null, 0x10 flat 32-bit code, 0x18 flat data. */
 	const uint64_t gdt[4] = {0, 0, 0x00cf9b000000ffffull, 0x00cf93000000ffffull};
-	struct kvm_segment code = {.base = 0, .limit = 0xffffffff, .selector = 0x10,
-				   .type = 11, .present = 1, .s = 1, .db = 1, .g = 1};
+	struct kvm_segment code = {
+	    .base = 0, .limit = 0xffffffff, .selector = 0x10, .type = 11, .present = 1, .s = 1, .db = 1, .g = 1};
 	struct kvm_segment data = code;
 	struct kvm_sregs sregs = {0};
 	struct kvm_regs regs = {0};
@@ -202,12 +201,11 @@ int main(int argc, char **argv)
 	int vm = ioctl(kvm, KVM_CREATE_VM, 0);
 	if (vm < 0)
 		die("KVM_CREATE_VM");
-	uint8_t *mem = mmap(NULL, MEM_SIZE, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	uint8_t *mem = mmap(NULL, MEM_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (mem == MAP_FAILED)
 		die("mmap guest memory");
 	struct kvm_userspace_memory_region region = {
-		.slot = 0, .guest_phys_addr = 0, .memory_size = MEM_SIZE, .userspace_addr = (uintptr_t)mem};
+	    .slot = 0, .guest_phys_addr = 0, .memory_size = MEM_SIZE, .userspace_addr = (uintptr_t)mem};
 	if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &region) < 0)
 		die("KVM_SET_USER_MEMORY_REGION");
 

@@ -22,8 +22,8 @@
 #include <unistd.h>
 
 #define MEM_SIZE 0x200000
-#define CODE 0x1000
-#define HANDLER 0x1100
+#define CODE	 0x1000
+#define HANDLER	 0x1100
 
 static int kvm;
 
@@ -35,10 +35,10 @@ static int fail(const char *test, const char *what)
 
 static int run_test(const char *name, int lm, int irqchip)
 {
-	static const uint8_t code[] = { 0xb0, 0x42, 0xe6, 0xf4, 0xcc, 0xb0, 0x44, 0xe6, 0xf4, 0xf4 };
-	static const uint8_t h16[] = { 0xb0, 0x43, 0xe6, 0xf4, 0xcf };       // iret
-	static const uint8_t h64[] = { 0xb0, 0x43, 0xe6, 0xf4, 0x48, 0xcf }; // iretq
-	const int want[] = { 0x42, 0x43, 0x44, -1 /* HLT */ };
+	static const uint8_t code[] = {0xb0, 0x42, 0xe6, 0xf4, 0xcc, 0xb0, 0x44, 0xe6, 0xf4, 0xf4};
+	static const uint8_t h16[] = {0xb0, 0x43, 0xe6, 0xf4, 0xcf};	   // iret
+	static const uint8_t h64[] = {0xb0, 0x43, 0xe6, 0xf4, 0x48, 0xcf}; // iretq
+	const int want[] = {0x42, 0x43, 0x44, -1 /* HLT */};
 	int nwant = irqchip ? 3 : 4; // with an in-kernel LAPIC, HLT never exits
 	errno = 0;
 	int vm = ioctl(kvm, KVM_CREATE_VM, 0);
@@ -46,7 +46,7 @@ static int run_test(const char *name, int lm, int irqchip)
 		return fail(name, "KVM_CREATE_VM");
 	ioctl(vm, KVM_SET_TSS_ADDR, 0xfffbd000UL); // needed on VMX only
 	if (irqchip) {
-		struct kvm_pit_config pit = { .flags = 0 };
+		struct kvm_pit_config pit = {.flags = 0};
 		if (ioctl(vm, KVM_CREATE_IRQCHIP, 0) < 0)
 			return fail(name, "KVM_CREATE_IRQCHIP");
 		if (ioctl(vm, KVM_CREATE_PIT2, &pit) < 0)
@@ -55,8 +55,8 @@ static int run_test(const char *name, int lm, int irqchip)
 	uint8_t *mem = mmap(NULL, MEM_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED)
 		return fail(name, "mmap");
-	struct kvm_userspace_memory_region reg = { .slot = 0, .guest_phys_addr = 0,
-		.memory_size = MEM_SIZE, .userspace_addr = (uintptr_t)mem };
+	struct kvm_userspace_memory_region reg = {
+	    .slot = 0, .guest_phys_addr = 0, .memory_size = MEM_SIZE, .userspace_addr = (uintptr_t)mem};
 	if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &reg) < 0)
 		return fail(name, "KVM_SET_USER_MEMORY_REGION");
 	memcpy(mem + CODE, code, sizeof(code));
@@ -72,24 +72,40 @@ static int run_test(const char *name, int lm, int irqchip)
 		return fail(name, "KVM_GET_SREGS");
 	if (!lm) {
 		memcpy(mem + HANDLER, h16, sizeof(h16));
-		uint16_t ivt3[2] = { HANDLER, 0 }; // offset, segment
+		uint16_t ivt3[2] = {HANDLER, 0}; // offset, segment
 		memcpy(mem + 3 * 4, ivt3, sizeof(ivt3));
 		s.cs.base = 0, s.cs.selector = 0;
 		s.ds = s.es = s.ss = s.cs;
 		s.ds.type = s.es.type = s.ss.type = 3;
 	} else {
 		memcpy(mem + HANDLER, h64, sizeof(h64));
-		uint64_t gdt[3] = { 0, 0x00af9a000000ffffULL, 0x00cf92000000ffffULL };
+		uint64_t gdt[3] = {0, 0x00af9a000000ffffULL, 0x00cf92000000ffffULL};
 		memcpy(mem + 0x500, gdt, sizeof(gdt));
-		uint64_t gate[2] = { (HANDLER & 0xffff) | (0x08ULL << 16) | (0x8eULL << 40), 0 };
+		uint64_t gate[2] = {(HANDLER & 0xffff) | (0x08ULL << 16) | (0x8eULL << 40), 0};
 		memcpy(mem + 0x600 + 3 * 16, gate, sizeof(gate));
 		uint64_t *pml4 = (uint64_t *)(mem + 0x2000), *pdpt = (uint64_t *)(mem + 0x3000),
 			 *pd = (uint64_t *)(mem + 0x4000);
 		pml4[0] = 0x3003, pdpt[0] = 0x4003, pd[0] = 0x83; // 2 MiB identity page
-		struct kvm_segment cseg = { .base = 0, .limit = 0xffffffff, .selector = 0x08, .type = 11,
-			.present = 1, .dpl = 0, .db = 0, .s = 1, .l = 1, .g = 1 };
-		struct kvm_segment dseg = { .base = 0, .limit = 0xffffffff, .selector = 0x10, .type = 3,
-			.present = 1, .dpl = 0, .db = 1, .s = 1, .l = 0, .g = 1 };
+		struct kvm_segment cseg = {.base = 0,
+					   .limit = 0xffffffff,
+					   .selector = 0x08,
+					   .type = 11,
+					   .present = 1,
+					   .dpl = 0,
+					   .db = 0,
+					   .s = 1,
+					   .l = 1,
+					   .g = 1};
+		struct kvm_segment dseg = {.base = 0,
+					   .limit = 0xffffffff,
+					   .selector = 0x10,
+					   .type = 3,
+					   .present = 1,
+					   .dpl = 0,
+					   .db = 1,
+					   .s = 1,
+					   .l = 0,
+					   .g = 1};
 		s.cs = cseg, s.ds = s.es = s.fs = s.gs = s.ss = dseg;
 		s.gdt.base = 0x500, s.gdt.limit = sizeof(gdt) - 1;
 		s.idt.base = 0x600, s.idt.limit = 16 * 32 - 1;
@@ -98,7 +114,7 @@ static int run_test(const char *name, int lm, int irqchip)
 	}
 	if (ioctl(vcpu, KVM_SET_SREGS, &s) < 0)
 		return fail(name, "KVM_SET_SREGS");
-	struct kvm_regs r = { .rip = CODE, .rsp = 0x8000, .rflags = 2 };
+	struct kvm_regs r = {.rip = CODE, .rsp = 0x8000, .rflags = 2};
 	if (ioctl(vcpu, KVM_SET_REGS, &r) < 0)
 		return fail(name, "KVM_SET_REGS");
 	for (int i = 0; i < nwant; i++) {
@@ -109,8 +125,7 @@ static int run_test(const char *name, int lm, int irqchip)
 		if (want[i] < 0 && run->exit_reason == KVM_EXIT_HLT)
 			continue;
 		if (want[i] >= 0 && run->exit_reason == KVM_EXIT_IO && run->io.direction == KVM_EXIT_IO_OUT &&
-		    run->io.port == 0xf4 && run->io.size == 1 &&
-		    *((uint8_t *)run + run->io.data_offset) == want[i])
+		    run->io.port == 0xf4 && run->io.size == 1 && *((uint8_t *)run + run->io.data_offset) == want[i])
 			continue;
 		snprintf(buf, sizeof(buf), "step %d: want %s 0x%x, got exit_reason %u (io port 0x%x)", i,
 			 want[i] < 0 ? "HLT" : "IO", want[i] < 0 ? 0 : want[i], run->exit_reason,

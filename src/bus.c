@@ -78,8 +78,7 @@ static int grow(struct bus *b, enum bus_space space)
 	return 0;
 }
 
-int bus_register(struct bus *b, enum bus_space space, uint64_t base, uint64_t len, const struct dev_ops *ops,
-		 void *dev)
+int bus_register(struct bus *b, enum bus_space space, uint64_t base, uint64_t len, const struct dev_ops *ops, void *dev)
 {
 	struct bus_range *r;
 	size_t i;

@@ -56,7 +56,8 @@ int config_validate(const struct vm_config *cfg, unsigned max_cpus, uint64_t hos
 		return -EINVAL;
 	}
 	if (cfg->memory & 0xfff) {
-		snprintf(err, errlen, "--memory %llu bytes is not a multiple of 4 KiB", (unsigned long long)cfg->memory);
+		snprintf(err, errlen, "--memory %llu bytes is not a multiple of 4 KiB",
+			 (unsigned long long)cfg->memory);
 		return -EINVAL;
 	}
 	return 0;

@@ -69,10 +69,10 @@ unsigned kvm_ioctl_stats(struct kvm_ioctl_stat *out, unsigned max)
 
 	for (unsigned i = 0; i < n && i < max; i++) {
 		out[i] = (struct kvm_ioctl_stat){
-			.name = table[i].name,
-			.req = table[i].req,
-			.count = atomic_load(&table[i].count),
-			.ns = atomic_load(&table[i].ns),
+		    .name = table[i].name,
+		    .req = table[i].req,
+		    .count = atomic_load(&table[i].count),
+		    .ns = atomic_load(&table[i].ns),
 		};
 	}
 	return n;
@@ -98,12 +98,12 @@ static const struct {
 	const char *name;
 	const char *why;
 } required[] = {
-	{KVM_CAP_USER_MEMORY, "KVM_CAP_USER_MEMORY", "guest RAM"},
-	{KVM_CAP_IRQCHIP, "KVM_CAP_IRQCHIP", "the in-kernel interrupt controller"},
-	{KVM_CAP_PIT2, "KVM_CAP_PIT2", "the in-kernel PIT"},
-	{KVM_CAP_SET_TSS_ADDR, "KVM_CAP_SET_TSS_ADDR", "the TSS pages KVM needs on Intel"},
-	{KVM_CAP_SET_IDENTITY_MAP_ADDR, "KVM_CAP_SET_IDENTITY_MAP_ADDR", "the identity-map page KVM needs on Intel"},
-	{KVM_CAP_EXT_CPUID, "KVM_CAP_EXT_CPUID", "the guest CPUID table"},
+    {KVM_CAP_USER_MEMORY, "KVM_CAP_USER_MEMORY", "guest RAM"},
+    {KVM_CAP_IRQCHIP, "KVM_CAP_IRQCHIP", "the in-kernel interrupt controller"},
+    {KVM_CAP_PIT2, "KVM_CAP_PIT2", "the in-kernel PIT"},
+    {KVM_CAP_SET_TSS_ADDR, "KVM_CAP_SET_TSS_ADDR", "the TSS pages KVM needs on Intel"},
+    {KVM_CAP_SET_IDENTITY_MAP_ADDR, "KVM_CAP_SET_IDENTITY_MAP_ADDR", "the identity-map page KVM needs on Intel"},
+    {KVM_CAP_EXT_CPUID, "KVM_CAP_EXT_CPUID", "the guest CPUID table"},
 };
 
 static int open_error(const char *path, int err)

@@ -10,8 +10,8 @@ static const struct {
 	const char *name;
 	int (*fn)(int argc, char **argv);
 } commands[] = {
-	{"run", cmd_run},
-	{"help", cmd_help},
+    {"run", cmd_run},
+    {"help", cmd_help},
 };
 
 int main(int argc, char **argv)

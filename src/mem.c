@@ -15,9 +15,9 @@ static void split_regions(struct gmem *m)
 	m->nr = 1;
 	if (m->size > low) {
 		m->region[1] = (struct gmem_region){
-			.gpa = LAYOUT_RAM_ABOVE_4G,
-			.size = m->size - low,
-			.host = m->base + low,
+		    .gpa = LAYOUT_RAM_ABOVE_4G,
+		    .size = m->size - low,
+		    .host = m->base + low,
 		};
 		m->nr = 2;
 	}
@@ -48,8 +48,7 @@ int gmem_init(struct gmem *m, uint64_t size, unsigned flags)
 	if (size == 0 || size > SIZE_MAX)
 		return -EINVAL;
 	/* MAP_NORESERVE: pages are committed when the guest touches them. */
-	m->base = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
-		       0);
+	m->base = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m->base == MAP_FAILED) {
 		ret = -errno;
 		m->base = NULL;

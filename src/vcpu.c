@@ -113,9 +113,9 @@ static int handle_internal_error(struct vcpu *v)
 {
 	struct kvm_run *run = v->run;
 	char what[256];
-	int n = snprintf(what, sizeof(what), "KVM_EXIT_INTERNAL_ERROR suberror %u%s", run->internal.suberror,
-			 run->internal.suberror == KVM_INTERNAL_ERROR_EMULATION ? " (instruction emulation failed)"
-										 : "");
+	int n =
+	    snprintf(what, sizeof(what), "KVM_EXIT_INTERNAL_ERROR suberror %u%s", run->internal.suberror,
+		     run->internal.suberror == KVM_INTERNAL_ERROR_EMULATION ? " (instruction emulation failed)" : "");
 
 	for (unsigned i = 0; i < run->internal.ndata && i < 16 && n < (int)sizeof(what) - 20; i++)
 		n += snprintf(what + n, sizeof(what) - (size_t)n, " data[%u]=0x%llx", i,
@@ -253,14 +253,14 @@ void *vcpu_thread(void *arg)
 static const char *reason_name(unsigned r)
 {
 	static const char *const names[] = {
-		[KVM_EXIT_IO] = "io",
-		[KVM_EXIT_MMIO] = "mmio",
-		[KVM_EXIT_INTR] = "intr",
-		[KVM_EXIT_SHUTDOWN] = "shutdown",
-		[KVM_EXIT_HLT] = "hlt",
-		[KVM_EXIT_INTERNAL_ERROR] = "internal_error",
-		[KVM_EXIT_FAIL_ENTRY] = "fail_entry",
-		[KVM_EXIT_SYSTEM_EVENT] = "system_event",
+	    [KVM_EXIT_IO] = "io",
+	    [KVM_EXIT_MMIO] = "mmio",
+	    [KVM_EXIT_INTR] = "intr",
+	    [KVM_EXIT_SHUTDOWN] = "shutdown",
+	    [KVM_EXIT_HLT] = "hlt",
+	    [KVM_EXIT_INTERNAL_ERROR] = "internal_error",
+	    [KVM_EXIT_FAIL_ENTRY] = "fail_entry",
+	    [KVM_EXIT_SYSTEM_EVENT] = "system_event",
 	};
 
 	return r < sizeof(names) / sizeof(names[0]) && names[r] ? names[r] : "other";

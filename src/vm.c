@@ -24,8 +24,8 @@ extern const uint8_t brisk_demo_guest[];
 extern const uint8_t brisk_demo_guest_end[];
 
 #define VCPU_JOIN_TIMEOUT_MS 50
-#define VCPU_JOIN_TRIES 100 /* 5 s of kicking before giving up on a vCPU */
-#define SERIAL_FLUSH_MS 1000
+#define VCPU_JOIN_TRIES	     100 /* 5 s of kicking before giving up on a vCPU */
+#define SERIAL_FLUSH_MS	     1000
 
 int vm_signals_init(void)
 {
@@ -101,8 +101,7 @@ static int open_kvm(struct vm *vm)
 		return EXIT_HOST;
 	timeline_mark(TL_KVM_OPEN);
 	if (vm->cfg.cpus > (unsigned)vm->kvm.max_vcpus) {
-		log_error("--cpus %u is out of range: KVM on this host allows 1..%d", vm->cfg.cpus,
-			  vm->kvm.max_vcpus);
+		log_error("--cpus %u is out of range: KVM on this host allows 1..%d", vm->cfg.cpus, vm->kvm.max_vcpus);
 		return EXIT_USAGE;
 	}
 	return 0;
@@ -141,10 +140,10 @@ static int map_memory(struct vm *vm)
 		return EXIT_HOST;
 	for (unsigned i = 0; i < vm->mem.nr; i++) {
 		struct kvm_userspace_memory_region r = {
-			.slot = i,
-			.guest_phys_addr = vm->mem.region[i].gpa,
-			.memory_size = vm->mem.region[i].size,
-			.userspace_addr = (uintptr_t)vm->mem.region[i].host,
+		    .slot = i,
+		    .guest_phys_addr = vm->mem.region[i].gpa,
+		    .memory_size = vm->mem.region[i].size,
+		    .userspace_addr = (uintptr_t)vm->mem.region[i].host,
 		};
 
 		if (KVM_IOCTL(vm->fd, KVM_SET_USER_MEMORY_REGION, &r) < 0) {

@@ -44,7 +44,7 @@ struct vm {
 	struct elf_info elf;
 	struct boot_entry entry;
 	struct serial8250 *serial;
-	int serial_out_fd; /* --serial file:PATH, closed by vm_destroy */
+	int serial_out_fd;	  /* --serial file:PATH, closed by vm_destroy */
 	struct kvm_cpuid2 *cpuid; /* per-VM template */
 	unsigned nr_vcpus;
 	struct vcpu *vcpus;

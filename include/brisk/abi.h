@@ -9,11 +9,11 @@
 
 /* 8250/16550A UART, COM1 (the PC standard; Linux's 8250 driver probes it). */
 #define BRISK_COM1_PORT 0x3f8
-#define BRISK_COM1_IRQ 4
+#define BRISK_COM1_IRQ	4
 
 /* i8042 keyboard controller: enough for Linux's reboot=k path. */
 #define BRISK_I8042_DATA_PORT 0x60
-#define BRISK_I8042_CMD_PORT 0x64
+#define BRISK_I8042_CMD_PORT  0x64
 #define BRISK_I8042_CMD_RESET 0xfe /* pulse the CPU reset line */
 
 /*
@@ -31,13 +31,13 @@
  * Reachable by port (outl; /dev/port from a Linux init) and by MMIO
  * (a 32-bit store; /dev/mem from a Linux init).
  */
-#define BRISK_BOOTMARK_PORT 0x440
+#define BRISK_BOOTMARK_PORT	 0x440
 #define BRISK_BOOTMARK_PORT_SIZE 4
-#define BRISK_BOOTMARK_MMIO 0xd0000000UL
+#define BRISK_BOOTMARK_MMIO	 0xd0000000UL
 #define BRISK_BOOTMARK_MMIO_SIZE 0x1000
 
 /* Local and I/O APIC (fixed by the PC platform; in-kernel irqchip). */
-#define BRISK_LAPIC_BASE 0xfee00000UL
+#define BRISK_LAPIC_BASE  0xfee00000UL
 #define BRISK_IOAPIC_BASE 0xfec00000UL
 
 /* PVH: hvm_start_info magic (xen/include/public/arch-x86/hvm/start_info.h). */

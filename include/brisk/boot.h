@@ -7,7 +7,7 @@
 
 struct gmem;
 
-#define BOOT_ERR_MAX 256
+#define BOOT_ERR_MAX   256
 #define BOOT_IMAGE_MAX (1ULL << 30) /* refuse kernel files above 1 GiB */
 
 /* A kernel file, mapped read-only. */

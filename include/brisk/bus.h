@@ -52,8 +52,8 @@ void bus_destroy(struct bus *b);
  * against concurrent dispatch). Returns 0, -EINVAL (len 0 or wrap-around),
  * -EEXIST (overlaps a registered range) or -ENOMEM.
  */
-__attribute__((warn_unused_result)) int bus_register(struct bus *b, enum bus_space space, uint64_t base,
-						     uint64_t len, const struct dev_ops *ops, void *dev);
+__attribute__((warn_unused_result)) int bus_register(struct bus *b, enum bus_space space, uint64_t base, uint64_t len,
+						     const struct dev_ops *ops, void *dev);
 
 /* The range containing [addr, addr+len) entirely, or NULL. */
 const struct bus_range *bus_find(const struct bus *b, enum bus_space space, uint64_t addr, unsigned len);

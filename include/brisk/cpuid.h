@@ -1,4 +1,5 @@
-/* cpuid.h - the guest CPUID table: KVM's supported table fetched once per process, a per-VM template, a per-vCPU patch. */
+/* cpuid.h - the guest CPUID table: KVM's supported table fetched once per process, a per-VM template, a per-vCPU patch.
+ */
 #ifndef BRISK_CPUID_H
 #define BRISK_CPUID_H
 

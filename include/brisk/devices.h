@@ -15,7 +15,7 @@ struct serial_opts {
 };
 
 #define SERIAL_OUTBUF_SIZE (64 * 1024) /* bounded: a stalled stdout drops, never blocks */
-#define SERIAL_INBUF_SIZE 4096
+#define SERIAL_INBUF_SIZE  4096
 
 /*
  * 8250/16550A UART at COM1 (0x3f8, IRQ 4), registered on the VM's bus.

@@ -27,8 +27,8 @@ void kvm_ioctl_stats_print(FILE *f);
 /* Process-wide facts about /dev/kvm, queried once. */
 struct kvm {
 	int fd;
-	int run_size;	/* KVM_GET_VCPU_MMAP_SIZE */
-	int max_vcpus;	/* KVM_CAP_MAX_VCPUS (or NR_VCPUS) */
+	int run_size;	    /* KVM_GET_VCPU_MMAP_SIZE */
+	int max_vcpus;	    /* KVM_CAP_MAX_VCPUS (or NR_VCPUS) */
 	int immediate_exit; /* KVM_CAP_IMMEDIATE_EXIT */
 };
 

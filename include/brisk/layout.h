@@ -21,52 +21,52 @@
  *                KVM's identity-map page and TSS
  *   0x1_0000_0000 RAM above 4 GiB when --memory exceeds the hole start
  */
-#define LAYOUT_GDT 0x500UL
+#define LAYOUT_GDT	0x500UL
 #define LAYOUT_GDT_SIZE 0x20UL
-#define LAYOUT_IDT 0x520UL
+#define LAYOUT_IDT	0x520UL
 #define LAYOUT_IDT_SIZE 0x8UL
 
-#define LAYOUT_START_INFO 0x6000UL
+#define LAYOUT_START_INFO      0x6000UL
 #define LAYOUT_START_INFO_SIZE 0x100UL
-#define LAYOUT_MODLIST 0x6100UL
-#define LAYOUT_MODLIST_SIZE 0x100UL /* 8 x struct hvm_modlist_entry */
-#define LAYOUT_MEMMAP 0x6200UL
-#define LAYOUT_MEMMAP_SIZE 0xe00UL /* up to 149 x 24-byte entries */
+#define LAYOUT_MODLIST	       0x6100UL
+#define LAYOUT_MODLIST_SIZE    0x100UL /* 8 x struct hvm_modlist_entry */
+#define LAYOUT_MEMMAP	       0x6200UL
+#define LAYOUT_MEMMAP_SIZE     0xe00UL /* up to 149 x 24-byte entries */
 
-#define LAYOUT_ZERO_PAGE 0x7000UL
+#define LAYOUT_ZERO_PAGE      0x7000UL
 #define LAYOUT_ZERO_PAGE_SIZE 0x1000UL
 
-#define LAYOUT_BOOT_STACK 0x8000UL
+#define LAYOUT_BOOT_STACK      0x8000UL
 #define LAYOUT_BOOT_STACK_SIZE 0x1000UL
-#define LAYOUT_BOOT_STACK_TOP 0x8ff0UL
+#define LAYOUT_BOOT_STACK_TOP  0x8ff0UL
 
-#define LAYOUT_PML4 0x9000UL
-#define LAYOUT_PDPT 0xa000UL
-#define LAYOUT_PD 0xb000UL
-#define LAYOUT_PAGETABLES 0x9000UL
+#define LAYOUT_PML4	       0x9000UL
+#define LAYOUT_PDPT	       0xa000UL
+#define LAYOUT_PD	       0xb000UL
+#define LAYOUT_PAGETABLES      0x9000UL
 #define LAYOUT_PAGETABLES_SIZE 0x6000UL /* PML4 + PDPT + 4 PDs */
 
-#define LAYOUT_CMDLINE 0x20000UL
+#define LAYOUT_CMDLINE	   0x20000UL
 #define LAYOUT_CMDLINE_MAX 0x10000UL /* bytes including the NUL */
 
-#define LAYOUT_EBDA 0x9fc00UL
-#define LAYOUT_EBDA_SIZE 0x400UL
+#define LAYOUT_EBDA	  0x9fc00UL
+#define LAYOUT_EBDA_SIZE  0x400UL
 #define LAYOUT_LEGACY_END 0x100000UL /* end of VGA/ROM/BIOS area */
 
 #define LAYOUT_HIGH_RAM 0x100000UL /* kernels load at or above this */
 
-#define LAYOUT_MMIO_HOLE 0xc0000000ULL
+#define LAYOUT_MMIO_HOLE     0xc0000000ULL
 #define LAYOUT_MMIO_HOLE_END 0x100000000ULL
-#define LAYOUT_RAM_ABOVE_4G 0x100000000ULL
+#define LAYOUT_RAM_ABOVE_4G  0x100000000ULL
 
-#define LAYOUT_VIRTIO_MMIO 0xd0001000ULL /* virtio-mmio devices, one page each */
+#define LAYOUT_VIRTIO_MMIO	0xd0001000ULL /* virtio-mmio devices, one page each */
 #define LAYOUT_KVM_IDENTITY_MAP 0xfeffc000ULL /* KVM_SET_IDENTITY_MAP_ADDR, 1 page */
-#define LAYOUT_KVM_TSS 0xfeffd000ULL	      /* KVM_SET_TSS_ADDR, 3 pages */
+#define LAYOUT_KVM_TSS		0xfeffd000ULL /* KVM_SET_TSS_ADDR, 3 pages */
 
 /* Memory limits enforced by the CLI. */
 #define LAYOUT_MEM_MIN (16ULL << 20)
 
-#define LAYOUT_END(a, s) ((a) + (s))
+#define LAYOUT_END(a, s)	      ((a) + (s))
 #define LAYOUT_DISJOINT(a, as, b, bs) (LAYOUT_END(a, as) <= (b) || LAYOUT_END(b, bs) <= (a))
 
 _Static_assert(LAYOUT_END(LAYOUT_GDT, LAYOUT_GDT_SIZE) <= LAYOUT_IDT, "GDT/IDT overlap");
@@ -77,7 +77,7 @@ _Static_assert(LAYOUT_END(LAYOUT_MEMMAP, LAYOUT_MEMMAP_SIZE) <= LAYOUT_ZERO_PAGE
 _Static_assert(LAYOUT_END(LAYOUT_ZERO_PAGE, LAYOUT_ZERO_PAGE_SIZE) <= LAYOUT_BOOT_STACK, "zero page/stack");
 _Static_assert(LAYOUT_END(LAYOUT_BOOT_STACK, LAYOUT_BOOT_STACK_SIZE) <= LAYOUT_PAGETABLES, "stack/page tables");
 _Static_assert(LAYOUT_PML4 == LAYOUT_PAGETABLES && LAYOUT_PDPT == LAYOUT_PML4 + 0x1000 &&
-		       LAYOUT_PD == LAYOUT_PDPT + 0x1000,
+		   LAYOUT_PD == LAYOUT_PDPT + 0x1000,
 	       "page-table order");
 _Static_assert(LAYOUT_END(LAYOUT_PAGETABLES, LAYOUT_PAGETABLES_SIZE) <= LAYOUT_CMDLINE, "page tables/cmdline");
 _Static_assert(LAYOUT_END(LAYOUT_CMDLINE, LAYOUT_CMDLINE_MAX) <= LAYOUT_EBDA, "cmdline/EBDA");

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #define GMEM_HUGEPAGES 0x1u /* madvise(MADV_HUGEPAGE) */
-#define GMEM_PREFAULT 0x2u  /* populate every page before boot */
+#define GMEM_PREFAULT  0x2u /* populate every page before boot */
 
 /* One contiguous range of guest-physical RAM backed by host memory. */
 struct gmem_region {
@@ -39,8 +39,7 @@ void gmem_destroy(struct gmem *m);
 void *gmem_ptr(const struct gmem *m, uint64_t gpa, uint64_t len);
 
 /* Copy to/from guest RAM through gmem_ptr. Return 0 or -EFAULT. */
-__attribute__((warn_unused_result)) int gmem_write(const struct gmem *m, uint64_t gpa, const void *src,
-						   uint64_t len);
+__attribute__((warn_unused_result)) int gmem_write(const struct gmem *m, uint64_t gpa, const void *src, uint64_t len);
 __attribute__((warn_unused_result)) int gmem_read(const struct gmem *m, uint64_t gpa, void *dst, uint64_t len);
 
 /* Guest RAM bytes below the MMIO hole. */

@@ -19,17 +19,17 @@
 enum { OPT_SERIAL = 256, OPT_HUGEPAGES, OPT_PREFAULT, OPT_TIMELINE, OPT_LOG_LEVEL };
 
 static const struct option options[] = {
-	{"kernel", required_argument, NULL, 'k'},
-	{"cmdline", required_argument, NULL, 'c'},
-	{"cpus", required_argument, NULL, 'p'},
-	{"memory", required_argument, NULL, 'm'},
-	{"serial", required_argument, NULL, OPT_SERIAL},
-	{"hugepages", no_argument, NULL, OPT_HUGEPAGES},
-	{"prefault", no_argument, NULL, OPT_PREFAULT},
-	{"timeline", no_argument, NULL, OPT_TIMELINE},
-	{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+    {"kernel", required_argument, NULL, 'k'},
+    {"cmdline", required_argument, NULL, 'c'},
+    {"cpus", required_argument, NULL, 'p'},
+    {"memory", required_argument, NULL, 'm'},
+    {"serial", required_argument, NULL, OPT_SERIAL},
+    {"hugepages", no_argument, NULL, OPT_HUGEPAGES},
+    {"prefault", no_argument, NULL, OPT_PREFAULT},
+    {"timeline", no_argument, NULL, OPT_TIMELINE},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
 };
 
 static int bad_value(const char *opt, const char *value, const char *expected)

@@ -9,10 +9,10 @@
 static enum log_level current_level = LOG_WARN;
 
 static const char *const level_names[] = {
-	[LOG_ERROR] = "error",
-	[LOG_WARN] = "warn",
-	[LOG_INFO] = "info",
-	[LOG_DEBUG] = "debug",
+    [LOG_ERROR] = "error",
+    [LOG_WARN] = "warn",
+    [LOG_INFO] = "info",
+    [LOG_DEBUG] = "debug",
 };
 
 void log_set_level(enum log_level level)

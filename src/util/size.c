@@ -13,8 +13,8 @@ static int suffix_shift(const char *s, unsigned *shift)
 		const char *name;
 		unsigned shift;
 	} units[] = {
-		{"", 20},  {"b", 0},	{"k", 10},   {"kb", 10}, {"kib", 10}, {"m", 20}, {"mb", 20},
-		{"mib", 20}, {"g", 30}, {"gb", 30}, {"gib", 30}, {"t", 40},  {"tb", 40}, {"tib", 40},
+	    {"", 20},	 {"b", 0},  {"k", 10},	{"kb", 10},  {"kib", 10}, {"m", 20},  {"mb", 20},
+	    {"mib", 20}, {"g", 30}, {"gb", 30}, {"gib", 30}, {"t", 40},	  {"tb", 40}, {"tib", 40},
 	};
 
 	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {

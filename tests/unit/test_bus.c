@@ -48,11 +48,11 @@ static void fake_reset(void *dev)
 }
 
 static const struct dev_ops fake_ops = {
-	.name = "fake",
-	.read = fake_read,
-	.write = fake_write,
-	.reset = fake_reset,
-	.destroy = fake_destroy,
+    .name = "fake",
+    .read = fake_read,
+    .write = fake_write,
+    .reset = fake_reset,
+    .destroy = fake_destroy,
 };
 
 static void test_register_and_find(void **state)
@@ -153,10 +153,10 @@ static void test_unhandled(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_register_and_find),
-		cmocka_unit_test(test_overlap_and_bad_ranges),
-		cmocka_unit_test(test_dispatch),
-		cmocka_unit_test(test_unhandled),
+	    cmocka_unit_test(test_register_and_find),
+	    cmocka_unit_test(test_overlap_and_bad_ranges),
+	    cmocka_unit_test(test_dispatch),
+	    cmocka_unit_test(test_unhandled),
 	};
 
 	log_set_level(LOG_ERROR); /* the unhandled-access warnings are expected here */

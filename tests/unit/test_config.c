@@ -77,9 +77,9 @@ static void test_limits(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_defaults),
-		cmocka_unit_test(test_serial),
-		cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_serial),
+	    cmocka_unit_test(test_limits),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);

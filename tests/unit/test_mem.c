@@ -80,9 +80,9 @@ static void test_flags_and_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_small),
-		cmocka_unit_test(test_hole),
-		cmocka_unit_test(test_flags_and_errors),
+	    cmocka_unit_test(test_small),
+	    cmocka_unit_test(test_hole),
+	    cmocka_unit_test(test_flags_and_errors),
 	};
 
 	return cmocka_run_group_tests_name("mem", tests, NULL, NULL);

@@ -72,9 +72,9 @@ static void test_uint(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sizes),
-		cmocka_unit_test(test_bad_sizes),
-		cmocka_unit_test(test_uint),
+	    cmocka_unit_test(test_sizes),
+	    cmocka_unit_test(test_bad_sizes),
+	    cmocka_unit_test(test_uint),
 	};
 
 	return cmocka_run_group_tests_name("size", tests, NULL, NULL);

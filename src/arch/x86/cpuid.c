@@ -10,7 +10,7 @@
 
 /* Enough for every host seen so far (75 entries here); doubled on E2BIG. */
 #define CPUID_INITIAL_ENTRIES 128
-#define CPUID_MAX_ENTRIES 4096
+#define CPUID_MAX_ENTRIES     4096
 
 #define CPUID_1_ECX_HYPERVISOR (1u << 31)
 
