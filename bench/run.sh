@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# run.sh - the start-up benchmark (`make bench`): builds the KVM floor, then
-# runs bench/startup.py (brisk vs floor vs QEMU microvm, interleaved) and
-# writes build/bench/startup.json. See bench/README.md.
+# run.sh - the start-up benchmark (`make bench`): builds the KVM floor and the
+# peak-RSS launcher, runs bench/startup.py (brisk vs floor vs QEMU microvm,
+# interleaved) and writes build/bench/startup.json. See bench/README.md.
 #
 #   bench/run.sh [startup.py options]     e.g. bench/run.sh -n 100
 #   BENCH_NESTED=1 bench/run.sh           no /dev/kvm here: run inside scripts/nested-kvm.sh
@@ -27,12 +27,14 @@ fi
 scripts/deps.sh bench
 mkdir -p "$OUT"
 ${CC:-gcc} -O2 -std=gnu11 -Wall -Wextra -Werror -o "$OUT/floor" bench/floor.c
+# Static, so the launcher's own RSS (the floor of what it can report) stays ~100 KiB.
+${CC:-gcc} -O2 -std=gnu11 -Wall -Wextra -Werror -static -o "$OUT/maxrss" bench/maxrss.c
 
 for f in "$BUILD/brisk" "$BUILD/guests/hello.elf"; do
 	[[ -e $f ]] || { echo "bench: $f is missing; run 'make bench' (it builds brisk and the guests)" >&2; exit 1; }
 done
 
-cmd=("$PYTHON" bench/startup.py --brisk "$BUILD/brisk" --floor "$OUT/floor"
+cmd=("$PYTHON" bench/startup.py --brisk "$BUILD/brisk" --floor "$OUT/floor" --maxrss "$OUT/maxrss"
 	--guest "$BUILD/guests/hello.elf" --json "$OUT/startup.json" --strace-dir "$OUT/strace" "$@")
 echo "+ ${cmd[*]}"
 "${cmd[@]}"

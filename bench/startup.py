@@ -9,7 +9,9 @@ interleaved (A B C A B C ...), and reports per contender:
                        teardown of the VM after exit_group)
   exec -> boot marker  separate pass: the VMM's own clock when the guest
                        writes boot marker 1 (brisk --timeline, floor stderr)
-  peak RSS             ru_maxrss of the child from wait4 (KiB)
+  peak RSS             separate pass: ru_maxrss of the command run under
+                       bench/maxrss.c (a tiny static launcher; spawned straight
+                       from Python, ru_maxrss would include Python's own RSS)
   KVM ioctls / boot    one run of each under strace -f, counted by request
 Every run's exit status and first line are checked; a failed run is reported
 and excluded from the statistics. See bench/README.md.
@@ -33,6 +35,7 @@ import tempfile
 import time
 
 EXPECTED_LINE = "Hello from brisk test guest"
+MAXRSS_RE = re.compile(r"^maxrss: status (-?\d+) maxrss_kib (\d+)\s*$", re.M)
 MARKER_RE = re.compile(r"^boot marker 0x0*1\s+([0-9.]+)\s*$", re.M)
 IOCTL_RE = re.compile(r"ioctl\(\d+, (KVM_[A-Z0-9_]+)")
 IOCTL_RAW_RE = re.compile(r"ioctl\(\d+, _IOC\([^,]*, 0xae, (0x[0-9a-f]+)")
@@ -49,11 +52,13 @@ class Contender:
         self.runs = []                # dicts, one per measured run
         self.markers = []             # ns, exec -> boot marker 1
         self.marker_failures = []
+        self.rss = []                 # KiB, peak RSS per run (maxrss pass)
+        self.rss_failures = []
         self.ioctls = None
 
 
 def spawn_and_time(argv, timeout_s):
-    """Run argv; return dict with t_line_ns, t_reap_ns, status, maxrss_kib, stdout, stderr."""
+    """Run argv; return dict with line_ns, reap_ns, status, stdout, stderr."""
     err = tempfile.TemporaryFile()
     t0 = time.perf_counter_ns()
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
@@ -78,7 +83,7 @@ def spawn_and_time(argv, timeout_s):
             out += chunk
             if t_line is None and b"\n" in chunk:
                 t_line = time.perf_counter_ns()
-    _, wstatus, ru = os.wait4(p.pid, 0)
+    _, wstatus, _ = os.wait4(p.pid, 0)
     t_reap = time.perf_counter_ns()
     p.returncode = os.waitstatus_to_exitcode(wstatus)  # reaped here; keep Popen from waiting
     p.stdout.close()
@@ -89,7 +94,6 @@ def spawn_and_time(argv, timeout_s):
         "line_ns": None if t_line is None else t_line - t0,
         "reap_ns": t_reap - t0,
         "status": p.returncode,
-        "maxrss_kib": ru.ru_maxrss,
         "timed_out": timed_out,
         "stdout": out.decode(errors="replace"),
         "stderr": stderr,
@@ -253,6 +257,9 @@ def main():
     ap.add_argument("--brisk", default="build/brisk", help="brisk binary ('' to skip)")
     ap.add_argument("--floor", default="build/bench/floor", help="floor binary ('' to skip)")
     ap.add_argument("--qemu", default="qemu-system-x86_64", help="QEMU binary ('' to skip)")
+    ap.add_argument("--maxrss", default="build/bench/maxrss",
+                    help="peak-RSS launcher built from bench/maxrss.c ('' to skip the RSS pass)")
+    ap.add_argument("--rss-runs", type=int, default=10, help="interleaved rounds of the RSS pass (default 10)")
     ap.add_argument("--guest", default="build/guests/hello.elf", help="PVH guest ELF")
     ap.add_argument("--accel", choices=("kvm", "tcg"), default="kvm",
                     help="QEMU accelerator (tcg only to test this script)")
@@ -301,7 +308,28 @@ def main():
             del r["stdout"], r["stderr"]
             c.runs.append(r)
 
-    # Pass 2: exec -> boot marker 1, by the VMM's own clock (not every VMM has one).
+    # Pass 2: peak RSS, each command under the tiny launcher (see bench/maxrss.c).
+    rss_skip = None
+    if not a.maxrss:
+        rss_skip = "disabled on the command line"
+    elif not (os.path.isfile(a.maxrss) and os.access(a.maxrss, os.X_OK)):
+        rss_skip = "%s is not an executable file (bench/run.sh builds it)" % a.maxrss
+    for rnd in range(0 if rss_skip else a.rss_runs):
+        for c in active:
+            r = spawn_and_time([a.maxrss] + c.argv, a.timeout)
+            why = check_run(c, r)
+            m = None
+            for m in MAXRSS_RE.finditer(r["stderr"]):
+                pass
+            if not why and not m:
+                why = "no 'maxrss:' line from %s" % a.maxrss
+            if why:
+                c.rss_failures.append(why)
+                failures.append("RSS pass round %d %s" % (rnd, describe_failure(c, r, why)))
+            else:
+                c.rss.append(int(m.group(2)))
+
+    # Pass 3: exec -> boot marker 1, by the VMM's own clock (not every VMM has one).
     mcs = [c for c in active if c.marker_argv]
     for rnd in range(a.runs):
         for c in mcs:
@@ -316,7 +344,7 @@ def main():
             else:
                 c.markers.append(int(float(m.group(1)) * 1000))
 
-    # Pass 3: KVM ioctls per boot.
+    # Pass 4: KVM ioctls per boot.
     strace = shutil.which("strace")
     tmp = None
     if not a.no_strace and strace:
@@ -339,7 +367,7 @@ def main():
             "line": summary([r["line_ns"] for r in ok]),
             "reap": summary([r["reap_ns"] for r in ok]),
             "marker": summary(c.markers),
-            "rss": summary([r["maxrss_kib"] for r in ok]),
+            "rss": summary(c.rss),
             "ok": len(ok), "runs": len(c.runs),
         }
 
@@ -367,13 +395,16 @@ def main():
     print()
     print("peak RSS (ru_maxrss, MiB)   median       min       max   overhead = median - guest pages loaded (%s KiB)"
           % (touched if touched is not None else "?"))
+    if rss_skip:
+        print("  skipped: " + rss_skip)
     for c in active:
         s = res[c.name]["rss"]
         if s:
             over = (s["median"] - (touched or 0)) / 1024
             res[c.name]["rss_overhead_kib"] = s["median"] - (touched or 0)
-            print("  %-24s %8.2f  %8.2f  %8.2f   %.2f MiB" % (c.name, s["median"] / 1024, s["min"] / 1024,
-                                                           s["max"] / 1024, over))
+            print("  %-24s %8.2f  %8.2f  %8.2f   %.2f MiB   (%d/%d runs)"
+                  % (c.name, s["median"] / 1024, s["min"] / 1024, s["max"] / 1024, over,
+                     len(c.rss), len(c.rss) + len(c.rss_failures)))
 
     ratios = {}
     print()
@@ -423,10 +454,10 @@ def main():
 
     if a.json:
         doc = {"argv": sys.argv, "host": host, "guest": a.guest, "runs": a.runs, "warmup": a.warmup,
-               "accel": a.accel, "guest_touched_kib": touched, "failures": failures, "ratios": ratios,
+               "accel": a.accel, "rss_runs": 0 if rss_skip else a.rss_runs, "guest_touched_kib": touched, "failures": failures, "ratios": ratios,
                "skipped": {c.name: c.skip for c in cs if c.skip},
                "contenders": {c.name: dict(res[c.name], argv=c.argv, samples=c.runs,
-                                           marker_ns=c.markers, ioctls=c.ioctls) for c in active},
+                                           marker_ns=c.markers, rss_kib=c.rss, ioctls=c.ioctls) for c in active},
                "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as f:

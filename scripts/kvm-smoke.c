@@ -133,7 +133,7 @@ static int run_test(const char *name, int lm, int irqchip)
 		return fail(name, buf);
 	}
 	printf("PASS %s\n", name);
-	close(vcpu), close(vm), munmap(mem, MEM_SIZE);
+	munmap(run, sz), close(vcpu), close(vm), munmap(mem, MEM_SIZE);
 	return 0;
 }
 

@@ -30,6 +30,35 @@ int parse_serial(const char *s, struct vm_config *cfg)
 	return 0;
 }
 
+int parse_topology(const char *s, struct vm_config *cfg)
+{
+	static const char *const keys[] = {"sockets=", "cores=", "threads="};
+	unsigned *fields[] = {&cfg->topology.sockets, &cfg->topology.cores, &cfg->topology.threads};
+	unsigned v[3] = {0, 0, 0};
+	char buf[128];
+	char *save = NULL;
+
+	if (strlen(s) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, s);
+	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		unsigned k;
+		unsigned long n;
+
+		for (k = 0; k < 3; k++)
+			if (strncmp(tok, keys[k], strlen(keys[k])) == 0)
+				break;
+		if (k == 3 || v[k] || parse_uint(tok + strlen(keys[k]), 1, CONFIG_MAX_CPUS, &n))
+			return -EINVAL;
+		v[k] = (unsigned)n;
+	}
+	if (!v[0] && !v[1] && !v[2])
+		return -EINVAL;
+	for (unsigned k = 0; k < 3; k++)
+		*fields[k] = v[k] ? v[k] : 1;
+	return 0;
+}
+
 uint64_t config_host_memory(void)
 {
 	struct sysinfo si;
@@ -44,6 +73,17 @@ int config_validate(const struct vm_config *cfg, unsigned max_cpus, uint64_t hos
 	if (cfg->cpus < 1 || cfg->cpus > max_cpus) {
 		snprintf(err, errlen, "--cpus %u is out of range: this host allows 1..%u", cfg->cpus, max_cpus);
 		return -EINVAL;
+	}
+	if (cfg->topology.sockets) {
+		unsigned long product =
+		    (unsigned long)cfg->topology.sockets * cfg->topology.cores * cfg->topology.threads;
+
+		if (product != cfg->cpus) {
+			snprintf(err, errlen,
+				 "--topology sockets=%u,cores=%u,threads=%u makes %lu vCPUs but --cpus is %u",
+				 cfg->topology.sockets, cfg->topology.cores, cfg->topology.threads, product, cfg->cpus);
+			return -EINVAL;
+		}
 	}
 	if (cfg->memory < LAYOUT_MEM_MIN) {
 		snprintf(err, errlen, "--memory %llu MiB is too small: at least %llu MiB",

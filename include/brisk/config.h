@@ -25,6 +25,13 @@ __attribute__((warn_unused_result)) int parse_uint(const char *s, unsigned long 
 /* Parses --serial: "stdio", "none" or "file:PATH". Returns 0 or -EINVAL. */
 __attribute__((warn_unused_result)) int parse_serial(const char *s, struct vm_config *cfg);
 
+/*
+ * Parses --topology "sockets=S,cores=C,threads=T" (any order, each key at
+ * most once, each 1..CONFIG_MAX_CPUS; a missing key means 1). Returns 0 or
+ * -EINVAL. config_validate checks S*C*T == cpus.
+ */
+__attribute__((warn_unused_result)) int parse_topology(const char *s, struct vm_config *cfg);
+
 /* Defaults: 1 vCPU, VM_DEFAULT_MEMORY, serial on stdio, the built-in guest. */
 void config_defaults(struct vm_config *cfg);
 

@@ -13,6 +13,7 @@ enum serial_mode { SERIAL_STDIO = 0, SERIAL_FILE, SERIAL_NONE };
 
 struct vm_config {
 	const char *kernel;  /* path; NULL = the built-in demo guest */
+	const char *initrd;  /* path or NULL */
 	const char *cmdline; /* NULL = VM_DEFAULT_CMDLINE */
 	unsigned cpus;
 	uint64_t memory;
@@ -21,6 +22,10 @@ struct vm_config {
 	bool hugepages;
 	bool prefault;
 	bool timeline;
+	const char *cpu_template; /* "host", "baseline" or a JSON file; NULL = host */
+	struct {
+		unsigned sockets, cores, threads; /* 0 = derived from cpus */
+	} topology;
 };
 
 struct vm;

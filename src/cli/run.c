@@ -16,11 +16,14 @@
 #include "brisk/timeline.h"
 #include "brisk/vm.h"
 
-enum { OPT_SERIAL = 256, OPT_HUGEPAGES, OPT_PREFAULT, OPT_TIMELINE, OPT_LOG_LEVEL };
+enum { OPT_SERIAL = 256, OPT_HUGEPAGES, OPT_PREFAULT, OPT_TIMELINE, OPT_LOG_LEVEL, OPT_TOPOLOGY, OPT_CPU_TEMPLATE };
 
 static const struct option options[] = {
     {"kernel", required_argument, NULL, 'k'},
     {"cmdline", required_argument, NULL, 'c'},
+    {"initrd", required_argument, NULL, 'i'},
+    {"topology", required_argument, NULL, OPT_TOPOLOGY},
+    {"cpu-template", required_argument, NULL, OPT_CPU_TEMPLATE},
     {"cpus", required_argument, NULL, 'p'},
     {"memory", required_argument, NULL, 'm'},
     {"serial", required_argument, NULL, OPT_SERIAL},
@@ -50,6 +53,16 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 		return 0;
 	case 'c':
 		cfg->cmdline = arg;
+		return 0;
+	case 'i':
+		cfg->initrd = arg;
+		return 0;
+	case OPT_TOPOLOGY:
+		if (parse_topology(arg, cfg))
+			return bad_value("--topology", arg, "sockets=S,cores=C,threads=T (each 1..254)");
+		return 0;
+	case OPT_CPU_TEMPLATE:
+		cfg->cpu_template = arg;
 		return 0;
 	case 'p':
 		if (parse_uint(arg, 1, CONFIG_MAX_CPUS, &n))
@@ -92,7 +105,7 @@ static int parse_args(int argc, char **argv, struct vm_config *cfg)
 
 	config_defaults(cfg);
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "k:c:p:m:h", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "k:c:i:p:m:h", options, NULL)) != -1) {
 		ret = apply_option(c, optarg, cfg);
 		if (ret < 0) {
 			cli_usage(stdout, "run");
