@@ -14,7 +14,7 @@ VERSION := 0.1.0
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) -Iinclude -D_GNU_SOURCE -DBRISK_VERSION='"$(VERSION)"' -pthread -MMD -MP
-LDLIBS  := -pthread
+LDLIBS  := -pthread -ljson-c
 
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
@@ -38,13 +38,23 @@ LIB_SRCS := \
 	src/arch/x86/elf.c \
 	src/arch/x86/memmap.c \
 	src/arch/x86/pvh.c \
+	src/arch/x86/zeropage.c \
+	src/arch/x86/initrd.c \
+	src/arch/x86/bzimage.c \
+	src/arch/x86/kernel.c \
 	src/arch/x86/entry.c \
-	src/arch/x86/cpuid.c
+	src/arch/x86/mptable.c \
+	src/arch/x86/cpuid.c \
+	src/arch/x86/cpuid_template.c \
+	src/arch/x86/cpuid_topology.c \
+	src/arch/x86/cpuid_json.c \
+	src/arch/x86/msr.c
 
 MAIN_SRCS := \
 	src/main.c \
 	src/cli/run.c \
 	src/cli/help.c \
+	src/cli/cpuid.c \
 	src/demo_guest.S
 
 MAIN_OBJS := $(patsubst %.S,%.o,$(MAIN_SRCS:.c=.o))
@@ -56,7 +66,11 @@ UNIT_TESTS := \
 	test_config \
 	test_serial8250 \
 	test_elf \
-	test_memmap
+	test_memmap \
+	test_bzimage \
+	test_kernel \
+	test_mptable \
+	test_cpuid
 
 include guests/guests.mk
 

@@ -212,9 +212,15 @@ def host_info():
         virt = "vmx" if " vmx" in flags else ("svm" if " svm" in flags else "none")
     except OSError:
         pass
+    thp = "?"
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            thp = re.search(r"\[(\w+)\]", f.read()).group(1)
+    except (OSError, AttributeError):
+        pass
     kvm_mod = [m for m in ("kvm_intel", "kvm_amd", "kvm_pvm") if os.path.isdir("/sys/module/" + m)]
     return {"kernel": platform.release(), "machine": platform.machine(), "cpu": cpu,
-            "cpus": os.cpu_count(), "cpu_virt_flag": virt, "kvm_modules": kvm_mod,
+            "cpus": os.cpu_count(), "thp": thp, "cpu_virt_flag": virt, "kvm_modules": kvm_mod,
             "dev_kvm": os.path.exists("/dev/kvm"), "nested_kvm_sh": os.environ.get("NESTED_KVM_GUEST") == "1"}
 
 
@@ -276,8 +282,8 @@ def main():
     host = host_info()
     print("start-up benchmark: %d interleaved rounds of %s (%d warm-up round(s) discarded)"
           % (a.runs, " ".join(c.name for c in active) or "nothing", a.warmup))
-    print("guest %s; host %s %s, %s, %s CPUs, /dev/kvm %s (modules: %s)%s"
-          % (a.guest, host["kernel"], host["machine"], host["cpu"], host["cpus"],
+    print("guest %s; host %s %s, %s, %s CPUs, THP %s, /dev/kvm %s (modules: %s)%s"
+          % (a.guest, host["kernel"], host["machine"], host["cpu"], host["cpus"], host["thp"],
              "yes" if host["dev_kvm"] else "no", ",".join(host["kvm_modules"]) or "none",
              "; inside scripts/nested-kvm.sh (TCG-emulated SVM: numbers NOT representative)"
              if host["nested_kvm_sh"] else ""))

@@ -5,7 +5,7 @@
 #   scripts/deps.sh fuzz       + clang's libFuzzer runtime
 set -euo pipefail
 
-build=(gcc make libc6-dev)
+build=(gcc make libc6-dev libjson-c-dev)
 check=(libcmocka-dev python3 python3-pytest strace qemu-system-x86 busybox-static cpio)
 bench=(qemu-system-x86 strace)
 fuzz=(clang libclang-rt-14-dev)

@@ -20,7 +20,10 @@
 #   NESTED_KVM_KVM_AMD  kvm_amd module parameters (default "nested=0 avic=0 sev=0 sev_es=0")
 #   NESTED_KVM_ENV      extra space-separated variable names to pass through
 #   NESTED_KVM_VERBOSE  1 = print the guest console log (kernel + init) to stderr
-#   NESTED_KVM_9P_CACHE 9p cache mode (default mmap)
+#   NESTED_KVM_LOGLEVEL guest console loglevel (default 4; the console goes to a
+#                       log file, never into COMMAND's output)
+#   NESTED_KVM_APPEND   extra guest kernel command line
+#   NESTED_KVM_9P_CACHE 9p cache mode (default loose; mmap = coherent with host-side changes, slower)
 set -euo pipefail
 
 die() { echo "nested-kvm: $*" >&2; exit 125; }
@@ -53,7 +56,7 @@ SMP=${NESTED_KVM_SMP:-$(( ncpu < 2 ? 2 : (ncpu > 4 ? 4 : ncpu) ))}
 # svme-addr-chk are emulated by TCG too; nrip-save, decode-assists, etc. are not (QEMU 7.2).
 CPU=${NESTED_KVM_CPU:-qemu64,+svm,+npt,+vgif,+svme-addr-chk,+lahf-lm,+popcnt,+sse4.1,+sse4.2,+ssse3,+cx16}
 KVM_AMD_PARAMS=${NESTED_KVM_KVM_AMD:-nested=0 avic=0 sev=0 sev_es=0}
-CACHE9P=${NESTED_KVM_9P_CACHE:-mmap}
+CACHE9P=${NESTED_KVM_9P_CACHE:-loose}
 
 # Modules needed in the initramfs, in load order (dependencies are resolved
 # with modinfo and loaded first; built-in ones are simply skipped).
@@ -92,6 +95,8 @@ for a in $(cat /proc/cmdline); do
 	nkvm.run=*) RUN=${a#nkvm.run=} ;;
 	nkvm.amd=*) KVM_AMD=$(echo "${a#nkvm.amd=}" | tr , ' ') ;;
 	nkvm.cache=*) CACHE=${a#nkvm.cache=} ;;
+	nkvm.tty=*) TTYS=${a#nkvm.tty=} ;;
+	nkvm.winsz=*) WINSZ=${a#nkvm.winsz=} ;;
 	esac
 done
 modfail=
@@ -100,7 +105,7 @@ for m in $(cat /lib/modules/order); do
 	[ "$m" = kvm-amd ] && p=$KVM_AMD
 	insmod /lib/modules/$m.ko $p 2>/dev/console || modfail="$modfail $m"
 done
-if ! mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=${CACHE:-mmap},access=client hostroot /mnt/host 2>/dev/console; then
+if ! mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=${CACHE:-loose},access=client hostroot /mnt/host 2>/dev/console; then
 	log "cannot mount the 9p host root:$modfail"; dmesg > /dev/console; halt_vm
 fi
 H=/mnt/host
@@ -113,18 +118,39 @@ mount -t proc proc $H/proc
 mount -t sysfs sysfs $H/sys
 mount -t devtmpfs devtmpfs $H/dev
 mkdir -p $H/dev/pts $H/dev/shm
+ln -sf /proc/self/fd $H/dev/fd
+ln -sf /proc/self/fd/0 $H/dev/stdin
+ln -sf /proc/self/fd/1 $H/dev/stdout
+ln -sf /proc/self/fd/2 $H/dev/stderr
 mount -t devpts -o newinstance,ptmxmode=0666,gid=5,mode=0620 devpts $H/dev/pts
 mount -t tmpfs tmpfs $H/dev/shm
 mount -t tmpfs -o mode=1777 tmpfs $H/tmp
 mount -t tmpfs tmpfs $H/run
 # ttyS1 = COMMAND's stdout, ttyS2 = its stderr: raw, so bytes pass unchanged.
-stty -F /dev/ttyS1 raw -echo 115200
-stty -F /dev/ttyS2 raw -echo 115200
+# Where the caller's stdout/stderr is not a terminal, COMMAND gets a pipe
+# (through cat) instead of the tty, so it behaves as it would on the host.
+o=/dev/ttyS1 e=/dev/ttyS2 pids=
+exec 7>/dev/ttyS1 8>/dev/ttyS2 # hold them open: a tty forgets its window size on last close
+for t in 1 2; do
+	stty -F /dev/ttyS$t raw -echo 115200
+	[ -n "$WINSZ" ] && stty -F /dev/ttyS$t rows ${WINSZ%x*} cols ${WINSZ#*x}
+done
+case $TTYS in 0?) mkfifo /fo; cat /fo > /dev/ttyS1 & pids="$pids $!"; o=/fo ;; esac
+case $TTYS in ?0) mkfifo /fe; cat /fe > /dev/ttyS2 & pids="$pids $!"; e=/fe ;; esac
 cut -d' ' -f1 /proc/uptime > "$H$RUN/booted"
-env -i /bin/chroot $H /bin/bash --noprofile --norc "$RUN/cmd.sh" </dev/null >/dev/ttyS1 2>/dev/ttyS2
-echo $? > "$H$RUN/status.tmp"
+sync # (cache=loose: make the marker, and its mtime, reach the host now)
+env -i /bin/chroot $H /bin/bash --noprofile --norc "$RUN/cmd.sh" </dev/null >$o 2>$e 7>&- 8>&-
+rc=$?
+if [ -n "$pids" ]; then
+	# background children that keep the pipes open get 5 s, as on a timeout
+	( sleep 5; kill $pids ) 2>/dev/null & k=$!
+	wait $pids
+	kill $k 2>/dev/null
+fi
+echo $rc > "$H$RUN/status.tmp"
 mv "$H$RUN/status.tmp" "$H$RUN/status"
 cut -d' ' -f1 /proc/uptime > "$H$RUN/done"
+sync
 umount $H/dev/pts $H/dev/shm $H/tmp $H/run $H/dev $H/sys $H/proc 2>/dev/null
 sync
 halt_vm
@@ -224,7 +250,10 @@ prepare() {
 		echo "$stamp" > "$INITRD.stamp"
 		rm -rf "$tmp"
 	fi
+	# run dirs left behind by killed invocations
+	find "$NESTED/runs" -mindepth 1 -maxdepth 1 -name 'run.*' -mmin +1440 -exec rm -rf {} + 2>/dev/null || true
 	flock -u 9
+	exec 9>&-
 }
 
 prepare
@@ -279,13 +308,21 @@ mkfifo "$RUN/out.in" "$RUN/out.out" "$RUN/err.in" "$RUN/err.out"
 cat "$RUN/out.out" & outpid=$!
 cat "$RUN/err.out" >&2 & errpid=$!
 
-append="console=ttyS0 quiet loglevel=0 panic=-1 rdinit=/init tsc=reliable mitigations=off ${NESTED_KVM_APPEND:-}"
+append="console=ttyS0 quiet loglevel=${NESTED_KVM_LOGLEVEL:-4} panic=-1 rdinit=/init tsc=reliable mitigations=off ${NESTED_KVM_APPEND:-}"
 append+=" nkvm.run=$RUN nkvm.amd=${KVM_AMD_PARAMS// /,} nkvm.cache=$CACHE9P"
+otty=0 etty=0
+[[ -t 1 ]] && otty=1
+[[ -t 2 ]] && etty=1
+append+=" nkvm.tty=$otty$etty"
+if [[ $otty$etty != 00 ]] && winsz=$(stty size 2>/dev/null </dev/tty) && [[ $winsz =~ ^([1-9][0-9]*)\ ([1-9][0-9]*)$ ]]; then
+	append+=" nkvm.winsz=${BASH_REMATCH[1]}x${BASH_REMATCH[2]}"
+fi
 t0=$(date +%s.%N)
 set +e
 timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
 	-accel tcg,thread=multi -M pc -cpu "$CPU" -smp "$SMP" -m "$MEM" \
-	-nographic -nodefaults -no-user-config -no-reboot -monitor none \
+	-nographic -nodefaults -no-user-config -no-reboot \
+	-monitor unix:"$RUN/monitor",server=on,wait=off \
 	-chardev file,id=con,path="$RUN/console.log" -serial chardev:con \
 	-chardev pipe,id=out,path="$RUN/out" -serial chardev:out \
 	-chardev pipe,id=err,path="$RUN/err" -serial chardev:err \
@@ -324,6 +361,9 @@ fi
 if [[ ! -f $RUN/status ]]; then
 	if [[ $qrc = 124 || $qrc = 137 ]]; then
 		die "timed out after ${TIMEOUT}s (NESTED_KVM_TIMEOUT) [console: build/nested/last-console.log]"
+	fi
+	if [[ -f $RUN/booted ]]; then
+		die "VM died while running the command (qemu status $qrc) [console: build/nested/last-console.log]"
 	fi
 	reason=$(tail -n1 "$RUN/qemu.err" 2>/dev/null || true)
 	[[ -n $reason ]] || reason=$(grep -v '^\s*$' "$RUN/console.log" 2>/dev/null | tail -n1 || true)

@@ -11,6 +11,7 @@ static const struct {
 	int (*fn)(int argc, char **argv);
 } commands[] = {
     {"run", cmd_run},
+    {"cpuid", cmd_cpuid},
     {"help", cmd_help},
 };
 

@@ -219,7 +219,8 @@ static int vcpu_setup(struct vcpu *v, struct kvm_cpuid2 *scratch)
 		return EXIT_HOST;
 	}
 	v->run = run;
-	if (cpuid_vcpu_set(v->fd, vm->cpuid, scratch, v->index))
+	/* One KVM_SET_CPUID2 and one KVM_SET_MSRS, in parallel with the other vCPU threads. */
+	if (cpuid_vcpu_configure(v->fd, &vm->cpuid_vm, v->index, scratch))
 		return EXIT_HOST;
 	/* APs stay in KVM_MP_STATE_UNINITIALIZED until the BSP sends INIT/SIPI. */
 	if (v->index == 0 && x86_vcpu_set_entry(v->fd, &vm->entry)) {

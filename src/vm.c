@@ -16,6 +16,7 @@
 #include "brisk/exitcode.h"
 #include "brisk/layout.h"
 #include "brisk/log.h"
+#include "brisk/mptable.h"
 #include "brisk/timeline.h"
 #include "vm_impl.h"
 
@@ -66,31 +67,24 @@ void vm_request_exit(struct vm *vm, int code, const char *reason)
 		log_warn("waking the main thread failed: %s", strerror(errno));
 }
 
-/* Step 1: the kernel image, validated before anything is created. */
+/* Step 1: the kernel image (and initrd), detected and validated before anything is created. */
 static int load_image(struct vm *vm)
 {
 	char err[BOOT_ERR_MAX];
-	const char *what = vm->cfg.kernel ? vm->cfg.kernel : "built-in demo guest";
-	int ret;
+	const struct kernel_files f = {
+	    .kernel = vm->cfg.kernel,
+	    .kernel_data = brisk_demo_guest,
+	    .kernel_size = (size_t)(brisk_demo_guest_end - brisk_demo_guest),
+	    .kernel_name = "built-in demo guest",
+	    .initrd = vm->cfg.initrd,
+	};
 
-	if (vm->cfg.kernel) {
-		if (image_open(&vm->image, vm->cfg.kernel, err, sizeof(err))) {
-			log_error("%s", err);
-			return EXIT_IMAGE;
-		}
-	} else {
-		vm->image.data = brisk_demo_guest;
-		vm->image.size = (size_t)(brisk_demo_guest_end - brisk_demo_guest);
-	}
-	ret = elf_parse(vm->image.data, vm->image.size, &vm->elf, err, sizeof(err));
-	if (ret == -ENOEXEC) {
-		log_error("%s: not a kernel brisk can boot (%s)", what, err);
+	if (kernel_open(&vm->kernel, &f, err, sizeof(err))) {
+		log_error("%s", err);
 		return EXIT_IMAGE;
 	}
-	if (ret || !vm->elf.has_pvh) {
-		log_error("%s: %s", what, ret ? err : "ELF without a XEN_ELFNOTE_PHYS32_ENTRY (PVH) note");
-		return EXIT_IMAGE;
-	}
+	log_debug("%s: %s%s", vm->kernel.name, kernel_format_name(vm->kernel.format),
+		  vm->kernel.is_linux ? " (Linux)" : "");
 	return 0;
 }
 
@@ -195,14 +189,17 @@ static int create_devices(struct vm *vm)
 	return 0;
 }
 
-/* Step 6: the kernel in guest RAM and its boot structures. */
+/* Step 6: the kernel (and initrd) in guest RAM and its boot structures; the files are closed after. */
 static int load_kernel(struct vm *vm)
 {
 	char err[BOOT_ERR_MAX];
-	const char *cmdline = vm->cfg.cmdline ? vm->cfg.cmdline : VM_DEFAULT_CMDLINE;
+	int ret = kernel_load(&vm->kernel, &vm->mem, vm->cfg.cmdline, &vm->entry, err, sizeof(err));
 
-	if (elf_load(&vm->elf, vm->image.data, vm->image.size, &vm->mem, err, sizeof(err)) ||
-	    pvh_setup(&vm->mem, &vm->elf, cmdline, &vm->entry, err, sizeof(err))) {
+	if (!ret && vm->kernel.initrd.size)
+		log_debug("initrd: %zu bytes at 0x%llx", vm->kernel.initrd.size,
+			  (unsigned long long)vm->kernel.initrd_addr);
+	kernel_close(&vm->kernel);
+	if (ret) {
 		log_error("%s", err);
 		return EXIT_IMAGE;
 	}
@@ -210,17 +207,47 @@ static int load_kernel(struct vm *vm)
 	return 0;
 }
 
-/* Step 7: the per-VM CPUID template; the vCPUs themselves are configured by their threads. */
+/* Step 6b: firmware-style platform tables: the MP table (MP spec 1.4) naming every vCPU and the I/O APIC. */
+static int write_platform_tables(struct vm *vm)
+{
+	char err[BOOT_ERR_MAX];
+	int ret = mptable_write(&vm->mem, vm->cfg.cpus, err, sizeof(err));
+
+	if (ret) {
+		log_error("--cpus %u: %s", vm->cfg.cpus, err);
+		return ret == -EINVAL ? EXIT_USAGE : EXIT_HOST;
+	}
+	return 0;
+}
+
+/*
+ * Step 7: the per-VM CPUID template and boot MSRs (KVM's tables fetched once
+ * per process); the vCPUs themselves are configured by their threads.
+ */
 static int prepare_vcpus(struct vm *vm)
 {
-	const struct kvm_cpuid2 *sup = cpuid_supported(vm->kvm.fd);
+	const struct cpuid_kvm *k = cpuid_kvm_get(vm->kvm.fd);
+	struct cpuid_params p = {
+	    .cpus = vm->cfg.cpus,
+	    .sockets = vm->cfg.topology.sockets,
+	    .cores = vm->cfg.topology.cores,
+	    .threads = vm->cfg.topology.threads,
+	    .cpu_template = vm->cfg.cpu_template,
+	};
+	char err[512];
+	int ret;
 
-	if (!sup)
+	if (!k)
 		return EXIT_HOST;
-	vm->cpuid = cpuid_vm_template(sup, vm->cfg.cpus);
+	ret = cpuid_vm_init(&vm->cpuid_vm, k, &p, err, sizeof(err));
+	if (ret) {
+		log_error("%s", err);
+		return ret == -EINVAL ? EXIT_USAGE : EXIT_HOST;
+	}
+	vm->cpuid = vm->cpuid_vm.tmpl; /* vm_destroy frees it */
 	vm->nr_vcpus = vm->cfg.cpus;
 	vm->vcpus = calloc(vm->nr_vcpus, sizeof(*vm->vcpus));
-	if (!vm->cpuid || !vm->vcpus) {
+	if (!vm->vcpus) {
 		log_error("out of memory for %u vCPUs", vm->nr_vcpus);
 		return EXIT_HOST;
 	}
@@ -248,7 +275,8 @@ int vm_create(const struct vm_config *cfg, struct vm **out)
 		goto fail;
 	}
 	if ((ret = load_image(vm)) || (ret = open_kvm(vm)) || (ret = create_vm(vm)) || (ret = map_memory(vm)) ||
-	    (ret = create_devices(vm)) || (ret = load_kernel(vm)) || (ret = prepare_vcpus(vm)))
+	    (ret = create_devices(vm)) || (ret = load_kernel(vm)) || (ret = write_platform_tables(vm)) ||
+	    (ret = prepare_vcpus(vm)))
 		goto fail;
 	*out = vm;
 	return 0;
@@ -377,8 +405,7 @@ void vm_destroy(struct vm *vm)
 	if (vm->fd >= 0)
 		close(vm->fd);
 	kvm_close(&vm->kvm);
-	if (vm->cfg.kernel)
-		image_close(&vm->image);
+	kernel_close(&vm->kernel);
 	if (vm->serial_out_fd >= 0)
 		close(vm->serial_out_fd);
 	if (vm->wake_fd >= 0)

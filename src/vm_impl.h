@@ -8,6 +8,8 @@
 
 #include "brisk/boot.h"
 #include "brisk/bus.h"
+#include "brisk/cpuid.h"
+#include "brisk/kernel.h"
 #include "brisk/kvm.h"
 #include "brisk/mem.h"
 #include "brisk/vm.h"
@@ -40,12 +42,12 @@ struct vm {
 	int fd;
 	struct gmem mem;
 	struct bus bus;
-	struct image image;
-	struct elf_info elf;
+	struct kernel kernel; /* opened by load_image; its files are closed by load_kernel */
 	struct boot_entry entry;
 	struct serial8250 *serial;
 	int serial_out_fd;	  /* --serial file:PATH, closed by vm_destroy */
-	struct kvm_cpuid2 *cpuid; /* per-VM template */
+	struct kvm_cpuid2 *cpuid; /* per-VM template (= cpuid_vm.tmpl, freed by vm_destroy) */
+	struct cpuid_vm cpuid_vm; /* topology, vendor, boot MSRs around that template */
 	unsigned nr_vcpus;
 	struct vcpu *vcpus;
 	pthread_barrier_t ready; /* vCPU threads + main: configuration done */

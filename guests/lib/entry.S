@@ -1,5 +1,6 @@
 /* entry.S - PVH entry of the test guests: 32-bit protected mode to 64-bit long mode, then guest_main(). */
 #include "brisk/abi.h"
+#include "ap.h"
 
 /*
  * PVH boot (xen/include/public/arch-x86/hvm/start_info.h, Linux
@@ -8,9 +9,13 @@
  * CS/DS/ES/SS, interrupts off, EBX = physical address of struct
  * hvm_start_info, ESP undefined.
  *
- * Only the BSP comes here. Other vCPUs stay in wait-for-SIPI; an AP
- * trampoline (real mode at SIPI vector * 0x1000) belongs with the SMP
- * guest, which will need a stack per CPU instead of the one below.
+ * Only the BSP comes here. Other vCPUs stay in wait-for-SIPI until a guest
+ * starts them through the AP trampoline (ap.S), which reuses the GDT and
+ * page tables below.
+ *
+ * The first instructions record the state the loader handed over
+ * (guest_entry_state, guest.h) before anything changes it: the conformance
+ * guests check it against the PVH ABI. Setting ESP first changes no flag.
  *
  * Nothing here loops: on hosts where KVM emulates every CPL-0 instruction
  * each one costs ~0.5 us, so the page tables are built by the assembler
@@ -51,6 +56,27 @@
 	.globl pvh_start
 	.type pvh_start, @function
 pvh_start:
+	mov $stack_top, %esp
+	pushfl
+	popl guest_entry_state + ES_RFLAGS
+	movl $32, guest_entry_state + ES_MODE
+	movl %ebx, guest_entry_state + ES_BOOT_INFO
+	mov %cr0, %eax
+	movl %eax, guest_entry_state + ES_CR0
+	mov %cr3, %eax
+	movl %eax, guest_entry_state + ES_CR3
+	mov %cr4, %eax
+	movl %eax, guest_entry_state + ES_CR4
+	mov $MSR_EFER, %ecx
+	rdmsr
+	movl %eax, guest_entry_state + ES_EFER
+	movw %cs, guest_entry_state + ES_CS
+	movw %ds, guest_entry_state + ES_DS
+	movw %es, guest_entry_state + ES_ES
+	movw %ss, guest_entry_state + ES_SS
+	str guest_entry_state + ES_TR
+	sgdtl guest_entry_state + ES_GDTR
+
 	cld
 	lgdt gdt_desc
 
@@ -97,13 +123,23 @@ name_entry:
 why_returned:
 	.asciz "guest_main returned"
 
-	/* null, 64-bit code (0x08), flat data (0x10): SDM Vol 3A 3.4.5, 5.2.1. */
+	/*
+	 * null, 64-bit code (0x08), flat data (0x10), 32-bit code (0x18, for
+	 * the AP trampoline's protected-mode step): SDM Vol 3A 3.4.5, 5.2.1.
+	 */
 	.balign 16
+	.globl guest_gdt, guest_gdt_end
+guest_gdt:
 gdt:
 	.quad 0
 	.quad 0x00af9a000000ffff
 	.quad 0x00cf92000000ffff
+	.quad 0x00cf9a000000ffff
+guest_gdt_end:
 gdt_end:
+	.if gdt_end - gdt != GUEST_GDT_SIZE
+	.error "GUEST_GDT_SIZE (ap.h) does not match the GDT"
+	.endif
 	.balign 8
 	.word 0				/* pad: the base below lands 4-byte aligned */
 gdt_desc:
@@ -117,6 +153,8 @@ gdt_desc:
  */
 	.section .data.pagetables, "aw"
 	.balign 4096
+	.globl guest_pml4
+guest_pml4:
 pml4:
 	.quad pdpt + PTE_P + PTE_RW
 	.fill 511, 8, 0
@@ -136,6 +174,13 @@ pd:
 	.quad (i << 21) + PTE_P + PTE_RW + PTE_PS + PTE_PCD + PTE_PWT
 	.set i, i + 1
 	.endr
+
+	/* In .data, not .bss: written before anything could zero .bss. */
+	.section .data.entry_state, "aw"
+	.balign 8
+	.globl guest_entry_state
+guest_entry_state:
+	.skip ES_SIZE
 
 	.section .bss.stack, "aw", @nobits
 	.balign 16

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ap.h"
 #include "brisk/abi.h"
 
 /*
@@ -43,6 +44,25 @@ struct hvm_memmap_table_entry {
 
 /* The guest's entry point, called by entry.S with EBX from the PVH boot. */
 void guest_main(struct hvm_start_info *si);
+/* Entry point of the 64-bit boot protocol guests (entry64.S): RSI = boot_params. */
+void guest_main64(uint8_t *boot_params);
+
+/*
+ * What the loader handed over, recorded by the first instructions of
+ * entry.S / entry64.S (offsets in ap.h). Segment selectors, TR and GDTR as
+ * stored by mov/str/sgdt; in 32-bit entry the upper halves are zero.
+ */
+struct guest_entry_state {
+	uint64_t mode;	    /* 32 (PVH) or 64 (64-bit boot protocol) */
+	uint64_t boot_info; /* EBX or RSI */
+	uint64_t cr0, cr3, cr4, efer, rflags;
+	uint16_t cs, ds, es, ss;
+	uint16_t tr, pad[3];
+	uint8_t gdtr[10];
+	uint8_t pad2[6];
+};
+_Static_assert(sizeof(struct guest_entry_state) == ES_SIZE, "entry state layout (ap.h)");
+extern struct guest_entry_state guest_entry_state;
 
 /* ---- port I/O and MMIO ---------------------------------------------------- */
 
@@ -278,5 +298,81 @@ void idt_set_gate(unsigned int vec, irq_handler_t handler);
 void idt_load(void);
 /* lidt a zero-limit IDT: every exception then escalates to a triple fault. */
 void idt_load_empty(void);
+
+/* ---- local APIC and SMP bring-up (mp.c, ap.S) ------------------------------------ */
+
+/* Software-enable the xAPIC (SVR bit 8, spurious vector 0xff; SDM Vol 3A 10.9). */
+void lapic_enable(void);
+/* This CPU's xAPIC ID (LAPIC ID register bits 31:24). */
+unsigned int lapic_id(void);
+/*
+ * Start the AP with xAPIC ID apic_id: copy the trampoline to
+ * GUEST_AP_TRAMPOLINE, give it stack `slot` (< GUEST_AP_MAX), send
+ * INIT-SIPI-SIPI. The AP calls ap_main(its APIC ID) in long mode on the
+ * runtime's GDT and page tables, with interrupts off; ap_main must not
+ * return (if it does, the AP halts). One AP at a time: wait for it before
+ * starting the next, since the stack is handed over in a shared variable.
+ * Returns 0, or -1 if the ICR never reported the IPIs as sent.
+ */
+int smp_start_ap(unsigned int apic_id, unsigned int slot);
+/* Provided by guests that start APs. */
+void ap_main(unsigned int apic_id);
+
+/* ---- Intel MultiProcessor Specification 1.4 tables (mp.c) ------------------------- */
+
+#define MP_MAX_CPUS 255
+
+/* What mp_parse found; every field is filled as far as parsing got. */
+struct mp_info {
+	uint64_t fps_addr;	 /* floating pointer structure */
+	uint64_t config_addr;	 /* configuration table */
+	unsigned int fps_rev;	 /* spec revision in the floating pointer */
+	unsigned int config_len; /* base table length */
+	unsigned int entries;	 /* base table entry count field */
+	unsigned int walked;	 /* entries found walking the base table length */
+	uint32_t lapic_addr;
+	unsigned int ncpus;
+	uint8_t apic_id[MP_MAX_CPUS]; /* enabled processors, table order */
+	unsigned int nbsp;	      /* processors flagged BP */
+	uint8_t bsp_id;
+	unsigned int nbus, nioapic, nlint;
+	int isa_bus; /* bus ID of the "ISA" bus, -1 if none */
+	uint8_t ioapic_id, ioapic_ver;
+	uint32_t ioapic_addr;
+	uint32_t isa_irqs; /* bit n: an INT entry routes ISA IRQ n to the I/O APIC */
+	uint8_t isa_pin[16];
+};
+
+/*
+ * Find the MP floating pointer where Linux's default_find_smp_config looks
+ * (bottom 1 KiB, 639 KiB, 0xf0000-0xfffff, the EBDA named by the BDA),
+ * verify both checksums and walk the base table (bounded by its length). Returns 0, or -1 with *why set to a static
+ * string.
+ */
+int mp_parse(struct mp_info *mp, const char **why);
+
+/* ---- conformance reporting (conf.c) --------------------------------------------------- */
+
+/* Print "NAME: CHECK what: PASS (value)" or "... FAIL (value, expected ...)"; counts failures. */
+__attribute__((format(printf, 3, 4))) void conf_check(int ok, const char *what, const char *fmt, ...);
+void conf_begin(const char *name);
+/* Overall verdict: guest_pass or guest_fail, after a summary line. */
+__attribute__((noreturn)) void conf_end(void);
+/* FNV-1a, 32 bits (the pytest computes the same over the initrd file). */
+uint32_t fnv1a32(const void *p, size_t n);
+
+struct memmap_view {
+	uint64_t addr, size;
+	uint32_t type;
+};
+/* Check a memory map: sorted, non-overlapping, nothing in the MMIO hole, RAM total = expected_ram. */
+void conf_check_memmap(const struct memmap_view *e, unsigned int n, uint64_t expected_ram);
+/* Check the MP table against cpus= (from the command line). */
+void conf_check_mptable(unsigned int cpus);
+enum conf_seg { CONF_SEG_CODE32, CONF_SEG_CODE64, CONF_SEG_DATA };
+/* Check the entry GDT's descriptor for `sel` is a flat segment of `kind` (64-bit code: L=1, no base/limit check). */
+void conf_check_segment(const struct guest_entry_state *es, const char *what, uint16_t sel, enum conf_seg kind);
+/* Check initrd bytes [addr, addr+size) against initrd_size= and initrd_sum= from the command line. */
+void conf_check_initrd(const char *cmdline, uint64_t addr, uint64_t size);
 
 #endif

@@ -6,6 +6,7 @@
 
 int cmd_run(int argc, char **argv);
 int cmd_help(int argc, char **argv);
+int cmd_cpuid(int argc, char **argv);
 
 /* Prints the usage of `command` (NULL: the overview). Returns -1 if unknown. */
 int cli_usage(FILE *f, const char *command);

@@ -1,35 +1,198 @@
-/* cpuid.h - the guest CPUID table: KVM's supported table fetched once per process, a per-VM template, a per-vCPU patch.
+/* cpuid.h - the guest CPUID table and boot MSRs: KVM's facts fetched once per process, a per-VM template, a per-vCPU
+ * patch.
  */
 #ifndef BRISK_CPUID_H
 #define BRISK_CPUID_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct kvm_cpuid2;
+struct kvm_cpuid_entry2;
+
+/* ---- once per process: what KVM supports (cpuid.c) ----------------------------------- */
 
 /*
- * KVM_GET_SUPPORTED_CPUID, called at most once per process (seed 003:
- * QEMU once called it 5,922 times for one guest). The buffer starts large
- * enough for every known host and grows only on E2BIG. The returned table
- * is owned by this module. Returns NULL on failure (logged).
+ * Everything brisk asks KVM about CPUID and MSRs, fetched once per process
+ * (seed 003: QEMU once called KVM_GET_SUPPORTED_CPUID 5,922 times for one
+ * guest) and never changed afterwards: safe to read from any thread.
  */
-const struct kvm_cpuid2 *cpuid_supported(int kvm_fd);
+struct cpuid_kvm {
+	const struct kvm_cpuid2 *supported; /* KVM_GET_SUPPORTED_CPUID */
+	const uint32_t *msrs;		    /* KVM_GET_MSR_INDEX_LIST */
+	unsigned nr_msrs;
+	bool tsc_deadline; /* KVM_CAP_TSC_DEADLINE_TIMER (not in the supported table, api.rst 4.46) */
+};
 
 /*
- * The per-VM template derived from the supported table: hypervisor bit set,
- * everything that does not depend on the vCPU filled in. Caller frees.
+ * The process-wide facts, fetched on the first call with one
+ * KVM_GET_SUPPORTED_CPUID (buffer large enough the first time, grown only on
+ * E2BIG), one KVM_GET_MSR_INDEX_LIST (likewise) and one KVM_CHECK_EXTENSION.
+ * Later calls return the cache whatever `kvm_fd` is. NULL on failure (logged,
+ * nothing cached, so a later call retries).
  */
-struct kvm_cpuid2 *cpuid_vm_template(const struct kvm_cpuid2 *supported, unsigned cpus);
+const struct cpuid_kvm *cpuid_kvm_get(int kvm_fd);
 
 /*
- * Per vCPU: copies the template into `scratch` (same capacity), patches the
- * APIC IDs for `vcpu_index`, and sets it with one KVM_SET_CPUID2.
- * Returns 0 or -errno (logged).
+ * Installs a recorded dump (the format cpuid_dump_write prints) as the
+ * process cache instead of asking KVM: `brisk cpuid --supported-from` and the
+ * unit tests. Returns 0, or -EINVAL/-ENOENT/-ENOMEM with a message naming the
+ * file and line in `err`.
  */
-__attribute__((warn_unused_result)) int cpuid_vcpu_set(int vcpu_fd, const struct kvm_cpuid2 *tmpl,
-						       struct kvm_cpuid2 *scratch, unsigned vcpu_index);
+__attribute__((warn_unused_result)) int cpuid_kvm_load(const char *path, char *err, size_t errlen);
 
-/* Bytes needed for a copy of `t`. */
+/* Forgets the cache (tests only). */
+void cpuid_kvm_reset(void);
+
+/*
+ * Every KVM ioctl of this module goes through this pointer, which is
+ * kvm_ioctl (counted, brisk/kvm.h) unless a unit test replaces it.
+ */
+extern int (*cpuid_ioctl)(int fd, unsigned long req, const char *name, void *arg);
+
+/* Writes the facts as a dump: "# comment", "cpuid LEAF SUB FLAGS EAX EBX ECX EDX", "msr INDEX", "cap NAME 0|1". */
+void cpuid_dump_write(FILE *f, const struct cpuid_kvm *k);
+
+/* ---- CPUID tables (cpuid.c) ------------------------------------------------------------ */
+
+/* A zeroed table with room for `nent` entries (nent set). NULL when out of memory. Caller frees. */
+struct kvm_cpuid2 *cpuid_table_alloc(unsigned nent);
+/* Bytes of `t` (header + nent entries). */
 uint64_t cpuid_table_size(const struct kvm_cpuid2 *t);
+/* The entry for (leaf, subleaf), or NULL. Subleaf is ignored for entries without KVM_CPUID_FLAG_SIGNIFCANT_INDEX. */
+struct kvm_cpuid_entry2 *cpuid_find(const struct kvm_cpuid2 *t, uint32_t leaf, uint32_t subleaf);
+/* The host's own CPUID (the instruction at CPL 3), for the leaves in `like`. Caller frees. */
+struct kvm_cpuid2 *cpuid_host_table(const struct kvm_cpuid2 *like);
+/*
+ * The host's own CPUID enumerated like KVM_GET_SUPPORTED_CPUID would
+ * (all basic and extended leaves, subleaves of 4, 7, 0xB, 0xD, 0x1F,
+ * 0x8000001D): how tests/unit/fixtures/host-*.txt were made. Caller frees.
+ */
+struct kvm_cpuid2 *cpuid_host_enumerate(void);
+
+/* ---- topology (cpuid_topology.c) -------------------------------------------------------- */
+
+/*
+ * Sockets x cores x threads, and the APIC ID layout every table agrees on
+ * (SDM vol. 3A 10.12.8 / AMD APM vol. 2 16.12 ApicIdSize): thread in the low
+ * thread_bits, core above it, socket above that, each field ceil(log2(count))
+ * bits wide. vCPU index i is (socket, core, thread) in that order, thread
+ * fastest. Without --topology: 1 socket, N cores, 1 thread: APIC ID = index.
+ */
+struct cpuid_topology {
+	unsigned sockets, cores, threads;
+	unsigned thread_bits, core_bits; /* package shift = thread_bits + core_bits */
+};
+
+/* Largest APIC ID brisk hands out: xAPIC IDs 0..254, 255 is broadcast (SDM vol. 3A 10.6.2.1). */
+#define CPUID_MAX_APIC_ID 254
+
+/*
+ * Fills `t` for `cpus` vCPUs; sockets = 0 means 1 socket, `cpus` cores, 1
+ * thread. Returns 0, or -EINVAL with a message in `err` (product != cpus,
+ * an APIC ID beyond CPUID_MAX_APIC_ID).
+ */
+__attribute__((warn_unused_result)) int cpuid_topology_init(struct cpuid_topology *t, unsigned cpus, unsigned sockets,
+							    unsigned cores, unsigned threads, char *err, size_t errlen);
+/*
+ * The APIC ID (initial xAPIC ID = x2APIC ID) of vCPU `index`. The MP table
+ * and anything else naming a vCPU by APIC ID must use this.
+ */
+uint32_t cpuid_apic_id(const struct cpuid_topology *t, unsigned index);
+
+/* ---- per VM (cpuid_template.c) ----------------------------------------------------------- */
+
+enum cpuid_vendor { CPUID_VENDOR_OTHER = 0, CPUID_VENDOR_INTEL, CPUID_VENDOR_AMD };
+
+/* One boot MSR (msr.c). */
+struct cpuid_msr {
+	uint32_t index;
+	uint64_t value;
+};
+#define CPUID_MAX_MSRS 32
+
+/* What the VM asks for. */
+struct cpuid_params {
+	unsigned cpus;
+	unsigned sockets, cores, threads; /* 0 = 1 socket, cpus cores, 1 thread */
+	const char *cpu_template;	  /* "host" (NULL), "baseline" or a JSON file */
+	bool pmu;			  /* keep the PMU leaf 0xA (default: hidden) */
+};
+
+/*
+ * The per-VM result: the template every vCPU copies, and the boot MSRs. Built
+ * once, read-only afterwards (the vCPU threads read it in parallel).
+ */
+struct cpuid_vm {
+	struct kvm_cpuid2 *tmpl; /* owned; vCPU-independent fields final */
+	struct cpuid_topology topo;
+	enum cpuid_vendor vendor;
+	unsigned nr_msrs;
+	struct cpuid_msr msrs[CPUID_MAX_MSRS];
+};
+
+/*
+ * Builds the template from KVM's facts `k`, in this order: brisk's rules
+ * (hypervisor bit, KVM leaves, TSC-deadline, PMU/VMX/SVM hidden), the CPU
+ * template, then the derived leaves (XSAVE sizes, topology). Returns 0;
+ * -EINVAL with a message naming the leaf/register/bit or MSR in `err` for a
+ * bad template or topology (a usage error); -ENOMEM.
+ */
+__attribute__((warn_unused_result)) int cpuid_vm_init(struct cpuid_vm *vm, const struct cpuid_kvm *k,
+						      const struct cpuid_params *p, char *err, size_t errlen);
+void cpuid_vm_destroy(struct cpuid_vm *vm);
+
+/* Vendor from leaf 0's signature. */
+enum cpuid_vendor cpuid_vendor(const struct kvm_cpuid2 *t);
+
+/* ---- per vCPU (cpuid_topology.c, msr.c) ----------------------------------------------------- */
+
+/*
+ * vCPU `index`'s table: a copy of the template with the per-vCPU fields
+ * patched (leaf 1 EBX[31:24], 0xB/0x1F EDX, 0x8000001E). `out` has room for
+ * vm->tmpl->nent entries. No ioctl.
+ */
+void cpuid_vcpu_table(const struct cpuid_vm *vm, unsigned index, struct kvm_cpuid2 *out);
+
+/*
+ * Configures one vCPU: one KVM_SET_CPUID2 (vCPU `index`'s table built in
+ * `scratch`, sized like vm->tmpl) and one KVM_SET_MSRS (the boot MSRs).
+ * Thread-safe for distinct vCPUs. Returns 0 or -errno after logging which
+ * entry or MSR KVM refused when that can be found.
+ */
+__attribute__((warn_unused_result)) int cpuid_vcpu_configure(int vcpu_fd, const struct cpuid_vm *vm, unsigned index,
+							     struct kvm_cpuid2 *scratch);
+
+/* ---- templates (cpuid_template.c, cpuid_json.c) ---------------------------------------------- */
+
+/*
+ * Applies a JSON template file to `t` and appends its MSRs to `vm`:
+ * {"cpuid": [{"leaf": "0x7", "subleaf": 0, "register": "ebx", "mask": "0x20",
+ * "value": "0x0"}], "msrs": [{"index": "0x1a0", "value": "0x1"}]}: in each
+ * masked register, bits in `mask` take `value`. Refuses (-EINVAL, message in
+ * `err`): bad JSON, unknown keys, a leaf/subleaf KVM does not report, a
+ * feature bit set that `k` does not support, an MSR not in KVM's list.
+ */
+__attribute__((warn_unused_result)) int cpuid_json_apply(const char *path, const struct cpuid_kvm *k,
+							 struct kvm_cpuid2 *t, struct cpuid_vm *vm, char *err,
+							 size_t errlen);
+
+/*
+ * True when (leaf, subleaf, reg) is a feature-flag register, where a bit
+ * means "the CPU has X" and a template may only clear bits KVM does not
+ * report. `reg` is 0..3 for EAX..EDX.
+ */
+bool cpuid_is_feature_register(uint32_t leaf, uint32_t subleaf, unsigned reg);
+
+/* ---- boot MSRs (msr.c) ------------------------------------------------------------------------- */
+
+/* Appends brisk's boot MSR set (those in KVM's index list) to vm->msrs. */
+void cpuid_msrs_default(struct cpuid_vm *vm, const struct cpuid_kvm *k);
+/* Sets or replaces MSR `index` in vm->msrs. Returns 0 or -ENOSPC. */
+int cpuid_msr_set(struct cpuid_vm *vm, uint32_t index, uint64_t value);
+/* True when `index` is in KVM's MSR index list. */
+bool cpuid_kvm_has_msr(const struct cpuid_kvm *k, uint32_t index);
 
 #endif

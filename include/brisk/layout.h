@@ -14,8 +14,9 @@
  *   0x0000_8000  boot stack (grows down from 0x8ff0)
  *   0x0000_9000  boot page tables: PML4, PDPT, 4 PDs (identity map 0..4 GiB)
  *   0x0002_0000  kernel command line
- *   0x0009_fc00  EBDA: MP configuration table (reserved in the memory map)
+ *   0x0009_fc00  EBDA: MP floating pointer and configuration table (reserved)
  *   0x000a_0000  VGA / option ROM / BIOS area (reserved)
+ *   0x000f_0000  system BIOS area: MP configuration table above 40 vCPUs
  *   0x0010_0000  first byte of high RAM: kernel, initrd
  *   0xc000_0000  32-bit MMIO hole: boot marker, virtio-mmio, IOAPIC, LAPIC,
  *                KVM's identity-map page and TSS
@@ -53,6 +54,14 @@
 #define LAYOUT_EBDA_SIZE  0x400UL
 #define LAYOUT_LEGACY_END 0x100000UL /* end of VGA/ROM/BIOS area */
 
+/*
+ * MP configuration table when it does not fit in the EBDA after the floating
+ * pointer (more than 40 vCPUs, mptable.c): the 64 KiB system BIOS area,
+ * reserved in the memory map like the rest of [EBDA, 1 MiB).
+ */
+#define LAYOUT_MPTABLE_BIOS	 0xf0000UL
+#define LAYOUT_MPTABLE_BIOS_SIZE 0x10000UL
+
 #define LAYOUT_HIGH_RAM 0x100000UL /* kernels load at or above this */
 
 #define LAYOUT_MMIO_HOLE     0xc0000000ULL
@@ -82,6 +91,9 @@ _Static_assert(LAYOUT_PML4 == LAYOUT_PAGETABLES && LAYOUT_PDPT == LAYOUT_PML4 + 
 _Static_assert(LAYOUT_END(LAYOUT_PAGETABLES, LAYOUT_PAGETABLES_SIZE) <= LAYOUT_CMDLINE, "page tables/cmdline");
 _Static_assert(LAYOUT_END(LAYOUT_CMDLINE, LAYOUT_CMDLINE_MAX) <= LAYOUT_EBDA, "cmdline/EBDA");
 _Static_assert(LAYOUT_END(LAYOUT_EBDA, LAYOUT_EBDA_SIZE) <= LAYOUT_HIGH_RAM, "EBDA/high RAM");
+_Static_assert(LAYOUT_END(LAYOUT_EBDA, LAYOUT_EBDA_SIZE) <= LAYOUT_MPTABLE_BIOS &&
+		   LAYOUT_END(LAYOUT_MPTABLE_BIOS, LAYOUT_MPTABLE_BIOS_SIZE) <= LAYOUT_LEGACY_END,
+	       "MP table BIOS area inside the reserved legacy window");
 _Static_assert(LAYOUT_HIGH_RAM == BRISK_GUEST_LOAD_ADDR, "test guests load at high RAM");
 _Static_assert(LAYOUT_MMIO_HOLE <= BRISK_BOOTMARK_MMIO, "boot marker inside the hole");
 _Static_assert(LAYOUT_DISJOINT(BRISK_BOOTMARK_MMIO, BRISK_BOOTMARK_MMIO_SIZE, LAYOUT_VIRTIO_MMIO, 0x1000),

@@ -7,14 +7,13 @@
 #include <stdio.h>
 
 #define VM_DEFAULT_MEMORY  (128ULL << 20)
-#define VM_DEFAULT_CMDLINE "console=ttyS0"
 
 enum serial_mode { SERIAL_STDIO = 0, SERIAL_FILE, SERIAL_NONE };
 
 struct vm_config {
 	const char *kernel;  /* path; NULL = the built-in demo guest */
 	const char *initrd;  /* path or NULL */
-	const char *cmdline; /* NULL = VM_DEFAULT_CMDLINE */
+	const char *cmdline; /* NULL = the kernel's default (kernel_default_cmdline) */
 	unsigned cpus;
 	uint64_t memory;
 	enum serial_mode serial;

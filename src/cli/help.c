@@ -3,6 +3,7 @@
 
 #include "brisk/cli.h"
 #include "brisk/exitcode.h"
+#include "brisk/kernel.h"
 
 static const char overview[] = "usage: brisk <command> [options]\n"
 			       "\n"
@@ -11,6 +12,7 @@ static const char overview[] = "usage: brisk <command> [options]\n"
 			       "\n"
 			       "commands:\n"
 			       "  run        boot a guest (the built-in demo guest when --kernel is not given)\n"
+			       "  cpuid      show the CPUID table a vCPU would see, without booting\n"
 			       "  help       show help for a command\n"
 			       "\n"
 			       "options:\n"
@@ -24,8 +26,11 @@ static const char run_usage[] =
     "\n"
     "Boot a guest and run it until it powers off, resets or is stopped.\n"
     "\n"
-    "  -k, --kernel PATH      PVH ELF kernel (default: the built-in demo guest)\n"
-    "  -c, --cmdline STR      kernel command line (default: \"console=ttyS0\")\n"
+    "  -k, --kernel PATH      bzImage, ELF vmlinux (PVH note or 64-bit entry) or PVH ELF;\n"
+    "                         detected by content (default: the built-in demo guest)\n"
+    "  -c, --cmdline STR      kernel command line; replaces the default, which is\n"
+    "                         \"" KERNEL_LINUX_CMDLINE "\"\n"
+    "                         for a Linux kernel and \"" KERNEL_OTHER_CMDLINE "\" otherwise\n"
     "  -i, --initrd PATH      initial ramdisk\n"
     "  -p, --cpus N           number of vCPUs, 1..KVM's limit (default 1)\n"
     "      --topology sockets=S,cores=C,threads=T\n"
@@ -46,6 +51,27 @@ static const char run_usage[] =
     "port), or brisk's own even codes: 2 usage, 4 host, 6 image, 8 triple fault,\n"
     "10 KVM internal error, 12 entry failure, 14 unknown exit, 16 stopped.\n";
 
+static const char cpuid_usage[] =
+    "usage: brisk cpuid [options]\n"
+    "\n"
+    "Print the CPUID table (and boot MSRs) vCPU K would get, without booting.\n"
+    "\n"
+    "  -p, --cpus N           number of vCPUs (default 1)\n"
+    "      --topology sockets=S,cores=C,threads=T\n"
+    "                         CPU topology (product must equal --cpus)\n"
+    "      --vcpu K           the vCPU to show, 0..N-1 (default 0)\n"
+    "      --cpu-template NAME|FILE.json\n"
+    "                         host (default), baseline, or a JSON template\n"
+    "      --json             JSON instead of the text table\n"
+    "      --diff-host        only what differs from this host's own CPUID, and why\n"
+    "      --supported        KVM's supported table and MSR list, unmodified (a dump)\n"
+    "      --supported-from FILE\n"
+    "                         read KVM's table from a recorded dump instead of /dev/kvm\n"
+    "      --host             this host's own CPUID instruction output, as a dump\n"
+    "  -h, --help             this text\n"
+    "\n"
+    "Exit status: 0, 2 usage or template error, 4 no usable /dev/kvm. See docs/cpuid.md.\n";
+
 int cli_usage(FILE *f, const char *command)
 {
 	if (!command) {
@@ -54,6 +80,10 @@ int cli_usage(FILE *f, const char *command)
 	}
 	if (strcmp(command, "run") == 0) {
 		fputs(run_usage, f);
+		return 0;
+	}
+	if (strcmp(command, "cpuid") == 0) {
+		fputs(cpuid_usage, f);
 		return 0;
 	}
 	if (strcmp(command, "help") == 0) {

@@ -1,17 +1,17 @@
 #!/bin/sh
 # run.sh - builds the libFuzzer harnesses with clang and runs each for a bounded time.
 #
-#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf"   CLANG=clang   BUILD=build
+#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage"   CLANG=clang   BUILD=build
 #
 # Each target gets build/fuzz/fuzz_<t>, a corpus build/fuzz/corpus-<t>/ (seeded
 # on every run, kept between runs) and crash artifacts in build/fuzz/artifacts-<t>/.
-# Exits non-zero when a target crashes (or fails to build). To add a target
-# (bzImage next), give it a line in sources() and, optionally, seeds in seed().
+# Exits non-zero when a target crashes (or fails to build). To add a target,
+# give it a line in sources() and, optionally, seeds in seed().
 set -eu
 cd "$(dirname "$0")/../.."
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-FUZZ_TARGETS=${FUZZ_TARGETS:-elf}
+FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage}
 CLANG=${CLANG:-clang}
 OUT=${BUILD:-build}/fuzz
 CFLAGS="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 -std=gnu11 -Iinclude -D_GNU_SOURCE
@@ -21,6 +21,11 @@ CFLAGS="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 -st
 sources() {
 	case $1 in
 	elf) echo tests/fuzz/fuzz_elf.c src/arch/x86/elf.c src/arch/x86/image.c src/mem.c src/util/log.c ;;
+	bzimage)
+		echo tests/fuzz/fuzz_bzimage.c src/arch/x86/bzimage.c src/arch/x86/kernel.c src/arch/x86/initrd.c \
+			src/arch/x86/zeropage.c src/arch/x86/pvh.c src/arch/x86/elf.c src/arch/x86/image.c \
+			src/arch/x86/memmap.c src/arch/x86/entry.c src/kvm.c src/timeline.c src/mem.c src/util/log.c
+		;;
 	*) echo "run.sh: unknown fuzz target '$1'" >&2; return 1 ;;
 	esac
 }
@@ -36,6 +41,12 @@ seed() {
 		for g in "${BUILD:-build}"/guests/*.elf; do
 			[ -f "$g" ] && cp "$g" "$corpus/guest-$(basename "$g")"
 		done
+		;;
+	bzimage)
+		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_bzimage_seeds" tests/fuzz/gen_bzimage_seeds.c
+		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_elf_seeds" tests/fuzz/gen_elf_seeds.c
+		"$OUT/gen_bzimage_seeds" "$corpus"
+		"$OUT/gen_elf_seeds" "$corpus" # kernel_open detects ELF too
 		;;
 	esac
 }

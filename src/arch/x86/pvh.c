@@ -17,6 +17,7 @@
  */
 _Static_assert(sizeof(struct hvm_start_info) <= LAYOUT_START_INFO_SIZE, "start_info fits its slot");
 _Static_assert(MEMMAP_MAX * sizeof(struct hvm_memmap_table_entry) <= LAYOUT_MEMMAP_SIZE, "memmap fits its slot");
+_Static_assert(sizeof(struct hvm_modlist_entry) <= LAYOUT_MODLIST_SIZE, "module 0 fits its slot");
 _Static_assert(BRISK_PVH_START_MAGIC == XEN_HVM_START_MAGIC_VALUE, "abi.h and start_info.h agree");
 
 /* Writes the memory map at LAYOUT_MEMMAP; returns the entry count or -EFAULT. */
@@ -34,14 +35,14 @@ static int write_memmap(const struct gmem *mem)
 	return (int)n;
 }
 
-/* Version 1 start info: no modules, no ACPI tables (rsdp 0), the map and command line. */
-static int write_start_info(const struct gmem *mem, unsigned memmap_entries)
+/* Version 1 start info: the map, the command line, no ACPI tables (rsdp 0), and 0 or 1 module. */
+static int write_start_info(const struct gmem *mem, unsigned memmap_entries, unsigned nr_modules)
 {
 	struct hvm_start_info si = {
 	    .magic = XEN_HVM_START_MAGIC_VALUE,
 	    .version = XEN_HVM_START_VERSION,
-	    .nr_modules = 0,
-	    .modlist_paddr = 0,
+	    .nr_modules = nr_modules,
+	    .modlist_paddr = nr_modules ? LAYOUT_MODLIST : 0,
 	    .cmdline_paddr = LAYOUT_CMDLINE,
 	    .rsdp_paddr = 0,
 	    .memmap_paddr = LAYOUT_MEMMAP,
@@ -51,9 +52,18 @@ static int write_start_info(const struct gmem *mem, unsigned memmap_entries)
 	return gmem_write(mem, LAYOUT_START_INFO, &si, sizeof(si));
 }
 
-int pvh_setup(const struct gmem *mem, const struct elf_info *info, const char *cmdline, struct boot_entry *entry,
-	      char *err, size_t errlen)
+/* Module 0 = the initrd; cmdline_paddr 0 means "no module command line" (start_info.h). */
+static int write_modlist(const struct gmem *mem, uint64_t addr, uint64_t size)
 {
+	struct hvm_modlist_entry m = {.paddr = addr, .size = size, .cmdline_paddr = 0, .reserved = 0};
+
+	return gmem_write(mem, LAYOUT_MODLIST, &m, sizeof(m));
+}
+
+int pvh_setup_initrd(const struct gmem *mem, const struct elf_info *info, const char *cmdline, uint64_t initrd_addr,
+		     uint64_t initrd_size, struct boot_entry *entry, char *err, size_t errlen)
+{
+	unsigned nr_modules = initrd_size ? 1 : 0;
 	int ret, n;
 
 	if (!info->has_pvh)
@@ -62,10 +72,18 @@ int pvh_setup(const struct gmem *mem, const struct elf_info *info, const char *c
 	if (ret == -E2BIG)
 		return ret;
 	n = ret ? ret : write_memmap(mem);
-	if (n < 0 || write_start_info(mem, (unsigned)n) || x86_write_gdt(mem, BOOT_PVH32))
+	if (n >= 0 && nr_modules && write_modlist(mem, initrd_addr, initrd_size))
+		n = -EFAULT;
+	if (n < 0 || write_start_info(mem, (unsigned)n, nr_modules) || x86_write_gdt(mem, BOOT_PVH32))
 		return boot_fail(err, errlen, -EINVAL,
 				 "guest RAM (%llu bytes) does not cover the boot structures below 1 MiB",
 				 (unsigned long long)mem->size);
 	*entry = (struct boot_entry){.mode = BOOT_PVH32, .rip = info->pvh_entry, .boot_info = LAYOUT_START_INFO};
 	return 0;
+}
+
+int pvh_setup(const struct gmem *mem, const struct elf_info *info, const char *cmdline, struct boot_entry *entry,
+	      char *err, size_t errlen)
+{
+	return pvh_setup_initrd(mem, info, cmdline, 0, 0, entry, err, errlen);
 }

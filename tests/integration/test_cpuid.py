@@ -1,0 +1,182 @@
+"""Guest CPUID: the cpuid test guest at CPL 0 (needs KVM), and `brisk cpuid` on recorded dumps (no KVM needed)."""
+import json
+import os
+import re
+
+import pytest
+
+from conftest import EXIT_GUEST_OK, EXIT_HOST, EXIT_USAGE, KVM_REASON, ROOT, boot, run_brisk
+
+FIXTURES = ROOT / "tests" / "unit" / "fixtures"
+INTEL = str(FIXTURES / "synthetic-intel-icx.txt")
+AMD = str(FIXTURES / "synthetic-amd-zen.txt")
+HOST = str(FIXTURES / "host-amd-epyc.txt")
+
+
+def topology_args(cpus, topo):
+    s, c, t = topo if topo else (1, cpus, 1)
+    opts = ["--cpus", str(cpus)] + (["--topology", f"sockets={s},cores={c},threads={t}"] if topo else [])
+    return opts, f"cpus={cpus} sockets={s} cores={c} threads={t}"
+
+
+def ioctl_counts(stdout):
+    """KVM ioctl name -> calls, from the --timeline report."""
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(KVM_\w+)\s+(\d+)\s", stdout, re.M)}
+
+
+# ---- guests (KVM) ---------------------------------------------------------------------------------
+
+@pytest.mark.usefixtures("kvm")
+@pytest.mark.parametrize("template", ["host", "baseline"])
+@pytest.mark.parametrize("cpus,topo", [(1, None), (2, None), (4, None), (4, (2, 1, 2)), (8, (2, 2, 2))])
+def test_guest_cpuid(cpus, topo, template):
+    opts, cmdline = topology_args(cpus, topo)
+    if template == "baseline":
+        cmdline += " baseline=1"
+    p = boot("cpuid", *opts, "--cpu-template", template, "--cmdline", cmdline, "--timeline")
+    fails = [line for line in p.stdout.splitlines() if "FAIL" in line]
+    assert p.returncode == EXIT_GUEST_OK, f"{fails}\n{p.stdout}\n{p.stderr}"
+    assert "cpuid: PASS\n" in p.stdout + "\n"
+    counts = ioctl_counts(p.stdout)
+    # Issue 4: one KVM_GET_SUPPORTED_CPUID per process, one KVM_SET_CPUID2 and KVM_SET_MSRS per vCPU.
+    assert counts.get("KVM_GET_SUPPORTED_CPUID") == 1, counts
+    assert counts.get("KVM_GET_MSR_INDEX_LIST") == 1, counts
+    assert counts.get("KVM_SET_CPUID2") == cpus, counts
+    assert counts.get("KVM_SET_MSRS") == cpus, counts
+
+
+@pytest.mark.usefixtures("kvm")
+def test_guest_rejects_bad_template(tmp_path):
+    bad = tmp_path / "t.json"
+    bad.write_text('{"cpuid": [{"leaf": "0x1234", "register": "eax", "mask": "0x1", "value": "0x1"}]}')
+    p = boot("cpuid", "--cpu-template", str(bad))
+    assert p.returncode == EXIT_USAGE, p.stderr
+    assert "leaf 0x1234" in p.stderr
+
+
+@pytest.mark.usefixtures("kvm")
+def test_supported_dump_from_kvm():
+    p = run_brisk("cpuid", "--supported")
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"^cpuid 0x00000000 ", p.stdout, re.M)
+    assert re.search(r"^cpuid 0x40000000 0x0 0x0 0x[0-9a-f]+ 0x4b4d564b", p.stdout, re.M)
+
+
+# ---- brisk cpuid without KVM ------------------------------------------------------------------------
+
+def cpuid_json(*args):
+    p = run_brisk("cpuid", "--json", *args)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def regs(doc):
+    return {(int(e["leaf"], 16), e["subleaf"]): {r: int(e[r], 16) for r in ("eax", "ebx", "ecx", "edx")}
+            for e in doc["cpuid"]}
+
+
+@pytest.mark.parametrize("fixture", [INTEL, AMD, HOST])
+def test_cli_text_table(fixture):
+    p = run_brisk("cpuid", "--supported-from", fixture, "--cpus", "2")
+    assert p.returncode == 0, p.stderr
+    rows = [line.split() for line in p.stdout.splitlines() if line.startswith("0x") and len(line.split()) == 6]
+    leaves = {(int(r[0], 16), int(r[1])) for r in rows}
+    assert (0, 0) in leaves and (1, 0) in leaves and (0x40000000, 0) in leaves
+    leaf1 = next(r for r in rows if int(r[0], 16) == 1)
+    assert int(leaf1[4], 16) >> 31 == 1  # hypervisor bit
+    assert "0x000001a0 0x0000000000000001" in p.stdout  # IA32_MISC_ENABLE fast strings
+
+
+@pytest.mark.parametrize("fixture", [INTEL, AMD])
+def test_cli_json_and_vcpu_patch(fixture):
+    base = ["--supported-from", fixture, "--cpus", "4", "--topology", "sockets=2,cores=1,threads=2"]
+    v0, v3 = cpuid_json(*base), cpuid_json(*base, "--vcpu", "3")
+    assert v0["apic_id"] == 0 and v3["apic_id"] == 3
+    assert v0["topology"] == {"sockets": 2, "cores": 1, "threads": 2}
+    a, b = regs(v0), regs(v3)
+    assert a.keys() == b.keys()
+    diffs = {(leaf, sub, r) for (leaf, sub), rr in a.items() for r in rr if rr[r] != b[(leaf, sub)][r]}
+    allowed = {(1, 0, "ebx")} | {(leaf, s, "edx") for leaf in (0xB, 0x1F) for s in range(3)} | \
+        {(0x8000001E, 0, r) for r in ("eax", "ebx", "ecx")}
+    assert diffs and diffs <= allowed, diffs
+    assert b[(1, 0)]["ebx"] >> 24 == 3
+    assert b[(1, 0)]["ebx"] & 0xFFFFFF == a[(1, 0)]["ebx"] & 0xFFFFFF
+
+
+def test_cli_baseline():
+    doc = regs(cpuid_json("--supported-from", INTEL, "--cpu-template", "baseline"))
+    assert not doc[(1, 0)]["ecx"] & (1 << 28)  # AVX
+    assert not doc[(7, 0)]["ebx"] & (1 << 5)  # AVX2
+    assert doc[(0xD, 0)]["eax"] == 3 and doc[(0xD, 0)]["ecx"] == 576
+
+
+def test_cli_diff_host():
+    # vCPU 200's APIC ID (200) is no CPU's on the machines that run this, so leaf 1 EBX[31:24] must differ.
+    p = run_brisk("cpuid", "--supported-from", INTEL, "--cpus", "201", "--vcpu", "200", "--diff-host")
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"^0x00000001 0\s+ebx .*patched per vCPU \[0x(..)000000\]", p.stdout, re.M), p.stdout
+    reasons = ("as KVM reports", "not supported by KVM", "set/hidden by brisk", "masked by template",
+               "patched per vCPU", "several stages")
+    for line in p.stdout.splitlines():
+        assert line.startswith("#") or any(r in line for r in reasons), line
+
+
+def test_cli_supported_roundtrip(tmp_path):
+    p = run_brisk("cpuid", "--supported-from", INTEL, "--supported")
+    assert p.returncode == 0, p.stderr
+    dump = tmp_path / "dump.txt"
+    dump.write_text(p.stdout)
+    q = run_brisk("cpuid", "--supported-from", str(dump), "--supported")
+    assert q.stdout == p.stdout
+
+
+def test_cli_host_dump_loads(tmp_path):
+    p = run_brisk("cpuid", "--host")
+    assert p.returncode == 0, p.stderr
+    dump = tmp_path / "host.txt"
+    dump.write_text(p.stdout)
+    q = run_brisk("cpuid", "--supported-from", str(dump))
+    assert q.returncode == 0, q.stderr
+
+
+@pytest.mark.parametrize("text,message", [
+    ("{", "bad JSON at byte"),
+    ('{"cpuid": [{"leaf": "0x7", "register": "ebx", "mask": "0x2", "value": "0x2"}]}',
+     "leaf 0x7 subleaf 0 ebx bit 1 is not supported"),
+    ('{"cpuid": [{"leaf": "0x99", "register": "eax", "mask": "0x1", "value": "0x0"}]}',
+     "leaf 0x99 subleaf 0 is not in KVM's supported CPUID table"),
+    ('{"cpuid": [], "extra": 1}', 'unknown key "extra"'),
+    ('{"msrs": [{"index": "0x1234", "value": "0x1"}]}', "MSR 0x1234 is not in KVM's MSR index list"),
+])
+def test_cli_bad_template(tmp_path, text, message):
+    t = tmp_path / "bad.json"
+    t.write_text(text)
+    p = run_brisk("cpuid", "--supported-from", INTEL, "--cpu-template", str(t))
+    assert p.returncode == EXIT_USAGE
+    assert message in p.stderr and str(t) in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--cpus", "2", "--vcpu", "2"], "--vcpu 2 is out of range"),
+    (["--cpus", "4", "--topology", "sockets=1,cores=3,threads=1"], "makes 3 vCPUs but --cpus is 4"),
+    (["--bogus"], "Try 'brisk help cpuid'"),
+])
+def test_cli_usage_errors(args, message):
+    p = run_brisk("cpuid", "--supported-from", INTEL, *args)
+    assert p.returncode == EXIT_USAGE
+    assert message in p.stderr, p.stderr
+
+
+def test_cli_bad_dump(tmp_path):
+    d = tmp_path / "dump.txt"
+    d.write_text("cpuid 0x0 0 0 1 2 3\n")
+    p = run_brisk("cpuid", "--supported-from", str(d))
+    assert p.returncode == EXIT_USAGE
+    assert f"{d}:1: not a dump line" in p.stderr
+
+
+@pytest.mark.skipif(KVM_REASON is None or os.path.exists("/dev/kvm"), reason="needs a host without /dev/kvm")
+def test_cli_without_kvm_exits_4():
+    p = run_brisk("cpuid")
+    assert p.returncode == EXIT_HOST
+    assert "--supported-from" in p.stderr
