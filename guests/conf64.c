@@ -48,7 +48,13 @@
 #define BP_PREF_ADDRESS	     0x258
 #define BP_E820_TABLE	     0x2d0
 
-extern const char _payload[] __attribute__((weak));
+#if CONF_BZIMAGE
+/* Start of the payload (guest64.ld.S); hidden, so it is reached RIP-relative, never through the GOT. */
+extern const char _payload[] __attribute__((visibility("hidden")));
+#define PAYLOAD ((uintptr_t)_payload)
+#else
+#define PAYLOAD ((uintptr_t)0)
+#endif
 
 static uint8_t u8(const uint8_t *bp, unsigned int off)
 {
@@ -102,8 +108,8 @@ static void check_header(const uint8_t *bp)
 		   u8(bp, BP_SETUP_SECTS), u16(bp, BP_VERSION), u32(bp, BP_KERNEL_ALIGNMENT), u8(bp, BP_RELOCATABLE),
 		   u16(bp, BP_XLOADFLAGS), u32(bp, BP_CMDLINE_SIZE));
 	conf_check(u8(bp, BP_LOADFLAGS) & 1, "loadflags_loaded_high", "0x%x", u8(bp, BP_LOADFLAGS));
-	conf_check(((uintptr_t)_payload & (BZ_KERNEL_ALIGNMENT - 1)) == 0 && (uintptr_t)_payload >= 0x100000,
-		   "load_address_aligned", "payload at %p", (const void *)_payload);
+	conf_check((PAYLOAD & (BZ_KERNEL_ALIGNMENT - 1)) == 0 && PAYLOAD >= 0x100000, "load_address_aligned",
+		   "payload at 0x%llx", (unsigned long long)PAYLOAD);
 }
 
 static const char *check_cmdline(const uint8_t *bp)

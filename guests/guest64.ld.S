@@ -31,8 +31,8 @@ SECTIONS
 		KEEP(*(.bzimage.setup))
 	} :text
 	. = (BZ_SETUP_SECTS + 1) * 512;
-	_payload = .;
 	.text : {
+		_payload = .; /* section-relative, so RIP-relative references to it move with the image */
 		KEEP(*(.text.head32))
 		. = BZ_ENTRY64_OFFSET;
 		KEEP(*(.text.entry))

@@ -84,8 +84,8 @@ $(GUEST_OBJ)/pie/%.o: guests/lib/%.S
 	$(GUEST_CC) $(GUEST_PIE_CFLAGS) -c $< -o $@
 
 $(GUEST_DIR)/conf-bzimage.elf: $(GUEST_PIE_OBJS) $(GUEST_OBJ)/pie/bzsetup.o $(GUEST_DIR)/bzimage.ld
-	@if readelf -rW $(GUEST_PIE_OBJS) | grep -E 'R_X86_64_(64|32|32S|GOTPCREL|GOT64) '; then \
-		echo "conf-bzimage: absolute relocation in the position-independent payload" >&2; exit 1; fi
+	@if readelf -rW $(GUEST_PIE_OBJS) | grep -E 'R_X86_64_(64|32|32S|GOT64|GOTPCREL|GOTPCRELX|REX_GOTPCRELX) '; then \
+		echo "conf-bzimage: absolute or GOT relocation in the position-independent payload" >&2; exit 1; fi
 	$(GUEST_CC) $(GUEST64_LDFLAGS) -Wl,-T,$(GUEST_DIR)/bzimage.ld -o $@ $(filter %.o,$^)
 	@if readelf -SW $@ | grep -q '\.got'; then echo "conf-bzimage: GOT in the payload" >&2; exit 1; fi
 

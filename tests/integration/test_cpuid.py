@@ -11,6 +11,7 @@ FIXTURES = ROOT / "tests" / "unit" / "fixtures"
 INTEL = str(FIXTURES / "synthetic-intel-icx.txt")
 AMD = str(FIXTURES / "synthetic-amd-zen.txt")
 HOST = str(FIXTURES / "host-amd-epyc.txt")
+NESTED = str(FIXTURES / "nested-kvm-amd-qemu64.txt")  # a real KVM dump
 
 
 def topology_args(cpus, topo):
@@ -75,7 +76,7 @@ def regs(doc):
             for e in doc["cpuid"]}
 
 
-@pytest.mark.parametrize("fixture", [INTEL, AMD, HOST])
+@pytest.mark.parametrize("fixture", [INTEL, AMD, HOST, NESTED])
 def test_cli_text_table(fixture):
     p = run_brisk("cpuid", "--supported-from", fixture, "--cpus", "2")
     assert p.returncode == 0, p.stderr
@@ -87,7 +88,7 @@ def test_cli_text_table(fixture):
     assert "0x000001a0 0x0000000000000001" in p.stdout  # IA32_MISC_ENABLE fast strings
 
 
-@pytest.mark.parametrize("fixture", [INTEL, AMD])
+@pytest.mark.parametrize("fixture", [INTEL, AMD, NESTED])
 def test_cli_json_and_vcpu_patch(fixture):
     base = ["--supported-from", fixture, "--cpus", "4", "--topology", "sockets=2,cores=1,threads=2"]
     v0, v3 = cpuid_json(*base), cpuid_json(*base, "--vcpu", "3")

@@ -21,6 +21,7 @@
 #define INTEL	  FIXTURES "synthetic-intel-icx.txt"
 #define AMD_HOST  FIXTURES "host-amd-epyc.txt"
 #define AMD_ZEN	  FIXTURES "synthetic-amd-zen.txt"
+#define NESTED	  FIXTURES "nested-kvm-amd-qemu64.txt"
 #define HV	  (1u << 31)
 #define VMX	  (1u << 5)
 #define SVM	  (1u << 2)
@@ -377,10 +378,10 @@ static void check_only_ids_differ(const struct kvm_cpuid2 *a, const struct kvm_c
 
 static void test_vcpus_differ_only_in_ids(void **state)
 {
-	static const char *const fixtures[] = {INTEL, AMD_HOST, AMD_ZEN};
+	static const char *const fixtures[] = {INTEL, AMD_HOST, AMD_ZEN, NESTED};
 
 	(void)state;
-	for (size_t f = 0; f < 3; f++) {
+	for (size_t f = 0; f < 4; f++) {
 		const struct cpuid_kvm *k = load(fixtures[f]);
 		struct cpuid_vm vm;
 		struct kvm_cpuid2 *t0, *t;
@@ -486,6 +487,33 @@ static void test_pmu_on_request(void **state)
 	assert_int_equal(cpuid_vm_init(&vm, k, &p, err, sizeof(err)), 0);
 	assert_int_equal(get(vm.tmpl, 0xa, 0)->eax, 0x08300805);
 	assert_true(get(vm.tmpl, 1, 0)->ecx & PDCM);
+	cpuid_vm_destroy(&vm);
+}
+
+/* A real KVM_GET_SUPPORTED_CPUID dump (nested kvm_amd, qemu64 CPU without XSAVE). */
+static void test_real_nested_dump(void **state)
+{
+	const struct cpuid_kvm *k = load(NESTED);
+	struct cpuid_vm vm;
+	struct kvm_cpuid_entry2 *e;
+
+	(void)state;
+	assert_true(k->tsc_deadline);
+	assert_true(k->nr_msrs > 50);
+	build(&vm, k, 2, 0, 0, 0, "baseline");
+	assert_int_equal(vm.vendor, CPUID_VENDOR_AMD);
+	e = get(vm.tmpl, 1, 0);
+	assert_true(e->ecx & HV);
+	assert_true(e->ecx & TSCDL);
+	assert_false(e->ecx & (1u << 26)); /* no XSAVE here ... */
+	e = get(vm.tmpl, 0xd, 0);
+	assert_int_equal(e->eax | e->ebx | e->ecx | e->edx, 0); /* ... so leaf 0xD is zero */
+	assert_int_equal(get(vm.tmpl, 0x40000001, 0)->eax, 0x01007efb & 0x01002aeb);
+	assert_int_equal(get(vm.tmpl, 0x80000008, 0)->ecx & 0xff, 1);
+	/* Every boot MSR but MTRR_DEF_TYPE (0x2ff), which this KVM does not list. */
+	assert_int_equal(vm.nr_msrs, 10);
+	for (unsigned i = 0; i < vm.nr_msrs; i++)
+		assert_int_not_equal(vm.msrs[i].index, 0x2ff);
 	cpuid_vm_destroy(&vm);
 }
 
@@ -740,6 +768,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_amd_host_fixture, teardown),
 	    cmocka_unit_test_teardown(test_single_vcpu, teardown),
 	    cmocka_unit_test_teardown(test_pmu_on_request, teardown),
+	    cmocka_unit_test_teardown(test_real_nested_dump, teardown),
 	    cmocka_unit_test_teardown(test_baseline, teardown),
 	    cmocka_unit_test_teardown(test_baseline_refused_without_sse42, teardown),
 	    cmocka_unit_test_teardown(test_json_template, teardown),

@@ -33,11 +33,12 @@
  * brisk's boot MSRs, the set Firecracker writes (its arch/x86_64/msr.rs):
  * the syscall/sysenter MSRs and KERNEL_GS_BASE zeroed, fast strings on in
  * IA32_MISC_ENABLE (Linux checks it for rep movs/stos), PAT at its power-on
- * value, MTRRs on with write-back default (with MTRRs off Linux maps all RAM
- * uncached-minus until it sets PAT). IA32_TSC is not written: KVM keeps the
- * vCPUs' TSCs in step when userspace leaves them alone, and writing each
- * vCPU from its own thread at a different moment would desynchronise them.
- * Only MSRs in KVM_GET_MSR_INDEX_LIST are written.
+ * value, MTRRs on with write-back default (not every KVM lists that MSR:
+ * 6.1 does not; without non-coherent DMA KVM maps RAM write-back anyway).
+ * IA32_TSC is not written: KVM keeps the vCPUs' TSCs in step when userspace
+ * leaves them alone, and writing each vCPU from its own thread at a
+ * different moment would desynchronise them. Only MSRs in
+ * KVM_GET_MSR_INDEX_LIST are written.
  */
 static const struct cpuid_msr boot_msrs[] = {
     {MSR_IA32_SYSENTER_CS, 0},
