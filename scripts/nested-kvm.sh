@@ -11,6 +11,9 @@
 #
 # Exit status: COMMAND's exit status; 125 if the VM could not run it (QEMU
 # failed, kvm could not be loaded, timeout) with a one-line reason on stderr.
+# COMMAND runs as root in the caller's directory, with stdin = /dev/null and a
+# fresh tmpfs on /tmp (the host's /tmp is not visible), and only PATH, HOME,
+# BRISK_* and a few more variables (see below) from the caller's environment.
 #
 # Environment knobs:
 #   NESTED_KVM_TIMEOUT  seconds before QEMU is killed (default 1800)
@@ -264,7 +267,7 @@ if [[ $probe = 1 ]]; then
 	smoke=$NESTED/kvm-smoke
 	if [[ ! -x $smoke || $ROOT/scripts/kvm-smoke.c -nt $smoke ]]; then
 		command -v gcc >/dev/null || die "--probe needs gcc to build scripts/kvm-smoke.c"
-		gcc -O2 -Wall -o "$smoke.tmp" "$ROOT/scripts/kvm-smoke.c" && mv "$smoke.tmp" "$smoke" ||
+		gcc -O2 -Wall -o "$smoke.$$" "$ROOT/scripts/kvm-smoke.c" && mv "$smoke.$$" "$smoke" ||
 			die "cannot build scripts/kvm-smoke.c"
 	fi
 	set -- "$smoke"
@@ -317,12 +320,16 @@ append+=" nkvm.tty=$otty$etty"
 if [[ $otty$etty != 00 ]] && winsz=$(stty size 2>/dev/null </dev/tty) && [[ $winsz =~ ^([1-9][0-9]*)\ ([1-9][0-9]*)$ ]]; then
 	append+=" nkvm.winsz=${BASH_REMATCH[1]}x${BASH_REMATCH[2]}"
 fi
+# QEMU monitor on a socket in the run dir, to look at a hung guest:
+#   socat - UNIX-CONNECT:build/nested/runs/run.XXXXXX/monitor   (info registers, ...)
+monitor=(-monitor none)
+[[ ${#RUN} -lt 100 ]] && monitor=(-monitor "unix:$RUN/monitor,server=on,wait=off")
 t0=$(date +%s.%N)
 set +e
 timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
 	-accel tcg,thread=multi -M pc -cpu "$CPU" -smp "$SMP" -m "$MEM" \
 	-nographic -nodefaults -no-user-config -no-reboot \
-	-monitor unix:"$RUN/monitor",server=on,wait=off \
+	"${monitor[@]}" \
 	-chardev file,id=con,path="$RUN/console.log" -serial chardev:con \
 	-chardev pipe,id=out,path="$RUN/out" -serial chardev:out \
 	-chardev pipe,id=err,path="$RUN/err" -serial chardev:err \
