@@ -207,19 +207,6 @@ static int load_kernel(struct vm *vm)
 	return 0;
 }
 
-/* Step 6b: firmware-style platform tables: the MP table (MP spec 1.4) naming every vCPU and the I/O APIC. */
-static int write_platform_tables(struct vm *vm)
-{
-	char err[BOOT_ERR_MAX];
-	int ret = mptable_write(&vm->mem, vm->cfg.cpus, err, sizeof(err));
-
-	if (ret) {
-		log_error("--cpus %u: %s", vm->cfg.cpus, err);
-		return ret == -EINVAL ? EXIT_USAGE : EXIT_HOST;
-	}
-	return 0;
-}
-
 /*
  * Step 7: the per-VM CPUID template and boot MSRs (KVM's tables fetched once
  * per process); the vCPUs themselves are configured by their threads.
@@ -256,6 +243,29 @@ static int prepare_vcpus(struct vm *vm)
 	return 0;
 }
 
+/*
+ * Step 8: firmware-style platform tables: the MP table (MP spec 1.4) naming
+ * every vCPU by the APIC ID its CPUID reports, and the I/O APIC.
+ */
+static int write_platform_tables(struct vm *vm)
+{
+	char err[BOOT_ERR_MAX];
+	uint32_t *ids = calloc(vm->cfg.cpus, sizeof(*ids));
+	int ret;
+
+	if (!ids)
+		return EXIT_HOST;
+	for (unsigned i = 0; i < vm->cfg.cpus; i++)
+		ids[i] = cpuid_apic_id(&vm->cpuid_vm.topo, i);
+	ret = mptable_write(&vm->mem, vm->cfg.cpus, ids, err, sizeof(err));
+	free(ids);
+	if (ret) {
+		log_error("--cpus %u: %s", vm->cfg.cpus, err);
+		return ret == -EINVAL ? EXIT_USAGE : EXIT_HOST;
+	}
+	return 0;
+}
+
 int vm_create(const struct vm_config *cfg, struct vm **out)
 {
 	struct vm *vm = calloc(1, sizeof(*vm));
@@ -275,8 +285,8 @@ int vm_create(const struct vm_config *cfg, struct vm **out)
 		goto fail;
 	}
 	if ((ret = load_image(vm)) || (ret = open_kvm(vm)) || (ret = create_vm(vm)) || (ret = map_memory(vm)) ||
-	    (ret = create_devices(vm)) || (ret = load_kernel(vm)) || (ret = write_platform_tables(vm)) ||
-	    (ret = prepare_vcpus(vm)))
+	    (ret = create_devices(vm)) || (ret = load_kernel(vm)) || (ret = prepare_vcpus(vm)) ||
+	    (ret = write_platform_tables(vm)))
 		goto fail;
 	*out = vm;
 	return 0;

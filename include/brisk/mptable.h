@@ -41,12 +41,15 @@ uint64_t mptable_config_addr(unsigned cpus);
 
 /*
  * Writes the floating pointer and the configuration table for `cpus` vCPUs
- * (APIC ID = vCPU index, vCPU 0 the bootstrap processor), one ISA bus, the
- * in-kernel I/O APIC and its ISA IRQ routing, into guest RAM. Both areas are
+ * (vCPU i has APIC ID apic_ids[i], or i when apic_ids is NULL; vCPU 0 is the
+ * bootstrap processor), one ISA bus, the in-kernel I/O APIC (ID one above
+ * the highest CPU's) and its ISA IRQ routing, into guest RAM. The APIC IDs
+ * must be the ones the guest's CPUID reports (cpuid_apic_id). Both areas are
  * reserved in the memory map (memmap_build). Returns 0; -EINVAL when cpus is
- * 0 or above MPTABLE_MAX_CPUS; -EFAULT when guest RAM does not cover the
+ * 0 or above MPTABLE_MAX_CPUS or an APIC ID does not fit 8 bits; -EFAULT when guest RAM does not cover the
  * areas. `err` names the problem.
  */
-__attribute__((warn_unused_result)) int mptable_write(const struct gmem *mem, unsigned cpus, char *err, size_t errlen);
+__attribute__((warn_unused_result)) int mptable_write(const struct gmem *mem, unsigned cpus, const uint32_t *apic_ids,
+						     char *err, size_t errlen);
 
 #endif

@@ -70,7 +70,7 @@ static uint32_t check_fps(const struct gmem *mem)
 }
 
 /* Checks every entry of the table for `cpus` vCPUs. */
-static void check_table(const struct gmem *mem, unsigned cpus)
+static void check_ids(const struct gmem *mem, unsigned cpus, const uint32_t *ids, unsigned ioapic_id)
 {
 	uint32_t addr = check_fps(mem);
 	const uint8_t *h = gmem_ptr(mem, addr, MPTABLE_HEADER_SIZE), *e;
@@ -104,7 +104,7 @@ static void check_table(const struct gmem *mem, unsigned cpus)
 	for (unsigned i = 0; i < count; i++) {
 		switch (e[0]) {
 		case 0:
-			assert_int_equal(e[1], n_cpu);		    /* APIC ID = vCPU index */
+			assert_int_equal(e[1], ids ? ids[n_cpu] : n_cpu); /* APIC ID of vCPU n */
 			assert_int_equal(e[3], n_cpu == 0 ? 3 : 1); /* EN, BP on vCPU 0 only */
 			n_cpu++;
 			e += 20;
@@ -114,7 +114,7 @@ static void check_table(const struct gmem *mem, unsigned cpus)
 			n_bus++;
 			break;
 		case 2:
-			assert_int_equal(e[1], cpus); /* I/O APIC ID after the LAPICs */
+			assert_int_equal(e[1], ioapic_id); /* I/O APIC ID after the LAPICs */
 			assert_int_equal(e[2], 0x11);
 			assert_int_equal(e[3], 1);
 			assert_int_equal(le32(e + 4), BRISK_IOAPIC_BASE);
@@ -123,7 +123,7 @@ static void check_table(const struct gmem *mem, unsigned cpus)
 		case 3:
 			assert_int_equal(e[1], 0);    /* INT */
 			assert_int_equal(e[4], 0);    /* source bus: ISA */
-			assert_int_equal(e[6], cpus); /* this I/O APIC */
+			assert_int_equal(e[6], ioapic_id); /* this I/O APIC */
 			assert_int_equal(e[7], e[5]); /* IRQ n -> pin n */
 			assert_true(e[5] < 16);
 			irqs |= 1u << e[5];
@@ -146,6 +146,23 @@ static void check_table(const struct gmem *mem, unsigned cpus)
 	assert_int_equal(irqs, 0xffff);
 }
 
+static void check_table(const struct gmem *mem, unsigned cpus)
+{
+	check_ids(mem, cpus, NULL, cpus);
+}
+
+/* With --topology the APIC IDs have gaps (cores=3: 0, 1, 2, 4); the table must carry CPUID's IDs. */
+static void test_mptable_topology_ids(void **state)
+{
+	static const uint32_t ids[] = {0, 1, 2, 4};
+	static const uint32_t too_big[] = {0, 254};
+
+	assert_int_equal(mptable_write(*state, 4, ids, err, sizeof(err)), 0);
+	check_ids(*state, 4, ids, 5);
+	assert_int_equal(mptable_write(*state, 2, too_big, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "APIC ID 254"));
+}
+
 static void test_mptable_cpu_counts(void **state)
 {
 	static const unsigned counts[] = {1, 2, 4, 39, 40, 41, 128, MPTABLE_MAX_CPUS};
@@ -153,7 +170,7 @@ static void test_mptable_cpu_counts(void **state)
 	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
 		memset(gmem_ptr(*state, LAYOUT_EBDA, LAYOUT_LEGACY_END - LAYOUT_EBDA), 0xa5,
 		       LAYOUT_LEGACY_END - LAYOUT_EBDA);
-		assert_int_equal(mptable_write(*state, counts[i], err, sizeof(err)), 0);
+		assert_int_equal(mptable_write(*state, counts[i], NULL, err, sizeof(err)), 0);
 		check_table(*state, counts[i]);
 	}
 }
@@ -174,9 +191,9 @@ static void test_mptable_refuses_counts(void **state)
 	uint8_t before[MPTABLE_FPS_SIZE];
 
 	memset(gmem_ptr(*state, LAYOUT_EBDA, MPTABLE_FPS_SIZE), 0, MPTABLE_FPS_SIZE);
-	assert_int_equal(mptable_write(*state, 0, err, sizeof(err)), -EINVAL);
+	assert_int_equal(mptable_write(*state, 0, NULL, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "0 vCPUs"));
-	assert_int_equal(mptable_write(*state, MPTABLE_MAX_CPUS + 1, err, sizeof(err)), -EINVAL);
+	assert_int_equal(mptable_write(*state, MPTABLE_MAX_CPUS + 1, NULL, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "255 vCPUs"));
 	assert_int_equal(mptable_config_addr(0), 0);
 	assert_int_equal(mptable_config_addr(MPTABLE_MAX_CPUS + 1), 0);
@@ -193,7 +210,7 @@ static void test_mptable_small_ram(void **state)
 	(void)state;
 	/* the smallest RAM brisk accepts still covers both areas */
 	assert_int_equal(gmem_init(&mem, LAYOUT_MEM_MIN, 0), 0);
-	assert_int_equal(mptable_write(&mem, MPTABLE_MAX_CPUS, err, sizeof(err)), 0);
+	assert_int_equal(mptable_write(&mem, MPTABLE_MAX_CPUS, NULL, err, sizeof(err)), 0);
 	check_table(&mem, MPTABLE_MAX_CPUS);
 	gmem_destroy(&mem);
 }
@@ -201,6 +218,7 @@ static void test_mptable_small_ram(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_mptable_topology_ids, mem_setup, mem_teardown),
 	    cmocka_unit_test_setup_teardown(test_mptable_cpu_counts, mem_setup, mem_teardown),
 	    cmocka_unit_test(test_mptable_placement),
 	    cmocka_unit_test_setup_teardown(test_mptable_refuses_counts, mem_setup, mem_teardown),

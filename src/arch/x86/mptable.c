@@ -140,12 +140,12 @@ uint64_t mptable_config_addr(unsigned cpus)
 	return cpus <= EBDA_MAX_CPUS ? LAYOUT_EBDA + MPTABLE_FPS_SIZE : LAYOUT_MPTABLE_BIOS;
 }
 
-static uint8_t *put_cpus(uint8_t *p, unsigned cpus)
+static uint8_t *put_cpus(uint8_t *p, unsigned cpus, const uint32_t *apic_ids)
 {
 	for (unsigned i = 0; i < cpus; i++) {
 		struct mpc_cpu c = {
 		    .type = MP_PROCESSOR,
-		    .apic_id = (uint8_t)i,
+		    .apic_id = (uint8_t)(apic_ids ? apic_ids[i] : i),
 		    .apic_ver = LAPIC_VERSION,
 		    .flags = (uint8_t)(CPU_EN | (i == 0 ? CPU_BP : 0)),
 		    .signature = CPU_SIGNATURE,
@@ -193,7 +193,7 @@ static uint8_t *put_interrupts(uint8_t *p, uint8_t ioapic_id)
 }
 
 /* Builds the whole configuration table for `cpus` in `buf` (MPTABLE_CONFIG_SIZE(cpus) bytes). */
-static void build_config(uint8_t *buf, unsigned cpus)
+static void build_config(uint8_t *buf, unsigned cpus, const uint32_t *apic_ids, uint8_t ioapic_id)
 {
 	struct mpc_header h = {
 	    .signature = {'P', 'C', 'M', 'P'},
@@ -206,13 +206,13 @@ static void build_config(uint8_t *buf, unsigned cpus)
 	};
 	struct mpc_bus bus = {.type = MP_BUS, .bus_id = ISA_BUS_ID, .bus_type = {'I', 'S', 'A', ' ', ' ', ' '}};
 	struct mpc_ioapic io = {.type = MP_IOAPIC,
-				.apic_id = (uint8_t)cpus,
+				.apic_id = ioapic_id,
 				.apic_ver = IOAPIC_VERSION,
 				.flags = IOAPIC_EN,
 				.addr = (uint32_t)BRISK_IOAPIC_BASE};
 	uint8_t *p = buf + sizeof(h);
 
-	p = put_cpus(p, cpus);
+	p = put_cpus(p, cpus, apic_ids);
 	memcpy(p, &bus, sizeof(bus));
 	p += sizeof(bus);
 	memcpy(p, &io, sizeof(io));
@@ -222,8 +222,26 @@ static void build_config(uint8_t *buf, unsigned cpus)
 	buf[offsetof(struct mpc_header, checksum)] = checksum(buf, h.length);
 }
 
-int mptable_write(const struct gmem *mem, unsigned cpus, char *err, size_t errlen)
+/* The I/O APIC takes the first ID above every CPU's; IDs must stay below the broadcast ID 0xff. */
+static int ioapic_id_for(unsigned cpus, const uint32_t *apic_ids, uint8_t *out, char *err, size_t errlen)
 {
+	uint32_t max = 0;
+
+	for (unsigned i = 0; i < cpus; i++) {
+		uint32_t id = apic_ids ? apic_ids[i] : i;
+
+		if (id > max)
+			max = id;
+	}
+	if (max + 1 >= 0xff)
+		return boot_fail(err, errlen, -EINVAL, "MP table: APIC ID %u does not fit the xAPIC's 8 bits", max);
+	*out = (uint8_t)(max + 1);
+	return 0;
+}
+
+int mptable_write(const struct gmem *mem, unsigned cpus, const uint32_t *apic_ids, char *err, size_t errlen)
+{
+	uint8_t ioapic_id = 0;
 	uint8_t buf[MPTABLE_CONFIG_SIZE(MPTABLE_MAX_CPUS)];
 	uint64_t addr = mptable_config_addr(cpus);
 	size_t len = mptable_config_size(cpus);
@@ -237,9 +255,11 @@ int mptable_write(const struct gmem *mem, unsigned cpus, char *err, size_t errle
 	if (!addr)
 		return boot_fail(err, errlen, -EINVAL, "MP table: %u vCPUs; it describes 1..%u", cpus,
 				 MPTABLE_MAX_CPUS);
+	if (ioapic_id_for(cpus, apic_ids, &ioapic_id, err, errlen))
+		return -EINVAL;
 	f.checksum = checksum(&f, sizeof(f));
 	memset(buf, 0, len);
-	build_config(buf, cpus);
+	build_config(buf, cpus, apic_ids, ioapic_id);
 	if (gmem_write(mem, LAYOUT_EBDA, &f, sizeof(f)) || gmem_write(mem, addr, buf, len))
 		return boot_fail(err, errlen, -EFAULT, "MP table: guest RAM does not cover 0x%lx and 0x%llx..0x%llx",
 				 LAYOUT_EBDA, (unsigned long long)addr, (unsigned long long)(addr + len));
