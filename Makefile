@@ -2,6 +2,8 @@
 #   make          build/brisk (and the test guests it embeds)
 #   make demo     build, then boot the built-in demo guest with --timeline
 #   make check    every test tier this machine can run, plain and under ASan+UBSan
+#   make check-linux  the real-kernel tier: Debian's kernel booted to a test init (tests/linux/)
+#   make demo-linux   boot Debian's kernel to a busybox shell (where KVM can run Linux)
 #   make bench    start-up benchmark (bench/README.md)
 #   make fuzz     bounded libFuzzer run of the image parsers
 #   make format   apply .clang-format
@@ -14,7 +16,7 @@ VERSION := 0.1.0
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) -Iinclude -D_GNU_SOURCE -DBRISK_VERSION='"$(VERSION)"' -pthread -MMD -MP
-LDLIBS  := -pthread -ljson-c
+LDLIBS  := -pthread -ljson-c -lm
 
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
@@ -26,6 +28,9 @@ LIB_SRCS := \
 	src/vm.c \
 	src/vcpu.c \
 	src/timeline.c \
+	src/timeline_json.c \
+	src/profile/stats.c \
+	src/profile/bench_runs.c \
 	src/config.c \
 	src/util/log.c \
 	src/util/size.c \
@@ -48,13 +53,30 @@ LIB_SRCS := \
 	src/arch/x86/cpuid_template.c \
 	src/arch/x86/cpuid_topology.c \
 	src/arch/x86/cpuid_json.c \
-	src/arch/x86/msr.c
+	src/profile/report_input.c \
+	src/profile/report_perfetto.c \
+	src/profile/report_svg.c \
+	src/arch/x86/msr.c \
+	src/profile/exits.c \
+	src/profile/kvmstats.c \
+	src/profile/symbols.c \
+	src/profile/trace_parse.c \
+	src/profile/trace_agg.c \
+	src/profile/tracefs.c \
+	src/profile/redundant.c \
+	src/profile/report_json.c \
+	src/profile/report_text.c \
+	src/profile/report_out.c
 
 MAIN_SRCS := \
 	src/main.c \
 	src/cli/run.c \
 	src/cli/help.c \
 	src/cli/cpuid.c \
+	src/cli/profile.c \
+	src/cli/trace.c \
+	src/cli/bench.c \
+	src/cli/compare.c \
 	src/demo_guest.S
 
 MAIN_OBJS := $(patsubst %.S,%.o,$(MAIN_SRCS:.c=.o))
@@ -70,11 +92,16 @@ UNIT_TESTS := \
 	test_bzimage \
 	test_kernel \
 	test_mptable \
-	test_cpuid
+	test_reports \
+	test_cpuid \
+	test_stats \
+	test_tracefs \
+	test_symbols \
+	test_profile_json
 
 include guests/guests.mk
 
-.PHONY: all demo check check-unit check-guest check-asan deps bench fuzz format clean
+.PHONY: all demo check check-unit check-guest check-asan check-linux demo-linux deps bench fuzz format clean
 all: $(BUILD)/brisk
 
 # ---- plain and sanitizer builds of the same sources ------------------------
@@ -112,6 +139,15 @@ check: deps
 	@scripts/check.sh
 
 check-unit: all $(UNIT_TESTS:%=$(BUILD)/tests/%) $(UNIT_TESTS:%=$(BUILD)/asan/tests/%)
+
+# the real-kernel tier (tests/linux/run.sh, docs/boot.md "Booting a real Linux kernel")
+check-linux: deps
+	@$(MAKE) --no-print-directory all guests
+	@tests/linux/run.sh
+
+demo-linux: deps
+	@$(MAKE) --no-print-directory all guests
+	@tests/linux/demo.sh
 
 bench: all guests
 	@scripts/deps.sh bench

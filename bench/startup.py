@@ -272,6 +272,7 @@ def main():
     ap.add_argument("--no-strace", action="store_true", help="skip the ioctl-count pass")
     ap.add_argument("--strace-dir", default=None, help="keep strace logs here (default: temporary)")
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds per run (default 30)")
+    ap.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     ap.add_argument("--json", metavar="FILE", help="also write all results and samples as JSON")
     a = ap.parse_args()
 
@@ -298,8 +299,14 @@ def main():
     sys.stdout.flush()
 
     failures = []
+
+    def progress(msg):
+        if not a.quiet:
+            print(msg, file=sys.stderr, flush=True)
+
     # Pass 1: exec -> first line, exec -> reaped, peak RSS.
     for rnd in range(a.warmup + a.runs):
+        progress("timing round %d/%d%s" % (rnd + 1, a.warmup + a.runs, " (warm-up)" if rnd < a.warmup else ""))
         for c in active:
             r = spawn_and_time(c.argv, a.timeout)
             why = check_run(c, r)
@@ -321,6 +328,7 @@ def main():
     elif not (os.path.isfile(a.maxrss) and os.access(a.maxrss, os.X_OK)):
         rss_skip = "%s is not an executable file (bench/run.sh builds it)" % a.maxrss
     for rnd in range(0 if rss_skip else a.rss_runs):
+        progress("RSS round %d/%d" % (rnd + 1, a.rss_runs))
         for c in active:
             r = spawn_and_time([a.maxrss] + c.argv, a.timeout)
             why = check_run(c, r)
@@ -337,7 +345,8 @@ def main():
 
     # Pass 3: exec -> boot marker 1, by the VMM's own clock (not every VMM has one).
     mcs = [c for c in active if c.marker_argv]
-    for rnd in range(a.runs):
+    for rnd in range(a.runs if mcs else 0):
+        progress("boot-marker round %d/%d" % (rnd + 1, a.runs))
         for c in mcs:
             r = spawn_and_time(c.marker_argv, a.timeout)
             why = check_run(c, r)
@@ -361,6 +370,7 @@ def main():
             tmp = tempfile.TemporaryDirectory()
             outdir = tmp.name
         for c in active:
+            progress("strace %s" % c.name)
             c.ioctls = strace_counts(c, strace, outdir, a.timeout * 4)
             if "error" in c.ioctls:
                 failures.append("strace %s: %s" % (c.name, c.ioctls["error"]))

@@ -79,6 +79,17 @@ else
 	run_pytest "$BUILD/asan/brisk" "ASan+UBSan build"
 fi
 
+# ---- the real-kernel tier (tests/linux/, `make check-linux`; owner: tests/linux/run.sh) ----
+# Boots Debian's stock kernel (nested KVM where there is no /dev/kvm); skips with a probed reason
+# where KVM cannot run Linux. BRISK_CHECK_LINUX=0 leaves it out.
+if [ "${BRISK_CHECK_LINUX:-1}" != 0 ]; then
+	echo "== real-kernel tier (tests/linux)"
+	tests/linux/run.sh 2>&1 | tee "$log/linux.out"
+	rc=${PIPESTATUS[0]}
+	count_pytest "$log/linux.out"
+	[ $rc -eq 0 ] || { echo "check: real-kernel tier failed (exit $rc)"; status=1; }
+fi
+
 echo
 echo "check: $passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ] || status=1

@@ -12,6 +12,10 @@ static const struct {
 } commands[] = {
     {"run", cmd_run},
     {"cpuid", cmd_cpuid},
+    {"profile", cmd_profile},
+    {"trace", cmd_trace},
+    {"bench", cmd_bench},
+    {"compare", cmd_compare},
     {"help", cmd_help},
 };
 

@@ -167,12 +167,9 @@ static int dispatch(struct vcpu *v)
 	}
 }
 
-static void account(struct vcpu *v, uint32_t reason, uint64_t t0)
+static void account(struct vcpu *v, uint64_t t0)
 {
-	unsigned r = reason < VCPU_EXIT_REASONS ? reason : VCPU_EXIT_REASONS - 1;
-
-	v->stats.exits[r]++;
-	v->stats.ns[r] += timeline_now_ns() - t0;
+	exit_stats_account(&v->stats, v->run, t0, timeline_now_ns());
 }
 
 static int run_loop(struct vcpu *v)
@@ -195,7 +192,7 @@ static int run_loop(struct vcpu *v)
 		uint64_t t0 = timeline_now_ns();
 		int ret = dispatch(v);
 
-		account(v, v->run->exit_reason, t0);
+		account(v, t0);
 		if (ret)
 			return ret;
 	}
@@ -240,42 +237,32 @@ void *vcpu_thread(void *arg)
 	sigemptyset(&kick);
 	sigaddset(&kick, VCPU_KICK_SIGNAL);
 	pthread_sigmask(SIG_UNBLOCK, &kick, NULL);
+	v->tid = gettid();
 	v->setup_error = scratch ? vcpu_setup(v, scratch) : EXIT_HOST;
 	free(scratch);
 	/* Every vCPU is configured (in parallel) before any runs. */
 	pthread_barrier_wait(&vm->ready);
 	timeline_mark(TL_VCPUS_READY);
+	if (vm->cfg.hooks)
+		vm_wait_go(vm);
 	if (!v->setup_error && !atomic_load(&vm->exit_requested))
 		run_loop(v);
 	atomic_store(&v->done, 1);
 	return NULL;
 }
 
-static const char *reason_name(unsigned r)
-{
-	static const char *const names[] = {
-	    [KVM_EXIT_IO] = "io",
-	    [KVM_EXIT_MMIO] = "mmio",
-	    [KVM_EXIT_INTR] = "intr",
-	    [KVM_EXIT_SHUTDOWN] = "shutdown",
-	    [KVM_EXIT_HLT] = "hlt",
-	    [KVM_EXIT_INTERNAL_ERROR] = "internal_error",
-	    [KVM_EXIT_FAIL_ENTRY] = "fail_entry",
-	    [KVM_EXIT_SYSTEM_EVENT] = "system_event",
-	};
-
-	return r < sizeof(names) / sizeof(names[0]) && names[r] ? names[r] : "other";
-}
-
 void vcpu_print_stats(const struct vm *vm, FILE *f)
 {
 	fprintf(f, "%-6s %-16s %10s %12s\n", "vcpu", "exit reason", "count", "total us");
 	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
-		const struct vcpu_stats *s = &vm->vcpus[i].stats;
+		const struct exit_stats *s = &vm->vcpus[i].stats;
 
-		for (unsigned r = 0; r < VCPU_EXIT_REASONS; r++)
+		for (unsigned r = 0; r < EXIT_REASONS; r++)
 			if (s->exits[r])
-				fprintf(f, "%-6u %-16s %10llu %12.1f\n", i, reason_name(r),
+				fprintf(f, "%-6u %-16s %10llu %12.1f\n", i, exit_reason_name(r),
 					(unsigned long long)s->exits[r], (double)s->ns[r] / 1e3);
 	}
+	fprintf(f, "\n%-6s %-4s %-5s %-14s %10s %12s\n", "vcpu", "kind", "dir", "address", "count", "total us");
+	for (unsigned i = 0; i < vm->nr_vcpus; i++)
+		exit_stats_print_addrs(&vm->vcpus[i].stats, i, f);
 }

@@ -43,6 +43,48 @@ const struct gmem *vm_gmem(struct vm *vm)
 	return &vm->mem;
 }
 
+int vm_fd(const struct vm *vm)
+{
+	return vm->fd;
+}
+
+unsigned vm_nr_vcpus(const struct vm *vm)
+{
+	return vm->nr_vcpus;
+}
+
+int vm_vcpu_fd(const struct vm *vm, unsigned i)
+{
+	return i < vm->nr_vcpus ? vm->vcpus[i].fd : -1;
+}
+
+int vm_vcpu_tid(const struct vm *vm, unsigned i)
+{
+	return i < vm->nr_vcpus ? (int)vm->vcpus[i].tid : -1;
+}
+
+struct exit_stats *vm_vcpu_exit_stats(struct vm *vm, unsigned i)
+{
+	return i < vm->nr_vcpus ? &vm->vcpus[i].stats : NULL;
+}
+
+void vm_wait_go(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->go_lock);
+	while (!vm->go && !atomic_load(&vm->exit_requested))
+		pthread_cond_wait(&vm->go_cond, &vm->go_lock);
+	pthread_mutex_unlock(&vm->go_lock);
+}
+
+/* Releases the vCPU threads waiting in vm_wait_go. */
+static void release_vcpus(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->go_lock);
+	vm->go = 1;
+	pthread_cond_broadcast(&vm->go_cond);
+	pthread_mutex_unlock(&vm->go_lock);
+}
+
 void vm_irq_line(struct vm *vm, unsigned irq, int level)
 {
 	struct kvm_irq_level l = {.irq = irq, .level = (uint32_t)level};
@@ -277,6 +319,8 @@ int vm_create(const struct vm_config *cfg, struct vm **out)
 	vm->fd = -1;
 	vm->kvm.fd = -1;
 	vm->serial_out_fd = -1;
+	pthread_mutex_init(&vm->go_lock, NULL);
+	pthread_cond_init(&vm->go_cond, NULL);
 	bus_init(&vm->bus);
 	vm->wake_fd = eventfd(0, EFD_CLOEXEC);
 	if (vm->wake_fd < 0) {
@@ -306,6 +350,7 @@ static int start_vcpus(struct vm *vm)
 			log_error("cannot create the thread of vCPU %u", i);
 			/* The barrier counts every vCPU: stand in for the missing ones. */
 			vm_request_exit(vm, EXIT_HOST, "thread creation failed");
+			release_vcpus(vm);
 			for (unsigned j = i; j < vm->nr_vcpus; j++)
 				pthread_barrier_wait(&vm->ready);
 			return EXIT_HOST;
@@ -376,6 +421,11 @@ int vm_run(struct vm *vm, int sig_fd)
 		for (unsigned i = 0; i < vm->nr_vcpus; i++)
 			if (vm->vcpus[i].setup_error)
 				vm_request_exit(vm, vm->vcpus[i].setup_error, "vCPU configuration failed");
+		if (vm->cfg.hooks) {
+			if (vm->cfg.hooks->vcpus_ready)
+				vm->cfg.hooks->vcpus_ready(vm, vm->cfg.hooks->ctx);
+			release_vcpus(vm);
+		}
 		wait_for_exit(vm, sig_fd);
 	}
 	join_vcpus(vm);
@@ -407,6 +457,7 @@ void vm_destroy(struct vm *vm)
 			munmap(vm->vcpus[i].run, (size_t)vm->kvm.run_size);
 		if (vm->vcpus[i].fd >= 0)
 			close(vm->vcpus[i].fd);
+		exit_series_free(&vm->vcpus[i].stats.series);
 	}
 	free(vm->vcpus);
 	free(vm->cpuid);
@@ -420,5 +471,7 @@ void vm_destroy(struct vm *vm)
 		close(vm->serial_out_fd);
 	if (vm->wake_fd >= 0)
 		close(vm->wake_fd);
+	pthread_cond_destroy(&vm->go_cond);
+	pthread_mutex_destroy(&vm->go_lock);
 	free(vm);
 }

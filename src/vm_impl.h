@@ -9,6 +9,7 @@
 #include "brisk/boot.h"
 #include "brisk/bus.h"
 #include "brisk/cpuid.h"
+#include "brisk/exits.h"
 #include "brisk/kernel.h"
 #include "brisk/kvm.h"
 #include "brisk/mem.h"
@@ -16,13 +17,6 @@
 
 struct serial8250;
 
-/* Cheap per-vCPU exit counters, always on (brisk run --timeline prints them). */
-#define VCPU_EXIT_REASONS 64
-struct vcpu_stats {
-	uint64_t exits[VCPU_EXIT_REASONS];
-	uint64_t ns[VCPU_EXIT_REASONS]; /* time in userspace handling each reason */
-	uint64_t pio_unhandled;
-};
 
 struct vcpu {
 	struct vm *vm;
@@ -33,7 +27,9 @@ struct vcpu {
 	int started;	  /* thread created */
 	_Atomic int done; /* thread left its loop */
 	int setup_error;  /* brisk exit status if configuration failed */
-	struct vcpu_stats stats;
+	pid_t tid;	  /* the thread's id (gettid), for the profiler's trace filter */
+	/* Cheap exit counters, always on (brisk run --timeline, brisk profile). */
+	struct exit_stats stats;
 };
 
 struct vm {
@@ -51,6 +47,10 @@ struct vm {
 	unsigned nr_vcpus;
 	struct vcpu *vcpus;
 	pthread_barrier_t ready; /* vCPU threads + main: configuration done */
+	/* With cfg.hooks: vCPUs wait after `ready` until the hook ran (go) or an exit is requested. */
+	pthread_mutex_t go_lock;
+	pthread_cond_t go_cond;
+	int go;
 	int wake_fd;		 /* eventfd: an exit was requested */
 	_Atomic int exit_requested;
 	int exit_code;
@@ -64,5 +64,8 @@ void vcpu_kick(struct vcpu *v);
 /* Installs the no-op handler of the kick signal (once per process). */
 int vcpu_signals_init(void);
 void vcpu_print_stats(const struct vm *vm, FILE *f);
+
+/* vm.c: with cfg.hooks, blocks a configured vCPU thread until the hook has run or an exit is requested. */
+void vm_wait_go(struct vm *vm);
 
 #endif

@@ -7,6 +7,22 @@
 int cmd_run(int argc, char **argv);
 int cmd_help(int argc, char **argv);
 int cmd_cpuid(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
+
+struct vm_config;
+/*
+ * The options of brisk run (argv[0] is skipped) into cfg, validated. Returns
+ * 0, EXIT_USAGE (after a message), or -1 when --help was printed.
+ */
+int cli_parse_run_options(int argc, char **argv, struct vm_config *cfg);
+/*
+ * Blocks SIGINT/SIGTERM/SIGHUP in every thread and returns a signalfd for
+ * them (or -1); ignores SIGPIPE.
+ */
+int cli_setup_signals(void);
+int cmd_bench(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 
 /* Prints the usage of `command` (NULL: the overview). Returns -1 if unknown. */
 int cli_usage(FILE *f, const char *command);

@@ -10,6 +10,18 @@
 
 enum serial_mode { SERIAL_STDIO = 0, SERIAL_FILE, SERIAL_NONE };
 
+struct vm;
+
+/* Callbacks for the profiler (brisk profile); a plain run has none. */
+struct vm_hooks {
+	/*
+	 * Called on the main thread once every vCPU thread exists and is
+	 * configured, before any of them enters KVM_RUN (tracing starts here).
+	 */
+	void (*vcpus_ready)(struct vm *vm, void *ctx);
+	void *ctx;
+};
+
 struct vm_config {
 	const char *kernel;  /* path; NULL = the built-in demo guest */
 	const char *initrd;  /* path or NULL */
@@ -25,10 +37,11 @@ struct vm_config {
 	struct {
 		unsigned sockets, cores, threads; /* 0 = derived from cpus */
 	} topology;
+	const struct vm_hooks *hooks; /* NULL: none */
 };
 
-struct vm;
 struct bus;
+struct exit_stats;
 struct gmem;
 
 /*
@@ -48,6 +61,17 @@ void vm_destroy(struct vm *vm);
 
 /* Installs the signal handler that kicks vCPUs out of KVM_RUN (once per process). */
 int vm_signals_init(void);
+
+/*
+ * For the profiler: the VM fd, and per vCPU its fd, thread id and exit
+ * counters. Valid from the vcpus_ready hook; the counters are final once
+ * vm_run has returned.
+ */
+int vm_fd(const struct vm *vm);
+unsigned vm_nr_vcpus(const struct vm *vm);
+int vm_vcpu_fd(const struct vm *vm, unsigned i);
+int vm_vcpu_tid(const struct vm *vm, unsigned i);
+struct exit_stats *vm_vcpu_exit_stats(struct vm *vm, unsigned i);
 
 /* Services for devices (callable from any thread). */
 struct bus *vm_bus(struct vm *vm);

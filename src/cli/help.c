@@ -13,6 +13,10 @@ static const char overview[] = "usage: brisk <command> [options]\n"
 			       "commands:\n"
 			       "  run        boot a guest (the built-in demo guest when --kernel is not given)\n"
 			       "  cpuid      show the CPUID table a vCPU would see, without booting\n"
+			       "  profile    boot once with every instrument on; report where boot time went\n"
+			       "  trace      in-kernel exit accounting of another KVM process (QEMU, ...)\n"
+			       "  bench      boot N times; per phase median, p95, MAD, 95% CI of the median\n"
+			       "  compare    boot two configurations interleaved; per phase ratio, U test, verdict\n"
 			       "  help       show help for a command\n"
 			       "\n"
 			       "options:\n"
@@ -43,6 +47,8 @@ static const char run_usage[] =
     "      --prefault         populate all guest RAM before boot\n"
     "      --timeline         after the VM ends, print the boot timeline, exit counts\n"
     "                         and KVM ioctl counts to stdout\n"
+    "      --report-json FILE after the VM ends, write the boot timeline and exit status\n"
+    "                         as JSON (\"brisk-timeline/1\", docs/profiler.md)\n"
     "      --log-level LEVEL  error, warn (default), info or debug; logs go to stderr\n"
     "  -h, --help             this text\n"
     "\n"
@@ -72,6 +78,80 @@ static const char cpuid_usage[] =
     "\n"
     "Exit status: 0, 2 usage or template error, 4 no usable /dev/kvm. See docs/cpuid.md.\n";
 
+static const char profile_usage[] =
+    "usage: brisk profile [report options] RUN-OPTIONS...\n"
+    "\n"
+    "Boot once with full instrumentation and print a report: timeline, userspace\n"
+    "exits by reason/port/address, KVM statistics, in-kernel exits from the kvm\n"
+    "tracepoints attributed to guest RIPs and symbols, redundant CPUID/MSR work,\n"
+    "KVM ioctls. Tracing needs root and tracefs; without them the rest is reported.\n"
+    "\n"
+    "      --json FILE          the report as JSON (schema brisk-profile/1)\n"
+    "      --trace-out FILE     Chrome trace-event JSON (opens in Perfetto)\n"
+    "      --svg FILE           a self-contained SVG timeline chart\n"
+    "      --symbols FILE       System.map or vmlinux (default: an ELF kernel's own symtab)\n"
+    "      --bucket-us N        time bucket of the exit-rate series (default 1000)\n"
+    "      --trace-buffer-kb N  trace ring buffer per CPU (default 16384)\n"
+    "      --no-trace           skip the kvm tracepoints\n"
+    "RUN-OPTIONS are those of brisk run. See docs/profiler.md.\n";
+
+static const char trace_usage[] =
+    "usage: brisk trace [--json FILE] [--symbols FILE] (--pid PID | -- COMMAND ARGS...)\n"
+    "\n"
+    "In-kernel exit accounting and redundant-work detection (as brisk profile)\n"
+    "for another KVM process and all its threads, until it exits (--pid: or until\n"
+    "Ctrl-C). Needs root and tracefs. See docs/profiler.md.\n"
+    "\n"
+    "      --json FILE          the report as JSON (schema brisk-profile/1)\n"
+    "      --symbols FILE       System.map or vmlinux of the traced guest\n"
+    "      --bucket-us N        time bucket of the exit-rate series (default 1000)\n"
+    "      --trace-buffer-kb N  trace ring buffer per CPU (default 16384)\n";
+
+static const char bench_usage[] = "usage: brisk bench -n N [options] [--] RUN-OPTIONS...\n"
+				  "\n"
+				  "Boot `brisk run RUN-OPTIONS` N times in a row (child processes; --serial none\n"
+				  "unless RUN-OPTIONS has --serial) and print, per timeline phase and boot marker,\n"
+				  "n, median, p95, MAD, the 95% bootstrap CI of the median, min and max (us since\n"
+				  "exec), plus \"wall (parent)\": fork to reaped, as the parent measured it.\n"
+				  "\n"
+				  "  -n, --runs N           boots measured, 1..100000 (required)\n"
+				  "      --warmup W         boots run first and not counted (default 1)\n"
+				  "      --expect-status S  the status a good boot exits with (default: the first\n"
+				  "                         boot's); other boots are reported and excluded\n"
+				  "      --json FILE        also write the results as JSON (\"brisk-bench/1\")\n"
+				  "      --resamples B      bootstrap resamples (default 2000)\n"
+				  "      --seed S           bootstrap seed (default 1)\n"
+				  "  -h, --help             this text\n"
+				  "\n"
+				  "bench options come first; the first other argument (or the one after --)\n"
+				  "starts RUN-OPTIONS. Exit status: 0; 2 usage (or brisk run rejected\n"
+				  "RUN-OPTIONS); 4 when a boot failed or could not be started. See docs/profiler.md.\n";
+
+static const char compare_usage[] = "usage: brisk compare -n N --a 'RUN-OPTIONS' --b 'RUN-OPTIONS' [options]\n"
+				    "\n"
+				    "Boot configurations A and B N times each, interleaved (A B A B ...), and print\n"
+				    "per phase the medians, the ratio B/A with its bootstrap CI, the two-sided\n"
+				    "Mann-Whitney U p-value and a verdict: B faster, B slower or no significant\n"
+				    "difference (p < alpha and the CI on one side of 1). Option strings are split\n"
+				    "into words like a shell (quotes, backslash), without expansions.\n"
+				    "\n"
+				    "  -n, --runs N           pairs measured, 1..100000 (required)\n"
+				    "      --a OPTIONS        brisk run options of A (required)\n"
+				    "      --b OPTIONS        brisk run options of B (required)\n"
+				    "      --alpha A          significance level, in (0, 0.5) (default 0.05);\n"
+				    "                         the ratio CI is at level 1 - A\n"
+				    "      --warmup W         pairs run first and not counted (default 1)\n"
+				    "      --shuffle          random order within each pair (seeded by --seed)\n"
+				    "      --expect-status S  the status a good boot exits with (default: each\n"
+				    "                         side's first boot's); other boots are excluded\n"
+				    "      --json FILE        also write the results as JSON (\"brisk-compare/1\")\n"
+				    "      --resamples B      bootstrap resamples (default 2000)\n"
+				    "      --seed S           bootstrap and shuffle seed (default 1)\n"
+				    "  -h, --help             this text\n"
+				    "\n"
+				    "Exit status: 0; 2 usage (or brisk run rejected the options); 4 when a boot\n"
+				    "failed or could not be started. See docs/profiler.md.\n";
+
 int cli_usage(FILE *f, const char *command)
 {
 	if (!command) {
@@ -84,6 +164,22 @@ int cli_usage(FILE *f, const char *command)
 	}
 	if (strcmp(command, "cpuid") == 0) {
 		fputs(cpuid_usage, f);
+		return 0;
+	}
+	if (strcmp(command, "profile") == 0) {
+		fputs(profile_usage, f);
+		return 0;
+	}
+	if (strcmp(command, "trace") == 0) {
+		fputs(trace_usage, f);
+		return 0;
+	}
+	if (strcmp(command, "bench") == 0) {
+		fputs(bench_usage, f);
+		return 0;
+	}
+	if (strcmp(command, "compare") == 0) {
+		fputs(compare_usage, f);
 		return 0;
 	}
 	if (strcmp(command, "help") == 0) {

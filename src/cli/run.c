@@ -14,9 +14,19 @@
 #include "brisk/exitcode.h"
 #include "brisk/log.h"
 #include "brisk/timeline.h"
+#include "brisk/timeline_json.h"
 #include "brisk/vm.h"
 
-enum { OPT_SERIAL = 256, OPT_HUGEPAGES, OPT_PREFAULT, OPT_TIMELINE, OPT_LOG_LEVEL, OPT_TOPOLOGY, OPT_CPU_TEMPLATE };
+enum {
+	OPT_SERIAL = 256,
+	OPT_HUGEPAGES,
+	OPT_PREFAULT,
+	OPT_TIMELINE,
+	OPT_LOG_LEVEL,
+	OPT_TOPOLOGY,
+	OPT_CPU_TEMPLATE,
+	OPT_REPORT_JSON
+};
 
 static const struct option options[] = {
     {"kernel", required_argument, NULL, 'k'},
@@ -30,10 +40,14 @@ static const struct option options[] = {
     {"hugepages", no_argument, NULL, OPT_HUGEPAGES},
     {"prefault", no_argument, NULL, OPT_PREFAULT},
     {"timeline", no_argument, NULL, OPT_TIMELINE},
+    {"report-json", required_argument, NULL, OPT_REPORT_JSON},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
+
+/* --report-json FILE: where the timeline goes when the VM ends (brisk bench reads it). */
+static const char *report_json;
 
 static int bad_value(const char *opt, const char *value, const char *expected)
 {
@@ -84,6 +98,9 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 	case OPT_TIMELINE:
 		cfg->timeline = true;
 		return 0;
+	case OPT_REPORT_JSON:
+		report_json = arg;
+		return 0;
 	case OPT_LOG_LEVEL:
 		if (log_parse_level(arg, &level))
 			return bad_value("--log-level", arg, "error, warn, info or debug");
@@ -97,8 +114,8 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 	}
 }
 
-/* Parses argv into cfg. Returns 0, EXIT_USAGE, or -1 when --help was printed. */
-static int parse_args(int argc, char **argv, struct vm_config *cfg)
+/* Parses argv into cfg (cli.h: also brisk profile's RUN-OPTIONS). */
+int cli_parse_run_options(int argc, char **argv, struct vm_config *cfg)
 {
 	char err[256];
 	int c, ret;
@@ -131,7 +148,7 @@ static int parse_args(int argc, char **argv, struct vm_config *cfg)
  * signalfd by the main thread, which stops the VM cleanly. SIGPIPE is
  * ignored: a closed stdout is the serial device's business, not fatal.
  */
-static int setup_signals(void)
+int cli_setup_signals(void)
 {
 	sigset_t set;
 
@@ -149,12 +166,12 @@ int cmd_run(int argc, char **argv)
 {
 	struct vm_config cfg;
 	struct vm *vm = NULL;
-	int ret = parse_args(argc, argv, &cfg);
+	int ret = cli_parse_run_options(argc, argv, &cfg);
 	int sig_fd;
 
 	if (ret)
 		return ret < 0 ? 0 : ret;
-	sig_fd = setup_signals();
+	sig_fd = cli_setup_signals();
 	if (sig_fd < 0)
 		log_warn("signalfd: %s; SIGINT/SIGTERM will not stop the VM cleanly", strerror(errno));
 	atexit(serial8250_restore_tty);
@@ -168,6 +185,8 @@ int cmd_run(int argc, char **argv)
 			vm_print_report(vm, stdout);
 		vm_destroy(vm);
 	}
+	if (report_json && timeline_write_json(report_json, ret))
+		ret = ret ? ret : EXIT_HOST;
 	if (sig_fd >= 0)
 		close(sig_fd);
 	return ret;

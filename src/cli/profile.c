@@ -1,0 +1,288 @@
+/* profile.c - `brisk profile`: one boot with every instrument on (timeline, exits, KVM stats, kvm tracepoints), then the report. */
+#include <errno.h>
+#include <stdarg.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "brisk/cli.h"
+#include "brisk/devices.h"
+#include "brisk/exitcode.h"
+#include "brisk/exits.h"
+#include "brisk/log.h"
+#include "brisk/profile.h"
+#include "brisk/timeline.h"
+#include "brisk/vm.h"
+
+#define SERIES_MAX_BUCKETS (1u << 16) /* 65 s of 1 ms buckets per vCPU, 256 KiB each */
+#define MAX_WARNINGS	   16
+#define MSG_MAX		   512
+
+/* Everything one profiled boot collects; the hook fills it while the vCPUs wait. */
+struct prof {
+	struct report_opts opt;
+	struct kstats vm_stats;
+	struct kstats *vcpu_stats;
+	unsigned nr_vcpus;
+	const char *snap_ids[KSTATS_MAX_SNAPSHOTS];
+	uint64_t snap_ns[KSTATS_MAX_SNAPSHOTS];
+	unsigned nsnap;
+	char kstats_reason[MSG_MAX];
+	struct trace_session trace;
+	char instance[256]; /* the tracefs instance's name, kept for the report */
+	uint64_t setup_ns;  /* time the hook took (between vcpus_ready and the first KVM_RUN) */
+	int tracing;
+	char trace_reason[MSG_MAX];
+	char warn[MAX_WARNINGS][MSG_MAX];
+	const char *warnings[MAX_WARNINGS];
+	unsigned nwarn;
+};
+
+/* The instance must not outlive brisk, whatever path it exits by. */
+static struct trace_session *live_trace;
+
+static void cleanup_trace_at_exit(void)
+{
+	if (live_trace)
+		trace_cleanup(live_trace);
+}
+
+__attribute__((format(printf, 2, 3))) static void warn(struct prof *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (p->nwarn == MAX_WARNINGS)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(p->warn[p->nwarn], MSG_MAX, fmt, ap);
+	va_end(ap);
+	p->warnings[p->nwarn] = p->warn[p->nwarn];
+	p->nwarn++;
+}
+
+/* Reads every stats fd into the next snapshot, named `id`. */
+static void snapshot(struct prof *p, const char *id)
+{
+	if (p->vm_stats.fd < 0 || p->nsnap == KSTATS_MAX_SNAPSHOTS)
+		return;
+	p->snap_ids[p->nsnap] = id;
+	p->snap_ns[p->nsnap] = timeline_now_ns();
+	p->nsnap++;
+	kstats_snapshot(&p->vm_stats);
+	for (unsigned i = 0; i < p->nr_vcpus; i++)
+		kstats_snapshot(&p->vcpu_stats[i]);
+}
+
+static void open_kstats(struct prof *p, struct vm *vm)
+{
+	char err[MSG_MAX / 2];
+
+	p->vcpu_stats = calloc(p->nr_vcpus, sizeof(*p->vcpu_stats));
+	if (!p->vcpu_stats || kstats_open(&p->vm_stats, vm_fd(vm), err, sizeof(err))) {
+		snprintf(p->kstats_reason, sizeof(p->kstats_reason), "%s", p->vcpu_stats ? err : "out of memory");
+		p->vm_stats.fd = -1;
+		return;
+	}
+	for (unsigned i = 0; i < p->nr_vcpus; i++) {
+		if (kstats_open(&p->vcpu_stats[i], vm_vcpu_fd(vm, i), err, sizeof(err))) {
+			snprintf(p->kstats_reason, sizeof(p->kstats_reason), "vCPU %u: %s", i, err);
+			kstats_close(&p->vm_stats);
+			return;
+		}
+	}
+}
+
+static void start_trace(struct prof *p, struct vm *vm, uint64_t t0)
+{
+	pid_t tids[TRACE_MAX_THREADS];
+	unsigned n = p->nr_vcpus < TRACE_MAX_THREADS ? p->nr_vcpus : TRACE_MAX_THREADS;
+
+	trace_agg_init(&p->trace.agg, t0, p->opt.bucket_ns, SERIES_MAX_BUCKETS);
+	for (unsigned i = 0; i < n; i++) {
+		tids[i] = vm_vcpu_tid(vm, i);
+		trace_agg_set_vcpu(&p->trace.agg, tids[i], (int)i);
+	}
+	if (p->opt.no_trace) {
+		snprintf(p->trace_reason, sizeof(p->trace_reason), "--no-trace given");
+		return;
+	}
+	if (trace_start(&p->trace, tids, n, 0, p->opt.buffer_kb, p->trace_reason, sizeof(p->trace_reason)) == 0) {
+		snprintf(p->instance, sizeof(p->instance), "%s", strrchr(p->trace.dir, '/') + 1);
+		p->tracing = 1;
+		live_trace = &p->trace;
+	}
+}
+
+/* The vcpus_ready hook: every vCPU exists and is configured, none has run yet. */
+static void on_vcpus_ready(struct vm *vm, void *ctx)
+{
+	struct prof *p = ctx;
+	uint64_t t0 = timeline_now_ns();
+
+	p->nr_vcpus = vm_nr_vcpus(vm);
+	open_kstats(p, vm);
+	for (unsigned i = 0; i < p->nr_vcpus; i++)
+		if (exit_series_alloc(&vm_vcpu_exit_stats(vm, i)->series, t0, p->opt.bucket_ns, SERIES_MAX_BUCKETS))
+			warn(p, "vCPU %u: no memory for the exit series", i);
+	start_trace(p, vm, t0);
+	snapshot(p, "vcpus_ready");
+	p->setup_ns = timeline_now_ns() - t0;
+}
+
+/* Splits argv into report options (into p->opt) and RUN-OPTIONS (into run_argv). */
+static int split_args(struct prof *p, int argc, char **argv, char **run_argv, int *run_argc)
+{
+	*run_argc = 0;
+	run_argv[(*run_argc)++] = argv[0];
+	for (int i = 1; i < argc; i++) {
+		int r = report_opts_take(&p->opt, argc, argv, &i, "profile");
+
+		if (r < 0)
+			return EXIT_USAGE;
+		if (r == 0)
+			run_argv[(*run_argc)++] = argv[i];
+	}
+	run_argv[*run_argc] = NULL;
+	return 0;
+}
+
+static void collect_warnings(struct prof *p, const char *sym_why)
+{
+	const struct trace_agg *a = &p->trace.agg;
+	uint64_t lost = a->lost + p->trace.overrun + p->trace.dropped;
+
+	if (!p->tracing)
+		warn(p, "in-kernel exits not traced: %s", p->trace_reason);
+	if (p->vm_stats.fd < 0)
+		warn(p, "KVM statistics unavailable: %s", p->kstats_reason);
+	if (lost)
+		warn(p, "the trace lost %llu events (buffer overrun): CPUID/MSR counts are lower bounds; retry with "
+		     "a larger --trace-buffer-kb", (unsigned long long)lost);
+	if (a->malformed)
+		warn(p, "%llu trace lines could not be parsed", (unsigned long long)a->malformed);
+	if (p->tracing && a->rip_event < 0 && (a->events[TEV_KVM_CPUID] || a->events[TEV_KVM_MSR]))
+		warn(p, "no RIP-carrying event (kvm_exit, kvm_emulate_insn) fired: CPUID/MSR are not attributed");
+	if (sym_why[0])
+		warn(p, "%s", sym_why);
+	warn(p, "the profiler's own setup (tracefs instance, KVM stats fds) took %.1f us between \"vCPUs ready\" and "
+	     "\"first KVM_RUN\"; a plain brisk run does not pay it", (double)p->setup_ns / 1e3);
+}
+
+/* After the run: last snapshot, trace stopped, report built and emitted. */
+static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, const struct symtab *syms,
+		  const char *sym_why)
+{
+	uint64_t before = timeline_now_ns(), end;
+	struct profile_inputs in;
+	struct json_object *r;
+	int ret;
+
+	snapshot(p, "end");
+	if (p->tracing)
+		trace_stop(&p->trace);
+	live_trace = NULL;
+	timeline_mark(TL_EXIT);
+	end = timeline_now_ns();
+	collect_warnings(p, sym_why);
+	in = (struct profile_inputs){
+	    .command = "profile",
+	    .kernel = cfg->kernel,
+	    .pid = getpid(),
+	    /* timeline_get() counts from exec; TL_EXIT was stamped just after `before`. */
+	    .origin_ns = before - (uint64_t)timeline_get(TL_EXIT),
+	    .end_ns = end,
+	    .vm = vm,
+	    .vm_stats = &p->vm_stats,
+	    .vcpu_stats = p->vcpu_stats,
+	    .nr_vcpus = p->nr_vcpus,
+	    .snapshot_ids = p->snap_ids,
+	    .snapshot_ns = p->snap_ns,
+	    .tracing = p->tracing,
+	    .trace_reason = p->trace_reason,
+	    .trace_instance = p->tracing ? p->instance : NULL,
+	    .agg = &p->trace.agg,
+	    .lost = p->trace.agg.lost + p->trace.overrun + p->trace.dropped,
+	    .syms = syms,
+	    .kstats_reason = p->kstats_reason,
+	    .warnings = p->warnings,
+	    .nwarnings = p->nwarn,
+	    .bucket_ns = p->opt.bucket_ns,
+	};
+	r = report_json_build(&in);
+	if (!r)
+		return -ENOMEM;
+	ret = report_emit(r, &p->opt, "profile");
+	json_object_put(r);
+	return ret;
+}
+
+static void release(struct prof *p)
+{
+	kstats_close(&p->vm_stats);
+	for (unsigned i = 0; p->vcpu_stats && i < p->nr_vcpus; i++)
+		kstats_close(&p->vcpu_stats[i]);
+	free(p->vcpu_stats);
+	trace_agg_free(&p->trace.agg);
+}
+
+/* Builds, runs and reports; returns the exit status. */
+static int profile_boot(struct prof *p, struct vm_config *cfg, const struct symtab *syms, const char *sym_why)
+{
+	struct vm_hooks hooks = {.vcpus_ready = on_vcpus_ready, .ctx = p};
+	struct vm *vm = NULL;
+	int sig_fd = cli_setup_signals(), ret;
+
+	cfg->hooks = &hooks;
+	atexit(serial8250_restore_tty);
+	atexit(cleanup_trace_at_exit);
+	if (vm_signals_init() != 0)
+		log_warn("cannot install the vCPU kick signal handler");
+	ret = vm_create(cfg, &vm);
+	if (ret == 0) {
+		ret = vm_run(vm, sig_fd);
+		if (finish(p, vm, cfg, syms, sym_why) && ret == 0)
+			ret = EXIT_HOST;
+		vm_destroy(vm);
+	}
+	if (sig_fd >= 0)
+		close(sig_fd);
+	return ret;
+}
+
+int cmd_profile(int argc, char **argv)
+{
+	struct prof *p = calloc(1, sizeof(*p));
+	char **run_argv = calloc((size_t)argc + 1, sizeof(*run_argv));
+	char err[MSG_MAX], why[MSG_MAX];
+	struct vm_config cfg;
+	struct symtab syms = {0};
+	int run_argc, ret;
+
+	if (!p || !run_argv) {
+		free(p);
+		free(run_argv);
+		return EXIT_HOST;
+	}
+	report_opts_defaults(&p->opt);
+	p->vm_stats.fd = -1;
+	p->trace.pipe_fd = -1;
+	ret = split_args(p, argc, argv, run_argv, &run_argc);
+	if (!ret)
+		ret = cli_parse_run_options(run_argc, run_argv, &cfg);
+	if (ret < 0) { /* --help */
+		cli_usage(stdout, "profile");
+		ret = 0;
+	} else if (!ret && report_load_symbols(&syms, p->opt.symbols, cfg.kernel, err, sizeof(err), why, sizeof(why))) {
+		fprintf(stderr, "brisk profile: --symbols: %s\n", err);
+		ret = EXIT_USAGE;
+	} else if (!ret) {
+		ret = profile_boot(p, &cfg, &syms, why);
+	}
+	symtab_free(&syms);
+	release(p);
+	free(p);
+	free(run_argv);
+	return ret;
+}

@@ -1,0 +1,582 @@
+/* report_json.c - the brisk-profile/1 report object (docs/profiler.md) built from what profile/trace collected. */
+#include <errno.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brisk/exits.h"
+#include "brisk/kvm.h"
+#include "brisk/profile.h"
+#include "brisk/timeline.h"
+#include "brisk/vm.h"
+
+#define MAX_IOCTL_ROWS 64
+#define MAX_SERIES     (1u << 20)
+
+typedef struct json_object jo;
+
+static jo *hex(uint64_t v)
+{
+	char b[24];
+
+	snprintf(b, sizeof(b), "0x%llx", (unsigned long long)v);
+	return json_object_new_string(b);
+}
+
+static jo *dbl(double v)
+{
+	return json_object_new_double(v);
+}
+
+static jo *u64(uint64_t v)
+{
+	return json_object_new_int64(v > INT64_MAX ? INT64_MAX : (int64_t)v);
+}
+
+static void put(jo *o, const char *k, jo *v)
+{
+	json_object_object_add(o, k, v);
+}
+
+static jo *rip_symbol(const struct symtab *syms, uint64_t rip)
+{
+	char b[300];
+
+	return rip != TRACE_NO_RIP && symtab_lookup(syms, rip, b, sizeof(b)) ? json_object_new_string(b) : NULL;
+}
+
+/* ---- timeline: phases and milestones ------------------------------------------------- */
+
+static const struct {
+	enum tl_event ev;
+	const char *id;
+	int phase; /* 1: a VMM phase (slice); 0: a milestone (instant) */
+} tl_ids[] = {
+    {TL_EXEC, "exec", 1},
+    {TL_MAIN, "main", 1},
+    {TL_KVM_OPEN, "kvm_open", 1},
+    {TL_VM_CREATED, "vm_created", 1},
+    {TL_MEMORY, "memory", 1},
+    {TL_KERNEL_LOADED, "kernel_loaded", 1},
+    {TL_VCPUS_READY, "vcpus_ready", 1},
+    {TL_FIRST_RUN, "first_run", 1},
+    {TL_FIRST_EXIT, "first_exit", 0},
+    {TL_FIRST_SERIAL, "first_serial", 0},
+    {TL_GUEST_END, "guest_end", 0},
+    {TL_EXIT, "exit", 0},
+};
+
+static jo *phases_json(void)
+{
+	jo *a = json_object_new_array();
+	int64_t prev = 0;
+
+	for (size_t i = 0; i < sizeof(tl_ids) / sizeof(tl_ids[0]); i++) {
+		int64_t t = timeline_get(tl_ids[i].ev);
+		jo *p;
+
+		if (!tl_ids[i].phase || t < 0)
+			continue;
+		p = json_object_new_object();
+		put(p, "id", json_object_new_string(tl_ids[i].id));
+		put(p, "name", json_object_new_string(timeline_name(tl_ids[i].ev)));
+		put(p, "start_us", dbl((double)prev / 1e3));
+		put(p, "end_us", dbl((double)t / 1e3));
+		put(p, "dur_us", dbl((double)(t - prev) / 1e3));
+		json_object_array_add(a, p);
+		prev = t;
+	}
+	return a;
+}
+
+static jo *milestone(const char *id, const char *name, int64_t ns)
+{
+	jo *m = json_object_new_object();
+
+	put(m, "id", json_object_new_string(id));
+	put(m, "name", json_object_new_string(name));
+	put(m, "us", dbl((double)ns / 1e3));
+	return m;
+}
+
+static int cmp_us(const void *a, const void *b)
+{
+	double x = json_object_get_double(json_object_object_get(*(jo *const *)a, "us"));
+	double y = json_object_get_double(json_object_object_get(*(jo *const *)b, "us"));
+
+	return x < y ? -1 : x > y;
+}
+
+static jo *milestones_json(void)
+{
+	jo *a = json_object_new_array();
+
+	for (size_t i = 0; i < sizeof(tl_ids) / sizeof(tl_ids[0]); i++) {
+		int64_t t = timeline_get(tl_ids[i].ev);
+
+		if (!tl_ids[i].phase && t >= 0)
+			json_object_array_add(a, milestone(tl_ids[i].id, timeline_name(tl_ids[i].ev), t));
+	}
+	for (unsigned i = 0; i < timeline_nr_markers(); i++) {
+		uint32_t v;
+		int64_t t;
+		char name[32];
+		jo *m;
+
+		if (timeline_marker(i, &v, &t))
+			continue;
+		snprintf(name, sizeof(name), "boot marker 0x%x", v);
+		m = milestone("bootmark", name, t);
+		put(m, "value", json_object_new_int64(v));
+		json_object_array_add(a, m);
+	}
+	json_object_array_sort(a, cmp_us);
+	return a;
+}
+
+/* ---- userspace exits --------------------------------------------------------------- */
+
+static void exits_of_vcpu(jo *by_reason, jo *by_addr, const struct exit_stats *s, unsigned vcpu)
+{
+	for (unsigned r = 0; r < EXIT_REASONS; r++) {
+		jo *e;
+
+		if (!s->exits[r])
+			continue;
+		e = json_object_new_object();
+		put(e, "vcpu", json_object_new_int((int)vcpu));
+		put(e, "reason", json_object_new_string(exit_reason_name(r)));
+		put(e, "count", u64(s->exits[r]));
+		put(e, "total_us", dbl((double)s->ns[r] / 1e3));
+		json_object_array_add(by_reason, e);
+	}
+	for (unsigned i = 0; i < EXIT_ADDR_SLOTS; i++) {
+		const struct exit_addr *x = &s->addr[i];
+		jo *e;
+
+		if (x->kind == EXIT_ADDR_NONE || !x->count)
+			continue;
+		e = json_object_new_object();
+		put(e, "vcpu", json_object_new_int((int)vcpu));
+		put(e, "kind", json_object_new_string(x->kind == EXIT_ADDR_PIO ? "pio" : "mmio"));
+		put(e, "addr", u64(x->addr));
+		put(e, "addr_hex", hex(x->addr));
+		put(e, "dir", json_object_new_string(x->write ? "write" : "read"));
+		put(e, "count", u64(x->count));
+		put(e, "total_us", dbl((double)x->ns / 1e3));
+		json_object_array_add(by_addr, e);
+	}
+}
+
+/* By count, most first; equal counts by leaf/index/address, lowest first (a stable, readable order). */
+static int cmp_count(const void *a, const void *b)
+{
+	static const char *const keys[] = {"leaf", "subleaf", "index", "port", "addr", "nr"};
+	jo *p = *(jo *const *)a, *q = *(jo *const *)b;
+	int64_t x = json_object_get_int64(json_object_object_get(p, "count"));
+	int64_t y = json_object_get_int64(json_object_object_get(q, "count"));
+
+	if (x != y)
+		return x > y ? -1 : 1;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		x = json_object_get_int64(json_object_object_get(p, keys[i]));
+		y = json_object_get_int64(json_object_object_get(q, keys[i]));
+		if (x != y)
+			return x < y ? -1 : 1;
+	}
+	return 0;
+}
+
+static jo *exits_json(const struct profile_inputs *in)
+{
+	jo *o = json_object_new_object(), *by_reason = json_object_new_array(), *by_addr = json_object_new_array();
+	uint64_t overflow = 0;
+
+	for (unsigned i = 0; in->vm && i < vm_nr_vcpus(in->vm); i++) {
+		const struct exit_stats *s = vm_vcpu_exit_stats(in->vm, i);
+
+		exits_of_vcpu(by_reason, by_addr, s, i);
+		overflow += s->addr_overflow;
+	}
+	json_object_array_sort(by_addr, cmp_count);
+	put(o, "by_reason", by_reason);
+	put(o, "by_address", by_addr);
+	put(o, "address_overflow", u64(overflow));
+	return o;
+}
+
+/* ---- KVM binary stats ------------------------------------------------------------- */
+
+/* The statistics of one fd that are non-zero in some snapshot. */
+static jo *kstats_list(const struct kstats *k)
+{
+	jo *a = json_object_new_array();
+
+	for (unsigned i = 0; i < k->n; i++) {
+		jo *s, *vals, *deltas;
+		int nonzero = 0;
+
+		for (unsigned n = 0; n < k->nsnap; n++)
+			nonzero |= k->values[n][i] != 0;
+		if (!nonzero)
+			continue;
+		s = json_object_new_object();
+		vals = json_object_new_array();
+		deltas = json_object_new_array();
+		for (unsigned n = 0; n < k->nsnap; n++) {
+			json_object_array_add(vals, u64(k->values[n][i]));
+			if (n)
+				json_object_array_add(
+				    deltas, json_object_new_int64((int64_t)(k->values[n][i] - k->values[n - 1][i])));
+		}
+		put(s, "name", json_object_new_string(k->desc[i].name));
+		put(s, "kind", json_object_new_string(kstats_kind(k->desc[i].flags)));
+		put(s, "values", vals);
+		put(s, "deltas", deltas);
+		json_object_array_add(a, s);
+	}
+	return a;
+}
+
+static jo *kvm_stats_json(const struct profile_inputs *in)
+{
+	jo *o = json_object_new_object(), *snaps = json_object_new_array(), *vcpus = json_object_new_array();
+	int ok = in->vm_stats && in->vm_stats->fd >= 0;
+
+	put(o, "available", json_object_new_boolean(ok));
+	put(o, "reason", ok || !in->kstats_reason ? NULL : json_object_new_string(in->kstats_reason));
+	for (unsigned n = 0; ok && n < in->vm_stats->nsnap; n++) {
+		jo *s = json_object_new_object();
+
+		put(s, "id", json_object_new_string(in->snapshot_ids[n]));
+		put(s, "us", dbl((double)(in->snapshot_ns[n] - in->origin_ns) / 1e3));
+		json_object_array_add(snaps, s);
+	}
+	put(o, "snapshots", snaps);
+	put(o, "vm", ok ? kstats_list(in->vm_stats) : json_object_new_array());
+	for (unsigned i = 0; ok && in->vcpu_stats && i < in->nr_vcpus; i++) {
+		jo *v = json_object_new_object();
+
+		put(v, "vcpu", json_object_new_int((int)i));
+		put(v, "stats", kstats_list(&in->vcpu_stats[i]));
+		json_object_array_add(vcpus, v);
+	}
+	put(o, "vcpus", vcpus);
+	return o;
+}
+
+/* ---- tracing ------------------------------------------------------------------------ */
+
+static jo *small_table(const struct ttable *t, const char *addr_key, int hex_addr, int dir)
+{
+	jo *a = json_object_new_array();
+
+	for (size_t i = 0; i < t->cap; i++) {
+		const struct tt_entry *e = &t->e[i];
+		jo *r;
+
+		if (!e->used)
+			continue;
+		r = json_object_new_object();
+		put(r, addr_key, hex_addr ? hex(e->k[0]) : u64(e->k[0]));
+		if (!hex_addr && dir) {
+			char k[16];
+
+			snprintf(k, sizeof(k), "%s_hex", addr_key);
+			put(r, k, hex(e->k[0]));
+		}
+		if (dir)
+			put(r, "dir", json_object_new_string(e->k[1] ? "write" : "read"));
+		put(r, "count", u64(e->count));
+		json_object_array_add(a, r);
+	}
+	json_object_array_sort(a, cmp_count);
+	return a;
+}
+
+static jo *threads_json(const struct trace_agg *a)
+{
+	jo *arr = json_object_new_array();
+
+	for (unsigned i = 0; i < a->nthreads; i++) {
+		jo *t = json_object_new_object();
+
+		put(t, "tid", json_object_new_int(a->thread[i].tid));
+		put(t, "vcpu", json_object_new_int(a->thread[i].vcpu));
+		put(t, "comm", json_object_new_string(a->thread[i].comm));
+		put(t, "events", u64(a->thread[i].events));
+		json_object_array_add(arr, t);
+	}
+	return arr;
+}
+
+static jo *reasons_json(const struct trace_agg *a)
+{
+	jo *arr = json_object_new_array();
+
+	for (unsigned i = 0; i < a->nreasons; i++) {
+		const struct trace_reason *r = &a->reason[i];
+		jo *o = json_object_new_object();
+
+		put(o, "reason", json_object_new_string(r->name));
+		put(o, "count", u64(r->count));
+		put(o, "mean_us", r->gaps ? dbl((double)r->gap_ns / (double)r->gaps / 1e3) : NULL);
+		json_object_array_add(arr, o);
+	}
+	json_object_array_sort(arr, cmp_count);
+	return arr;
+}
+
+static jo *tracing_json(const struct profile_inputs *in)
+{
+	jo *o = json_object_new_object(), *ev = json_object_new_object();
+	const struct trace_agg *a = in->tracing ? in->agg : NULL;
+
+	put(o, "available", json_object_new_boolean(a != NULL));
+	put(o, "reason", a || !in->trace_reason ? NULL : json_object_new_string(in->trace_reason));
+	put(o, "instance", in->trace_instance ? json_object_new_string(in->trace_instance) : NULL);
+	put(o, "clock", json_object_new_string("mono"));
+	put(o, "rip_event", a && a->rip_event >= 0 ? json_object_new_string(trace_ev_name(a->rip_event)) : NULL);
+	for (int e = 0; a && e < TEV_OTHER; e++)
+		put(ev, trace_ev_name((enum trace_ev)e), u64(a->events[e]));
+	put(o, "events", ev);
+	put(o, "lost_events", u64(in->lost));
+	put(o, "malformed_lines", u64(a ? a->malformed : 0));
+	put(o, "threads", a ? threads_json(a) : json_object_new_array());
+	put(o, "exit_reasons", a ? reasons_json(a) : json_object_new_array());
+	put(o, "pio", a ? small_table(&a->pio, "port", 0, 1) : json_object_new_array());
+	put(o, "mmio", a ? small_table(&a->mmio, "gpa", 1, 1) : json_object_new_array());
+	put(o, "hypercalls", a ? small_table(&a->hcall, "nr", 0, 0) : json_object_new_array());
+	return o;
+}
+
+/* ---- cpuid and msr, by input with their RIPs ---------------------------------------- */
+
+/* Finds or adds the row of input (k1, k2) in rows (a JSON array), keyed by "_k". */
+static jo *input_row(jo *rows, jo *index, uint64_t k1, uint64_t k2, int is_msr)
+{
+	char key[48];
+	jo *r;
+
+	snprintf(key, sizeof(key), "%llx:%llx", (unsigned long long)k1, (unsigned long long)k2);
+	if (json_object_object_get_ex(index, key, &r))
+		return r;
+	r = json_object_new_object();
+	if (is_msr) {
+		put(r, "index", u64(k1));
+		put(r, "index_hex", hex(k1));
+		put(r, "dir", json_object_new_string(k2 ? "write" : "read"));
+	} else {
+		put(r, "leaf", u64(k1));
+		put(r, "subleaf", u64(k2));
+		put(r, "leaf_hex", hex(k1));
+	}
+	put(r, "count", json_object_new_int64(0));
+	put(r, "rips", json_object_new_array());
+	json_object_array_add(rows, r);
+	json_object_object_add(index, key, json_object_get(r));
+	return r;
+}
+
+static jo *inputs_json(const struct ttable *t, const struct symtab *syms, int is_msr)
+{
+	jo *rows = json_object_new_array(), *index = json_object_new_object();
+
+	for (size_t i = 0; i < t->cap; i++) {
+		const struct tt_entry *e = &t->e[i];
+		jo *r, *rip;
+
+		if (!e->used)
+			continue;
+		r = input_row(rows, index, e->k[1], e->k[2], is_msr);
+		put(r, "count",
+		    json_object_new_int64(json_object_get_int64(json_object_object_get(r, "count")) +
+					  (int64_t)e->count));
+		rip = json_object_new_object();
+		put(rip, "rip", e->k[0] == TRACE_NO_RIP ? NULL : hex(e->k[0]));
+		put(rip, "count", u64(e->count));
+		put(rip, "symbol", rip_symbol(syms, e->k[0]));
+		json_object_array_add(json_object_object_get(r, "rips"), rip);
+	}
+	json_object_put(index);
+	for (size_t i = 0; i < json_object_array_length(rows); i++)
+		json_object_array_sort(json_object_object_get(json_object_array_get_idx(rows, i), "rips"), cmp_count);
+	json_object_array_sort(rows, cmp_count);
+	return rows;
+}
+
+static jo *redundant_json(const struct trace_agg *a, const struct symtab *syms)
+{
+	jo *arr = json_object_new_array();
+	struct redundant *r = NULL;
+	int n = redundant_find(a, &r);
+
+	for (int i = 0; i < n; i++) {
+		jo *o = json_object_new_object();
+
+		put(o, "kind", json_object_new_string(r[i].kind));
+		put(o, "rip", hex(r[i].rip));
+		put(o, "symbol", rip_symbol(syms, r[i].rip));
+		put(o, "count", u64(r[i].count));
+		put(o, "distinct_inputs", u64(r[i].distinct_inputs));
+		put(o, "distinct_results", u64(r[i].distinct_results));
+		put(o, "deterministic", json_object_new_boolean(r[i].deterministic));
+		put(o, "cacheable", u64(r[i].cacheable));
+		put(o, "mean_cost_us", dbl(r[i].mean_cost_us));
+		put(o, "cost_us", dbl(r[i].cost_us));
+		put(o, "cost_source", json_object_new_string(r[i].cost_source));
+		json_object_array_add(arr, o);
+	}
+	free(r);
+	return arr;
+}
+
+/* ---- ioctls ------------------------------------------------------------------------- */
+
+static void ioctls_json(jo *report, int have)
+{
+	struct kvm_ioctl_stat s[MAX_IOCTL_ROWS];
+	unsigned n = have ? kvm_ioctl_stats(s, MAX_IOCTL_ROWS) : 0;
+	jo *c = json_object_new_object(), *t = json_object_new_object();
+
+	for (unsigned i = 0; i < n && i < MAX_IOCTL_ROWS; i++) {
+		put(c, s[i].name, u64(s[i].count));
+		put(t, s[i].name, dbl((double)s[i].ns / 1e3));
+	}
+	put(report, "ioctls", c);
+	put(report, "ioctls_us", t);
+}
+
+/* ---- series --------------------------------------------------------------------------- */
+
+static jo *track(int vcpu, int tid, const char *source, const uint32_t *b, uint32_t nb, uint32_t len)
+{
+	jo *t = json_object_new_object(), *counts = json_object_new_array_ext((int)len);
+
+	put(t, "vcpu", json_object_new_int(vcpu));
+	put(t, "tid", tid > 0 ? json_object_new_int(tid) : NULL);
+	put(t, "source", json_object_new_string(source));
+	for (uint32_t i = 0; i < len; i++)
+		json_object_array_add(counts, json_object_new_int64(i < nb && b ? b[i] : 0));
+	put(t, "counts", counts);
+	return t;
+}
+
+/* The number of buckets up to the last non-zero one over every track. */
+static uint32_t series_len(const struct profile_inputs *in)
+{
+	uint32_t len = 0;
+
+	for (unsigned i = 0; in->vm && i < vm_nr_vcpus(in->vm); i++) {
+		const struct exit_series *s = &vm_vcpu_exit_stats(in->vm, i)->series;
+
+		for (uint32_t b = 0; s->buckets && b < s->nr; b++)
+			if (s->buckets[b] && b + 1 > len)
+				len = b + 1;
+	}
+	for (unsigned i = 0; in->tracing && i < in->agg->nthreads; i++) {
+		const struct trace_thread *t = &in->agg->thread[i];
+
+		for (uint32_t b = 0; b < t->nbuckets; b++)
+			if (t->buckets[b] && b + 1 > len)
+				len = b + 1;
+	}
+	return len < MAX_SERIES ? len : MAX_SERIES;
+}
+
+static jo *series_json(const struct profile_inputs *in, uint64_t start_ns)
+{
+	jo *o = json_object_new_object(), *tracks = json_object_new_array();
+	uint32_t len = series_len(in);
+
+	put(o, "bucket_us", dbl((double)in->bucket_ns / 1e3));
+	put(o, "start_us", dbl((double)(start_ns - in->origin_ns) / 1e3));
+	for (unsigned i = 0; in->tracing && i < in->agg->nthreads; i++) {
+		const struct trace_thread *t = &in->agg->thread[i];
+
+		json_object_array_add(tracks, track(t->vcpu, t->tid, "kvm", t->buckets, t->nbuckets, len));
+	}
+	for (unsigned i = 0; in->vm && i < vm_nr_vcpus(in->vm); i++) {
+		const struct exit_series *s = &vm_vcpu_exit_stats(in->vm, i)->series;
+
+		json_object_array_add(tracks,
+				      track((int)i, vm_vcpu_tid(in->vm, i), "userspace", s->buckets, s->nr, len));
+	}
+	put(o, "tracks", tracks);
+	return o;
+}
+
+/* Where bucket 0 starts: the userspace series' start (brisk sets both alike), the trace's, or the origin. */
+static uint64_t series_start(const struct profile_inputs *in)
+{
+	if (in->vm && vm_nr_vcpus(in->vm) && vm_vcpu_exit_stats(in->vm, 0)->series.buckets)
+		return vm_vcpu_exit_stats(in->vm, 0)->series.start_ns;
+	if (in->tracing && in->agg->bucket_ns)
+		return in->agg->series_start_ns;
+	return in->origin_ns;
+}
+
+/* ---- the whole report ---------------------------------------------------------------- */
+
+static jo *target_json(const struct profile_inputs *in)
+{
+	jo *t = json_object_new_object(), *argv = NULL;
+
+	if (in->argv) {
+		argv = json_object_new_array();
+		for (size_t i = 0; in->argv[i]; i++)
+			json_object_array_add(argv, json_object_new_string(in->argv[i]));
+	}
+	put(t, "kernel", in->kernel ? json_object_new_string(in->kernel) : NULL);
+	put(t, "argv", argv);
+	put(t, "pid", in->pid > 0 ? json_object_new_int(in->pid) : NULL);
+	return t;
+}
+
+static jo *warnings_json(const struct profile_inputs *in)
+{
+	jo *a = json_object_new_array();
+
+	for (unsigned i = 0; i < in->nwarnings; i++)
+		json_object_array_add(a, json_object_new_string(in->warnings[i]));
+	return a;
+}
+
+jo *report_json_build(const struct profile_inputs *in)
+{
+	static struct trace_agg empty;
+	const struct trace_agg *a = in->tracing ? in->agg : &empty;
+	jo *r = json_object_new_object();
+	int profile = in->vm != NULL;
+
+	if (!r)
+		return NULL;
+	put(r, "schema", json_object_new_string(PROFILE_SCHEMA));
+	put(r, "generator", json_object_new_string("brisk " BRISK_VERSION));
+	put(r, "command", json_object_new_string(in->command));
+	put(r, "target", target_json(in));
+	put(r, "time_origin", json_object_new_string(profile ? "exec" : "trace_start"));
+	put(r, "duration_us", dbl((double)(in->end_ns - in->origin_ns) / 1e3));
+	put(r, "phases", profile ? phases_json() : json_object_new_array());
+	put(r, "milestones", profile ? milestones_json() : json_object_new_array());
+	put(r, "exits", exits_json(in));
+	put(r, "kvm_stats", kvm_stats_json(in));
+	put(r, "tracing", tracing_json(in));
+	put(r, "cpuid", inputs_json(&a->cpuid, in->syms, 0));
+	put(r, "msr", inputs_json(&a->msr, in->syms, 1));
+	put(r, "redundant", redundant_json(a, in->syms));
+	ioctls_json(r, profile);
+	put(r, "series", series_json(in, series_start(in)));
+	put(r, "warnings", warnings_json(in));
+	return r;
+}
+
+int report_json_write(jo *report, const char *path, char *err, size_t errlen)
+{
+	if (json_object_to_file_ext(path, report, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE)) {
+		snprintf(err, errlen, "cannot write %s: %s", path, json_util_get_last_err());
+		return -EIO;
+	}
+	return 0;
+}

@@ -1,0 +1,283 @@
+/* tracefs.c - a private tracefs instance for the kvm events of chosen threads, read by a thread while the guest runs. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "brisk/profile.h"
+
+/*
+ * Documentation/trace/ftrace.rst: "instances" (a private buffer with its own
+ * events, filters and clock), set_event_pid (+ options/event-fork to follow
+ * children), trace_pipe (consuming read; "CPU:N [LOST M EVENTS]" markers when
+ * the ring overwrote data), per_cpu/cpuN/stats (overrun, dropped events).
+ * trace_clock "mono" makes timestamps CLOCK_MONOTONIC, the timeline's clock.
+ */
+#define TRACEFS_MAGIC_NR 0x74726163 /* "trac", include/uapi/linux/magic.h */
+#define READ_CHUNK	 65536
+#define LINE_MAX_LEN	 4096
+#define POLL_MS		 50
+
+static const char *const wanted[] = {"kvm_exit", "kvm_emulate_insn", "kvm_cpuid",    "kvm_msr",
+				     "kvm_pio",	 "kvm_mmio",	     "kvm_hypercall"};
+
+static int write_file(const char *dir, const char *name, const char *val)
+{
+	char path[512];
+	int fd, ret = 0;
+	size_t len = strlen(val);
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, len) != (ssize_t)len)
+		ret = -errno ? -errno : -EIO;
+	close(fd);
+	return ret;
+}
+
+/* The tracefs mount: /sys/kernel/tracing, or the debugfs alias. Returns 0 or -ENOENT. */
+static int find_root(struct trace_session *s)
+{
+	static const char *const roots[] = {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"};
+	struct statfs st;
+
+	for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
+		if (statfs(roots[i], &st) == 0 && st.f_type == TRACEFS_MAGIC_NR) {
+			snprintf(s->root, sizeof(s->root), "%s", roots[i]);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return ret;
+}
+
+/* Enables each wanted event the kernel has; returns how many. */
+static int enable_events(struct trace_session *s)
+{
+	char name[320];
+	int n = 0;
+
+	for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
+		snprintf(name, sizeof(name), "events/kvm/%s/enable", wanted[i]);
+		if (write_file(s->dir, name, "1") == 0)
+			n++;
+	}
+	return n;
+}
+
+static int set_pids(struct trace_session *s, const pid_t *tids, unsigned n, int follow_forks)
+{
+	size_t cap = (size_t)n * 12 + 2, len = 0;
+	char *buf = malloc(cap);
+	int ret;
+
+	if (!buf)
+		return -ENOMEM;
+	buf[0] = '\0';
+	for (unsigned i = 0; i < n; i++)
+		len += (size_t)snprintf(buf + len, cap - len, "%d ", (int)tids[i]);
+	ret = write_file(s->dir, "set_event_pid", buf);
+	free(buf);
+	if (!ret && follow_forks)
+		ret = write_file(s->dir, "options/event-fork", "1");
+	return ret;
+}
+
+static void feed(struct trace_session *s, char *buf, size_t *len)
+{
+	char *start = buf, *nl;
+
+	pthread_mutex_lock(&s->lock);
+	while ((nl = memchr(start, '\n', (size_t)(buf + *len - start))) != NULL) {
+		*nl = '\0';
+		trace_agg_line(&s->agg, start);
+		start = nl + 1;
+	}
+	pthread_mutex_unlock(&s->lock);
+	*len = (size_t)(buf + *len - start);
+	memmove(buf, start, *len);
+	if (*len >= LINE_MAX_LEN) { /* a line longer than any kvm event: drop it */
+		s->agg.malformed++;
+		*len = 0;
+	}
+}
+
+/* Reads until told to stop, then drains what is left (non-blocking reads until EAGAIN). */
+static void *reader(void *arg)
+{
+	struct trace_session *s = arg;
+	char *buf = malloc(READ_CHUNK + LINE_MAX_LEN);
+	size_t len = 0;
+
+	if (!buf)
+		return NULL;
+	for (;;) {
+		struct pollfd p = {.fd = s->pipe_fd, .events = POLLIN};
+		int stopping = atomic_load(&s->stop);
+		ssize_t n;
+
+		if (!stopping && poll(&p, 1, POLL_MS) <= 0)
+			continue;
+		n = read(s->pipe_fd, buf + len, READ_CHUNK);
+		if (n > 0) {
+			len += (size_t)n;
+			feed(s, buf, &len);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (stopping) /* empty (EAGAIN) or closed: everything was read */
+			break;
+	}
+	free(buf);
+	return NULL;
+}
+
+static int open_pipe(struct trace_session *s)
+{
+	char path[320];
+
+	snprintf(path, sizeof(path), "%s/trace_pipe", s->dir);
+	s->pipe_fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	return s->pipe_fd < 0 ? -errno : 0;
+}
+
+static int configure(struct trace_session *s, const pid_t *tids, unsigned ntids, int follow_forks, unsigned kb,
+		     char *err, size_t errlen)
+{
+	char val[32];
+	int ret;
+
+	snprintf(val, sizeof(val), "%u", kb);
+	if ((ret = write_file(s->dir, "tracing_on", "0")) || (ret = write_file(s->dir, "trace_clock", "mono")))
+		return fail(err, errlen, ret, "tracefs instance %s: cannot configure it: %s", s->dir, strerror(-ret));
+	if ((ret = write_file(s->dir, "buffer_size_kb", val)))
+		return fail(err, errlen, ret, "tracefs instance %s: cannot size the buffer: %s", s->dir, strerror(-ret));
+	if ((ret = set_pids(s, tids, ntids, follow_forks)))
+		return fail(err, errlen, ret, "tracefs instance %s: set_event_pid: %s", s->dir, strerror(-ret));
+	if (enable_events(s) == 0) {
+		snprintf(err, errlen, "tracefs at %s has no kvm events (is the kvm module loaded?)", s->root);
+		return -ENOENT;
+	}
+	if ((ret = open_pipe(s)))
+		return fail(err, errlen, ret, "tracefs instance %s: cannot open trace_pipe: %s", s->dir, strerror(-ret));
+	return 0;
+}
+
+int trace_start(struct trace_session *s, const pid_t *tids, unsigned ntids, int follow_forks, unsigned buffer_kb,
+		char *err, size_t errlen)
+{
+	char events[300];
+	int ret;
+
+	s->pipe_fd = -1;
+	s->dir[0] = '\0';
+	atomic_store(&s->stop, 0);
+	pthread_mutex_init(&s->lock, NULL);
+	if (find_root(s))
+		return fail(err, errlen, -ENOENT,
+			    "tracefs is not mounted at /sys/kernel/tracing (mount -t tracefs nodev /sys/kernel/tracing)");
+	snprintf(events, sizeof(events), "%s/events/kvm", s->root);
+	if (access(events, F_OK))
+		return fail(err, errlen, -ENOENT, "%s is missing: is the kvm module loaded?", events);
+	snprintf(s->dir, sizeof(s->dir), "%s/instances/brisk-%d", s->root, (int)getpid());
+	if (mkdir(s->dir, 0700) && errno != EEXIST) {
+		ret = -errno;
+		s->dir[0] = '\0';
+		return fail(err, errlen, ret, "cannot create a tracefs instance under %s: %s (needs root)", s->root,
+			    strerror(-ret));
+	}
+	ret = configure(s, tids, ntids, follow_forks, buffer_kb, err, errlen);
+	if (!ret && (ret = write_file(s->dir, "tracing_on", "1")))
+		fail(err, errlen, ret, "tracefs instance %s: tracing_on: %s", s->dir, strerror(-ret));
+	if (!ret && (ret = -pthread_create(&s->reader, NULL, reader, s)))
+		fail(err, errlen, ret, "tracefs: cannot start the reader thread: %s", strerror(-ret));
+	if (ret) {
+		trace_cleanup(s);
+		return ret;
+	}
+	s->reader_started = 1;
+	return 0;
+}
+
+/* Sums "KEY: N" over the per_cpu/cpuN/stats files. */
+static uint64_t sum_stat(const struct trace_session *s, const char *key)
+{
+	char path[1024], line[128];
+	uint64_t total = 0;
+	size_t klen = strlen(key);
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), "%s/per_cpu", s->dir);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) != NULL) {
+		FILE *f;
+
+		if (strncmp(e->d_name, "cpu", 3) != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/per_cpu/%s/stats", s->dir, e->d_name);
+		f = fopen(path, "re");
+		while (f && fgets(line, sizeof(line), f))
+			if (strncmp(line, key, klen) == 0 && line[klen] == ':')
+				total += strtoull(line + klen + 1, NULL, 10);
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+	return total;
+}
+
+void trace_stop(struct trace_session *s)
+{
+	if (!s->dir[0])
+		return;
+	write_file(s->dir, "tracing_on", "0");
+	atomic_store(&s->stop, 1);
+	if (s->reader_started)
+		pthread_join(s->reader, NULL);
+	s->reader_started = 0;
+	s->overrun = sum_stat(s, "overrun");
+	s->dropped = sum_stat(s, "dropped events");
+	trace_cleanup(s);
+}
+
+void trace_cleanup(struct trace_session *s)
+{
+	if (s->reader_started) {
+		atomic_store(&s->stop, 1);
+		pthread_join(s->reader, NULL);
+		s->reader_started = 0;
+	}
+	if (s->pipe_fd >= 0)
+		close(s->pipe_fd);
+	s->pipe_fd = -1;
+	if (!s->dir[0])
+		return;
+	/* Events off first: an instance with enabled events cannot be removed (EBUSY). */
+	write_file(s->dir, "events/enable", "0");
+	write_file(s->dir, "set_event_pid", "");
+	if (rmdir(s->dir))
+		fprintf(stderr, "brisk: cannot remove tracefs instance %s: %s\n", s->dir, strerror(errno));
+	s->dir[0] = '\0';
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# mkinitramfs.sh -- build the initramfs of brisk's real-kernel tier.
+#
+# Usage: tests/linux/mkinitramfs.sh [--busybox] OUT.cpio.gz
+#
+# A gzip'd newc cpio holding
+#   /init                  tests/linux/init.c, built static (gcc -static -O2)
+#   /dev/console, /dev/port, /dev/mem, /dev/null, /dev/ttyS0
+#                          device nodes (init mounts devtmpfs over /dev anyway;
+#                          the nodes are for a kernel without devtmpfs)
+#   /proc /sys /dev /tmp   empty directories
+# With --busybox (make demo-linux): /bin/busybox from Debian's busybox-static
+# (apt-get installed when missing) and its applet links in /bin, so
+# "brisk.shell=1" on the kernel command line drops into /bin/sh.
+# Rebuilt only when init.c, this script or busybox changed. Needs root for the
+# device nodes; without root they are left out (init mknods or mounts them).
+set -euo pipefail
+die() { echo "mkinitramfs: $*" >&2; exit 1; }
+HERE=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd -P)
+busybox=0
+[[ ${1:-} = --busybox ]] && { busybox=1; shift; }
+[[ $# -eq 1 ]] || die "usage: $0 [--busybox] OUT.cpio.gz"
+out=$(readlink -f "$1")
+dir=$(dirname "$out")
+mkdir -p "$dir"
+CC=${CC:-gcc}
+
+init=$dir/init
+if [[ ! -x $init || $HERE/init.c -nt $init ]]; then
+	$CC -static -O2 -Wall -Wextra -Werror -o "$init.tmp" "$HERE/init.c" ||
+		die "cannot build a static init (is libc6-dev installed?)"
+	mv "$init.tmp" "$init"
+fi
+
+bb=
+if [[ $busybox = 1 ]]; then
+	if ! dpkg-query -W -f='${db:Status-Status}' busybox-static 2>/dev/null | grep -qx installed; then
+		[[ $(id -u) = 0 ]] || die "busybox-static is not installed (apt-get install busybox-static)"
+		echo "mkinitramfs: installing busybox-static" >&2
+		{ DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends busybox-static ||
+		  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends busybox-static; }
+		} >&2 || die "apt-get install busybox-static failed"
+	fi
+	bb=$(dpkg -L busybox-static | grep -E '/s?bin/busybox$' | head -n1)
+	[[ -x $bb ]] || die "busybox-static installed but no busybox binary found"
+fi
+
+stamp="$(cat "$init" "$HERE/mkinitramfs.sh" ${bb:+"$bb"} | sha256sum | cut -c1-16)-$(id -u)"
+if [[ -f $out && $(cat "$out.stamp" 2>/dev/null) = "$stamp" ]]; then
+	exit 0
+fi
+tmp=$(mktemp -d "$dir/initramfs.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp"/{dev,proc,sys,tmp,bin,sbin}
+cp "$init" "$tmp/init"
+if [[ $(id -u) = 0 ]]; then
+	mknod -m 600 "$tmp/dev/console" c 5 1
+	mknod -m 600 "$tmp/dev/port" c 1 4
+	mknod -m 600 "$tmp/dev/mem" c 1 1
+	mknod -m 666 "$tmp/dev/null" c 1 3
+	mknod -m 660 "$tmp/dev/ttyS0" c 4 64
+fi
+if [[ -n $bb ]]; then
+	cp "$bb" "$tmp/bin/busybox"
+	for a in $("$bb" --list); do
+		[[ $a = busybox || -e $tmp/bin/$a ]] || ln -s busybox "$tmp/bin/$a"
+	done
+fi
+(cd "$tmp" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet | gzip -9n) > "$out.tmp"
+mv "$out.tmp" "$out"
+echo "$stamp" > "$out.stamp"
+echo "mkinitramfs: $out ($(stat -c %s "$out") bytes${bb:+, with busybox})" >&2

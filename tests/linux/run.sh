@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# run.sh -- the real-kernel tier: `make check-linux` (and the last step of `make check`).
+#
+# 1. tests/linux/fetch-kernel.sh   Debian's stock kernel -> build/linux/vmlinuz (+ vmlinux with PVH)
+# 2. tests/linux/mkinitramfs.sh    static init (tests/linux/init.c) -> build/linux/initramfs.cpio.gz
+# 3. pytest tests/linux            boots it with brisk (bzImage, PVH, SMP)
+#
+# Where this host has no /dev/kvm, step 3 runs inside scripts/nested-kvm.sh
+# (QEMU TCG with an emulated AMD SVM: a real KVM), unless BRISK_NO_NESTED is
+# set; if that VM cannot run, pytest runs here and skips with the reason.
+# Everything that stops the tier from running (no kernel package, no
+# nested VM) ends as pytest skips with a one-line reason, so the summary line
+# is always a pytest one (scripts/check.sh counts it).
+#
+# Environment: BRISK (brisk binary, default build/brisk), BRISK_LINUX_TIMEOUT
+# (seconds per boot, default 900), NESTED_KVM_TIMEOUT (default here 1500),
+# BRISK_LINUX_NESTED=0 (never use the nested VM), PYTHON (default /usr/bin/python3).
+set -uo pipefail
+cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.."
+BUILD=${BUILD:-build}
+PYTHON=${PYTHON:-/usr/bin/python3}
+export BRISK=${BRISK:-$BUILD/brisk}
+OUT=$BUILD/linux
+
+skip=
+if ! tests/linux/fetch-kernel.sh; then
+	skip="Debian's kernel could not be fetched (tests/linux/fetch-kernel.sh failed; apt-get download needs the network)"
+elif ! tests/linux/mkinitramfs.sh "$OUT/initramfs.cpio.gz"; then
+	skip="the initramfs could not be built (tests/linux/mkinitramfs.sh failed)"
+fi
+[ -z "$skip" ] || export BRISK_LINUX_SKIP="$skip"
+
+pytest_here() {
+	"$PYTHON" -m pytest -rs -p no:cacheprovider tests/linux "$@"
+}
+
+if [ -z "$skip" ] && [ ! -e /dev/kvm ] && [ -x scripts/nested-kvm.sh ] &&
+	[ -z "${BRISK_NO_NESTED:-}" ] && [ "${BRISK_LINUX_NESTED:-1}" != 0 ]; then
+	echo "== /dev/kvm missing on this host: booting Linux inside a nested KVM (scripts/nested-kvm.sh, QEMU TCG)"
+	errf=$(mktemp)
+	NESTED_KVM_TIMEOUT=${NESTED_KVM_TIMEOUT:-1500} \
+		scripts/nested-kvm.sh -- env BRISK_IN_NESTED=1 "$PYTHON" -m pytest -rs -p no:cacheprovider tests/linux \
+		2> >(tee "$errf" >&2)
+	rc=$?
+	wait
+	if [ $rc -ne 125 ]; then
+		rm -f "$errf"
+		exit $rc
+	fi
+	# 125: the nested VM could not run pytest; run it here, where it skips with the reason
+	export BRISK_LINUX_SKIP="no /dev/kvm (and the nested KVM could not run: $(grep '^nested-kvm:' "$errf" | tail -n1 | sed 's/^nested-kvm: //'))"
+	rm -f "$errf"
+fi
+pytest_here
