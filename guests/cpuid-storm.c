@@ -1,4 +1,5 @@
-/* cpuid-storm.c - seed 000's bug class: a hypervisor-signature probe that scans all 256 CPUID bases, called repeatedly. */
+/* cpuid-storm.c - seed 000's bug class: a hypervisor-signature probe that scans all 256 CPUID bases, called repeatedly.
+ */
 #include "guest.h"
 
 /*

@@ -1,4 +1,5 @@
-/* msr-storm.c - the MSR form of seed 000's bug class: a probe that re-reads the same harmless MSRs, called repeatedly. */
+/* msr-storm.c - the MSR form of seed 000's bug class: a probe that re-reads the same harmless MSRs, called repeatedly.
+ */
 #include "guest.h"
 
 /*

@@ -6,7 +6,7 @@
 set -euo pipefail
 
 build=(gcc make libc6-dev libjson-c-dev)
-check=(libcmocka-dev python3 python3-pytest strace qemu-system-x86 busybox-static cpio)
+check=(libcmocka-dev python3 python3-pytest python3-pytest-timeout strace qemu-system-x86 busybox-static cpio)
 bench=(qemu-system-x86 strace)
 fuzz=(clang libclang-rt-14-dev)
 

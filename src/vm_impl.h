@@ -17,7 +17,6 @@
 
 struct serial8250;
 
-
 struct vcpu {
 	struct vm *vm;
 	unsigned index;
@@ -51,7 +50,7 @@ struct vm {
 	pthread_mutex_t go_lock;
 	pthread_cond_t go_cond;
 	int go;
-	int wake_fd;		 /* eventfd: an exit was requested */
+	int wake_fd; /* eventfd: an exit was requested */
 	_Atomic int exit_requested;
 	int exit_code;
 	char exit_reason[128];

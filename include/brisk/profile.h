@@ -131,8 +131,8 @@ struct trace_line {
 	uint32_t leaf, subleaf;
 	uint64_t regs[4]; /* kvm_cpuid: rax rbx rcx rdx; kvm_msr: data in regs[0] */
 	uint32_t msr;
-	int write; /* kvm_msr, kvm_pio, kvm_mmio */
-	int gp;	   /* kvm_msr raised #GP */
+	int write;     /* kvm_msr, kvm_pio, kvm_mmio */
+	int gp;	       /* kvm_msr raised #GP */
 	uint64_t addr; /* kvm_pio port, kvm_mmio gpa */
 	uint64_t nr;   /* kvm_hypercall */
 };
@@ -148,7 +148,16 @@ enum trace_parse_result trace_parse_line(const char *line, struct trace_line *ou
 #define TRACE_MAX_THREADS 256
 #define TRACE_COST_CAP_NS 10000000ull /* gaps above 10 ms are not exit costs (the vCPU was elsewhere) */
 
-enum cost_kind { COST_CPUID = 0, COST_MSR_READ, COST_MSR_WRITE, COST_PIO, COST_MMIO, COST_HYPERCALL, COST_OTHER, COST__COUNT };
+enum cost_kind {
+	COST_CPUID = 0,
+	COST_MSR_READ,
+	COST_MSR_WRITE,
+	COST_PIO,
+	COST_MMIO,
+	COST_HYPERCALL,
+	COST_OTHER,
+	COST__COUNT
+};
 
 struct trace_thread {
 	pid_t tid;
@@ -157,11 +166,11 @@ struct trace_thread {
 	uint64_t events;
 	int have_rip;
 	uint64_t rip;
-	uint64_t rip_ts;      /* when the latest RIP-carrying event happened */
-	int kind;	      /* cost kind of that event, -1 unknown */
-	int reason;	      /* index into the reasons table, -1 none */
-	int rip_ev;	      /* enum trace_ev of the latest RIP event */
-	uint32_t *buckets;    /* series: RIP events per bucket */
+	uint64_t rip_ts;   /* when the latest RIP-carrying event happened */
+	int kind;	   /* cost kind of that event, -1 unknown */
+	int reason;	   /* index into the reasons table, -1 none */
+	int rip_ev;	   /* enum trace_ev of the latest RIP event */
+	uint32_t *buckets; /* series: RIP events per bucket */
 	uint32_t nbuckets;
 };
 
@@ -181,12 +190,12 @@ struct trace_agg {
 	struct trace_reason reason[TRACE_MAX_REASONS];
 	unsigned nreasons;
 	uint64_t cost_ns[COST__COUNT], cost_n[COST__COUNT];
-	struct ttable cpuid; /* (rip|unknown, leaf, subleaf) -> count, result hashes */
-	struct ttable msr;   /* (rip|unknown, index, write) -> count, value hashes */
-	struct ttable pio;   /* (port, write, 0) */
-	struct ttable mmio;  /* (gpa, write, 0) */
-	struct ttable hcall; /* (nr, 0, 0) */
-	int rip_event;	     /* enum trace_ev of the RIP events seen first, -1 none */
+	struct ttable cpuid;		     /* (rip|unknown, leaf, subleaf) -> count, result hashes */
+	struct ttable msr;		     /* (rip|unknown, index, write) -> count, value hashes */
+	struct ttable pio;		     /* (port, write, 0) */
+	struct ttable mmio;		     /* (gpa, write, 0) */
+	struct ttable hcall;		     /* (nr, 0, 0) */
+	int rip_event;			     /* enum trace_ev of the RIP events seen first, -1 none */
 	uint64_t series_start_ns, bucket_ns; /* 0: no series */
 	uint32_t max_buckets;
 };
@@ -208,8 +217,8 @@ void trace_agg_free(struct trace_agg *a);
 #define TRACE_DEFAULT_BUFFER_KB 16384
 
 struct trace_session {
-	char root[128];	    /* tracefs mount */
-	char dir[256];	    /* our instance */
+	char root[128]; /* tracefs mount */
+	char dir[256];	/* our instance */
 	int pipe_fd;
 	pthread_t reader;
 	int reader_started;
@@ -258,7 +267,7 @@ int redundant_find(const struct trace_agg *a, struct redundant **out);
 
 /* ---- the report (report_json.c, report_text.c) ------------------------------------- */
 
-struct vm;
+struct exit_stats;
 
 /* Inputs of the report that brisk profile knows and brisk trace does not. */
 struct profile_inputs {
@@ -268,13 +277,15 @@ struct profile_inputs {
 	pid_t pid;
 	uint64_t origin_ns; /* CLOCK_MONOTONIC of time 0 */
 	uint64_t end_ns;
-	struct vm *vm; /* profile: exits and ioctls; NULL for trace */
+	/* brisk profile only (NULL for trace): the userspace counters and thread ids of each vCPU. */
+	const struct exit_stats *const *exits; /* [nr_vcpus]; non-NULL also means phases and ioctls are reported */
+	const int *tids;		       /* [nr_vcpus] */
+	unsigned nr_vcpus;
 	const struct kstats *vm_stats;
 	const struct kstats *vcpu_stats; /* [nr_vcpus] */
-	unsigned nr_vcpus;
 	const char *const *snapshot_ids;
 	const uint64_t *snapshot_ns;
-	int tracing;		/* 1: agg is valid */
+	int tracing;		  /* 1: agg is valid */
 	const char *trace_reason; /* why tracing is unavailable */
 	const char *trace_instance;
 	const struct trace_agg *agg;
@@ -313,8 +324,8 @@ int report_opts_take(struct report_opts *o, int argc, char **argv, int *i, const
  * Returns 0 (t may be empty: *why says why, NULL if nothing was asked) or
  * -EINVAL when an explicit --symbols file is garbage (message in err).
  */
-int report_load_symbols(struct symtab *t, const char *symbols, const char *kernel, char *err, size_t errlen,
-			char *why, size_t whylen);
+int report_load_symbols(struct symtab *t, const char *symbols, const char *kernel, char *err, size_t errlen, char *why,
+			size_t whylen);
 /* Prints the text report to stdout and writes --json/--trace-out/--svg. Returns 0, or -1 after messages. */
 int report_emit(struct json_object *report, const struct report_opts *o, const char *cmd);
 

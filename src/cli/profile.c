@@ -1,7 +1,8 @@
-/* profile.c - `brisk profile`: one boot with every instrument on (timeline, exits, KVM stats, kvm tracepoints), then the report. */
+/* profile.c - `brisk profile`: one boot with every instrument on (timeline, exits, KVM stats, kvm tracepoints), then
+ * the report. */
 #include <errno.h>
-#include <stdarg.h>
 #include <json-c/json.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,16 +159,20 @@ static void collect_warnings(struct prof *p, const char *sym_why)
 	if (p->vm_stats.fd < 0)
 		warn(p, "KVM statistics unavailable: %s", p->kstats_reason);
 	if (lost)
-		warn(p, "the trace lost %llu events (buffer overrun): CPUID/MSR counts are lower bounds; retry with "
-		     "a larger --trace-buffer-kb", (unsigned long long)lost);
+		warn(p,
+		     "the trace lost %llu events (buffer overrun): CPUID/MSR counts are lower bounds; retry with "
+		     "a larger --trace-buffer-kb",
+		     (unsigned long long)lost);
 	if (a->malformed)
 		warn(p, "%llu trace lines could not be parsed", (unsigned long long)a->malformed);
 	if (p->tracing && a->rip_event < 0 && (a->events[TEV_KVM_CPUID] || a->events[TEV_KVM_MSR]))
 		warn(p, "no RIP-carrying event (kvm_exit, kvm_emulate_insn) fired: CPUID/MSR are not attributed");
 	if (sym_why[0])
 		warn(p, "%s", sym_why);
-	warn(p, "the profiler's own setup (tracefs instance, KVM stats fds) took %.1f us between \"vCPUs ready\" and "
-	     "\"first KVM_RUN\"; a plain brisk run does not pay it", (double)p->setup_ns / 1e3);
+	warn(p,
+	     "the profiler's own setup (tracefs instance, KVM stats fds) took %.1f us between \"vCPUs ready\" and "
+	     "\"first KVM_RUN\"; a plain brisk run does not pay it",
+	     (double)p->setup_ns / 1e3);
 }
 
 /* After the run: last snapshot, trace stopped, report built and emitted. */
@@ -175,9 +180,11 @@ static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, co
 		  const char *sym_why)
 {
 	uint64_t before = timeline_now_ns(), end;
+	const struct exit_stats **exits = calloc(p->nr_vcpus + 1, sizeof(*exits));
+	int *tids = calloc(p->nr_vcpus + 1, sizeof(*tids));
 	struct profile_inputs in;
 	struct json_object *r;
-	int ret;
+	int ret = -ENOMEM;
 
 	snapshot(p, "end");
 	if (p->tracing)
@@ -186,6 +193,10 @@ static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, co
 	timeline_mark(TL_EXIT);
 	end = timeline_now_ns();
 	collect_warnings(p, sym_why);
+	for (unsigned i = 0; exits && tids && i < p->nr_vcpus; i++) {
+		exits[i] = vm_vcpu_exit_stats(vm, i);
+		tids[i] = vm_vcpu_tid(vm, i);
+	}
 	in = (struct profile_inputs){
 	    .command = "profile",
 	    .kernel = cfg->kernel,
@@ -193,7 +204,8 @@ static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, co
 	    /* timeline_get() counts from exec; TL_EXIT was stamped just after `before`. */
 	    .origin_ns = before - (uint64_t)timeline_get(TL_EXIT),
 	    .end_ns = end,
-	    .vm = vm,
+	    .exits = exits,
+	    .tids = tids,
 	    .vm_stats = &p->vm_stats,
 	    .vcpu_stats = p->vcpu_stats,
 	    .nr_vcpus = p->nr_vcpus,
@@ -210,11 +222,12 @@ static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, co
 	    .nwarnings = p->nwarn,
 	    .bucket_ns = p->opt.bucket_ns,
 	};
-	r = report_json_build(&in);
-	if (!r)
-		return -ENOMEM;
-	ret = report_emit(r, &p->opt, "profile");
+	r = exits && tids ? report_json_build(&in) : NULL;
+	if (r)
+		ret = report_emit(r, &p->opt, "profile");
 	json_object_put(r);
+	free(exits);
+	free(tids);
 	return ret;
 }
 

@@ -2,10 +2,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <json-c/json.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +20,7 @@
 #include "brisk/timeline.h"
 
 #define MSG_MAX		   512
-#define WATCH_MS	   20		/* how often the traced process is checked */
+#define WATCH_MS	   20	      /* how often the traced process is checked */
 #define SERIES_MAX_BUCKETS (1u << 20) /* ~17 minutes of 1 ms buckets */
 
 struct tracer {
@@ -239,8 +239,10 @@ static int report(struct tracer *t, uint64_t t0, const struct symtab *syms, cons
 	if (!t->seen_kvm)
 		warn(t, "the traced process never had a KVM VM open (exited early, or not a KVM process)");
 	if (lost)
-		warn(t, "the trace lost %llu events (buffer overrun): counts are lower bounds; retry with a larger "
-		     "--trace-buffer-kb", (unsigned long long)lost);
+		warn(t,
+		     "the trace lost %llu events (buffer overrun): counts are lower bounds; retry with a larger "
+		     "--trace-buffer-kb",
+		     (unsigned long long)lost);
 	if (sym_why[0])
 		warn(t, "%s", sym_why);
 	in.warnings = t->warnings;

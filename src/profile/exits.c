@@ -85,12 +85,11 @@ void exit_stats_account(struct exit_stats *s, const struct kvm_run *run, uint64_
 {
 	switch (run->exit_reason) {
 	case KVM_EXIT_IO:
-		exit_stats_add(s, KVM_EXIT_IO, EXIT_ADDR_PIO, run->io.port, run->io.direction == KVM_EXIT_IO_OUT,
-			       t0_ns, t1_ns);
+		exit_stats_add(s, KVM_EXIT_IO, EXIT_ADDR_PIO, run->io.port, run->io.direction == KVM_EXIT_IO_OUT, t0_ns,
+			       t1_ns);
 		return;
 	case KVM_EXIT_MMIO:
-		exit_stats_add(s, KVM_EXIT_MMIO, EXIT_ADDR_MMIO, run->mmio.phys_addr, run->mmio.is_write, t0_ns,
-			       t1_ns);
+		exit_stats_add(s, KVM_EXIT_MMIO, EXIT_ADDR_MMIO, run->mmio.phys_addr, run->mmio.is_write, t0_ns, t1_ns);
 		return;
 	default:
 		exit_stats_add(s, run->exit_reason, EXIT_ADDR_NONE, 0, 0, t0_ns, t1_ns);

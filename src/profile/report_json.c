@@ -9,7 +9,6 @@
 #include "brisk/kvm.h"
 #include "brisk/profile.h"
 #include "brisk/timeline.h"
-#include "brisk/vm.h"
 
 #define MAX_IOCTL_ROWS 64
 #define MAX_SERIES     (1u << 20)
@@ -193,8 +192,8 @@ static jo *exits_json(const struct profile_inputs *in)
 	jo *o = json_object_new_object(), *by_reason = json_object_new_array(), *by_addr = json_object_new_array();
 	uint64_t overflow = 0;
 
-	for (unsigned i = 0; in->vm && i < vm_nr_vcpus(in->vm); i++) {
-		const struct exit_stats *s = vm_vcpu_exit_stats(in->vm, i);
+	for (unsigned i = 0; in->exits && i < in->nr_vcpus; i++) {
+		const struct exit_stats *s = in->exits[i];
 
 		exits_of_vcpu(by_reason, by_addr, s, i);
 		overflow += s->addr_overflow;
@@ -468,8 +467,8 @@ static uint32_t series_len(const struct profile_inputs *in)
 {
 	uint32_t len = 0;
 
-	for (unsigned i = 0; in->vm && i < vm_nr_vcpus(in->vm); i++) {
-		const struct exit_series *s = &vm_vcpu_exit_stats(in->vm, i)->series;
+	for (unsigned i = 0; in->exits && i < in->nr_vcpus; i++) {
+		const struct exit_series *s = &in->exits[i]->series;
 
 		for (uint32_t b = 0; s->buckets && b < s->nr; b++)
 			if (s->buckets[b] && b + 1 > len)
@@ -497,11 +496,11 @@ static jo *series_json(const struct profile_inputs *in, uint64_t start_ns)
 
 		json_object_array_add(tracks, track(t->vcpu, t->tid, "kvm", t->buckets, t->nbuckets, len));
 	}
-	for (unsigned i = 0; in->vm && i < vm_nr_vcpus(in->vm); i++) {
-		const struct exit_series *s = &vm_vcpu_exit_stats(in->vm, i)->series;
+	for (unsigned i = 0; in->exits && i < in->nr_vcpus; i++) {
+		const struct exit_series *s = &in->exits[i]->series;
 
 		json_object_array_add(tracks,
-				      track((int)i, vm_vcpu_tid(in->vm, i), "userspace", s->buckets, s->nr, len));
+				      track((int)i, in->tids ? in->tids[i] : 0, "userspace", s->buckets, s->nr, len));
 	}
 	put(o, "tracks", tracks);
 	return o;
@@ -510,8 +509,8 @@ static jo *series_json(const struct profile_inputs *in, uint64_t start_ns)
 /* Where bucket 0 starts: the userspace series' start (brisk sets both alike), the trace's, or the origin. */
 static uint64_t series_start(const struct profile_inputs *in)
 {
-	if (in->vm && vm_nr_vcpus(in->vm) && vm_vcpu_exit_stats(in->vm, 0)->series.buckets)
-		return vm_vcpu_exit_stats(in->vm, 0)->series.start_ns;
+	if (in->exits && in->nr_vcpus && in->exits[0]->series.buckets)
+		return in->exits[0]->series.start_ns;
 	if (in->tracing && in->agg->bucket_ns)
 		return in->agg->series_start_ns;
 	return in->origin_ns;
@@ -548,7 +547,7 @@ jo *report_json_build(const struct profile_inputs *in)
 	static struct trace_agg empty;
 	const struct trace_agg *a = in->tracing ? in->agg : &empty;
 	jo *r = json_object_new_object();
-	int profile = in->vm != NULL;
+	int profile = in->exits != NULL;
 
 	if (!r)
 		return NULL;

@@ -8,13 +8,14 @@
 
 #include "brisk/profile.h"
 
-#define MAX_BUCKET_US	 10000000ul
-#define MAX_BUFFER_KB	 (4ul << 20)
-#define MIN_BUFFER_KB	 64ul
+#define MAX_BUCKET_US 10000000ul
+#define MAX_BUFFER_KB (4ul << 20)
+#define MIN_BUFFER_KB 64ul
 
 void report_opts_defaults(struct report_opts *o)
 {
-	*o = (struct report_opts){.bucket_ns = REPORT_DEFAULT_BUCKET_US * 1000ull, .buffer_kb = TRACE_DEFAULT_BUFFER_KB};
+	*o =
+	    (struct report_opts){.bucket_ns = REPORT_DEFAULT_BUCKET_US * 1000ull, .buffer_kb = TRACE_DEFAULT_BUFFER_KB};
 }
 
 /* "--name VALUE" or "--name=VALUE" at argv[*i]: the value (advancing *i), or NULL. */
@@ -104,8 +105,8 @@ static int file_is_elf(const char *path)
 	return elf;
 }
 
-int report_load_symbols(struct symtab *t, const char *symbols, const char *kernel, char *err, size_t errlen,
-			char *why, size_t whylen)
+int report_load_symbols(struct symtab *t, const char *symbols, const char *kernel, char *err, size_t errlen, char *why,
+			size_t whylen)
 {
 	char e[512];
 

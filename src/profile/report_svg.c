@@ -108,10 +108,11 @@ static double xpos(const struct svg *s, double us)
 	return PLOT_X0 + (isfinite(r) ? fmin(fmax(r, 0), 1) : 0) * PLOT_W;
 }
 
+/* The axis from 0 to t1_us; an empty run gets 1 ms so that the ticks stay readable. */
 static void set_range(struct svg *s, double t1_us)
 {
 	s->t0 = 0;
-	s->t1 = isfinite(t1_us) && t1_us > 0 ? t1_us : 1;
+	s->t1 = isfinite(t1_us) && t1_us > 0 ? t1_us : 1000;
 }
 
 static void heading(struct svg *s, const char *text)

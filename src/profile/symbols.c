@@ -19,8 +19,8 @@
  * file before use; the file is host input but may be anything the user
  * passed. System.map: nm(1) output, "ADDRESS TYPE NAME" per line.
  */
-#define SYMTAB_MAX_SYMS	  (1u << 24) /* vmlinux has ~150k */
-#define SYMTAB_MAX_LINE	  512
+#define SYMTAB_MAX_SYMS (1u << 24) /* vmlinux has ~150k */
+#define SYMTAB_MAX_LINE 512
 
 __attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
 {
@@ -156,7 +156,8 @@ static int map_line(const char *line, size_t n, uint64_t *addr, const char **nam
 	if (!isxdigit((unsigned char)tmp[0]))
 		return -1;
 	*addr = strtoull(tmp, &end, 16);
-	if (*end != ' ' || !isalpha((unsigned char)end[1]) || end[2] != ' ' || !end[3] || isspace((unsigned char)end[3]))
+	if (*end != ' ' || !isalpha((unsigned char)end[1]) || end[2] != ' ' || !end[3] ||
+	    isspace((unsigned char)end[3]))
 		return -1;
 	type = end[1];
 	p = line + (end + 3 - tmp);
@@ -181,8 +182,8 @@ static int load_map(struct symtab *t, const uint8_t *buf, size_t len, char *err,
 		lineno++;
 		if (r < 0)
 			return fail(err, errlen, -EINVAL,
-				    "%s: line %zu is not \"ADDRESS TYPE NAME\": not a System.map or ELF file", t->source,
-				    lineno);
+				    "%s: line %zu is not \"ADDRESS TYPE NAME\": not a System.map or ELF file",
+				    t->source, lineno);
 		if (r > 0 && (ret = add(t, &cap, addr, 0, name, nlen)))
 			return fail(err, errlen, ret, "%s: %s", t->source, strerror(-ret));
 		p = nl ? nl + 1 : endp;

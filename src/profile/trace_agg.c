@@ -1,4 +1,5 @@
-/* trace_agg.c - aggregation of kvm trace events: attribution to the latest guest RIP of the same thread, costs, tables. */
+/* trace_agg.c - aggregation of kvm trace events: attribution to the latest guest RIP of the same thread, costs, tables.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -20,10 +20,14 @@
  */
 
 static const char *const ev_names[TEV__COUNT] = {
-    [TEV_KVM_EXIT] = "kvm_exit",	   [TEV_KVM_EMULATE_INSN] = "kvm_emulate_insn",
-    [TEV_KVM_CPUID] = "kvm_cpuid",	   [TEV_KVM_MSR] = "kvm_msr",
-    [TEV_KVM_PIO] = "kvm_pio",		   [TEV_KVM_MMIO] = "kvm_mmio",
-    [TEV_KVM_HYPERCALL] = "kvm_hypercall", [TEV_OTHER] = "other",
+    [TEV_KVM_EXIT] = "kvm_exit",
+    [TEV_KVM_EMULATE_INSN] = "kvm_emulate_insn",
+    [TEV_KVM_CPUID] = "kvm_cpuid",
+    [TEV_KVM_MSR] = "kvm_msr",
+    [TEV_KVM_PIO] = "kvm_pio",
+    [TEV_KVM_MMIO] = "kvm_mmio",
+    [TEV_KVM_HYPERCALL] = "kvm_hypercall",
+    [TEV_OTHER] = "other",
 };
 
 const char *trace_ev_name(enum trace_ev e)
@@ -85,7 +89,8 @@ static const char *parse_context(const char *line, struct trace_line *out)
 		out->tid = (pid_t)strtol(d, NULL, 10);
 		{
 			const char *c = line + strspn(line, " ");
-			size_t n = (size_t)(d - 1 - c) < sizeof(out->comm) - 1 ? (size_t)(d - 1 - c) : sizeof(out->comm) - 1;
+			size_t n =
+			    (size_t)(d - 1 - c) < sizeof(out->comm) - 1 ? (size_t)(d - 1 - c) : sizeof(out->comm) - 1;
 
 			if (d - 1 < c)
 				n = 0;

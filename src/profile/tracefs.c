@@ -1,4 +1,5 @@
-/* tracefs.c - a private tracefs instance for the kvm events of chosen threads, read by a thread while the guest runs. */
+/* tracefs.c - a private tracefs instance for the kvm events of chosen threads, read by a thread while the guest runs.
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -170,7 +171,8 @@ static int configure(struct trace_session *s, const pid_t *tids, unsigned ntids,
 	if ((ret = write_file(s->dir, "tracing_on", "0")) || (ret = write_file(s->dir, "trace_clock", "mono")))
 		return fail(err, errlen, ret, "tracefs instance %s: cannot configure it: %s", s->dir, strerror(-ret));
 	if ((ret = write_file(s->dir, "buffer_size_kb", val)))
-		return fail(err, errlen, ret, "tracefs instance %s: cannot size the buffer: %s", s->dir, strerror(-ret));
+		return fail(err, errlen, ret, "tracefs instance %s: cannot size the buffer: %s", s->dir,
+			    strerror(-ret));
 	if ((ret = set_pids(s, tids, ntids, follow_forks)))
 		return fail(err, errlen, ret, "tracefs instance %s: set_event_pid: %s", s->dir, strerror(-ret));
 	if (enable_events(s) == 0) {
@@ -178,7 +180,8 @@ static int configure(struct trace_session *s, const pid_t *tids, unsigned ntids,
 		return -ENOENT;
 	}
 	if ((ret = open_pipe(s)))
-		return fail(err, errlen, ret, "tracefs instance %s: cannot open trace_pipe: %s", s->dir, strerror(-ret));
+		return fail(err, errlen, ret, "tracefs instance %s: cannot open trace_pipe: %s", s->dir,
+			    strerror(-ret));
 	return 0;
 }
 
@@ -193,8 +196,9 @@ int trace_start(struct trace_session *s, const pid_t *tids, unsigned ntids, int 
 	atomic_store(&s->stop, 0);
 	pthread_mutex_init(&s->lock, NULL);
 	if (find_root(s))
-		return fail(err, errlen, -ENOENT,
-			    "tracefs is not mounted at /sys/kernel/tracing (mount -t tracefs nodev /sys/kernel/tracing)");
+		return fail(
+		    err, errlen, -ENOENT,
+		    "tracefs is not mounted at /sys/kernel/tracing (mount -t tracefs nodev /sys/kernel/tracing)");
 	snprintf(events, sizeof(events), "%s/events/kvm", s->root);
 	if (access(events, F_OK))
 		return fail(err, errlen, -ENOENT, "%s is missing: is the kvm module loaded?", events);

@@ -40,11 +40,12 @@ static void system_map(void **state)
 	(void)state;
 	assert_int_equal(symtab_load_mem(&t, (const uint8_t *)map, sizeof(map) - 1, "System.map", err, sizeof(err)), 0);
 	assert_int_equal(t.n, 4); /* _text/startup_64 share an address; data is not kept */
-	assert_true(lookup(&t, 0xffffffff81000000ull, "_text+0x0") || lookup(&t, 0xffffffff81000000ull, "startup_64+0x0"));
+	assert_true(lookup(&t, 0xffffffff81000000ull, "_text+0x0") ||
+		    lookup(&t, 0xffffffff81000000ull, "startup_64+0x0"));
 	assert_true(lookup(&t, 0xffffffff81001033ull, "jailhouse_cpuid_base+0x33"));
 	assert_true(lookup(&t, 0xffffffff81001fffull, "jailhouse_cpuid_base+0xfff"));
 	assert_true(lookup(&t, 0xffffffff81002010ull, "weak_fn+0x10"));
-	assert_true(lookup(&t, 0xffffffff80ffffffull, NULL));			/* before the first symbol */
+	assert_true(lookup(&t, 0xffffffff80ffffffull, NULL));			   /* before the first symbol */
 	assert_true(lookup(&t, 0xffffffff82000000ull + SYMTAB_MAX_GAP + 1, NULL)); /* far past an unsized one */
 	symtab_free(&t);
 }
@@ -56,8 +57,10 @@ static void garbage_refused(void **state)
 	    "ffffffff81000000 T\n",
 	    "ffffffff81000000 TT name\n",
 	    "ffffffff81000000 D only_data\n", /* parses, but has no text symbols */
-	    "\x7f" "ELF\x01\x01\x01",	      /* 32-bit ELF */
-	    "\x7f" "ELF\x02\x01\x01",	      /* truncated 64-bit ELF */
+	    "\x7f"
+	    "ELF\x01\x01\x01", /* 32-bit ELF */
+	    "\x7f"
+	    "ELF\x02\x01\x01", /* truncated 64-bit ELF */
 	};
 	struct symtab t;
 

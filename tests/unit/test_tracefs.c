@@ -76,19 +76,21 @@ static void parse_svm_lines(void **state)
 	assert_int_equal(l.subleaf, 0);
 	assert_false(l.has_rip);
 
-	assert_int_equal(trace_parse_line("           <...>-156     [001] .....     6.844035: kvm_msr: msr_read c0000080 "
-					  "= 0x500",
-					  &l, &lost),
-			 TP_EVENT);
+	assert_int_equal(
+	    trace_parse_line("           <...>-156     [001] .....     6.844035: kvm_msr: msr_read c0000080 "
+			     "= 0x500",
+			     &l, &lost),
+	    TP_EVENT);
 	assert_int_equal(l.tid, 156);
 	assert_int_equal(l.msr, 0xc0000080);
 	assert_int_equal(l.regs[0], 0x500);
 	assert_false(l.write);
 
-	assert_int_equal(trace_parse_line("           brisk-151     [001] .....     6.150768: kvm_pio: pio_write at 0x3f9 "
-					  "size 1 count 1 val 0x0 ",
-					  &l, &lost),
-			 TP_EVENT);
+	assert_int_equal(
+	    trace_parse_line("           brisk-151     [001] .....     6.150768: kvm_pio: pio_write at 0x3f9 "
+			     "size 1 count 1 val 0x0 ",
+			     &l, &lost),
+	    TP_EVENT);
 	assert_int_equal(l.addr, 0x3f9);
 	assert_true(l.write);
 }
@@ -99,17 +101,19 @@ static void parse_emulate_and_markers(void **state)
 	uint64_t lost = 0;
 
 	(void)state;
-	assert_int_equal(trace_parse_line("  CPU 0/KVM-2001    [000] .....   100.000020: kvm_emulate_insn: 0:100103:0f a2 "
-					  "(prot64)",
-					  &l, &lost),
-			 TP_EVENT);
+	assert_int_equal(
+	    trace_parse_line("  CPU 0/KVM-2001    [000] .....   100.000020: kvm_emulate_insn: 0:100103:0f a2 "
+			     "(prot64)",
+			     &l, &lost),
+	    TP_EVENT);
 	assert_string_equal(l.comm, "CPU 0/KVM");
 	assert_int_equal(l.tid, 2001);
 	assert_int_equal(l.rip, 0x100103);
 	/* Outside 64-bit mode the linear RIP is CS base + RIP. */
-	assert_int_equal(trace_parse_line("  x-7 (   5) [001] .....   1.000090: kvm_emulate_insn: f0000:fff0:ea 5b (real)",
-					  &l, &lost),
-			 TP_EVENT);
+	assert_int_equal(
+	    trace_parse_line("  x-7 (   5) [001] .....   1.000090: kvm_emulate_insn: f0000:fff0:ea 5b (real)", &l,
+			     &lost),
+	    TP_EVENT);
 	assert_int_equal(l.tid, 7);
 	assert_int_equal(l.rip, 0xffff0);
 	assert_int_equal(trace_parse_line("CPU:3 [LOST 42 EVENTS]", &l, &lost), TP_LOST);
