@@ -179,7 +179,7 @@ static void collect_warnings(struct prof *p, const char *sym_why)
 static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, const struct symtab *syms,
 		  const char *sym_why)
 {
-	uint64_t before = timeline_now_ns(), end;
+	uint64_t before, end;
 	const struct exit_stats **exits = calloc(p->nr_vcpus + 1, sizeof(*exits));
 	int *tids = calloc(p->nr_vcpus + 1, sizeof(*tids));
 	struct profile_inputs in;
@@ -190,6 +190,7 @@ static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, co
 	if (p->tracing)
 		trace_stop(&p->trace);
 	live_trace = NULL;
+	before = timeline_now_ns();
 	timeline_mark(TL_EXIT);
 	end = timeline_now_ns();
 	collect_warnings(p, sym_why);

@@ -258,7 +258,7 @@ void trace_agg_event(struct trace_agg *a, const struct trace_line *l)
 		a->last_ts = l->ts_ns;
 	a->events[l->ev]++;
 	t->events++;
-	if (!t->comm[0])
+	if (!t->comm[0] || (t->comm[0] == '<' && l->comm[0] != '<')) /* "<...>": the comm cache missed */
 		snprintf(t->comm, sizeof(t->comm), "%s", l->comm);
 	switch (l->ev) {
 	case TEV_KVM_EXIT:
