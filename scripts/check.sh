@@ -63,7 +63,7 @@ if [ -n "${BRISK_NESTED_KVM:-}" ] || { [ ! -e /dev/kvm ] && [ -x scripts/nested-
 		echo "== /dev/kvm missing on this host: running the integration tiers in a nested KVM (scripts/nested-kvm.sh)"
 		for variant in "$BUILD/brisk:plain build" "$BUILD/asan/brisk:ASan+UBSan build"; do
 			echo "== integration tests (pytest) with ${variant#*:}, nested KVM"
-			scripts/nested-kvm.sh -- env BRISK="${variant%%:*}" "$PYTHON" -m pytest -q -rs tests/integration \
+			NESTED_KVM_MEM=${NESTED_KVM_MEM:-6G} scripts/nested-kvm.sh -- env BRISK="${variant%%:*}" "$PYTHON" -m pytest -q -rs tests/integration \
 				2>&1 | tee "$log/py.out"
 			rc=${PIPESTATUS[0]}
 			count_pytest "$log/py.out"

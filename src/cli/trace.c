@@ -137,9 +137,15 @@ static pid_t spawn_held(char **cmd, int *go_fd)
 	if (pid == 0) {
 		char c;
 
+		sigset_t none;
+
 		close(p[1]);
 		if (read(p[0], &c, 1) != 1)
 			_exit(127); /* the tracer gave up */
+		/* The command gets the signal state brisk was started with, not brisk's signalfd setup. */
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGPIPE, SIG_DFL);
 		execvp(cmd[0], cmd);
 		fprintf(stderr, "brisk trace: cannot execute %s: %s\n", cmd[0], strerror(errno));
 		_exit(127);
