@@ -20,10 +20,10 @@ count_cmocka() {
 	passed=$((passed + p)) failed=$((failed + f))
 }
 
-# pytest: "=== 12 passed, 3 skipped in 4.5s ==="
+# pytest: "12 passed, 3 skipped in 4.5s" (-q) or "=== 12 passed ... in 4.5s ===" (-v)
 count_pytest() {
 	local line n
-	line=$(grep -E '^=+ .*(passed|failed|skipped|error|no tests ran).* in [0-9.]+s' "$1" | tail -n 1)
+	line=$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error|errors)\b.* in [0-9.]+s' "$1" | tail -n 1)
 	for kind in passed failed skipped error errors; do
 		n=$(echo "$line" | grep -oE "[0-9]+ $kind\b" | awk '{print $1}')
 		n=${n:-0}
