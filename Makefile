@@ -39,6 +39,7 @@ LIB_SRCS := \
 	src/devices/i8042.c \
 	src/devices/debugexit.c \
 	src/devices/bootmark.c \
+	src/devices/cmos.c \
 	src/arch/x86/image.c \
 	src/arch/x86/elf.c \
 	src/arch/x86/memmap.c \
@@ -87,6 +88,7 @@ UNIT_TESTS := \
 	test_size \
 	test_config \
 	test_serial8250 \
+	test_cmos \
 	test_elf \
 	test_memmap \
 	test_bzimage \

@@ -240,11 +240,7 @@ void *vcpu_thread(void *arg)
 	v->tid = gettid();
 	v->setup_error = scratch ? vcpu_setup(v, scratch) : EXIT_HOST;
 	free(scratch);
-	/* Every vCPU is configured (in parallel) before any runs. */
-	pthread_barrier_wait(&vm->ready);
-	timeline_mark(TL_VCPUS_READY);
-	if (vm->cfg.hooks)
-		vm_wait_go(vm);
+	vm_vcpu_ready_wait_go(vm);
 	if (!v->setup_error && !atomic_load(&vm->exit_requested))
 		run_loop(v);
 	atomic_store(&v->done, 1);

@@ -68,15 +68,26 @@ struct exit_stats *vm_vcpu_exit_stats(struct vm *vm, unsigned i)
 	return i < vm->nr_vcpus ? &vm->vcpus[i].stats : NULL;
 }
 
-void vm_wait_go(struct vm *vm)
+void vm_vcpu_ready_wait_go(struct vm *vm)
 {
 	pthread_mutex_lock(&vm->go_lock);
-	while (!vm->go && !atomic_load(&vm->exit_requested))
+	vm->nr_ready++;
+	pthread_cond_signal(&vm->ready_cond);
+	while (!vm->go)
 		pthread_cond_wait(&vm->go_cond, &vm->go_lock);
 	pthread_mutex_unlock(&vm->go_lock);
 }
 
-/* Releases the vCPU threads waiting in vm_wait_go. */
+/* Waits until the first `started` vCPU threads are configured. */
+static void wait_vcpus_ready(struct vm *vm, unsigned started)
+{
+	pthread_mutex_lock(&vm->go_lock);
+	while (vm->nr_ready < started)
+		pthread_cond_wait(&vm->ready_cond, &vm->go_lock);
+	pthread_mutex_unlock(&vm->go_lock);
+}
+
+/* Lets every vCPU thread waiting in vm_vcpu_ready_wait_go run (or see the exit request and stop). */
 static void release_vcpus(struct vm *vm)
 {
 	pthread_mutex_lock(&vm->go_lock);
@@ -224,7 +235,7 @@ static int create_devices(struct vm *vm)
 		so.raw_tty = isatty(STDIN_FILENO);
 	}
 	if (serial8250_create(vm, &so, &vm->serial) || i8042_create(vm) || debugexit_create(vm) ||
-	    bootmark_create(vm)) {
+	    bootmark_create(vm) || cmos_create(vm)) {
 		log_error("creating the platform devices failed");
 		return EXIT_HOST;
 	}
@@ -321,6 +332,7 @@ int vm_create(const struct vm_config *cfg, struct vm **out)
 	vm->serial_out_fd = -1;
 	pthread_mutex_init(&vm->go_lock, NULL);
 	pthread_cond_init(&vm->go_cond, NULL);
+	pthread_cond_init(&vm->ready_cond, NULL);
 	bus_init(&vm->bus);
 	vm->wake_fd = eventfd(0, EFD_CLOEXEC);
 	if (vm->wake_fd < 0) {
@@ -339,20 +351,17 @@ fail:
 	return ret;
 }
 
+/* Starts one thread per vCPU; on failure the started ones are told to stop and released. */
 static int start_vcpus(struct vm *vm)
 {
-	if (pthread_barrier_init(&vm->ready, NULL, vm->nr_vcpus + 1))
-		return EXIT_HOST;
 	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
 		struct vcpu *v = &vm->vcpus[i];
 
 		if (pthread_create(&v->thread, NULL, vcpu_thread, v)) {
 			log_error("cannot create the thread of vCPU %u", i);
-			/* The barrier counts every vCPU: stand in for the missing ones. */
 			vm_request_exit(vm, EXIT_HOST, "thread creation failed");
+			wait_vcpus_ready(vm, i);
 			release_vcpus(vm);
-			for (unsigned j = i; j < vm->nr_vcpus; j++)
-				pthread_barrier_wait(&vm->ready);
 			return EXIT_HOST;
 		}
 		v->started = 1;
@@ -416,16 +425,15 @@ int vm_run(struct vm *vm, int sig_fd)
 	}
 	ret = start_vcpus(vm);
 	if (ret == 0) {
-		pthread_barrier_wait(&vm->ready);
+		/* Every vCPU is configured (in parallel, by its thread) before any runs. */
+		wait_vcpus_ready(vm, vm->nr_vcpus);
 		timeline_mark(TL_VCPUS_READY);
 		for (unsigned i = 0; i < vm->nr_vcpus; i++)
 			if (vm->vcpus[i].setup_error)
 				vm_request_exit(vm, vm->vcpus[i].setup_error, "vCPU configuration failed");
-		if (vm->cfg.hooks) {
-			if (vm->cfg.hooks->vcpus_ready)
-				vm->cfg.hooks->vcpus_ready(vm, vm->cfg.hooks->ctx);
-			release_vcpus(vm);
-		}
+		if (vm->cfg.hooks && vm->cfg.hooks->vcpus_ready && !atomic_load(&vm->exit_requested))
+			vm->cfg.hooks->vcpus_ready(vm, vm->cfg.hooks->ctx);
+		release_vcpus(vm);
 		wait_for_exit(vm, sig_fd);
 	}
 	join_vcpus(vm);
@@ -472,6 +480,7 @@ void vm_destroy(struct vm *vm)
 	if (vm->wake_fd >= 0)
 		close(vm->wake_fd);
 	pthread_cond_destroy(&vm->go_cond);
+	pthread_cond_destroy(&vm->ready_cond);
 	pthread_mutex_destroy(&vm->go_lock);
 	free(vm);
 }

@@ -45,10 +45,15 @@ struct vm {
 	struct cpuid_vm cpuid_vm; /* topology, vendor, boot MSRs around that template */
 	unsigned nr_vcpus;
 	struct vcpu *vcpus;
-	pthread_barrier_t ready; /* vCPU threads + main: configuration done */
-	/* With cfg.hooks: vCPUs wait after `ready` until the hook ran (go) or an exit is requested. */
+	/*
+	 * Start-up handshake: each vCPU thread configures its vCPU, counts
+	 * itself in nr_ready and waits for `go`; the main thread waits until
+	 * every started thread is ready, runs the hooks, then sets `go`.
+	 */
 	pthread_mutex_t go_lock;
+	pthread_cond_t ready_cond;
 	pthread_cond_t go_cond;
+	unsigned nr_ready;
 	int go;
 	int wake_fd; /* eventfd: an exit was requested */
 	_Atomic int exit_requested;
@@ -65,6 +70,7 @@ int vcpu_signals_init(void);
 void vcpu_print_stats(const struct vm *vm, FILE *f);
 
 /* vm.c: with cfg.hooks, blocks a configured vCPU thread until the hook has run or an exit is requested. */
-void vm_wait_go(struct vm *vm);
+/* Called by each vCPU thread once its vCPU is configured: counts it ready, waits for go. */
+void vm_vcpu_ready_wait_go(struct vm *vm);
 
 #endif

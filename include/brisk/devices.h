@@ -41,5 +41,13 @@ __attribute__((warn_unused_result)) int i8042_create(struct vm *vm);
 __attribute__((warn_unused_result)) int debugexit_create(struct vm *vm);
 /* Boot-marker device at BRISK_BOOTMARK_PORT and BRISK_BOOTMARK_MMIO. */
 __attribute__((warn_unused_result)) int bootmark_create(struct vm *vm);
+/*
+ * MC146818 CMOS RTC at ports 0x70 (index, bit 7 = NMI disable, ignored) and
+ * 0x71 (data): time registers read the host's CLOCK_REALTIME as UTC in the
+ * format register B selects; UIP never set; IRQ 8 never raised; guest time
+ * writes ignored; 128 bytes of CMOS RAM. Returns 0 or -errno; the bus owns
+ * the device.
+ */
+__attribute__((warn_unused_result)) int cmos_create(struct vm *vm);
 
 #endif

@@ -36,6 +36,19 @@ MMIO_MARKER = 0xB15C0004
 HELLO = "brisk-init: hello from init"
 
 _report = []
+_hung = []  # a boot that timed out: the later ones fail at once instead of each waiting TIMEOUT
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "timeout(seconds): pytest-timeout's per-test limit")
+
+
+def pytest_collection_modifyitems(items):
+    # pytest.ini's suite-wide pytest-timeout (600 s) must not cut a boot short: brisk's own timeout
+    # below (BRISK_LINUX_TIMEOUT) fires first and fails the test with the console output so far.
+    for item in items:
+        if item.fspath and Path(str(item.fspath)).parent == Path(__file__).parent:
+            item.add_marker(pytest.mark.timeout(TIMEOUT + 360))
 
 
 def probe_linux_kvm():
@@ -113,10 +126,14 @@ def boot_linux(kernel_path, initrd, *args, label, timeout=TIMEOUT):
     """Boots kernel_path with brisk, --timeline on; returns a Boot. Records a report line."""
     cmd = [str(BRISK), "run", "--kernel", str(kernel_path), "--initrd", str(initrd), "--memory", MEMORY,
            "--timeline", *args]
+    if _hung:
+        pytest.fail(f"not booted: an earlier boot ({_hung[0]}) did not end within {TIMEOUT:.0f} s")
     t0 = time.monotonic()
     try:
         p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:
+        _hung.append(label)
+        _report.append(f"{label}: no exit within {timeout:.0f} s")
         out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         pytest.fail(f"{label}: no exit within {timeout:.0f} s (BRISK_LINUX_TIMEOUT); console so far:\n"
                     + "\n".join(out.splitlines()[-40:]))

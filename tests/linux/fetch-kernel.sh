@@ -12,6 +12,7 @@
 # Reuses the kernel scripts/nested-kvm.sh already unpacked in build/nested/
 # (same package) instead of downloading it twice. Cached and idempotent: a
 # second run does nothing unless linux-image-amd64 now names another version.
+# BRISK_LINUX_NO_REUSE=1: download and extract here even when build/nested/ has it.
 # Exit status 0 on success; 1 with a one-line reason otherwise.
 set -euo pipefail
 die() { echo "fetch-kernel: $*" >&2; exit 1; }
@@ -51,7 +52,7 @@ rm -f "$OUT/.done" "$OUT/vmlinuz" "$OUT/vmlinux" "$OUT/kernel.version" "$OUT/con
 
 # 1. the package's files: from scripts/nested-kvm.sh's cache, or download
 kdir=$NESTED/kernel-$kver
-if [[ -f $kdir/.done && -f $kdir/boot/vmlinuz-$kver ]]; then
+if [[ ${BRISK_LINUX_NO_REUSE:-0} != 1 && -f $kdir/.done && -f $kdir/boot/vmlinuz-$kver ]]; then
 	echo "fetch-kernel: reusing $kpkg unpacked by scripts/nested-kvm.sh ($kdir)" >&2
 else
 	kdir=$OUT/pkg-$kver
@@ -67,7 +68,7 @@ else
 		mv "$kdir.tmp" "$kdir"
 		rm -rf "$OUT/dl"
 		# keep only what the tier uses (the modules are ~400 MiB)
-		rm -rf "$kdir/lib" "$kdir/usr"
+		rm -rf "${kdir:?}/lib" "${kdir:?}/usr"
 		touch "$kdir/.done"
 	fi
 fi
@@ -108,9 +109,9 @@ extract() { # $1 = magic (printf escapes) $2 = decompressor command
 	rm -f "$OUT/vmlinux.tmp"
 	return 1
 }
-if [[ -f $kdir/vmlinux.pvh ]]; then
+if [[ ${BRISK_LINUX_NO_REUSE:-0} != 1 && -f $kdir/vmlinux.pvh ]]; then
 	cp "$kdir/vmlinux.pvh" "$OUT/vmlinux.tmp" # scripts/nested-kvm.sh extracted it already
-elif ! { extract '\3757zXZ\000' 'xz -dc' || extract '\050\265\057\375' 'zstd -dcq' ||
+elif ! { extract '\3757zXZ' 'xz -dc' || extract '\050\265\057\375' 'zstd -dcq' ||
 	extract '\037\213\010' 'gzip -dc' || extract '\002\041\114\030' 'lz4 -dc'; }; then
 	echo "fetch-kernel: warning: no compressed vmlinux found in $vmlinuz; only the bzImage path will be tested" >&2
 fi

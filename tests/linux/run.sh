@@ -16,7 +16,7 @@
 # (seconds per boot, default 900), NESTED_KVM_TIMEOUT (default here 1500),
 # BRISK_LINUX_NESTED=0 (never use the nested VM), PYTHON (default /usr/bin/python3).
 set -uo pipefail
-cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.."
+cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." || exit 1
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
 export BRISK=${BRISK:-$BUILD/brisk}
@@ -29,10 +29,6 @@ elif ! tests/linux/mkinitramfs.sh "$OUT/initramfs.cpio.gz"; then
 	skip="the initramfs could not be built (tests/linux/mkinitramfs.sh failed)"
 fi
 [ -z "$skip" ] || export BRISK_LINUX_SKIP="$skip"
-
-pytest_here() {
-	"$PYTHON" -m pytest -rs -p no:cacheprovider tests/linux "$@"
-}
 
 if [ -z "$skip" ] && [ ! -e /dev/kvm ] && [ -x scripts/nested-kvm.sh ] &&
 	[ -z "${BRISK_NO_NESTED:-}" ] && [ "${BRISK_LINUX_NESTED:-1}" != 0 ]; then
@@ -47,8 +43,15 @@ if [ -z "$skip" ] && [ ! -e /dev/kvm ] && [ -x scripts/nested-kvm.sh ] &&
 		rm -f "$errf"
 		exit $rc
 	fi
-	# 125: the nested VM could not run pytest; run it here, where it skips with the reason
-	export BRISK_LINUX_SKIP="no /dev/kvm (and the nested KVM could not run: $(grep '^nested-kvm:' "$errf" | tail -n1 | sed 's/^nested-kvm: //'))"
+	why=$(grep '^nested-kvm:' "$errf" | tail -n1 | sed 's/^nested-kvm: //')
 	rm -f "$errf"
+	case $why in
+	"timed out"* | *"died while running"*)
+		# pytest was running: a hang or a crash is a failure, not a reason to skip
+		echo "check-linux: FAILED: the nested VM running the Linux tier: $why"
+		exit 1 ;;
+	esac
+	# 125 before pytest ran: the nested VM cannot run here; run pytest on this host, where it skips with the reason
+	export BRISK_LINUX_SKIP="no /dev/kvm (and the nested KVM could not run: ${why:-no reason given})"
 fi
-pytest_here
+"$PYTHON" -m pytest -rs -p no:cacheprovider tests/linux

@@ -5,7 +5,7 @@ Skips, with the reason found by probing, where this host's KVM cannot run Linux 
 """
 import pytest
 
-from conftest import (DEFAULT_CMDLINE, HELLO, LINUX, MMIO_MARKER, PORT_MARKERS, boot_linux, kernel)
+from .conftest import (DEFAULT_CMDLINE, HELLO, LINUX, MMIO_MARKER, PORT_MARKERS, boot_linux, kernel)
 
 pytestmark = pytest.mark.usefixtures("linux_kvm")
 

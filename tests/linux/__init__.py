@@ -1,0 +1,1 @@
+"""The real-kernel tier (a package, so its conftest never shadows tests/integration/conftest.py)."""
