@@ -109,37 +109,71 @@ static uint8_t encode_hours(uint8_t reg_b, unsigned h)
 	return (uint8_t)(encode(reg_b, h % 12 ? h % 12 : 12) | (h >= 12 ? RTC_HOURS_PM : 0));
 }
 
-/* The host's current UTC time; all zero if the host clock cannot be read. */
-static void host_time(struct tm *tm)
+/* A UTC calendar time, as the RTC counts it. */
+struct rtc_time {
+	unsigned sec, min, hour;
+	unsigned wday;	    /* 0 = Sunday */
+	unsigned mday, mon; /* 1-based */
+	uint64_t year;
+};
+
+/*
+ * Seconds since the epoch to the UTC calendar, by Howard Hinnant's
+ * civil_from_days (proleptic Gregorian, eras of 400 years from 0000-03-01).
+ * Arithmetic only: glibc's gmtime_r would read /etc/localtime on its first
+ * call and takes the time-zone lock, neither of which belongs in a vCPU
+ * thread.
+ */
+static void civil_from_epoch(uint64_t t, struct rtc_time *rt)
+{
+	uint64_t days = t / 86400, s = t % 86400;
+	uint64_t z = days + 719468; /* days since 0000-03-01 */
+	uint64_t era = z / 146097, doe = z % 146097;
+	uint64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	uint64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	uint64_t mp = (5 * doy + 2) / 153; /* March = 0 */
+
+	rt->sec = (unsigned)(s % 60);
+	rt->min = (unsigned)(s / 60 % 60);
+	rt->hour = (unsigned)(s / 3600);
+	rt->wday = (unsigned)((days + 4) % 7); /* 1970-01-01 was a Thursday */
+	rt->mday = (unsigned)(doy - (153 * mp + 2) / 5 + 1);
+	rt->mon = (unsigned)(mp < 10 ? mp + 3 : mp - 9);
+	rt->year = yoe + era * 400 + (rt->mon <= 2);
+}
+
+/* The host's current UTC time (CLOCK_REALTIME); a clock before 1970 reads as 1970-01-01. */
+static void host_time(struct rtc_time *rt)
 {
 	struct timespec ts;
 
-	if (clock_gettime(CLOCK_REALTIME, &ts) || !gmtime_r(&ts.tv_sec, tm))
-		memset(tm, 0, sizeof(*tm));
+	if (clock_gettime(CLOCK_REALTIME, &ts) || ts.tv_sec < 0)
+		ts.tv_sec = 0;
+	civil_from_epoch((uint64_t)ts.tv_sec, rt);
 }
 
 static uint8_t read_time(uint8_t reg_b, unsigned idx)
 {
-	struct tm tm;
+	struct rtc_time rt;
 
-	host_time(&tm);
+	host_time(&rt);
 	switch (idx) {
 	case RTC_SECONDS:
-		return encode(reg_b, (unsigned)tm.tm_sec);
+		return encode(reg_b, rt.sec);
 	case RTC_MINUTES:
-		return encode(reg_b, (unsigned)tm.tm_min);
+		return encode(reg_b, rt.min);
 	case RTC_HOURS:
-		return encode_hours(reg_b, (unsigned)tm.tm_hour);
+		return encode_hours(reg_b, rt.hour);
 	case RTC_DAY_OF_WEEK:
-		return encode(reg_b, (unsigned)tm.tm_wday + 1);
+		return encode(reg_b, rt.wday + 1);
 	case RTC_DAY_OF_MONTH:
-		return encode(reg_b, (unsigned)tm.tm_mday);
+		return encode(reg_b, rt.mday);
 	case RTC_MONTH:
-		return encode(reg_b, (unsigned)tm.tm_mon + 1);
+		return encode(reg_b, rt.mon);
 	case RTC_YEAR:
-		return encode(reg_b, (unsigned)tm.tm_year % 100);
+		return encode(reg_b, (unsigned)(rt.year % 100));
 	default: /* RTC_CENTURY */
-		return encode(reg_b, (unsigned)(tm.tm_year + 1900) / 100);
+		return encode(reg_b, (unsigned)(rt.year / 100 % 100));
 	}
 }
 

@@ -358,6 +358,37 @@ static void test_fixed_moments(void **state)
 	}
 }
 
+/* The device's calendar arithmetic against glibc's gmtime_r, binary mode, 1970 to 9999. */
+static void test_calendar_matches_gmtime(void **state)
+{
+	(void)state;
+	fake_time_on = 1;
+	wr(REG_B, 0x06);
+	srand(4321);
+	for (int n = 0; n < 20000; n++) {
+		time_t t = n < 4 ? (time_t[]){0, 951782400, 4107542399, 253402300799}[n]
+				 : (time_t)(((uint64_t)rand() << 16 ^ (uint64_t)rand()) % 253402300800ULL);
+		uint8_t got[8];
+		struct tm tm;
+
+		fake_time = t;
+		read_all(got);
+		assert_non_null(gmtime_r(&t, &tm));
+		assert_int_equal(got[0], tm.tm_sec);
+		assert_int_equal(got[1], tm.tm_min);
+		assert_int_equal(got[2], tm.tm_hour);
+		assert_int_equal(got[3], tm.tm_wday + 1);
+		assert_int_equal(got[4], tm.tm_mday);
+		assert_int_equal(got[5], tm.tm_mon + 1);
+		assert_int_equal(got[6], (tm.tm_year + 1900) % 100);
+		assert_int_equal(got[7], (tm.tm_year + 1900) / 100);
+	}
+	fake_time = -1; /* a host clock before 1970 reads as the epoch */
+	read_all((uint8_t[8]){0});
+	assert_int_equal(rd(0x09), 70);
+	assert_int_equal(rd(CENTURY), 19);
+}
+
 /* Every hour of one day, both 12-hour encodings decode back to it. */
 static void test_every_hour(void **state)
 {
@@ -504,6 +535,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_format_changes_encoding, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fixed_moments, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_every_hour, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_calendar_matches_gmtime, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_time_writes_ignored, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_reset_clears_interrupt_enables, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_wide_access, setup, teardown),
