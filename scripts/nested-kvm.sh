@@ -12,7 +12,8 @@
 # Exit status: COMMAND's exit status; 125 if the VM could not run it (QEMU
 # failed, kvm could not be loaded, timeout) with a one-line reason on stderr.
 # COMMAND runs as root in the caller's directory, with stdin = /dev/null and a
-# fresh tmpfs on /tmp (the host's /tmp is not visible), and only PATH, HOME,
+# fresh tmpfs on /tmp (the host's /tmp is not visible, unless the work tree
+# itself is under /tmp: then the host's /tmp is used), and only PATH, HOME,
 # BRISK_* and a few more variables (see below) from the caller's environment.
 #
 # Environment knobs:
@@ -127,7 +128,8 @@ ln -sf /proc/self/fd/1 $H/dev/stdout
 ln -sf /proc/self/fd/2 $H/dev/stderr
 mount -t devpts -o newinstance,ptmxmode=0666,gid=5,mode=0620 devpts $H/dev/pts
 mount -t tmpfs tmpfs $H/dev/shm
-mount -t tmpfs -o mode=1777 tmpfs $H/tmp
+# A fresh /tmp, unless the work (and this run's directory) lives under the host's /tmp.
+case $RUN in /tmp/*) ;; *) mount -t tmpfs -o mode=1777 tmpfs $H/tmp ;; esac
 mount -t tmpfs tmpfs $H/run
 # ttyS1 = COMMAND's stdout, ttyS2 = its stderr: raw, so bytes pass unchanged.
 # Where the caller's stdout/stderr is not a terminal, COMMAND gets a pipe
