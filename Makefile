@@ -134,7 +134,7 @@ deps:
 
 demo: deps
 	@$(MAKE) --no-print-directory all
-	$(BUILD)/brisk run --timeline
+	@scripts/demo.sh
 
 check: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/asan/brisk guests
