@@ -10,13 +10,8 @@ static const struct {
 	const char *name;
 	int (*fn)(int argc, char **argv);
 } commands[] = {
-    {"run", cmd_run},
-    {"cpuid", cmd_cpuid},
-    {"profile", cmd_profile},
-    {"trace", cmd_trace},
-    {"bench", cmd_bench},
-    {"compare", cmd_compare},
-    {"help", cmd_help},
+    {"run", cmd_run},	  {"cpuid", cmd_cpuid},	    {"profile", cmd_profile}, {"trace", cmd_trace},
+    {"bench", cmd_bench}, {"compare", cmd_compare}, {"help", cmd_help},
 };
 
 int main(int argc, char **argv)

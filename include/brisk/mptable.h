@@ -50,6 +50,6 @@ uint64_t mptable_config_addr(unsigned cpus);
  * areas. `err` names the problem.
  */
 __attribute__((warn_unused_result)) int mptable_write(const struct gmem *mem, unsigned cpus, const uint32_t *apic_ids,
-						     char *err, size_t errlen);
+						      char *err, size_t errlen);
 
 #endif

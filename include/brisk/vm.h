@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define VM_DEFAULT_MEMORY  (128ULL << 20)
+#define VM_DEFAULT_MEMORY (128ULL << 20)
 
 enum serial_mode { SERIAL_STDIO = 0, SERIAL_FILE, SERIAL_NONE };
 

@@ -95,17 +95,16 @@ static const char profile_usage[] =
     "      --no-trace           skip the kvm tracepoints\n"
     "RUN-OPTIONS are those of brisk run. See docs/profiler.md.\n";
 
-static const char trace_usage[] =
-    "usage: brisk trace [--json FILE] [--symbols FILE] (--pid PID | -- COMMAND ARGS...)\n"
-    "\n"
-    "In-kernel exit accounting and redundant-work detection (as brisk profile)\n"
-    "for another KVM process and all its threads, until it exits (--pid: or until\n"
-    "Ctrl-C). Needs root and tracefs. See docs/profiler.md.\n"
-    "\n"
-    "      --json FILE          the report as JSON (schema brisk-profile/1)\n"
-    "      --symbols FILE       System.map or vmlinux of the traced guest\n"
-    "      --bucket-us N        time bucket of the exit-rate series (default 1000)\n"
-    "      --trace-buffer-kb N  trace ring buffer per CPU (default 16384)\n";
+static const char trace_usage[] = "usage: brisk trace [--json FILE] [--symbols FILE] (--pid PID | -- COMMAND ARGS...)\n"
+				  "\n"
+				  "In-kernel exit accounting and redundant-work detection (as brisk profile)\n"
+				  "for another KVM process and all its threads, until it exits (--pid: or until\n"
+				  "Ctrl-C). Needs root and tracefs. See docs/profiler.md.\n"
+				  "\n"
+				  "      --json FILE          the report as JSON (schema brisk-profile/1)\n"
+				  "      --symbols FILE       System.map or vmlinux of the traced guest\n"
+				  "      --bucket-us N        time bucket of the exit-rate series (default 1000)\n"
+				  "      --trace-buffer-kb N  trace ring buffer per CPU (default 16384)\n";
 
 static const char bench_usage[] = "usage: brisk bench -n N [options] [--] RUN-OPTIONS...\n"
 				  "\n"

@@ -44,7 +44,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define BOOTMARK_PORT 0x440	  /* BRISK_BOOTMARK_PORT, include/brisk/abi.h */
+#define BOOTMARK_PORT 0x440	   /* BRISK_BOOTMARK_PORT, include/brisk/abi.h */
 #define BOOTMARK_MMIO 0xd0000000UL /* BRISK_BOOTMARK_MMIO */
 
 static int port_fd = -1;
@@ -185,7 +185,8 @@ int main(void)
 				dup2(fd, 2);
 			}
 			char *argv[] = {"/bin/sh", "-l", NULL};
-			char *envp[] = {"PATH=/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", "TERM=linux", "PS1=brisk# ", NULL};
+			char *envp[] = {"PATH=/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", "TERM=linux", "PS1=brisk# ",
+					NULL};
 			execve("/bin/sh", argv, envp);
 			_exit(127);
 		}

@@ -105,7 +105,7 @@ static void check_ids(const struct gmem *mem, unsigned cpus, const uint32_t *ids
 		switch (e[0]) {
 		case 0:
 			assert_int_equal(e[1], ids ? ids[n_cpu] : n_cpu); /* APIC ID of vCPU n */
-			assert_int_equal(e[3], n_cpu == 0 ? 3 : 1); /* EN, BP on vCPU 0 only */
+			assert_int_equal(e[3], n_cpu == 0 ? 3 : 1);	  /* EN, BP on vCPU 0 only */
 			n_cpu++;
 			e += 20;
 			continue;
@@ -121,10 +121,10 @@ static void check_ids(const struct gmem *mem, unsigned cpus, const uint32_t *ids
 			n_ioapic++;
 			break;
 		case 3:
-			assert_int_equal(e[1], 0);    /* INT */
-			assert_int_equal(e[4], 0);    /* source bus: ISA */
+			assert_int_equal(e[1], 0);	   /* INT */
+			assert_int_equal(e[4], 0);	   /* source bus: ISA */
 			assert_int_equal(e[6], ioapic_id); /* this I/O APIC */
-			assert_int_equal(e[7], e[5]); /* IRQ n -> pin n */
+			assert_int_equal(e[7], e[5]);	   /* IRQ n -> pin n */
 			assert_true(e[5] < 16);
 			irqs |= 1u << e[5];
 			break;
