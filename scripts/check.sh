@@ -63,7 +63,7 @@ run_pytest() { # $1 = brisk binary, $2 = label
 # shown. The second verdict counts: a brisk bug fails both times.
 run_nested_pytest() { # $1 = brisk binary, $2 = label
 	local rc
-	export NESTED_KVM_TIMEOUT=${NESTED_KVM_TIMEOUT:-480} # ~5x a normal suite run
+	local -x NESTED_KVM_TIMEOUT=${NESTED_KVM_TIMEOUT:-480} # ~5x a normal suite run; this function only
 	echo "== integration tests (pytest) with $2, nested KVM"
 	NESTED_KVM_MEM=${NESTED_KVM_MEM:-6G} scripts/nested-kvm.sh -- env BRISK="$1" "$PYTHON" -m pytest -q -rs \
 		--timeout 300 tests/integration 2>&1 | tee "$log/py.out"
