@@ -105,10 +105,12 @@ def test_serial_to_file_and_none(tmp_path):
     assert p.stdout == ""
 
 
-def test_memory_options():
-    for opts in (["--hugepages"], ["--prefault"], ["--memory", "16M"], ["--memory", "3200M"]):
-        p = boot("hello", *opts)
-        assert p.returncode == EXIT_GUEST_OK, (opts, p.stderr)
+@pytest.mark.parametrize("opts", [["--hugepages"], ["--prefault"], ["--memory", "16M"], ["--memory", "3200M"]])
+def test_memory_options(opts):
+    if "--prefault" in opts and os.environ.get("NESTED_KVM_GUEST"):
+        pytest.skip("the nested TCG harness wedges on --prefault boots (scripts/nested-kvm.md)")
+    p = boot("hello", *opts)
+    assert p.returncode == EXIT_GUEST_OK, (opts, p.stderr)
 
 
 def test_sigterm_stops_cleanly():
