@@ -118,11 +118,6 @@ err() { log "$*"; echo "$*" > "$H$RUN/error"; dmesg > "$H$RUN/dmesg"; sync; halt
 why() { dmesg | grep -v -i 'command line' | grep -i -E 'kvm|svm' | tail -n 3 | tr '\n' ' '; }
 [ -z "$modfail" ] || err "insmod failed:$modfail ($(why))"
 [ -c /dev/kvm ] || err "/dev/kvm did not appear ($(why))"
-# THP as on the development machines ("madvise"), not the kernel's "always":
-# with "always" the nested VM was seen to wedge (soft lockups) after some
-# guest-memory set-ups and tear-downs under the emulated SVM.
-echo madvise > /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null
-echo madvise > /sys/kernel/mm/transparent_hugepage/defrag 2>/dev/null
 mount -t proc proc $H/proc
 mount -t sysfs sysfs $H/sys
 mount -t devtmpfs devtmpfs $H/dev
