@@ -58,9 +58,10 @@ run_pytest() { # $1 = brisk binary, $2 = label
 }
 
 # One pytest run inside the nested KVM. The harness (an emulated SVM CPU under
-# multi-threaded TCG) has been seen to wedge a run now and then; a test that
-# fails there is run once more in a fresh nested VM, and both results are
-# shown. The second verdict counts: a brisk bug fails both times.
+# multi-threaded TCG) has rare failures of its own (scripts/nested-kvm.md
+# "Known problems"); a test that fails there is run once more in a fresh nested
+# VM, and both results are shown. The second verdict counts: a brisk bug fails
+# both times.
 run_nested_pytest() { # $1 = brisk binary, $2 = label
 	local rc
 	local -x NESTED_KVM_TIMEOUT=${NESTED_KVM_TIMEOUT:-480} # ~5x a normal suite run; this function only

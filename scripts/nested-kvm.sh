@@ -28,6 +28,8 @@
 #                       log file, never into COMMAND's output)
 #   NESTED_KVM_APPEND   extra guest kernel command line
 #   NESTED_KVM_9P_CACHE 9p cache mode (default loose; mmap = coherent with host-side changes, slower)
+#   NESTED_KVM_HOLD     0 = do not start scripts/kvm-hold.c in the VM (to show the wedge it prevents)
+#   NESTED_KVM_TCG_THREAD  multi (default: one host thread per vCPU) or single (all vCPUs on one thread)
 set -euo pipefail
 
 die() { echo "nested-kvm: $*" >&2; exit 125; }
@@ -61,6 +63,8 @@ SMP=${NESTED_KVM_SMP:-$(( ncpu < 2 ? 2 : (ncpu > 4 ? 4 : ncpu) ))}
 CPU=${NESTED_KVM_CPU:-qemu64,+svm,+npt,+vgif,+svme-addr-chk,+lahf-lm,+popcnt,+sse4.1,+sse4.2,+ssse3,+cx16}
 KVM_AMD_PARAMS=${NESTED_KVM_KVM_AMD:-nested=0 avic=0 sev=0 sev_es=0}
 CACHE9P=${NESTED_KVM_9P_CACHE:-loose}
+TCG_THREAD=${NESTED_KVM_TCG_THREAD:-multi}
+[[ $TCG_THREAD = single || $TCG_THREAD = multi ]] || die "NESTED_KVM_TCG_THREAD must be single or multi"
 
 # Modules needed in the initramfs, in load order (dependencies are resolved
 # with modinfo and loaded first; built-in ones are simply skipped).
@@ -101,6 +105,7 @@ for a in $(cat /proc/cmdline); do
 	nkvm.cache=*) CACHE=${a#nkvm.cache=} ;;
 	nkvm.tty=*) TTYS=${a#nkvm.tty=} ;;
 	nkvm.winsz=*) WINSZ=${a#nkvm.winsz=} ;;
+	nkvm.hold=*) HOLD=${a#nkvm.hold=} ;;
 	esac
 done
 modfail=
@@ -118,6 +123,8 @@ err() { log "$*"; echo "$*" > "$H$RUN/error"; dmesg > "$H$RUN/dmesg"; sync; halt
 why() { dmesg | grep -v -i 'command line' | grep -i -E 'kvm|svm' | tail -n 3 | tr '\n' ' '; }
 [ -z "$modfail" ] || err "insmod failed:$modfail ($(why))"
 [ -c /dev/kvm ] || err "/dev/kvm did not appear ($(why))"
+# One idle VM held for the VM's life: no kernel text patching per test VM (scripts/kvm-hold.c).
+[ "$HOLD" = 0 ] || /bin/kvm-hold 2>/dev/console &
 mount -t proc proc $H/proc
 mount -t sysfs sysfs $H/sys
 mount -t devtmpfs devtmpfs $H/dev
@@ -219,7 +226,8 @@ prepare() {
 	local bb stamp
 	bb=$(dpkg -L busybox-static | grep -E '/s?bin/busybox$' | head -n1)
 	[[ -x $bb ]] || die "busybox-static installed but no busybox binary found"
-	stamp="$({ init_script; echo "$WANT_MODULES"; } | sha256sum | cut -c1-16)-$(sha256sum "$bb" | cut -c1-16)-$kver"
+	command -v gcc >/dev/null || die "gcc is needed to build scripts/kvm-hold.c (scripts/deps.sh installs it)"
+	stamp="$({ init_script; echo "$WANT_MODULES"; cat "$ROOT/scripts/kvm-hold.c"; } | sha256sum | cut -c1-16)-$(sha256sum "$bb" | cut -c1-16)-$kver"
 	INITRD=$NESTED/initramfs-$kver.cpio.gz
 	if [[ ! -f $INITRD || $(cat "$INITRD.stamp" 2>/dev/null) != "$stamp" ]]; then
 		echo "nested-kvm: building initramfs" >&2
@@ -227,6 +235,8 @@ prepare() {
 		tmp=$(mktemp -d "$NESTED/initramfs.XXXXXX")
 		mkdir -p "$tmp/bin" "$tmp/lib/modules"
 		cp "$bb" "$tmp/bin/busybox"
+		gcc -O2 -Wall -static -o "$tmp/bin/kvm-hold" "$ROOT/scripts/kvm-hold.c" ||
+			die "cannot build scripts/kvm-hold.c (static: needs libc6-dev)"
 		init_script > "$tmp/init"
 		chmod 755 "$tmp/init"
 		# resolve module dependencies (post-order DFS) with modinfo
@@ -313,7 +323,7 @@ mkfifo "$RUN/out.in" "$RUN/out.out" "$RUN/err.in" "$RUN/err.out"
 cat "$RUN/out.out" & outpid=$!
 cat "$RUN/err.out" >&2 & errpid=$!
 
-append="console=ttyS0 quiet loglevel=${NESTED_KVM_LOGLEVEL:-4} panic=-1 rdinit=/init tsc=reliable mitigations=off ${NESTED_KVM_APPEND:-}"
+append="console=ttyS0 quiet loglevel=${NESTED_KVM_LOGLEVEL:-4} panic=-1 rdinit=/init tsc=reliable mitigations=off nkvm.hold=${NESTED_KVM_HOLD:-1} ${NESTED_KVM_APPEND:-}"
 append+=" nkvm.run=$RUN nkvm.amd=${KVM_AMD_PARAMS// /,} nkvm.cache=$CACHE9P"
 otty=0 etty=0
 [[ -t 1 ]] && otty=1
@@ -329,7 +339,7 @@ monitor=(-monitor none)
 t0=$(date +%s.%N)
 set +e
 timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
-	-accel tcg,thread=multi -M pc -cpu "$CPU" -smp "$SMP" -m "$MEM" \
+	-accel "tcg,thread=$TCG_THREAD" -M pc -cpu "$CPU" -smp "$SMP" -m "$MEM" \
 	-nographic -nodefaults -no-user-config -no-reboot \
 	"${monitor[@]}" \
 	-chardev file,id=con,path="$RUN/console.log" -serial chardev:con \

@@ -2,11 +2,15 @@
 import fcntl
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+import hangdiag  # noqa: E402  (tests/hangdiag.py: a timed-out run is looked at before it is killed)
+
 BUILD = ROOT / os.environ.get("BUILD", "build")
 BRISK = Path(os.environ.get("BRISK", BUILD / "brisk")).resolve()
 GUESTS = BUILD / "guests"
@@ -67,8 +71,7 @@ def run_brisk(*args, input=None, timeout=120, stdin=subprocess.DEVNULL, **kw):
     """Runs brisk with args; returns the CompletedProcess (text). Fails on sanitizer reports."""
     if input is not None:
         stdin = None
-    p = subprocess.run([str(BRISK), *args], input=input, stdin=stdin, capture_output=True, text=True,
-                       timeout=timeout, **kw)
+    p = hangdiag.run([str(BRISK), *args], input=input, stdin=stdin, timeout=timeout, **kw)
     check_sanitizers(p.stderr)
     return p
 

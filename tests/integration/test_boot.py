@@ -107,8 +107,6 @@ def test_serial_to_file_and_none(tmp_path):
 
 @pytest.mark.parametrize("opts", [["--hugepages"], ["--prefault"], ["--memory", "16M"], ["--memory", "3200M"]])
 def test_memory_options(opts):
-    if "--prefault" in opts and os.environ.get("NESTED_KVM_GUEST"):
-        pytest.skip("the nested TCG harness wedges on --prefault boots (scripts/nested-kvm.md)")
     p = boot("hello", *opts)
     assert p.returncode == EXIT_GUEST_OK, (opts, p.stderr)
 

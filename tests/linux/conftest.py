@@ -3,25 +3,29 @@
 Environment:
   BRISK                 the brisk binary (default build/brisk)
   BRISK_LINUX_DIR       where fetch-kernel.sh / mkinitramfs.sh left their output (default build/linux)
-  BRISK_LINUX_TIMEOUT   seconds one Linux boot may take (default 900: a boot under nested TCG takes 10-30 s
-                        on an idle machine, minutes on a loaded one)
+  BRISK_LINUX_TIMEOUT   seconds one Linux boot may take (default 300: a boot under nested TCG takes 10-30 s
+                        on an idle machine, more on a loaded one)
   BRISK_LINUX_SKIP      when set, every test skips with this reason (tests/linux/run.sh sets it when the
                         kernel could not be fetched or the tier must not run)
 """
 import os
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+import hangdiag  # noqa: E402  (tests/hangdiag.py: a timed-out boot is looked at before it is killed)
+
 BUILD = ROOT / os.environ.get("BUILD", "build")
 BRISK = Path(os.environ.get("BRISK", BUILD / "brisk")).resolve()
 LINUX = Path(os.environ.get("BRISK_LINUX_DIR", BUILD / "linux")).resolve()
 INT3PROBE = BUILD / "guests" / "int3probe.elf"
-TIMEOUT = float(os.environ.get("BRISK_LINUX_TIMEOUT", "900"))
+TIMEOUT = float(os.environ.get("BRISK_LINUX_TIMEOUT", "300"))
 
 EXIT_INTERNAL_ERROR = 10  # include/brisk/exitcode.h: KVM_EXIT_INTERNAL_ERROR
 
@@ -130,13 +134,14 @@ def boot_linux(kernel_path, initrd, *args, label, timeout=TIMEOUT):
         pytest.fail(f"not booted: an earlier boot ({_hung[0]}) did not end within {TIMEOUT:.0f} s")
     t0 = time.monotonic()
     try:
-        p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as e:
+        p = hangdiag.run(cmd, stdin=subprocess.DEVNULL, timeout=timeout)
+    except hangdiag.Timeout as e:
         _hung.append(label)
         _report.append(f"{label}: no exit within {timeout:.0f} s")
-        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        out = e.stdout or ""
         pytest.fail(f"{label}: no exit within {timeout:.0f} s (BRISK_LINUX_TIMEOUT); console so far:\n"
-                    + "\n".join(out.splitlines()[-40:]))
+                    + "\n".join(out.splitlines()[-40:]) + "\n--- scripts/kvm-diag.sh before the kill ---\n"
+                    + e.diag)
     for marker in ("AddressSanitizer", "runtime error:", "UndefinedBehaviorSanitizer"):
         assert marker not in p.stderr, f"sanitizer report:\n{p.stderr}"
     b = Boot(p, time.monotonic() - t0)

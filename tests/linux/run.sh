@@ -13,7 +13,7 @@
 # is always a pytest one (scripts/check.sh counts it).
 #
 # Environment: BRISK (brisk binary, default build/brisk), BRISK_LINUX_TIMEOUT
-# (seconds per boot, default 900), NESTED_KVM_TIMEOUT (default here 1500),
+# (seconds per boot, default 300), NESTED_KVM_TIMEOUT (default here 1500),
 # BRISK_LINUX_NESTED=0 (never use the nested VM), PYTHON (default /usr/bin/python3).
 set -uo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." || exit 1
@@ -34,11 +34,23 @@ if [ -z "$skip" ] && [ ! -e /dev/kvm ] && [ -x scripts/nested-kvm.sh ] &&
 	[ -z "${BRISK_NO_NESTED:-}" ] && [ "${BRISK_LINUX_NESTED:-1}" != 0 ]; then
 	echo "== /dev/kvm missing on this host: booting Linux inside a nested KVM (scripts/nested-kvm.sh, QEMU TCG)"
 	errf=$(mktemp)
+	cache=(-o "cache_dir=$BUILD/linux/.pytest_cache")
 	NESTED_KVM_TIMEOUT=${NESTED_KVM_TIMEOUT:-1500} \
-		scripts/nested-kvm.sh -- env BRISK_IN_NESTED=1 "$PYTHON" -m pytest -rs -p no:cacheprovider tests/linux \
+		scripts/nested-kvm.sh -- env BRISK_IN_NESTED=1 "$PYTHON" -m pytest -rs "${cache[@]}" tests/linux \
 		2> >(tee "$errf" >&2)
 	rc=$?
 	wait
+	if [ $rc -eq 1 ]; then
+		# Failed tests run once more in a fresh nested VM, and both results are shown; the
+		# second verdict counts (the harness, QEMU's TCG, has had rare hangs of its own:
+		# scripts/nested-kvm.md). A brisk bug fails both times.
+		echo "== real-kernel tier: re-running the failed tests once in a fresh nested VM"
+		NESTED_KVM_TIMEOUT=${NESTED_KVM_TIMEOUT:-1500} \
+			scripts/nested-kvm.sh -- env BRISK_IN_NESTED=1 "$PYTHON" -m pytest -rs "${cache[@]}" \
+			--last-failed --last-failed-no-failures none tests/linux 2> >(tee "$errf" >&2)
+		rc=$?
+		wait
+	fi
 	if [ $rc -ne 125 ]; then
 		rm -f "$errf"
 		exit $rc
