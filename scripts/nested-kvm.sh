@@ -135,9 +135,11 @@ ln -sf /proc/self/fd/1 $H/dev/stdout
 ln -sf /proc/self/fd/2 $H/dev/stderr
 mount -t devpts -o newinstance,ptmxmode=0666,gid=5,mode=0620 devpts $H/dev/pts
 mount -t tmpfs tmpfs $H/dev/shm
-# A fresh /tmp, unless the work (and this run's directory) lives under the host's /tmp.
-case $RUN in /tmp/*) ;; *) mount -t tmpfs -o mode=1777 tmpfs $H/tmp ;; esac
 mount -t tmpfs tmpfs $H/run
+# A fresh /tmp, unless the work (and this run's directory) lives under the host's /tmp;
+# then TMPDIR points at a tmpfs all the same (9p cannot truncate an unlinked file, as pytest's capture does).
+TMPV=
+case $RUN in /tmp/*) mkdir -m 1777 $H/run/tmp; TMPV=TMPDIR=/run/tmp ;; *) mount -t tmpfs -o mode=1777 tmpfs $H/tmp ;; esac
 # ttyS1 = COMMAND's stdout, ttyS2 = its stderr: raw, so bytes pass unchanged.
 # Where the caller's stdout/stderr is not a terminal, COMMAND gets a pipe
 # (through cat) instead of the tty, so it behaves as it would on the host.
@@ -151,7 +153,7 @@ case $TTYS in 0?) mkfifo /fo; cat /fo > /dev/ttyS1 & pids="$pids $!"; o=/fo ;; e
 case $TTYS in ?0) mkfifo /fe; cat /fe > /dev/ttyS2 & pids="$pids $!"; e=/fe ;; esac
 cut -d' ' -f1 /proc/uptime > "$H$RUN/booted"
 sync # (cache=loose: make the marker, and its mtime, reach the host now)
-env -i /bin/chroot $H /bin/bash --noprofile --norc "$RUN/cmd.sh" </dev/null >$o 2>$e 7>&- 8>&-
+env -i $TMPV /bin/chroot $H /bin/bash --noprofile --norc "$RUN/cmd.sh" </dev/null >$o 2>$e 7>&- 8>&-
 rc=$?
 if [ -n "$pids" ]; then
 	# background children that keep the pipes open get 5 s, as on a timeout
