@@ -67,7 +67,7 @@ def run_conf(name, cpus, memory, mib, initrd):
         pytest.skip(f"--memory {memory} exceeds this host's RAM + swap")
     cmdline = f"conf cpus={cpus} mem_mib={mib} initrd_size={size} initrd_sum={digest:#x}"
     p = run_brisk("run", "--kernel", image(name), "--cpus", str(cpus), "--memory", memory, "--initrd", path,
-                  "--cmdline", cmdline, timeout=180)
+                  "--cmdline", cmdline, timeout=90)
     return p, cmdline
 
 
