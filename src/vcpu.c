@@ -231,7 +231,7 @@ void *vcpu_thread(void *arg)
 {
 	struct vcpu *v = arg;
 	struct vm *vm = v->vm;
-	struct kvm_cpuid2 *scratch = malloc((size_t)cpuid_table_size(vm->cpuid));
+	struct kvm_cpuid2 *scratch = malloc((size_t)cpuid_table_size(vm->cpuid_vm.tmpl));
 	sigset_t kick;
 
 	sigemptyset(&kick);

@@ -284,7 +284,6 @@ static int prepare_vcpus(struct vm *vm)
 		log_error("%s", err);
 		return ret == -EINVAL ? EXIT_USAGE : EXIT_HOST;
 	}
-	vm->cpuid = vm->cpuid_vm.tmpl; /* vm_destroy frees it */
 	vm->nr_vcpus = vm->cfg.cpus;
 	vm->vcpus = calloc(vm->nr_vcpus, sizeof(*vm->vcpus));
 	if (!vm->vcpus) {
@@ -468,7 +467,7 @@ void vm_destroy(struct vm *vm)
 		exit_series_free(&vm->vcpus[i].stats.series);
 	}
 	free(vm->vcpus);
-	free(vm->cpuid);
+	cpuid_vm_destroy(&vm->cpuid_vm);
 	bus_destroy(&vm->bus);
 	gmem_destroy(&vm->mem);
 	if (vm->fd >= 0)

@@ -41,8 +41,7 @@ struct vm {
 	struct boot_entry entry;
 	struct serial8250 *serial;
 	int serial_out_fd;	  /* --serial file:PATH, closed by vm_destroy */
-	struct kvm_cpuid2 *cpuid; /* per-VM template (= cpuid_vm.tmpl, freed by vm_destroy) */
-	struct cpuid_vm cpuid_vm; /* topology, vendor, boot MSRs around that template */
+	struct cpuid_vm cpuid_vm; /* the per-VM template, topology, vendor, boot MSRs */
 	unsigned nr_vcpus;
 	struct vcpu *vcpus;
 	/*
