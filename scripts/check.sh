@@ -65,23 +65,22 @@ run_pytest() { # $1 = brisk binary, $2 = label
 run_nested_pytest() { # $1 = brisk binary, $2 = label
 	local rc
 	local -x NESTED_KVM_TIMEOUT=${NESTED_KVM_TIMEOUT:-480} # ~5x a normal suite run; this function only
+	suite() { # extra pytest arguments; output in $log/py.out, status in rc
+		NESTED_KVM_MEM=${NESTED_KVM_MEM:-6G} scripts/nested-kvm.sh -- env BRISK="$1" "$PYTHON" -m pytest -q -rs \
+			--timeout 300 "${@:2}" tests/integration 2>&1 | tee "$log/py.out"
+		rc=${PIPESTATUS[0]}
+	}
 	echo "== integration tests (pytest) with $2, nested KVM"
-	NESTED_KVM_MEM=${NESTED_KVM_MEM:-6G} scripts/nested-kvm.sh -- env BRISK="$1" "$PYTHON" -m pytest -q -rs \
-		--timeout 300 tests/integration 2>&1 | tee "$log/py.out"
-	rc=${PIPESTATUS[0]}
+	suite "$1"
 	if [ $rc -eq 125 ]; then
 		# 125: the nested VM itself failed or timed out (a wedged VM cannot time its tests out).
 		echo "== $2: the nested VM did not finish; running the suite once more in a fresh one"
-		NESTED_KVM_MEM=${NESTED_KVM_MEM:-6G} scripts/nested-kvm.sh -- env BRISK="$1" "$PYTHON" -m pytest -q -rs \
-			--timeout 300 tests/integration 2>&1 | tee "$log/py.out"
-		rc=${PIPESTATUS[0]}
+		suite "$1"
 	fi
 	if [ $rc -ne 0 ] && grep -qE '^[0-9]+ (failed|error)|^FAILED|^ERROR' "$log/py.out"; then
 		count_pytest_passed_only "$log/py.out"
 		echo "== $2: re-running the failed tests once in a fresh nested VM"
-		NESTED_KVM_MEM=${NESTED_KVM_MEM:-6G} scripts/nested-kvm.sh -- env BRISK="$1" "$PYTHON" -m pytest -q -rs \
-			--timeout 300 --last-failed --last-failed-no-failures none tests/integration 2>&1 | tee "$log/py.out"
-		rc=${PIPESTATUS[0]}
+		suite "$1" --last-failed --last-failed-no-failures none
 	fi
 	count_pytest "$log/py.out"
 	[ $rc -eq 0 ] || { echo "check: nested pytest with $2 failed (exit $rc)"; status=1; }
