@@ -68,8 +68,7 @@ void vcpu_kick(struct vcpu *v);
 int vcpu_signals_init(void);
 void vcpu_print_stats(const struct vm *vm, FILE *f);
 
-/* vm.c: with cfg.hooks, blocks a configured vCPU thread until the hook has run or an exit is requested. */
-/* Called by each vCPU thread once its vCPU is configured: counts it ready, waits for go. */
+/* vm.c: called by each vCPU thread once its vCPU is configured: counts it ready, waits for go. */
 void vm_vcpu_ready_wait_go(struct vm *vm);
 
 #endif

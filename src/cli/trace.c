@@ -135,9 +135,8 @@ static pid_t spawn_held(char **cmd, int *go_fd)
 		return -1;
 	pid = fork();
 	if (pid == 0) {
-		char c;
-
 		sigset_t none;
+		char c;
 
 		close(p[1]);
 		if (read(p[0], &c, 1) != 1)
