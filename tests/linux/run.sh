@@ -42,20 +42,20 @@ if [ -z "$skip" ] && [ ! -e /dev/kvm ] && [ -x scripts/nested-kvm.sh ] &&
 		rc=$?
 		wait
 	}
-	# Died or timed out (125 after the command started): the harness, QEMU's TCG, has
-	# rare failures of its own (scripts/nested-kvm.md "Known problems"), so the tier runs
-	# once more in a fresh nested VM; so do failed tests. Both results are shown and the
-	# second verdict counts: a brisk bug fails both times.
+	# Died or timed out (125 after the command started), or tests failed: the harness,
+	# QEMU's TCG, has rare failures of its own (scripts/nested-kvm.md "Known problems"),
+	# and a Linux boot, with its tens of thousands of exits, meets them more often than
+	# any other test. So the tier gets up to three attempts, each in a fresh nested VM:
+	# the later ones run the tests that failed, or all when no attempt finished. Every
+	# result is shown and the last verdict counts: a brisk bug fails all three times.
 	vm_died() { [ $rc -eq 125 ] && grep -qE '^nested-kvm: (timed out|VM died while running)' "$errf"; }
+	rm -rf "$BUILD/linux/.pytest_cache" # no failures recorded by an earlier check run
 	nested_pytest
-	if vm_died; then
-		echo "== real-kernel tier: the nested VM did not finish; running the tier once more in a fresh one"
-		nested_pytest
-	fi
-	if [ $rc -eq 1 ]; then
-		echo "== real-kernel tier: re-running the failed tests once in a fresh nested VM"
-		nested_pytest --last-failed --last-failed-no-failures none
-	fi
+	for attempt in 2 3; do
+		[ $rc -eq 1 ] || vm_died || break
+		echo "== real-kernel tier: attempt $attempt of 3, in a fresh nested VM (the failed tests, or all if none were recorded)"
+		nested_pytest --last-failed --last-failed-no-failures all
+	done
 	if [ $rc -ne 125 ]; then
 		rm -f "$errf"
 		exit $rc
