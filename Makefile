@@ -34,6 +34,7 @@ LIB_SRCS := \
 	src/config.c \
 	src/util/log.c \
 	src/util/size.c \
+	src/util/file.c \
 	src/devices/serial8250.c \
 	src/devices/serial_io.c \
 	src/devices/i8042.c \
@@ -101,6 +102,8 @@ UNIT_TESTS := \
 	test_symbols \
 	test_profile_json
 
+# `make` alone builds brisk: guests.mk's first rule must not become the default goal.
+.DEFAULT_GOAL := all
 include guests/guests.mk
 
 .PHONY: all demo check check-unit check-guest check-asan check-linux demo-linux deps bench fuzz format clean
