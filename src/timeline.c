@@ -5,12 +5,19 @@
 #include "brisk/timeline.h"
 
 static const char *const names[TL__COUNT] = {
-    [TL_EXEC] = "process start",       [TL_MAIN] = "main entered",
-    [TL_KVM_OPEN] = "/dev/kvm opened", [TL_VM_CREATED] = "VM created",
-    [TL_MEMORY] = "memory mapped",     [TL_KERNEL_LOADED] = "kernel loaded",
-    [TL_VCPUS_READY] = "vCPUs ready",  [TL_FIRST_RUN] = "first KVM_RUN",
-    [TL_FIRST_EXIT] = "first exit",    [TL_FIRST_SERIAL] = "first serial byte",
-    [TL_GUEST_END] = "guest ended",    [TL_EXIT] = "exit",
+    [TL_EXEC] = "process start",
+    [TL_MAIN] = "main entered",
+    [TL_KVM_OPEN] = "/dev/kvm opened",
+    [TL_VM_CREATED] = "VM created",
+    [TL_MEMORY] = "memory mapped",
+    [TL_IRQCHIP] = "irqchip created",
+    [TL_KERNEL_LOADED] = "kernel loaded",
+    [TL_VCPUS_READY] = "vCPUs ready",
+    [TL_FIRST_RUN] = "first KVM_RUN",
+    [TL_FIRST_EXIT] = "first exit",
+    [TL_FIRST_SERIAL] = "first serial byte",
+    [TL_GUEST_END] = "guest ended",
+    [TL_EXIT] = "exit",
 };
 
 /* Absolute CLOCK_MONOTONIC ns; 0 = not recorded. */

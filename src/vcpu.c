@@ -199,8 +199,8 @@ static int run_loop(struct vcpu *v)
 	return 0;
 }
 
-/* KVM_CREATE_VCPU, the run page, CPUID, and for the boot vCPU the entry state. */
-static int vcpu_setup(struct vcpu *v, struct kvm_cpuid2 *scratch)
+/* KVM_CREATE_VCPU and the run page: needs only the VM and its irqchip. */
+static int vcpu_create(struct vcpu *v)
 {
 	struct vm *vm = v->vm;
 	void *run;
@@ -216,30 +216,45 @@ static int vcpu_setup(struct vcpu *v, struct kvm_cpuid2 *scratch)
 		return EXIT_HOST;
 	}
 	v->run = run;
-	/* One KVM_SET_CPUID2 and one KVM_SET_MSRS, in parallel with the other vCPU threads. */
-	if (cpuid_vcpu_configure(v->fd, &vm->cpuid_vm, v->index, scratch))
-		return EXIT_HOST;
-	/* APs stay in KVM_MP_STATE_UNINITIALIZED until the BSP sends INIT/SIPI. */
-	if (v->index == 0 && x86_vcpu_set_entry(v->fd, &vm->entry)) {
-		log_error("setting vCPU 0's boot registers failed");
+	return 0;
+}
+
+/* CPUID, MSRs, and for the boot vCPU the entry state: needs the published per-VM template. */
+static int vcpu_configure(struct vcpu *v)
+{
+	struct vm *vm = v->vm;
+	struct kvm_cpuid2 *scratch = malloc((size_t)cpuid_table_size(vm->cpuid_vm.tmpl));
+	int ret = 0;
+
+	if (!scratch) {
+		log_error("vCPU %u: out of memory for its CPUID table", v->index);
 		return EXIT_HOST;
 	}
-	return 0;
+	/* One KVM_SET_CPUID2 and one KVM_SET_MSRS, in parallel with the other vCPU threads. */
+	if (cpuid_vcpu_configure(v->fd, &vm->cpuid_vm, v->index, scratch))
+		ret = EXIT_HOST;
+	/* APs stay in KVM_MP_STATE_UNINITIALIZED until the BSP sends INIT/SIPI. */
+	else if (v->index == 0 && x86_vcpu_set_entry(v->fd, &vm->entry)) {
+		log_error("setting vCPU 0's boot registers failed");
+		ret = EXIT_HOST;
+	}
+	free(scratch);
+	return ret;
 }
 
 void *vcpu_thread(void *arg)
 {
 	struct vcpu *v = arg;
 	struct vm *vm = v->vm;
-	struct kvm_cpuid2 *scratch = malloc((size_t)cpuid_table_size(vm->cpuid_vm.tmpl));
 	sigset_t kick;
 
 	sigemptyset(&kick);
 	sigaddset(&kick, VCPU_KICK_SIGNAL);
 	pthread_sigmask(SIG_UNBLOCK, &kick, NULL);
 	v->tid = gettid();
-	v->setup_error = scratch ? vcpu_setup(v, scratch) : EXIT_HOST;
-	free(scratch);
+	v->setup_error = vcpu_create(v);
+	if (vm_vcpu_wait_config(vm) == 0 && !v->setup_error)
+		v->setup_error = vcpu_configure(v);
 	vm_vcpu_ready_wait_go(vm);
 	if (!v->setup_error && !atomic_load(&vm->exit_requested))
 		run_loop(v);

@@ -17,6 +17,8 @@
 
 struct serial8250;
 
+enum vm_config_state { VM_CONFIG_PENDING = 0, VM_CONFIG_PUBLISHED, VM_CONFIG_ABORTED };
+
 struct vcpu {
 	struct vm *vm;
 	unsigned index;
@@ -42,16 +44,25 @@ struct vm {
 	struct serial8250 *serial;
 	int serial_out_fd;	  /* --serial file:PATH, closed by vm_destroy */
 	struct cpuid_vm cpuid_vm; /* the per-VM template, topology, vendor, boot MSRs */
+	/* KVM's supported tables, fetched by fetch_thread while the recipe runs (vm.c step 2). */
+	const struct cpuid_kvm *kvm_cpuid;
+	pthread_t fetch_thread;
+	int fetching; /* fetch_thread started and not yet joined */
 	unsigned nr_vcpus;
 	struct vcpu *vcpus;
 	/*
-	 * Start-up handshake: each vCPU thread configures its vCPU, counts
-	 * itself in nr_ready and waits for `go`; the main thread waits until
-	 * every started thread is ready, runs the hooks, then sets `go`.
+	 * Start-up handshake, all under go_lock: each vCPU thread creates its
+	 * vCPU, waits until the recipe publishes the CPUID template and entry
+	 * state (config_state), configures its vCPU, counts itself in nr_ready
+	 * and waits for `go`; the main thread waits until every started thread
+	 * is ready, runs the hooks, then sets `go`. A failing recipe publishes
+	 * VM_CONFIG_ABORTED instead.
 	 */
 	pthread_mutex_t go_lock;
+	pthread_cond_t config_cond;
 	pthread_cond_t ready_cond;
 	pthread_cond_t go_cond;
+	int config_state; /* enum vm_config_state */
 	unsigned nr_ready;
 	int go;
 	int wake_fd; /* eventfd: an exit was requested */
@@ -68,6 +79,12 @@ void vcpu_kick(struct vcpu *v);
 int vcpu_signals_init(void);
 void vcpu_print_stats(const struct vm *vm, FILE *f);
 
+/*
+ * vm.c: called by each vCPU thread after creating its vCPU: waits until the
+ * template and entry state are published. Returns 0, or -1 when the recipe
+ * failed (the thread then only counts itself ready and stops).
+ */
+int vm_vcpu_wait_config(struct vm *vm);
 /* vm.c: called by each vCPU thread once its vCPU is configured: counts it ready, waits for go. */
 void vm_vcpu_ready_wait_go(struct vm *vm);
 

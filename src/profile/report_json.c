@@ -57,6 +57,7 @@ static const struct {
     {TL_KVM_OPEN, "kvm_open", 1},
     {TL_VM_CREATED, "vm_created", 1},
     {TL_MEMORY, "memory", 1},
+    {TL_IRQCHIP, "irqchip", 1},
     {TL_KERNEL_LOADED, "kernel_loaded", 1},
     {TL_VCPUS_READY, "vcpus_ready", 1},
     {TL_FIRST_RUN, "first_run", 1},
