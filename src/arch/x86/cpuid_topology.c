@@ -134,6 +134,26 @@ static void topo_amd_ext8(struct kvm_cpuid_entry2 *e, const struct cpuid_topolog
 	e->ecx |= ((t->cores * t->threads - 1) & 0xff) | ((pkg_shift(t) & 0xf) << 12);
 }
 
+/*
+ * AMD APM vol. 3 appendix E, CPUID Fn8000_001D_EAX (cache topology): EAX[25:14]
+ * NumSharingCache = logical processors sharing the cache - 1, read as
+ * ShareId = APIC ID >> log2(NumSharingCache + 1) rounded up to a power of
+ * two. L1/L2 are per core, L3 per package; the addressable counts
+ * (2^thread_bits, 2^package shift) make ShareId exactly the core or
+ * package part of brisk's APIC IDs, as leaf 4 does for Intel. The host's
+ * value (KVM passes it through) describes the host's cores, not the VM's.
+ */
+static void topo_amd_ext1d(struct kvm_cpuid_entry2 *e, const struct cpuid_topology *t)
+{
+	unsigned level = (e->eax >> 5) & 7;
+	unsigned sharing = level >= 3 ? (1u << pkg_shift(t)) : (1u << t->thread_bits);
+
+	if ((e->eax & 0x1f) == 0)
+		return; /* CacheType 0: no more caches */
+	e->eax &= ~(0xfffu << 14);
+	e->eax |= ((sharing - 1) & 0xfff) << 14;
+}
+
 /* AMD APM vol. 3 E.4.15 (0x8000001E): EBX[15:8] threads per compute unit - 1; ECX[10:8] nodes per package - 1. */
 static void topo_amd_ext1e(struct kvm_cpuid_entry2 *e, const struct cpuid_topology *t)
 {
@@ -168,8 +188,20 @@ void cpuid_topology_apply(struct kvm_cpuid2 *tmpl, const struct cpuid_topology *
 			if (vendor == CPUID_VENDOR_AMD)
 				topo_amd_ext8(e, t);
 			break;
+		case 0x8000001d:
+			topo_amd_ext1d(e, t);
+			break;
 		case 0x8000001e:
 			topo_amd_ext1e(e, t);
+			break;
+		case 0x80000026:
+			/*
+			 * AMD extended CPU topology (APM vol. 3 appendix E,
+			 * Fn8000_0026): not derived by brisk, so never the
+			 * host's. All zero reads as level type 0 (invalid):
+			 * guests fall back to 0xB.
+			 */
+			e->eax = e->ebx = e->ecx = e->edx = 0;
 			break;
 		}
 	}
