@@ -1,11 +1,11 @@
 /* report_out.c - what brisk profile and brisk trace share: report options, symbol loading, writing the outputs. */
 #include <errno.h>
-#include <fcntl.h>
 #include <json-c/json.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "brisk/file.h"
 #include "brisk/profile.h"
 
 #define MAX_BUCKET_US 10000000ul
@@ -92,11 +92,11 @@ int report_opts_take(struct report_opts *o, int argc, char **argv, int *i, const
 	return 0;
 }
 
-/* 1 when `path` starts with the ELF magic. */
+/* 1 when `path` is a regular file that starts with the ELF magic (a FIFO is refused without blocking). */
 static int file_is_elf(const char *path)
 {
 	uint8_t m[4];
-	int fd = open(path, O_RDONLY | O_CLOEXEC), elf;
+	int fd = file_open_input(path, "kernel", NULL, NULL, 0), elf;
 
 	if (fd < 0)
 		return 0;

@@ -11,13 +11,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "brisk/file.h"
 #include "brisk/profile.h"
 
 /*
  * ELF: gABI chapter 4 (section header table, SHT_SYMTAB with sh_link naming
- * its string table, Elf64_Sym). Every offset and size is checked against the
- * file before use; the file is host input but may be anything the user
- * passed. System.map: nm(1) output, "ADDRESS TYPE NAME" per line.
+ * its string table, Elf32_Sym/Elf64_Sym), both classes: 32-bit PVH kernels
+ * and unikernels ship as ELF32. Every offset, size and index is checked
+ * against the file before use; the file is host input but may be anything
+ * the user passed. System.map: nm(1) output, "ADDRESS TYPE NAME" per line,
+ * parsed within the bytes of each line (the mapping has no terminating NUL).
  */
 #define SYMTAB_MAX_SYMS (1u << 24) /* vmlinux has ~150k */
 #define SYMTAB_MAX_LINE 512
@@ -85,86 +88,228 @@ static void sort_dedupe(struct symtab *t)
 	t->n = w;
 }
 
-/* Keeps functions and untyped labels (assembly entry points) that are defined. */
-static int wanted_sym(const Elf64_Sym *s)
-{
-	unsigned type = ELF64_ST_TYPE(s->st_info);
+/* The section header fields brisk uses, from either ELF class. */
+struct shdr {
+	uint32_t type, link;
+	uint64_t offset, size, entsize;
+};
 
-	return s->st_name && s->st_shndx != SHN_UNDEF && s->st_shndx < SHN_LORESERVE &&
-	       (type == STT_FUNC || type == STT_NOTYPE);
+/* The symbol fields brisk uses, from either ELF class. */
+struct esym {
+	uint32_t name;
+	uint64_t value, size;
+	unsigned char info;
+	uint16_t shndx;
+};
+
+/* An ELF file's class and its section header table, located and checked against the file. */
+struct elf_file {
+	const uint8_t *buf;
+	size_t len;
+	int is64;
+	uint64_t shoff;
+	uint32_t shnum;
+	size_t shentsize, symentsize;
+	const char *source;
+};
+
+/* Section header i; the table was checked to lie in the file (elf_open), and i < shnum. */
+static void read_shdr(const struct elf_file *f, uint32_t i, struct shdr *out)
+{
+	const uint8_t *p = f->buf + f->shoff + (uint64_t)i * f->shentsize;
+
+	if (f->is64) {
+		Elf64_Shdr sh;
+
+		memcpy(&sh, p, sizeof(sh));
+		*out = (struct shdr){sh.sh_type, sh.sh_link, sh.sh_offset, sh.sh_size, sh.sh_entsize};
+	} else {
+		Elf32_Shdr sh;
+
+		memcpy(&sh, p, sizeof(sh));
+		*out = (struct shdr){sh.sh_type, sh.sh_link, sh.sh_offset, sh.sh_size, sh.sh_entsize};
+	}
 }
 
-/* The symbols of symtab section `sh` whose strings are in section `str`. */
-static int elf_syms(struct symtab *t, const uint8_t *buf, size_t len, const Elf64_Shdr *sh, const Elf64_Shdr *str,
+/* Symbol at file offset off; the caller checked [off, off + symentsize) lies in the file. */
+static void read_sym(const struct elf_file *f, uint64_t off, struct esym *out)
+{
+	if (f->is64) {
+		Elf64_Sym s;
+
+		memcpy(&s, f->buf + off, sizeof(s));
+		*out = (struct esym){s.st_name, s.st_value, s.st_size, s.st_info, s.st_shndx};
+	} else {
+		Elf32_Sym s;
+
+		memcpy(&s, f->buf + off, sizeof(s));
+		*out = (struct esym){s.st_name, s.st_value, s.st_size, s.st_info, s.st_shndx};
+	}
+}
+
+/*
+ * The ELF header (gABI 4, "ELF Header"): class, byte order and the section
+ * header table, which must lie entirely in the file. e_shnum == 0 with a
+ * table present means the count is in section 0's sh_size ("Sections":
+ * extended section numbering).
+ */
+static int elf_open(struct elf_file *f, const uint8_t *buf, size_t len, const char *source, char *err, size_t errlen)
+{
+	uint16_t shnum, shentsize;
+
+	*f = (struct elf_file){.buf = buf, .len = len, .source = source};
+	if (len < EI_NIDENT || (buf[EI_CLASS] != ELFCLASS32 && buf[EI_CLASS] != ELFCLASS64))
+		return fail(err, errlen, -EINVAL, "%s: ELF class %u is neither ELFCLASS32 nor ELFCLASS64", source,
+			    len < EI_NIDENT ? 0 : buf[EI_CLASS]);
+	if (buf[EI_DATA] != ELFDATA2LSB)
+		return fail(err, errlen, -EINVAL, "%s: not a little-endian ELF file (EI_DATA %u)", source,
+			    buf[EI_DATA]);
+	f->is64 = buf[EI_CLASS] == ELFCLASS64;
+	if (f->is64) {
+		Elf64_Ehdr eh;
+
+		if (len < sizeof(eh))
+			return fail(err, errlen, -EINVAL, "%s: truncated ELF64 header (%zu bytes)", source, len);
+		memcpy(&eh, buf, sizeof(eh));
+		f->shoff = eh.e_shoff;
+		shnum = eh.e_shnum;
+		shentsize = eh.e_shentsize;
+		f->shentsize = sizeof(Elf64_Shdr);
+		f->symentsize = sizeof(Elf64_Sym);
+	} else {
+		Elf32_Ehdr eh;
+
+		if (len < sizeof(eh))
+			return fail(err, errlen, -EINVAL, "%s: truncated ELF32 header (%zu bytes)", source, len);
+		memcpy(&eh, buf, sizeof(eh));
+		f->shoff = eh.e_shoff;
+		shnum = eh.e_shnum;
+		shentsize = eh.e_shentsize;
+		f->shentsize = sizeof(Elf32_Shdr);
+		f->symentsize = sizeof(Elf32_Sym);
+	}
+	if (f->shoff == 0)
+		return fail(err, errlen, -ENOENT, "%s: ELF file without section headers (stripped?)", source);
+	if (shentsize != f->shentsize)
+		return fail(err, errlen, -EINVAL, "%s: e_shentsize %u, expected %zu", source, shentsize, f->shentsize);
+	f->shnum = shnum;
+	if (shnum == 0) {
+		struct shdr s0;
+
+		if (!in_buf(f->shoff, f->shentsize, len))
+			return fail(err, errlen, -EINVAL, "%s: section header table out of the file", source);
+		f->shnum = 1;
+		read_shdr(f, 0, &s0);
+		f->shnum = s0.size > UINT32_MAX ? UINT32_MAX : (uint32_t)s0.size;
+	}
+	if (!in_buf(f->shoff, (uint64_t)f->shnum * f->shentsize, len))
+		return fail(err, errlen, -EINVAL, "%s: section header table (%u entries at %#llx) out of the file",
+			    source, f->shnum, (unsigned long long)f->shoff);
+	return 0;
+}
+
+/* Keeps functions and untyped labels (assembly entry points) that are defined in a section. */
+static int wanted_sym(const struct esym *s)
+{
+	unsigned type = ELF64_ST_TYPE(s->info); /* the same bits as ELF32_ST_TYPE */
+
+	return s->name && s->shndx != SHN_UNDEF && s->shndx < SHN_LORESERVE && (type == STT_FUNC || type == STT_NOTYPE);
+}
+
+/* The symbols of symtab section `sh` whose strings are in section `str`; both checked to lie in the file. */
+static int elf_syms(struct symtab *t, const struct elf_file *f, const struct shdr *sh, const struct shdr *str,
 		    char *err, size_t errlen)
 {
+	const char *strtab = (const char *)f->buf + str->offset;
 	size_t cap = 0;
 
-	if (sh->sh_entsize != sizeof(Elf64_Sym) || !in_buf(sh->sh_offset, sh->sh_size, len) ||
-	    !in_buf(str->sh_offset, str->sh_size, len) || str->sh_size == 0)
-		return fail(err, errlen, -EINVAL, "%s: symbol table section out of the file or malformed", t->source);
-	for (uint64_t i = 0; i < sh->sh_size / sizeof(Elf64_Sym); i++) {
-		Elf64_Sym s;
-		const char *name;
+	for (uint64_t i = 0; i < sh->size / f->symentsize; i++) {
+		struct esym s;
+		size_t nlen;
 		int ret;
 
-		memcpy(&s, buf + sh->sh_offset + i * sizeof(s), sizeof(s));
-		if (!wanted_sym(&s) || s.st_name >= str->sh_size)
+		read_sym(f, sh->offset + i * f->symentsize, &s);
+		if (!wanted_sym(&s) || s.name >= str->size)
 			continue;
-		name = (const char *)buf + str->sh_offset + s.st_name;
-		ret = add(t, &cap, s.st_value, s.st_size, name, strnlen(name, str->sh_size - s.st_name));
+		nlen = strnlen(strtab + s.name, (size_t)(str->size - s.name));
+		if (nlen == str->size - s.name || nlen == 0)
+			continue; /* not terminated inside the string table */
+		ret = add(t, &cap, s.value, s.size, strtab + s.name, nlen);
 		if (ret)
 			return fail(err, errlen, ret, "%s: %s", t->source, strerror(-ret));
 	}
 	return 0;
 }
 
+/* The first SHT_SYMTAB section and its string table (gABI 4, "Symbol Table"), each checked against the file. */
 static int load_elf(struct symtab *t, const uint8_t *buf, size_t len, char *err, size_t errlen)
 {
-	Elf64_Ehdr eh;
+	struct elf_file f;
+	int ret = elf_open(&f, buf, len, t->source, err, errlen);
 
-	if (len < sizeof(eh) || buf[EI_CLASS] != ELFCLASS64)
-		return fail(err, errlen, -EINVAL, "%s: only 64-bit ELF symbol tables are supported", t->source);
-	memcpy(&eh, buf, sizeof(eh));
-	if (eh.e_shentsize != sizeof(Elf64_Shdr) || !in_buf(eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), len))
-		return fail(err, errlen, -EINVAL, "%s: section header table out of the file", t->source);
-	for (unsigned i = 0; i < eh.e_shnum; i++) {
-		Elf64_Shdr sh, str;
+	if (ret)
+		return ret;
+	for (uint32_t i = 0; i < f.shnum; i++) {
+		struct shdr sh, str;
 
-		memcpy(&sh, buf + eh.e_shoff + i * sizeof(sh), sizeof(sh));
-		if (sh.sh_type != SHT_SYMTAB)
+		read_shdr(&f, i, &sh);
+		if (sh.type != SHT_SYMTAB)
 			continue;
-		if (sh.sh_link >= eh.e_shnum)
-			return fail(err, errlen, -EINVAL, "%s: symtab's string table index out of range", t->source);
-		memcpy(&str, buf + eh.e_shoff + sh.sh_link * sizeof(str), sizeof(str));
-		return elf_syms(t, buf, len, &sh, &str, err, errlen);
+		if (sh.entsize != f.symentsize || !in_buf(sh.offset, sh.size, len))
+			return fail(err, errlen, -EINVAL,
+				    "%s: symbol table (section %u: %#llx bytes at %#llx, entry size %llu) out of the "
+				    "file or malformed",
+				    t->source, i, (unsigned long long)sh.size, (unsigned long long)sh.offset,
+				    (unsigned long long)sh.entsize);
+		if (sh.link >= f.shnum || sh.link == 0)
+			return fail(err, errlen, -EINVAL,
+				    "%s: symbol table's string table index %u out of range (%u sections)", t->source,
+				    sh.link, f.shnum);
+		read_shdr(&f, sh.link, &str);
+		if (str.type != SHT_STRTAB || str.size == 0 || !in_buf(str.offset, str.size, len))
+			return fail(err, errlen, -EINVAL,
+				    "%s: string table (section %u: type %u, %#llx bytes at %#llx) empty, of the wrong "
+				    "type or out of the file",
+				    t->source, sh.link, str.type, (unsigned long long)str.size,
+				    (unsigned long long)str.offset);
+		return elf_syms(t, &f, &sh, &str, err, errlen);
 	}
 	return fail(err, errlen, -ENOENT, "%s: ELF file without a symbol table (stripped?)", t->source);
 }
 
-/* One System.map line "ADDR TYPE NAME": 1 kept, 0 skipped (not text), -1 malformed. */
+/*
+ * One System.map line "ADDR TYPE NAME" of n bytes (no newline; nothing
+ * after line[n-1] may be read): 1 kept, 0 skipped (blank, not text), -1
+ * malformed. A trailing CR and anything after the name (" [module]" in
+ * /proc/kallsyms) are ignored.
+ */
 static int map_line(const char *line, size_t n, uint64_t *addr, const char **name, size_t *nlen)
 {
-	char tmp[SYMTAB_MAX_LINE], type;
-	char *end;
-	const char *p;
+	size_t i = 0;
+	char type;
 
-	if (n >= sizeof(tmp) || n == 0)
-		return n == 0 ? 0 : -1;
-	memcpy(tmp, line, n);
-	tmp[n] = '\0';
-	if (!isxdigit((unsigned char)tmp[0]))
+	if (n && line[n - 1] == '\r')
+		n--;
+	if (n == 0)
+		return 0;
+	if (n >= SYMTAB_MAX_LINE)
 		return -1;
-	*addr = strtoull(tmp, &end, 16);
-	if (*end != ' ' || !isalpha((unsigned char)end[1]) || end[2] != ' ' || !end[3] ||
-	    isspace((unsigned char)end[3]))
+	for (*addr = 0; i < n && isxdigit((unsigned char)line[i]); i++) {
+		if (i == 16)
+			return -1; /* more than 64 bits */
+		*addr = *addr << 4 |
+			(uint64_t)(isdigit((unsigned char)line[i]) ? line[i] - '0'
+								   : (tolower((unsigned char)line[i]) - 'a' + 10));
+	}
+	if (i == 0 || n - i < 4 || line[i] != ' ' || !isalpha((unsigned char)line[i + 1]) || line[i + 2] != ' ' ||
+	    isspace((unsigned char)line[i + 3]))
 		return -1;
-	type = end[1];
-	p = line + (end + 3 - tmp);
-	*name = p;
-	*nlen = strcspn(p, " \t\r\n");
-	if (*nlen > n)
-		*nlen = n;
+	type = line[i + 1];
+	*name = line + i + 3;
+	for (*nlen = 0; i + 3 + *nlen < n && (*name)[*nlen] && !isspace((unsigned char)(*name)[*nlen]); (*nlen)++)
+		;
+	if (*nlen == 0)
+		return -1; /* a NUL where the name should start */
 	return type == 'T' || type == 't' || type == 'W' || type == 'w';
 }
 
@@ -217,16 +362,17 @@ int symtab_load_mem(struct symtab *t, const uint8_t *buf, size_t len, const char
 
 int symtab_load(struct symtab *t, const char *path, char *err, size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC), ret;
 	struct stat st;
+	int fd, ret;
 	void *m;
 
 	memset(t, 0, sizeof(*t));
+	fd = file_open_input(path, "symbols file", &st, err, errlen); /* never blocks on a FIFO */
 	if (fd < 0)
-		return fail(err, errlen, -errno, "symbols file %s: %s", path, strerror(errno));
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size == 0) {
+		return fd;
+	if (st.st_size == 0) {
 		close(fd);
-		return fail(err, errlen, -EINVAL, "symbols file %s: not a regular, non-empty file", path);
+		return fail(err, errlen, -EINVAL, "symbols file %s: empty", path);
 	}
 	m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh - builds the libFuzzer harnesses with clang and runs each for a bounded time.
 #
-#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage"   CLANG=clang   BUILD=build
+#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage symbols"   CLANG=clang   BUILD=build
 #
 # Each target gets build/fuzz/fuzz_<t>, a corpus build/fuzz/corpus-<t>/ (seeded
 # on every run, kept between runs) and crash artifacts in build/fuzz/artifacts-<t>/.
@@ -11,7 +11,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage}
+FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage symbols}
 CLANG=${CLANG:-clang}
 OUT=${BUILD:-build}/fuzz
 CFLAGS="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 -std=gnu11 -Iinclude -D_GNU_SOURCE
@@ -26,6 +26,7 @@ sources() {
 			src/arch/x86/zeropage.c src/arch/x86/pvh.c src/arch/x86/elf.c src/arch/x86/image.c \
 			src/arch/x86/memmap.c src/arch/x86/entry.c src/kvm.c src/timeline.c src/mem.c src/util/log.c
 		;;
+	symbols) echo tests/fuzz/fuzz_symbols.c src/profile/symbols.c src/util/file.c ;;
 	*) echo "run.sh: unknown fuzz target '$1'" >&2; return 1 ;;
 	esac
 }
@@ -47,6 +48,10 @@ seed() {
 		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_elf_seeds" tests/fuzz/gen_elf_seeds.c
 		"$OUT/gen_bzimage_seeds" "$corpus"
 		"$OUT/gen_elf_seeds" "$corpus" # kernel_open detects ELF too
+		;;
+	symbols)
+		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_symbols_seeds" tests/fuzz/gen_symbols_seeds.c
+		"$OUT/gen_symbols_seeds" "$corpus"
 		;;
 	esac
 }

@@ -88,6 +88,24 @@ def test_profile_cpuid_storm(tmp_path):
     assert no_instances_left() == []
 
 
+OBJCOPY = shutil.which("objcopy")
+
+
+@pytest.mark.usefixtures("tracing")
+@pytest.mark.skipif(OBJCOPY is None, reason="objcopy (binutils) not installed")
+def test_profile_elf32_guest_symbolised(tmp_path):
+    """A 32-bit PVH ELF (the storm guest converted to ELF32/EM_386) is symbolised from its own .symtab."""
+    elf32, out, serial = tmp_path / "cpuid-storm32.elf", tmp_path / "p.json", tmp_path / "serial"
+    subprocess.run([OBJCOPY, "-O", "elf32-i386", guest("cpuid-storm"), str(elf32)], check=True)
+    assert elf32.read_bytes()[4] == 1  # EI_CLASS: ELFCLASS32
+    p = run_brisk("profile", "--json", str(out), "--kernel", str(elf32), "--cmdline", "calls=2", "--serial",
+                  f"file:{serial}", timeout=600)
+    assert p.returncode == EXIT_GUEST_OK, p.stderr
+    rep = json.loads(out.read_text())
+    assert not any("no symbols" in w for w in rep["warnings"]), rep["warnings"]
+    check_cpuid_report(rep, guest_count(serial, "cpuid"))
+
+
 @pytest.mark.usefixtures("tracing")
 def test_profile_msr_storm(tmp_path):
     out, serial = tmp_path / "p.json", tmp_path / "serial"
