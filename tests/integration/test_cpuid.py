@@ -1,7 +1,9 @@
 """Guest CPUID: the cpuid test guest at CPL 0 (needs KVM), and `brisk cpuid` on recorded dumps (no KVM needed)."""
+import fcntl
 import json
 import os
 import re
+import struct
 
 import pytest
 
@@ -12,6 +14,10 @@ INTEL = str(FIXTURES / "synthetic-intel-icx.txt")
 AMD = str(FIXTURES / "synthetic-amd-zen.txt")
 HOST = str(FIXTURES / "host-amd-epyc.txt")
 NESTED = str(FIXTURES / "nested-kvm-amd-qemu64.txt")  # a real KVM dump
+PVM = str(FIXTURES / "kvm-pvm-amd-epyc.txt")  # a real KVM dump (kvm_pvm)
+HTT = 1 << 28
+# What --cpu-template baseline requires (src/arch/x86/cpuid_template.c, docs/cpuid.md).
+BASELINE_LEAF1_ECX = (1 << 0) | (1 << 9) | (1 << 13) | (1 << 19) | (1 << 20) | (1 << 23)
 
 
 def topology_args(cpus, topo):
@@ -25,6 +31,65 @@ def ioctl_counts(stdout):
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(KVM_\w+)\s+(\d+)\s", stdout, re.M)}
 
 
+# ---- what this host's KVM does with a table (KVM ioctls from Python, independent of brisk) -------------
+
+KVM_CREATE_VM = 0xAE01
+KVM_CREATE_VCPU = 0xAE41
+KVM_CREATE_IRQCHIP = 0xAE60
+KVM_SET_CPUID2 = 0x4008AE90  # _IOW(KVMIO, 0x90, struct kvm_cpuid2)
+KVM_GET_CPUID2 = 0xC008AE91  # _IOWR(KVMIO, 0x91, struct kvm_cpuid2)
+ENTRY = struct.Struct("<7I12x")  # struct kvm_cpuid_entry2: function index flags eax ebx ecx edx, padding
+
+
+def kvm_holds(entries):
+    """The table KVM_GET_CPUID2 returns after KVM_SET_CPUID2 of `entries` (brisk cpuid --json rows) on a
+    scratch VM shaped like brisk's (in-kernel irqchip, so KVM's runtime bits are those of a real boot).
+    This is what CPUID at CPL 0 answers: some KVMs change more than their documented runtime bits."""
+    rows = [(int(e["leaf"], 16), e["subleaf"], e["flags"], *(int(e[r], 16) for r in ("eax", "ebx", "ecx", "edx")))
+            for e in entries]
+    kvm = os.open("/dev/kvm", os.O_RDWR | os.O_CLOEXEC)
+    fds = [kvm]
+    try:
+        vm = fcntl.ioctl(kvm, KVM_CREATE_VM, 0)
+        fds.append(vm)
+        fcntl.ioctl(vm, KVM_CREATE_IRQCHIP, 0)
+        vcpu = fcntl.ioctl(vm, KVM_CREATE_VCPU, 0)
+        fds.append(vcpu)
+        # Mutable buffers: fcntl.ioctl copies immutable arguments into a 1024-byte buffer.
+        fcntl.ioctl(vcpu, KVM_SET_CPUID2,
+                    bytearray(struct.pack("<II", len(rows), 0) + b"".join(ENTRY.pack(*r) for r in rows)))
+        buf = bytearray(struct.pack("<II", len(rows) + 64, 0) + bytes(ENTRY.size * (len(rows) + 64)))
+        fcntl.ioctl(vcpu, KVM_GET_CPUID2, buf)
+    finally:
+        for fd in reversed(fds):
+            os.close(fd)
+    nent = struct.unpack_from("<I", buf)[0]
+    out = {}
+    for i in range(nent):
+        leaf, sub, flags, a, b, c, d = ENTRY.unpack_from(buf, 8 + i * ENTRY.size)
+        out[(leaf, sub if flags & 1 else 0)] = {"eax": a, "ebx": b, "ecx": c, "edx": d}
+    return out
+
+
+def supported_regs():
+    """KVM's raw KVM_GET_SUPPORTED_CPUID on this host, from brisk's dump (no template logic involved)."""
+    p = run_brisk("cpuid", "--supported")
+    assert p.returncode == 0, p.stderr
+    return {(int(f[1], 16), int(f[2], 16)): [int(x, 16) for x in f[4:8]]
+            for f in (line.split() for line in p.stdout.splitlines()) if f and f[0] == "cpuid"}
+
+
+def baseline_refusal(sup):
+    """The message --cpu-template baseline must be refused with on a KVM reporting `sup`, or None."""
+    for leaf, names, bits in ((1, "SSE3/SSSE3/CX16/SSE4.1/SSE4.2/POPCNT", BASELINE_LEAF1_ECX),
+                              (0x80000001, "LAHF/SAHF", 1)):
+        missing = bits & ~sup.get((leaf, 0), [0] * 4)[2]
+        if missing:
+            return f"--cpu-template baseline needs {names}, but leaf 0x{leaf:x} ecx lacks bits 0x{missing:08x} " \
+                   "on this host/KVM"
+    return None
+
+
 # ---- guests (KVM) ---------------------------------------------------------------------------------
 
 @pytest.mark.usefixtures("kvm")
@@ -32,8 +97,27 @@ def ioctl_counts(stdout):
 @pytest.mark.parametrize("cpus,topo", [(1, None), (2, None), (4, None), (4, (2, 1, 2)), (8, (2, 2, 2))])
 def test_guest_cpuid(cpus, topo, template):
     opts, cmdline = topology_args(cpus, topo)
+    s, c, t = topo if topo else (1, cpus, 1)
     if template == "baseline":
         cmdline += " baseline=1"
+        want = baseline_refusal(supported_regs())
+        if want:
+            # This host's KVM lacks x86-64-v2 bits: brisk must refuse (exit 2) before the guest runs, naming them.
+            p = boot("cpuid", *opts, "--cpu-template", template, "--cmdline", cmdline)
+            assert p.returncode == EXIT_USAGE, f"{p.stdout}\n{p.stderr}"
+            assert p.stderr == f"brisk: error: {want}\n", p.stderr
+            assert "cpuid:" not in p.stdout  # no guest ran
+            q = run_brisk("cpuid", *opts, "--cpu-template", template)
+            assert q.returncode == EXIT_USAGE and q.stderr == f"brisk cpuid: {want}\n", q.stderr
+            return
+    # brisk's own table (what KVM_SET_CPUID2 is given): HTT from the topology, whatever KVM's table says.
+    table = cpuid_json(*opts, "--cpu-template", template)["cpuid"]
+    leaf1 = regs({"cpuid": table})[(1, 0)]
+    assert bool(leaf1["edx"] & HTT) == (c * t > 1), hex(leaf1["edx"])
+    # What the guest will see: a KVM that overrides HTT (kvm_pvm ORs in the host's) is told to the guest.
+    held = kvm_holds(table)[(1, 0)]["edx"] & HTT
+    if held != leaf1["edx"] & HTT:
+        cmdline += f" kvm_htt={int(bool(held))}"
     p = boot("cpuid", *opts, "--cpu-template", template, "--cmdline", cmdline, "--timeline")
     fails = [line for line in p.stdout.splitlines() if "FAIL" in line]
     assert p.returncode == EXIT_GUEST_OK, f"{fails}\n{p.stdout}\n{p.stderr}"
@@ -76,7 +160,7 @@ def regs(doc):
             for e in doc["cpuid"]}
 
 
-@pytest.mark.parametrize("fixture", [INTEL, AMD, HOST, NESTED])
+@pytest.mark.parametrize("fixture", [INTEL, AMD, HOST, NESTED, PVM])
 def test_cli_text_table(fixture):
     p = run_brisk("cpuid", "--supported-from", fixture, "--cpus", "2")
     assert p.returncode == 0, p.stderr
@@ -88,7 +172,7 @@ def test_cli_text_table(fixture):
     assert "0x000001a0 0x0000000000000001" in p.stdout  # IA32_MISC_ENABLE fast strings
 
 
-@pytest.mark.parametrize("fixture", [INTEL, AMD, NESTED])
+@pytest.mark.parametrize("fixture", [INTEL, AMD, NESTED, PVM])
 def test_cli_json_and_vcpu_patch(fixture):
     base = ["--supported-from", fixture, "--cpus", "4", "--topology", "sockets=2,cores=1,threads=2"]
     v0, v3 = cpuid_json(*base), cpuid_json(*base, "--vcpu", "3")
@@ -109,6 +193,22 @@ def test_cli_baseline():
     assert not doc[(1, 0)]["ecx"] & (1 << 28)  # AVX
     assert not doc[(7, 0)]["ebx"] & (1 << 5)  # AVX2
     assert doc[(0xD, 0)]["eax"] == 3 and doc[(0xD, 0)]["ecx"] == 576
+
+
+@pytest.mark.parametrize("fixture,refused", [(INTEL, False), (AMD, False), (HOST, False), (NESTED, False),
+                                             (PVM, True)])
+def test_cli_baseline_per_fixture(fixture, refused):
+    # The recorded KVM tables: kvm_pvm lacks SSE3..POPCNT in leaf 1 ECX, so baseline is refused there.
+    dump = run_brisk("cpuid", "--supported-from", fixture, "--supported").stdout
+    sup = {(int(f[1], 16), int(f[2], 16)): [int(x, 16) for x in f[4:8]]
+           for f in (line.split() for line in dump.splitlines()) if f and f[0] == "cpuid"}
+    want = baseline_refusal(sup)
+    assert bool(want) == refused
+    p = run_brisk("cpuid", "--supported-from", fixture, "--cpu-template", "baseline")
+    if refused:
+        assert p.returncode == EXIT_USAGE and p.stderr == f"brisk cpuid: {want}\n", p.stderr
+    else:
+        assert p.returncode == 0, p.stderr
 
 
 def test_cli_diff_host():
