@@ -5,6 +5,7 @@
 #   make check-linux  the real-kernel tier: Debian's kernel booted to a test init (tests/linux/)
 #   make demo-linux   boot Debian's kernel to a busybox shell (where KVM can run Linux)
 #   make bench    start-up benchmark (bench/README.md)
+#   make bench-order  which order of the VM set-up ioctls is cheapest on this host (bench/setup_order.c)
 #   make fuzz     bounded libFuzzer run of the image parsers
 #   make format   apply .clang-format
 
@@ -17,6 +18,11 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototyp
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) -Iinclude -D_GNU_SOURCE -DBRISK_VERSION='"$(VERSION)"' -pthread -MMD -MP
 LDLIBS  := -pthread -ljson-c -lm
+
+# The plain brisk binary is linked statically (STATIC=0: dynamically): no dynamic loader work at exec,
+# measured 0.2 ms of a ~3 ms start (docs/performance.md, "Start-up at the floor"). ASan needs dynamic linking.
+STATIC  ?= 1
+STATIC_LDFLAGS := $(if $(filter 1,$(STATIC)),-static)
 
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
@@ -106,11 +112,11 @@ UNIT_TESTS := \
 .DEFAULT_GOAL := all
 include guests/guests.mk
 
-.PHONY: all demo check check-unit check-guest check-asan check-linux demo-linux deps bench fuzz format clean
+.PHONY: all demo check check-unit check-guest check-asan check-linux demo-linux deps bench bench-order fuzz format clean
 all: $(BUILD)/brisk
 
 # ---- plain and sanitizer builds of the same sources ------------------------
-define build_variant # $(1)=dir $(2)=extra cflags
+define build_variant # $(1)=dir $(2)=extra cflags $(3)=extra link flags for brisk itself
 $(1)/obj/%.o: %.c
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(ALL_CFLAGS) $(2) -c $$< -o $$@
@@ -121,12 +127,12 @@ $(1)/libbrisk.a: $(LIB_SRCS:%.c=$(1)/obj/%.o)
 	@rm -f $$@
 	ar rcs $$@ $$^
 $(1)/brisk: $(addprefix $(1)/obj/,$(MAIN_OBJS)) $(1)/libbrisk.a
-	$$(CC) $(2) -o $$@ $$(filter %.o,$$^) $(1)/libbrisk.a $$(LDLIBS)
+	$$(CC) $(2) $(3) -o $$@ $$(filter %.o,$$^) $(1)/libbrisk.a $$(LDLIBS)
 $(1)/tests/%: tests/unit/%.c $(1)/libbrisk.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$< $(1)/libbrisk.a -lcmocka $$(LDLIBS)
 endef
-$(eval $(call build_variant,$(BUILD),))
+$(eval $(call build_variant,$(BUILD),,$(STATIC_LDFLAGS)))
 $(eval $(call build_variant,$(BUILD)/asan,$(ASAN_FLAGS)))
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
@@ -157,6 +163,9 @@ demo-linux: deps
 bench: all guests
 	@scripts/deps.sh bench
 	@bench/run.sh
+
+bench-order:
+	@bench/setup-order.sh
 
 fuzz:
 	@scripts/deps.sh fuzz

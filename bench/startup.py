@@ -35,6 +35,10 @@ import tempfile
 import time
 
 EXPECTED_LINE = "Hello from brisk test guest"
+# Start-up targets (issue 8), printed as met / NOT met, never asserted: brisk within
+# TARGET_FLOOR x the floor program, QEMU microvm at least TARGET_QEMU x slower than brisk.
+TARGET_FLOOR = 1.2
+TARGET_QEMU = 12
 MAXRSS_RE = re.compile(r"^maxrss: status (-?\d+) maxrss_kib (\d+)\s*$", re.M)
 MARKER_RE = re.compile(r"^boot marker 0x0*1\s+([0-9.]+)\s*$", re.M)
 IOCTL_RE = re.compile(r"ioctl\(\d+, (KVM_[A-Z0-9_]+)")
@@ -432,10 +436,10 @@ def main():
         ratios[key] = {"brisk/floor": bf, "qemu/brisk": qb}
         parts = []
         if bf is not None:
-            parts.append("brisk/floor %.2f%s" % (bf, " (target <= 1.5: %s)" % ("met" if bf <= 1.5 else "NOT met")
+            parts.append("brisk/floor %.2f%s" % (bf, " (target <= %.1f: %s)" % (TARGET_FLOOR, "met" if bf <= TARGET_FLOOR else "NOT met")
                                                     if key == "line" else ""))
         if qb is not None:
-            parts.append("qemu/brisk %.1f%s" % (qb, " (target >= 10: %s)" % ("met" if qb >= 10 else "NOT met")
+            parts.append("qemu/brisk %.1f%s" % (qb, " (target >= %d: %s)" % (TARGET_QEMU, "met" if qb >= TARGET_QEMU else "NOT met")
                                                   if key == "line" else ""))
         print("  %-22s %s" % (title, "; ".join(parts) if parts else "n/a"))
     rb = res.get("brisk", {}).get("rss")

@@ -422,6 +422,18 @@ static int write_platform_tables(struct vm *vm)
 	return 0;
 }
 
+/* Step 11: the serial output thread, while the vCPU threads set their CPUID and registers. */
+static int start_serial_output(struct vm *vm)
+{
+	int err = serial8250_start_output(vm->serial);
+
+	if (err) {
+		log_error("starting the serial console's output thread failed: %s", strerror(-err));
+		return EXIT_HOST;
+	}
+	return 0;
+}
+
 int vm_create(const struct vm_config *cfg, struct vm **out)
 {
 	struct vm *vm = calloc(1, sizeof(*vm));
@@ -446,7 +458,8 @@ int vm_create(const struct vm_config *cfg, struct vm **out)
 	}
 	if ((ret = load_image(vm)) || (ret = open_kvm(vm)) || (ret = create_vm(vm)) || (ret = map_memory(vm)) ||
 	    (ret = create_irqchip(vm)) || (ret = start_vcpus(vm)) || (ret = create_devices(vm)) ||
-	    (ret = load_kernel(vm)) || (ret = prepare_cpuid(vm)) || (ret = write_platform_tables(vm)))
+	    (ret = load_kernel(vm)) || (ret = prepare_cpuid(vm)) || (ret = write_platform_tables(vm)) ||
+	    (ret = start_serial_output(vm)))
 		goto fail;
 	*out = vm;
 	return 0;
@@ -502,16 +515,18 @@ static void join_vcpus(struct vm *vm)
 }
 
 /*
- * The serial threads are not needed before the guest's first byte (output
- * waits in the UART's ring), so they start after the vCPUs are released,
- * overlapping the guest's first instructions.
+ * The serial input thread is not needed before the guest runs (input waits
+ * in the host's buffer until the guest reads it), so it starts after the
+ * vCPUs are released, overlapping the guest's first instructions. The
+ * output thread was started by the recipe (step 11): the guest's first line
+ * must not wait for a thread to be created.
  */
-static void start_serial(struct vm *vm)
+static void start_serial_input(struct vm *vm)
 {
-	int err = serial8250_start(vm->serial);
+	int err = serial8250_start_input(vm->serial);
 
 	if (err) {
-		log_error("starting the serial console failed: %s", strerror(-err));
+		log_error("starting the serial console's input thread failed: %s", strerror(-err));
 		vm_request_exit(vm, EXIT_HOST, "serial console failed");
 	}
 }
@@ -527,7 +542,7 @@ int vm_run(struct vm *vm, int sig_fd)
 	if (vm->cfg.hooks && vm->cfg.hooks->vcpus_ready && !atomic_load(&vm->exit_requested))
 		vm->cfg.hooks->vcpus_ready(vm, vm->cfg.hooks->ctx);
 	release_vcpus(vm);
-	start_serial(vm);
+	start_serial_input(vm);
 	wait_for_exit(vm, sig_fd);
 	join_vcpus(vm);
 	serial8250_stop(vm->serial, SERIAL_FLUSH_MS);

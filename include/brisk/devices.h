@@ -23,8 +23,19 @@ struct serial_opts {
  */
 __attribute__((warn_unused_result)) int serial8250_create(struct vm *vm, const struct serial_opts *opts,
 							  struct serial8250 **out);
-/* Starts the host I/O thread(s). Returns 0 or -errno. */
+/* Starts the host I/O thread(s): serial8250_start_output then serial8250_start_input. Returns 0 or -errno. */
 __attribute__((warn_unused_result)) int serial8250_start(struct serial8250 *s);
+/*
+ * Starts the output thread (before the guest runs: its first line must not
+ * wait for a thread to be created). Returns 0, -EBUSY if started, or -errno.
+ */
+__attribute__((warn_unused_result)) int serial8250_start_output(struct serial8250 *s);
+/*
+ * Starts the input thread and raw terminal mode, after serial8250_start_output
+ * (it may run once the guest does: input before the guest reads it waits
+ * anyway). Returns 0, -EINVAL if output was not started, or -errno.
+ */
+__attribute__((warn_unused_result)) int serial8250_start_input(struct serial8250 *s);
 /*
  * Stops the I/O thread(s): flushes buffered output (waits at most
  * `flush_ms` for a stalled reader), restores the terminal. Idempotent.

@@ -389,7 +389,7 @@ static void kick(int fd)
 		log_debug("serial: eventfd write: %s", strerror(errno));
 }
 
-int serial8250_start(struct serial8250 *s)
+int serial8250_start_output(struct serial8250 *s)
 {
 	struct serial_io *io = &s->io;
 	int err;
@@ -403,19 +403,34 @@ int serial8250_start(struct serial8250 *s)
 	if (err)
 		return err; /* serial8250_stop()/destroy close what was opened */
 	open_output(io);
-	if (io->opts.raw_tty && io->opts.in_fd >= 0)
-		set_raw_tty(io->opts.in_fd);
 	if (io->out_fd >= 0) {
 		err = start_thread(&io->out_thread, out_thread, s);
 		io->out_running = !err;
 	}
-	if (!err && io->opts.in_fd >= 0) {
-		err = start_thread(&io->in_thread, in_thread, s);
-		io->in_running = !err;
-	}
-	if (err)
-		log_error("serial: pthread_create: %s", strerror(-err));
 	return err;
+}
+
+int serial8250_start_input(struct serial8250 *s)
+{
+	struct serial_io *io = &s->io;
+	int err = 0;
+
+	if (!io->started || io->in_stop_fd < 0)
+		return -EINVAL;
+	if (io->in_running || io->opts.in_fd < 0)
+		return 0;
+	if (io->opts.raw_tty)
+		set_raw_tty(io->opts.in_fd);
+	err = start_thread(&io->in_thread, in_thread, s);
+	io->in_running = !err;
+	return err;
+}
+
+int serial8250_start(struct serial8250 *s)
+{
+	int err = serial8250_start_output(s);
+
+	return err ? err : serial8250_start_input(s);
 }
 
 static void deadline_after_ms(struct timespec *ts, int ms)
