@@ -5,6 +5,7 @@
 #include <sys/sysinfo.h>
 
 #include "brisk/config.h"
+#include "brisk/cpuid.h"
 #include "brisk/layout.h"
 
 void config_defaults(struct vm_config *cfg)
@@ -100,5 +101,8 @@ int config_validate(const struct vm_config *cfg, unsigned max_cpus, uint64_t hos
 			 (unsigned long long)cfg->memory);
 		return -EINVAL;
 	}
+	/* The template file's syntax and structure; what needs KVM's tables is checked when the VM is built. */
+	if (cpuid_template_check(cfg->cpu_template, err, errlen))
+		return -EINVAL;
 	return 0;
 }

@@ -37,8 +37,10 @@ void config_defaults(struct vm_config *cfg);
 
 /*
  * Checks cross-field and host limits: cpus in 1..max_cpus, memory in
- * LAYOUT_MEM_MIN..host_mem and a multiple of 4 KiB. Returns 0 or -EINVAL
- * with a message naming the option in `err`.
+ * LAYOUT_MEM_MIN..host_mem and a multiple of 4 KiB, and a --cpu-template
+ * file's syntax and structure (cpuid_template_check: reads the file, never
+ * blocks on a FIFO, needs no KVM). Call it before /dev/kvm is opened.
+ * Returns 0 or -EINVAL with a message naming the option in `err`.
  */
 __attribute__((warn_unused_result)) int config_validate(const struct vm_config *cfg, unsigned max_cpus,
 							uint64_t host_mem, char *err, size_t errlen);

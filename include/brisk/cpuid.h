@@ -38,8 +38,10 @@ const struct cpuid_kvm *cpuid_kvm_get(int kvm_fd);
 /*
  * Installs a recorded dump (the format cpuid_dump_write prints) as the
  * process cache instead of asking KVM: `brisk cpuid --supported-from` and the
- * unit tests. Returns 0, or -EINVAL/-ENOENT/-ENOMEM with a message naming the
- * file and line in `err`.
+ * unit tests. The file is opened with file_open_input (a FIFO or directory
+ * is refused without blocking); at most 4096 CPUID entries, 16384 MSRs and
+ * 255 characters a line, as from KVM. Returns 0, or -EINVAL / -errno of the
+ * open / -ENOMEM with "--supported-from PATH[:LINE]: what is wrong" in `err`.
  */
 __attribute__((warn_unused_result)) int cpuid_kvm_load(const char *path, char *err, size_t errlen);
 
@@ -168,12 +170,52 @@ __attribute__((warn_unused_result)) int cpuid_vcpu_configure(int vcpu_fd, const 
 /* ---- templates (cpuid_template.c, cpuid_json.c) ---------------------------------------------- */
 
 /*
- * Applies a JSON template file to `t` and appends its MSRs to `vm`:
+ * A JSON CPU template file, loaded and checked without KVM: JSON syntax,
+ * keys, types, number ranges, `value` within `mask`, array sizes, at most
+ * CPUID_MAX_MSRS distinct MSRs. What depends on the host (a leaf KVM does
+ * not report, a feature bit KVM lacks, an MSR KVM does not list) is checked
+ * by cpuid_template_apply.
+ */
+struct cpuid_template;
+
+/*
+ * Loads template file `path` (opened with file_open_input: a FIFO or
+ * directory is refused without blocking; at most 1 MiB). Returns 0 and
+ * *out (free with cpuid_template_free), or -EINVAL / -errno of the open /
+ * -ENOMEM with "--cpu-template PATH: what is wrong" in `err`. Needs no KVM.
+ */
+__attribute__((warn_unused_result)) int cpuid_template_load(const char *path, struct cpuid_template **out, char *err,
+							    size_t errlen);
+void cpuid_template_free(struct cpuid_template *t);
+
+/* True for the built-in template names: NULL, "host", "baseline" (not files). */
+bool cpuid_template_builtin(const char *name);
+
+/*
+ * Everything about --cpu-template `name` that can be checked before
+ * /dev/kvm is opened: 0 for a built-in name, else cpuid_template_load's
+ * verdict on the file (loaded and freed). config_validate calls it, so
+ * `brisk run` and `brisk cpuid` refuse a bad template with exit 2 even on
+ * a host without KVM (docs/cli.md: checkable errors come first).
+ */
+__attribute__((warn_unused_result)) int cpuid_template_check(const char *name, char *err, size_t errlen);
+
+/*
+ * Applies a loaded template to `t` (in each masked register, bits in `mask`
+ * take `value`) and its MSRs to `vm`, refusing (-EINVAL, message naming
+ * `path` and the item in `err`) a leaf/subleaf KVM does not report, a
+ * feature bit `k` does not support, an MSR not in KVM's list.
+ */
+__attribute__((warn_unused_result)) int cpuid_template_apply(const char *path, const struct cpuid_template *tmpl,
+							     const struct cpuid_kvm *k, struct kvm_cpuid2 *t,
+							     struct cpuid_vm *vm, char *err, size_t errlen);
+
+/*
+ * Loads and applies a JSON template file to `t` and appends its MSRs to `vm`:
  * {"cpuid": [{"leaf": "0x7", "subleaf": 0, "register": "ebx", "mask": "0x20",
  * "value": "0x0"}], "msrs": [{"index": "0x1a0", "value": "0x1"}]}: in each
- * masked register, bits in `mask` take `value`. Refuses (-EINVAL, message in
- * `err`): bad JSON, unknown keys, a leaf/subleaf KVM does not report, a
- * feature bit set that `k` does not support, an MSR not in KVM's list.
+ * masked register, bits in `mask` take `value`. cpuid_template_load, then
+ * cpuid_template_apply: refuses whatever either refuses.
  */
 __attribute__((warn_unused_result)) int cpuid_json_apply(const char *path, const struct cpuid_kvm *k,
 							 struct kvm_cpuid2 *t, struct cpuid_vm *vm, char *err,

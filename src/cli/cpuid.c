@@ -90,7 +90,7 @@ static int apply_option(int c, const char *arg, struct cpuid_opts *o)
 
 static int parse_args(int argc, char **argv, struct cpuid_opts *o)
 {
-	char err[256];
+	char err[512];
 	int c, ret;
 
 	memset(o, 0, sizeof(*o));
@@ -129,7 +129,7 @@ static const struct cpuid_kvm *get_kvm(const struct cpuid_opts *o, struct kvm *k
 
 	if (o->from) {
 		if (cpuid_kvm_load(o->from, err, sizeof(err))) {
-			fprintf(stderr, "brisk cpuid: --supported-from %s\n", err);
+			fprintf(stderr, "brisk cpuid: %s\n", err);
 			*status = EXIT_USAGE;
 			return NULL;
 		}

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -235,6 +236,50 @@ static void test_load_errors(void **state)
 	assert_int_equal(cpuid_kvm_load(path, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "no CPUID leaf 0"));
 	unlink(path);
+}
+
+/* Issue 8 item 6.9: each refusal of a dump says what is wrong, naming the file and line. */
+static void test_load_limits(void **state)
+{
+	char err[512], path[] = "/tmp/brisk-test-dump-XXXXXX", want[600];
+	int fd = mkstemp(path);
+	FILE *f = fdopen(fd, "w");
+
+	(void)state;
+	for (unsigned i = 0; i <= 4096; i++) /* one more than KVM_GET_SUPPORTED_CPUID is ever asked for */
+		fprintf(f, "cpuid 0x%x 0x0 0x0 0 0 0 0\n", i);
+	fclose(f);
+	assert_int_equal(cpuid_kvm_load(path, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "--supported-from %s:4097: more than 4096 CPUID entries", path);
+	assert_non_null(strstr(err, want));
+	f = fopen(path, "w");
+	fprintf(f, "cpuid 0x0 0x0 0x0 1 2 3 4\n");
+	for (unsigned i = 0; i <= 16384; i++)
+		fprintf(f, "msr 0x%x\n", i);
+	fclose(f);
+	assert_int_equal(cpuid_kvm_load(path, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "--supported-from %s:16386: more than 16384 MSRs", path);
+	assert_non_null(strstr(err, want));
+	f = fopen(path, "w");
+	fprintf(f, "# %0300d\ncpuid 0x0 0x0 0x0 1 2 3 4 %0300d\n", 0, 0); /* a long comment is fine, a long line not */
+	fclose(f);
+	assert_int_equal(cpuid_kvm_load(path, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "--supported-from %s:2: line longer than 255 characters", path);
+	assert_string_equal(err, want);
+	f = fopen(path, "w");
+	fclose(f);
+	assert_int_equal(cpuid_kvm_load(path, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "--supported-from %s: no 'cpuid' lines (the file is empty)", path);
+	assert_non_null(strstr(err, want));
+	unlink(path);
+	assert_int_equal(cpuid_kvm_load("/tmp", err, sizeof(err)), -EISDIR);
+	assert_string_equal(err, "--supported-from /tmp: a directory, not a regular file");
+	assert_int_equal(mkfifo(path, 0600), 0);
+	alarm(10); /* refused without waiting for a writer: a hang fails the test */
+	assert_int_equal(cpuid_kvm_load(path, err, sizeof(err)), -EINVAL);
+	alarm(0);
+	unlink(path);
+	assert_non_null(strstr(err, "a FIFO, not a regular file"));
 }
 
 /* ---- topology ------------------------------------------------------------------------------------ */
@@ -858,7 +903,10 @@ static void test_json_rejections(void **state)
 	static const struct {
 		const char *json, *want;
 	} cases[] = {
-	    {"{\"cpuid\": [", "bad JSON at byte"},
+	    {"{\"cpuid\": [", "bad JSON: the file ends at byte 11 inside an unfinished value"},
+	    {"{\"cpuid\": [} ", "bad JSON at byte 11: "},
+	    {"", "the file is empty; a template is a JSON object"},
+	    {" \n\t", "the file is only white space"},
 	    {"{\"cpuid\": []} x", "trailing data"},
 	    {"[]", "the top level must be an object"},
 	    {"{\"cpus\": []}", "unknown key \"cpus\""},
@@ -906,7 +954,71 @@ static void test_missing_template_file(void **state)
 
 	(void)state;
 	assert_int_equal(cpuid_vm_init(&vm, k, &p, err, sizeof(err)), -EINVAL);
-	assert_non_null(strstr(err, "/nonexistent/t.json: No such file"));
+	assert_string_equal(err, "--cpu-template /nonexistent/t.json: no such file");
+}
+
+/* Issue 8 items 6.8/6.9: a template file is loaded and checked with no KVM facts at all. */
+static void test_template_load_without_kvm(void **state)
+{
+	static const struct {
+		const char *json, *want;
+	} cases[] = {
+	    {"", "the file is empty; a template is a JSON object like {\"cpuid\": [...], \"msrs\": [...]}"},
+	    {"\n \t\r\n", "the file is only white space"},
+	    {"{\"cpuid\": [{\"leaf\": 1,", "bad JSON: the file ends at byte 22 inside an unfinished value"},
+	    {"{\"description\": 5}", "\"description\" must be a string"},
+	    {"{\"cpuid\": [{\"leaf\": -1, \"register\": \"ecx\", \"mask\": 1, \"value\": 1}]}",
+	     "cpuid[0]: leaf -1 is out of range"},
+	    {"{\"cpuid\": [{\"leaf\": 1, \"register\": 3, \"mask\": 1, \"value\": 1}]}",
+	     "cpuid[0]: register must be \"eax\", \"ebx\", \"ecx\" or \"edx\", not 3"},
+	};
+	struct cpuid_template *t = NULL;
+	char err[512], want[600];
+	FILE *f;
+
+	(void)state;
+	cpuid_kvm_reset(); /* nothing cached: the loader must not need KVM's tables */
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(cpuid_template_load(write_json(cases[i].json), &t, err, sizeof(err)), -EINVAL);
+		assert_null(t);
+		snprintf(want, sizeof(want), "--cpu-template %s: %s", json_path, cases[i].want);
+		if (strncmp(err, want, strlen(want)))
+			fail_msg("case %zu: got \"%s\", want \"%s\"", i, err, want);
+	}
+	/* A NUL byte would end the text json-c sees: "{}" and silently ignored bytes after it. */
+	f = fopen(json_path, "w");
+	fwrite("{}\0{", 1, 4, f);
+	fclose(f);
+	assert_int_equal(cpuid_template_load(json_path, &t, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "NUL byte at offset 2"));
+	/* Larger than 1 MiB: refused from its size, before reading. */
+	assert_int_equal(truncate(json_path, (1 << 20) + 1), 0);
+	assert_int_equal(cpuid_template_load(json_path, &t, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "1048577 bytes: larger than the 1048576 a template may have"));
+	/* 33 distinct MSRs: more than a vCPU gets, known without KVM. */
+	f = fopen(json_path, "w");
+	fputs("{\"msrs\": [", f);
+	for (unsigned i = 0; i < 33; i++)
+		fprintf(f, "%s{\"index\": %u, \"value\": 0}", i ? ", " : "", 0x200 + i);
+	fputs("]}", f);
+	fclose(f);
+	assert_int_equal(cpuid_template_load(json_path, &t, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "msrs[32]: more than 32 distinct MSRs"));
+	/* Well-formed: loads without KVM; the host checks come with cpuid_template_apply. */
+	assert_int_equal(cpuid_template_load(write_json("{\"cpuid\": [{\"leaf\": \"0x1234\", \"register\": \"eax\", "
+							"\"mask\": 1, \"value\": 1}], \"msrs\": []}"),
+					     &t, err, sizeof(err)),
+			 0);
+	assert_non_null(t);
+	cpuid_template_free(t);
+	assert_int_equal(cpuid_template_check(json_path, err, sizeof(err)), 0);
+	assert_int_equal(cpuid_template_check("host", err, sizeof(err)), 0);
+	assert_int_equal(cpuid_template_check(NULL, err, sizeof(err)), 0);
+	assert_true(cpuid_template_builtin("baseline"));
+	assert_false(cpuid_template_builtin("baseline.json"));
+	unlink(json_path);
+	assert_int_equal(cpuid_template_check("/tmp", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "--cpu-template /tmp: a directory, not a regular file");
 }
 
 static void test_feature_registers(void **state)
@@ -989,6 +1101,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_fetched_once, teardown),
 	    cmocka_unit_test_teardown(test_grows_only_on_e2big, teardown),
 	    cmocka_unit_test_teardown(test_load_errors, teardown),
+	    cmocka_unit_test_teardown(test_load_limits, teardown),
 	    cmocka_unit_test(test_apic_ids),
 	    cmocka_unit_test_teardown(test_intel_template, teardown),
 	    cmocka_unit_test_teardown(test_intel_vcpu_ids, teardown),
@@ -1006,6 +1119,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_json_template, teardown),
 	    cmocka_unit_test_teardown(test_json_rejections, teardown),
 	    cmocka_unit_test_teardown(test_missing_template_file, teardown),
+	    cmocka_unit_test_teardown(test_template_load_without_kvm, teardown),
 	    cmocka_unit_test(test_feature_registers),
 	    cmocka_unit_test_teardown(test_vcpu_configure, teardown),
 	    cmocka_unit_test_teardown(test_dump_roundtrip, teardown),

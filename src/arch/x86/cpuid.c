@@ -7,8 +7,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "brisk/cpuid.h"
+#include "brisk/file.h"
 #include "brisk/kvm.h"
 #include "brisk/log.h"
 
@@ -188,8 +190,11 @@ static int dump_grow(struct dump *d)
 	return 0;
 }
 
-/* One line of a dump into `d`. Returns 0 or -EINVAL. */
-static int dump_line(struct dump *d, const char *line)
+/* Why a dump line was refused, for the message. */
+enum dump_error { DUMP_OK = 0, DUMP_SYNTAX, DUMP_TOO_MANY_CPUID, DUMP_TOO_MANY_MSRS };
+
+/* One line of a dump into `d`. The limits are fetch_supported's and fetch_msr_list's: no KVM reports more. */
+static enum dump_error dump_line(struct dump *d, const char *line)
 {
 	struct kvm_cpuid_entry2 e = {0};
 	uint32_t msr;
@@ -200,48 +205,94 @@ static int dump_line(struct dump *d, const char *line)
 		   &e.function, &e.index, &e.flags, &e.eax, &e.ebx, &e.ecx, &e.edx, &n) == 7 &&
 	    line[n] == '\0') {
 		if (d->cpuid->nent >= CPUID_MAX_ENTRIES)
-			return -EINVAL;
+			return DUMP_TOO_MANY_CPUID;
 		d->cpuid->entries[d->cpuid->nent++] = e;
-		return 0;
+		return DUMP_OK;
 	}
 	if (sscanf(line, " msr %" SCNx32 " %n", &msr, &n) == 1 && line[n] == '\0') {
+		if (d->msrs->nmsrs >= MSR_MAX_ENTRIES)
+			return DUMP_TOO_MANY_MSRS;
 		d->msrs->indices[d->msrs->nmsrs++] = msr;
-		return 0;
+		return DUMP_OK;
 	}
 	if (sscanf(line, " cap tsc_deadline %d %n", &v, &n) == 1 && line[n] == '\0' && (v == 0 || v == 1)) {
 		d->tsc_deadline = v;
-		return 0;
+		return DUMP_OK;
+	}
+	return DUMP_SYNTAX;
+}
+
+static int dump_line_error(enum dump_error e, const char *path, unsigned lineno, const char *line, char *err,
+			   size_t errlen)
+{
+	switch (e) {
+	case DUMP_TOO_MANY_CPUID:
+		snprintf(
+		    err, errlen,
+		    "--supported-from %s:%u: more than %d CPUID entries (the most brisk accepts from KVM or a dump)",
+		    path, lineno, CPUID_MAX_ENTRIES);
+		break;
+	case DUMP_TOO_MANY_MSRS:
+		snprintf(err, errlen,
+			 "--supported-from %s:%u: more than %d MSRs (the most brisk accepts from KVM or a dump)", path,
+			 lineno, MSR_MAX_ENTRIES);
+		break;
+	default:
+		snprintf(err, errlen,
+			 "--supported-from %s:%u: not a dump line (want 'cpuid LEAF SUB FLAGS EAX EBX ECX EDX', "
+			 "'msr INDEX' or 'cap tsc_deadline 0|1'): %.60s",
+			 path, lineno, line);
 	}
 	return -EINVAL;
 }
 
+/* Longest dump line brisk reads (a cpuid line is 72 characters); longer comments are skipped. */
+#define DUMP_MAX_LINE 255
+
 static int dump_read(FILE *f, const char *path, struct dump *d, char *err, size_t errlen)
 {
-	char line[256];
+	char line[DUMP_MAX_LINE + 2];
 	unsigned lineno = 0;
+	enum dump_error e;
 
 	while (fgets(line, sizeof(line), f)) {
 		size_t len = strlen(line);
 
 		lineno++;
+		if (len == sizeof(line) - 1 && line[len - 1] != '\n') {
+			int ch;
+
+			if (line[strspn(line, " \t")] != '#') {
+				snprintf(err, errlen, "--supported-from %s:%u: line longer than %d characters", path,
+					 lineno, DUMP_MAX_LINE);
+				return -EINVAL;
+			}
+			while ((ch = getc(f)) != EOF && ch != '\n') /* a long comment: skip the rest */
+				;
+			continue;
+		}
 		if (len && line[len - 1] == '\n')
 			line[--len] = '\0';
 		if (len == 0 || line[strspn(line, " \t")] == '#' || line[strspn(line, " \t")] == '\0')
 			continue;
-		if (dump_grow(d)) {
-			snprintf(err, errlen, "%s: out of memory", path);
+		if (dump_grow(d))
 			return -ENOMEM;
-		}
-		if (dump_line(d, line)) {
-			snprintf(err, errlen,
-				 "%s:%u: not a dump line (want 'cpuid LEAF SUB FLAGS EAX EBX ECX EDX', "
-				 "'msr INDEX' or 'cap tsc_deadline 0|1'): %.60s",
-				 path, lineno, line);
-			return -EINVAL;
-		}
+		e = dump_line(d, line);
+		if (e != DUMP_OK)
+			return dump_line_error(e, path, lineno, line, err, errlen);
 	}
-	if (d->cpuid->nent == 0 || !cpuid_find(d->cpuid, 0, 0)) {
-		snprintf(err, errlen, "%s: no CPUID leaf 0 in the dump", path);
+	if (ferror(f)) {
+		snprintf(err, errlen, "--supported-from %s: read: %s", path, strerror(errno));
+		return -EIO;
+	}
+	if (d->cpuid->nent == 0) {
+		snprintf(err, errlen,
+			 "--supported-from %s: no 'cpuid' lines (%s); record one with 'brisk cpuid --supported'", path,
+			 lineno ? "only comments or blank lines" : "the file is empty");
+		return -EINVAL;
+	}
+	if (!cpuid_find(d->cpuid, 0, 0)) {
+		snprintf(err, errlen, "--supported-from %s: no CPUID leaf 0 in the dump", path);
 		return -EINVAL;
 	}
 	return 0;
@@ -250,12 +301,16 @@ static int dump_read(FILE *f, const char *path, struct dump *d, char *err, size_
 int cpuid_kvm_load(const char *path, char *err, size_t errlen)
 {
 	struct dump d = {.cap_cpuid = CPUID_INITIAL_ENTRIES, .cap_msrs = MSR_INITIAL_ENTRIES};
-	FILE *f = fopen(path, "re");
+	int fd = file_open_input(path, "--supported-from", NULL, err, errlen);
+	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
 	int ret;
 
+	if (fd < 0)
+		return fd;
 	if (!f) {
 		ret = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		close(fd);
+		snprintf(err, errlen, "--supported-from %s: %s", path, strerror(-ret));
 		return ret;
 	}
 	d.cpuid = cpuid_table_alloc(d.cap_cpuid);
@@ -266,7 +321,7 @@ int cpuid_kvm_load(const char *path, char *err, size_t errlen)
 	fclose(f);
 	if (ret) {
 		if (ret == -ENOMEM)
-			snprintf(err, errlen, "%s: out of memory", path);
+			snprintf(err, errlen, "--supported-from %s: out of memory", path);
 		free(d.cpuid);
 		free(d.msrs);
 		return ret;
