@@ -69,6 +69,19 @@ uint64_t config_host_memory(void)
 	return ((uint64_t)si.totalram + si.totalswap) * si.mem_unit;
 }
 
+/* The APIC ID layout (cpuid_topology_init): a shape whose IDs pass 254 is refused here, before KVM. */
+static int check_topology(const struct vm_config *cfg, char *err, size_t errlen)
+{
+	struct cpuid_topology t;
+	char why[192];
+
+	if (cpuid_topology_init(&t, cfg->cpus, cfg->topology.sockets, cfg->topology.cores, cfg->topology.threads, why,
+				sizeof(why)) == 0)
+		return 0;
+	snprintf(err, errlen, "--%s", why);
+	return -EINVAL;
+}
+
 int config_validate(const struct vm_config *cfg, unsigned max_cpus, uint64_t host_mem, char *err, size_t errlen)
 {
 	if (cfg->cpus < 1 || cfg->cpus > max_cpus) {
@@ -86,6 +99,8 @@ int config_validate(const struct vm_config *cfg, unsigned max_cpus, uint64_t hos
 			return -EINVAL;
 		}
 	}
+	if (check_topology(cfg, err, errlen))
+		return -EINVAL;
 	if (cfg->memory < LAYOUT_MEM_MIN) {
 		snprintf(err, errlen, "--memory %llu MiB is too small: at least %llu MiB",
 			 (unsigned long long)(cfg->memory >> 20), (unsigned long long)(LAYOUT_MEM_MIN >> 20));

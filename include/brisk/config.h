@@ -36,7 +36,8 @@ __attribute__((warn_unused_result)) int parse_topology(const char *s, struct vm_
 void config_defaults(struct vm_config *cfg);
 
 /*
- * Checks cross-field and host limits: cpus in 1..max_cpus, memory in
+ * Checks cross-field and host limits: cpus in 1..max_cpus, the topology
+ * (S*C*T == cpus, APIC IDs within xAPIC's 0..254), memory in
  * LAYOUT_MEM_MIN..host_mem and a multiple of 4 KiB, and a --cpu-template
  * file's syntax and structure (cpuid_template_check: reads the file, never
  * blocks on a FIFO, needs no KVM). Call it before /dev/kvm is opened.

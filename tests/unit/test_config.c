@@ -79,6 +79,25 @@ static void test_limits(void **state)
 	assert_true(config_host_memory() > 0);
 }
 
+/* The APIC ID layout is known without KVM: socket 2 of 3 x 65 cores starts at APIC ID 256 (docs/cpuid.md). */
+static void test_topology_apic_ids(void **state)
+{
+	struct vm_config c;
+	char err[256];
+
+	(void)state;
+	config_defaults(&c);
+	c.cpus = 195;
+	c.topology.sockets = 3;
+	c.topology.cores = 65;
+	c.topology.threads = 1;
+	assert_int_equal(config_validate(&c, 254, 0, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "--topology sockets=3,cores=65,threads=1 needs APIC ID 320 (7+0 bits per socket); "
+				 "xAPIC IDs end at 254");
+	c.topology.sockets = 0; /* 195 cores in one socket: IDs 0..194 */
+	assert_int_equal(config_validate(&c, 254, 0, err, sizeof(err)), 0);
+}
+
 static char tmpl_path[64];
 
 static const char *write_tmpl(const char *text)
@@ -161,6 +180,7 @@ int main(void)
 	    cmocka_unit_test(test_defaults),
 	    cmocka_unit_test(test_serial),
 	    cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_topology_apic_ids),
 	    cmocka_unit_test(test_cpu_template_checked_before_kvm),
 	};
 
