@@ -103,6 +103,7 @@ UNIT_TESTS := \
 	test_mptable \
 	test_reports \
 	test_cpuid \
+	test_cpuid_fixtures \
 	test_stats \
 	test_tracefs \
 	test_symbols \
