@@ -91,6 +91,7 @@ MAIN_OBJS := $(patsubst %.S,%.o,$(MAIN_SRCS:.c=.o))
 
 UNIT_TESTS := \
 	test_bus \
+	test_log \
 	test_mem \
 	test_size \
 	test_config \

@@ -6,7 +6,8 @@
 set -euo pipefail
 
 build=(gcc make libc6-dev libjson-c-dev)
-check=(libcmocka-dev python3 python3-pytest python3-pytest-timeout strace qemu-system-x86 busybox-static cpio)
+check=(libcmocka-dev python3 python3-pytest python3-pytest-timeout strace qemu-system-x86 busybox-static cpio
+	xz-utils kmod coreutils util-linux gzip) # the second line: scripts/nested-kvm.sh and the Linux tier
 bench=(qemu-system-x86 strace)
 fuzz=(clang libclang-rt-14-dev)
 

@@ -114,8 +114,39 @@ const struct bus_range *bus_find(const struct bus *b, enum bus_space space, uint
 	return r;
 }
 
+/*
+ * Port ranges Linux probes on every boot, where brisk deliberately has no
+ * device (Firecracker and QEMU's microvm have none there either). An access
+ * is the guest looking, not a problem a user can act on: logged at debug
+ * level, counted like any other (brisk profile shows them).
+ */
+static const struct {
+	uint16_t lo, hi;
+	const char *what;
+} linux_probes[] = {
+    {0x2e, 0x2f, "Super I/O config (LPC)"},
+    {0x4e, 0x4f, "Super I/O config (LPC)"},
+    {0x80, 0x80, "POST / io_delay"},
+    {0x87, 0x87, "DMA page register"},
+    {0x2e8, 0x2ef, "COM4"},
+    {0x2f8, 0x2ff, "COM2"},
+    {0x3e8, 0x3ef, "COM3"},
+    {0xcf8, 0xcff, "PCI configuration mechanism 1 (pci=off still probes it)"},
+};
+
+static const char *probe_name(enum bus_space space, uint64_t addr)
+{
+	if (space != BUS_PIO)
+		return NULL;
+	for (size_t i = 0; i < sizeof(linux_probes) / sizeof(linux_probes[0]); i++)
+		if (addr >= linux_probes[i].lo && addr <= linux_probes[i].hi)
+			return linux_probes[i].what;
+	return NULL;
+}
+
 static void log_unhandled(struct bus *b, enum bus_space space, uint64_t addr, unsigned len, int write)
 {
+	const char *probe = probe_name(space, addr);
 	unsigned i;
 
 	pthread_mutex_lock(&b->lock);
@@ -125,9 +156,10 @@ static void log_unhandled(struct bus *b, enum bus_space space, uint64_t addr, un
 			break;
 	if (i == b->nr_logged[space] && i < BUS_UNHANDLED_LOG_MAX) {
 		b->logged[space][b->nr_logged[space]++] = addr;
-		log_warn("unhandled %s %s 0x%llx (%u bytes)%s", write ? "write to" : "read from", space_names[space],
-			 (unsigned long long)addr, len,
-			 i + 1 == BUS_UNHANDLED_LOG_MAX ? "; further new addresses are not logged" : "");
+		log_msg(probe ? LOG_DEBUG : LOG_WARN, "unhandled %s %s 0x%llx (%u bytes)%s%s%s",
+			write ? "write to" : "read from", space_names[space], (unsigned long long)addr, len,
+			probe ? ": a probe of " : "", probe ? probe : "",
+			i + 1 == BUS_UNHANDLED_LOG_MAX ? "; further new addresses are not logged" : "");
 	}
 	pthread_mutex_unlock(&b->lock);
 }

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <linux/kvm.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -106,58 +108,79 @@ static const struct {
     {KVM_CAP_EXT_CPUID, "KVM_CAP_EXT_CPUID", "the guest CPUID table"},
 };
 
-static int open_error(const char *path, int err)
+__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
 {
-	switch (err) {
-	case ENOENT:
-		log_error("%s does not exist: KVM is not available on this host. Load kvm_intel or kvm_amd, enable "
-			  "virtualization (VT-x/AMD-V) in the firmware, or on a cloud VM enable nested virtualization",
-			  path);
-		break;
-	case EACCES:
-	case EPERM:
-		log_error("permission denied opening %s: add your user to the group owning it "
-			  "(usually 'kvm': sudo usermod -aG kvm $USER, then log in again) or run as root",
-			  path);
-		break;
-	default:
-		log_error("cannot open %s: %s", path, strerror(err));
-	}
-	return -err;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return ret;
 }
 
-static int check_caps(struct kvm *k, const char *path)
+static int open_error(const char *path, int e, char *err, size_t errlen)
 {
-	for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
-		if (KVM_IOCTL(k->fd, KVM_CHECK_EXTENSION, required[i].cap) <= 0) {
-			log_error("%s lacks %s (%s), which brisk requires", path, required[i].name, required[i].why);
-			return -ENOTSUP;
-		}
+	switch (e) {
+	case ENOENT:
+		return fail(
+		    err, errlen, -e,
+		    "%s does not exist: KVM is not available on this host. Load kvm_intel or kvm_amd, enable "
+		    "virtualization (VT-x/AMD-V) in the firmware, or on a cloud VM enable nested virtualization",
+		    path);
+	case EACCES:
+	case EPERM:
+		return fail(err, errlen, -e,
+			    "permission denied opening %s: add your user to the group owning it "
+			    "(usually 'kvm': sudo usermod -aG kvm $USER, then log in again) or run as root",
+			    path);
+	case EMFILE:
+	case ENFILE:
+		return fail(err, errlen, -e, "cannot open %s: too many open files (raise the limit: ulimit -n)", path);
+	default:
+		return fail(err, errlen, -e, "cannot open %s: %s", path, strerror(e));
 	}
+}
+
+static int check_caps(struct kvm *k, const char *path, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
+		if (KVM_IOCTL(k->fd, KVM_CHECK_EXTENSION, required[i].cap) <= 0)
+			return fail(err, errlen, -ENOTSUP, "%s lacks %s (%s), which brisk requires", path,
+				    required[i].name, required[i].why);
 	return 0;
 }
 
-int kvm_open(struct kvm *k, const char *path)
+/* KVM_GET_API_VERSION (api.rst 4.1): a non-KVM device fails the ioctl itself. */
+static int check_version(struct kvm *k, const char *path, char *err, size_t errlen)
 {
-	int v, ret;
+	int v = KVM_IOCTL(k->fd, KVM_GET_API_VERSION, 0);
+
+	if (v < 0)
+		return fail(err, errlen, -ENOTTY, "%s is not a KVM device: KVM_GET_API_VERSION failed: %s", path,
+			    strerror(errno));
+	if (v != KVM_API_VERSION)
+		return fail(err, errlen, -EPROTO, "%s speaks KVM API version %d; brisk needs version %d", path, v,
+			    KVM_API_VERSION);
+	return 0;
+}
+
+int kvm_open_err(struct kvm *k, const char *path, char *err, size_t errlen)
+{
+	int ret;
 
 	memset(k, 0, sizeof(*k));
 	k->fd = open(path, O_RDWR | O_CLOEXEC);
 	if (k->fd < 0)
-		return open_error(path, errno);
-	v = KVM_IOCTL(k->fd, KVM_GET_API_VERSION, 0);
-	if (v != KVM_API_VERSION) {
-		log_error("%s speaks KVM API version %d; brisk needs version %d", path, v, KVM_API_VERSION);
-		ret = -EPROTO;
-		goto fail;
-	}
-	ret = check_caps(k, path);
+		return open_error(path, errno, err, errlen);
+	ret = check_version(k, path, err, errlen);
+	if (!ret)
+		ret = check_caps(k, path, err, errlen);
 	if (ret)
 		goto fail;
 	k->run_size = KVM_IOCTL(k->fd, KVM_GET_VCPU_MMAP_SIZE, 0);
 	if (k->run_size < (int)sizeof(struct kvm_run)) {
-		log_error("KVM_GET_VCPU_MMAP_SIZE returned %d: %s", k->run_size, strerror(errno));
-		ret = -EPROTO;
+		ret = fail(err, errlen, -EPROTO, "KVM_GET_VCPU_MMAP_SIZE on %s returned %d: %s", path, k->run_size,
+			   strerror(errno));
 		goto fail;
 	}
 	/* api.rst 4.4: MAX_VCPUS, falling back to NR_VCPUS, falling back to 4. */
@@ -171,6 +194,16 @@ int kvm_open(struct kvm *k, const char *path)
 fail:
 	close(k->fd);
 	k->fd = -1;
+	return ret;
+}
+
+int kvm_open(struct kvm *k, const char *path)
+{
+	char err[512];
+	int ret = kvm_open_err(k, path, err, sizeof(err));
+
+	if (ret)
+		log_error("%s", err);
 	return ret;
 }
 

@@ -1,9 +1,13 @@
 /* main.c - brisk's entry point: dispatch to a subcommand; the only place the process exits. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "brisk/cli.h"
 #include "brisk/exitcode.h"
+#include "brisk/log.h"
 #include "brisk/timeline.h"
 
 static const struct {
@@ -14,9 +18,27 @@ static const struct {
     {"bench", cmd_bench}, {"compare", cmd_compare}, {"help", cmd_help},
 };
 
+/*
+ * fds 0-2 must be open before brisk creates anything: a closed stdin would
+ * otherwise be reused by the next fd opened (the signalfd, say) and read as
+ * console input by the serial thread. Closed ones get /dev/null.
+ */
+static void ensure_std_fds(void)
+{
+	for (int fd = 0; fd <= 2; fd++) {
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		/* open() returns the lowest free fd: this one, since the lower ones are open. */
+		if (open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) != fd)
+			_exit(EXIT_HOST);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	timeline_init();
+	ensure_std_fds();
+	log_init_nonblocking();
 	if (argc < 2) {
 		cli_usage(stderr, NULL);
 		return EXIT_USAGE;

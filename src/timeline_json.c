@@ -57,7 +57,7 @@ static json_object *markers_json(void)
 	return arr;
 }
 
-int timeline_write_json(const char *path, int status)
+int timeline_write_json(int fd, const char *path, int status)
 {
 	json_object *root = json_object_new_object();
 	int ret = 0;
@@ -67,8 +67,8 @@ int timeline_write_json(const char *path, int status)
 	json_object_object_add(root, "unit", json_object_new_string("us"));
 	json_object_object_add(root, "phases", phases_json());
 	json_object_object_add(root, "markers", markers_json());
-	if (json_object_to_file_ext(
-		path, root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE)) {
+	if (json_object_to_fd(fd, root,
+			      JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE)) {
 		fprintf(stderr, "brisk run: cannot write --report-json %s: %s\n", path, json_util_get_last_err());
 		ret = -EIO;
 	}

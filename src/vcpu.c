@@ -205,9 +205,10 @@ static int vcpu_create(struct vcpu *v)
 	struct vm *vm = v->vm;
 	void *run;
 
-	v->fd = KVM_IOCTL(vm->fd, KVM_CREATE_VCPU, v->index);
+	/* The id is the APIC ID CPUID and the MP table report, so the LAPIC agrees with them (gaps included). */
+	v->fd = KVM_IOCTL(vm->fd, KVM_CREATE_VCPU, v->apic_id);
 	if (v->fd < 0) {
-		log_error("KVM_CREATE_VCPU %u failed: %s", v->index, strerror(errno));
+		log_error("KVM_CREATE_VCPU %u (vCPU %u) failed: %s", v->apic_id, v->index, strerror(errno));
 		return EXIT_HOST;
 	}
 	run = mmap(NULL, (size_t)vm->kvm.run_size, PROT_READ | PROT_WRITE, MAP_SHARED, v->fd, 0);

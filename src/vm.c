@@ -14,6 +14,7 @@
 #include "brisk/cpuid.h"
 #include "brisk/devices.h"
 #include "brisk/exitcode.h"
+#include "brisk/file.h"
 #include "brisk/layout.h"
 #include "brisk/log.h"
 #include "brisk/mptable.h"
@@ -166,9 +167,12 @@ static int load_image(struct vm *vm)
 	    .initrd = vm->cfg.initrd,
 	};
 
-	if (kernel_open(&vm->kernel, &f, err, sizeof(err))) {
+	int ret = kernel_open(&vm->kernel, &f, err, sizeof(err));
+
+	if (ret) {
 		log_error("%s", err);
-		return EXIT_IMAGE;
+		/* Out of fds or memory is the host's condition, not the image's (docs/exit-codes.md). */
+		return ret == -EMFILE || ret == -ENFILE || ret == -ENOMEM ? EXIT_HOST : EXIT_IMAGE;
 	}
 	log_debug("%s: %s%s", vm->kernel.name, kernel_format_name(vm->kernel.format),
 		  vm->kernel.is_linux ? " (Linux)" : "");
@@ -203,22 +207,36 @@ static const struct cpuid_kvm *finish_cpuid_fetch(struct vm *vm)
 	return vm->kvm_cpuid;
 }
 
-/* Step 2: /dev/kvm, the vCPU count against KVM's own limit, and the CPUID fetch started. */
-static int open_kvm(struct vm *vm)
+/*
+ * Step 4: /dev/kvm, and the CPUID fetch started. A failure is recorded, not
+ * reported yet: the user's own inputs are checked first (step 5), so a bad
+ * image gets its own exit status on a host without KVM too.
+ */
+static void open_kvm(struct vm *vm)
 {
-	if (kvm_open(&vm->kvm, "/dev/kvm"))
-		return EXIT_HOST;
+	vm->kvm_ret = kvm_open_err(&vm->kvm, "/dev/kvm", vm->kvm_err, sizeof(vm->kvm_err));
+	if (vm->kvm_ret)
+		return;
 	timeline_mark(TL_KVM_OPEN);
+	start_cpuid_fetch(vm);
+}
+
+/* Step 6: what opening /dev/kvm found, and the vCPU count against KVM's own limit. */
+static int check_kvm(struct vm *vm)
+{
+	if (vm->kvm_ret) {
+		log_error("%s", vm->kvm_err);
+		return EXIT_HOST;
+	}
 	if (vm->cfg.cpus > (unsigned)vm->kvm.max_vcpus) {
 		log_error("--cpus %u is out of range: KVM on this host allows 1..%d", vm->cfg.cpus, vm->kvm.max_vcpus);
 		return EXIT_USAGE;
 	}
-	start_cpuid_fetch(vm);
 	return 0;
 }
 
 /*
- * Step 3: the VM and the pages KVM needs on Intel (api.rst 4.2, 4.43, 4.50).
+ * Step 7: the VM and the pages KVM needs on Intel (api.rst 4.2, 4.43, 4.50).
  * The TSS and identity-map pages can be private memory slots (Intel without
  * unrestricted guest), so they come before the irqchip like guest RAM
  * (docs/architecture.md, "Why this order").
@@ -240,13 +258,17 @@ static int create_vm(struct vm *vm)
 	return 0;
 }
 
-/* Step 4: guest RAM, one slot per region around the 32-bit MMIO hole. */
-static int map_memory(struct vm *vm)
+/* Step 3: guest RAM, one anonymous mapping (no KVM needed yet); the kernel is copied into it in step 5. */
+static int alloc_memory(struct vm *vm)
 {
 	unsigned flags = (vm->cfg.hugepages ? GMEM_HUGEPAGES : 0) | (vm->cfg.prefault ? GMEM_PREFAULT : 0);
 
-	if (gmem_init(&vm->mem, vm->cfg.memory, flags))
-		return EXIT_HOST;
+	return gmem_init(&vm->mem, vm->cfg.memory, flags) ? EXIT_HOST : 0;
+}
+
+/* Step 8: guest RAM registered, one slot per region around the 32-bit MMIO hole. */
+static int map_memory(struct vm *vm)
+{
 	for (unsigned i = 0; i < vm->mem.nr; i++) {
 		struct kvm_userspace_memory_region r = {
 		    .slot = i,
@@ -267,7 +289,7 @@ static int map_memory(struct vm *vm)
 }
 
 /*
- * Step 5: the in-kernel irqchip and PIT (api.rst 4.24, 4.59), after every
+ * Step 9: the in-kernel irqchip and PIT (api.rst 4.24, 4.59), after every
  * memory slot: each device they register on KVM's I/O bus leaves an SRCU
  * grace period in flight, and a memory-slot change made after them waits
  * for it (measured: 4-10 ms instead of 0.1 ms; docs/architecture.md). They
@@ -285,31 +307,49 @@ static int create_irqchip(struct vm *vm)
 	return 0;
 }
 
-static int serial_fd(const struct vm_config *cfg)
+/*
+ * Step 2: the serial output file, opened now so that a bad path is a usage
+ * error before anything is created; never the kernel or initrd being booted
+ * (truncating a mapped image would destroy it and fault brisk), never a
+ * blocking open (include/brisk/file.h).
+ */
+static int open_outputs(struct vm *vm)
 {
+	const struct file_avoid avoid[] = {
+	    {vm->kernel.image.mapped ? &vm->kernel.image.st : NULL, "the kernel image (--kernel)"},
+	    {vm->kernel.initrd.mapped ? &vm->kernel.initrd.st : NULL, "the initrd (--initrd)"},
+	};
+	char err[512];
 	int fd;
 
-	switch (cfg->serial) {
-	case SERIAL_STDIO:
-		return STDOUT_FILENO;
-	case SERIAL_FILE:
-		fd = open(cfg->serial_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (fd < 0)
-			log_error("--serial file:%s: %s", cfg->serial_path, strerror(errno));
-		return fd < 0 ? -2 : fd;
-	default:
-		return -1;
+	if (vm->cfg.serial != SERIAL_FILE)
+		return 0;
+	fd = file_open_output(vm->cfg.serial_path, "--serial file:", avoid, 2, 0, err, sizeof(err));
+	if (fd < 0) {
+		log_error("%s", err);
+		return fd == -EMFILE || fd == -ENFILE ? EXIT_HOST : EXIT_USAGE;
 	}
+	vm->serial_out_fd = fd;
+	return 0;
 }
 
 /*
- * Step 6: one thread per vCPU, started as soon as the irqchip exists: each
+ * Step 10: one thread per vCPU, started as soon as the irqchip exists: each
  * creates its vCPU and run page now, in parallel with the rest of the
- * recipe, then waits for the CPUID template and entry state (step 10).
+ * recipe, then waits for the CPUID template and entry state (step 13).
  * Threads left behind by a failing recipe are stopped by vm_destroy.
  */
 static int start_vcpus(struct vm *vm)
 {
+	struct cpuid_topology topo;
+	char err[256];
+
+	/* config_validate checked this topology; KVM's vCPU id is the APIC ID (its LAPIC's initial ID). */
+	if (cpuid_topology_init(&topo, vm->cfg.cpus, vm->cfg.topology.sockets, vm->cfg.topology.cores,
+				vm->cfg.topology.threads, err, sizeof(err))) {
+		log_error("%s", err);
+		return EXIT_USAGE;
+	}
 	vm->nr_vcpus = vm->cfg.cpus;
 	vm->vcpus = calloc(vm->nr_vcpus, sizeof(*vm->vcpus));
 	if (!vm->vcpus) {
@@ -317,13 +357,13 @@ static int start_vcpus(struct vm *vm)
 		return EXIT_HOST;
 	}
 	for (unsigned i = 0; i < vm->nr_vcpus; i++)
-		vm->vcpus[i] = (struct vcpu){.vm = vm, .index = i, .fd = -1};
+		vm->vcpus[i] = (struct vcpu){.vm = vm, .index = i, .apic_id = cpuid_apic_id(&topo, i), .fd = -1};
 	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
 		struct vcpu *v = &vm->vcpus[i];
-		int err = pthread_create(&v->thread, NULL, vcpu_thread, v);
+		int e = pthread_create(&v->thread, NULL, vcpu_thread, v);
 
-		if (err) {
-			log_error("cannot create the thread of vCPU %u: %s", i, strerror(err));
+		if (e) {
+			log_error("cannot create the thread of vCPU %u: %s", i, strerror(e));
 			return EXIT_HOST;
 		}
 		v->started = 1;
@@ -331,16 +371,13 @@ static int start_vcpus(struct vm *vm)
 	return 0;
 }
 
-/* Step 7: the devices, each on the one bus. */
+/* Step 11: the devices, each on the one bus. */
 static int create_devices(struct vm *vm)
 {
-	struct serial_opts so = {.out_fd = serial_fd(&vm->cfg), .in_fd = -1};
+	struct serial_opts so = {.out_fd = vm->cfg.serial == SERIAL_FILE ? vm->serial_out_fd : -1, .in_fd = -1};
 
-	if (so.out_fd == -2)
-		return EXIT_USAGE;
-	if (vm->cfg.serial == SERIAL_FILE)
-		vm->serial_out_fd = so.out_fd;
 	if (vm->cfg.serial == SERIAL_STDIO) {
+		so.out_fd = STDOUT_FILENO;
 		so.in_fd = STDIN_FILENO;
 		so.raw_tty = isatty(STDIN_FILENO);
 	}
@@ -352,7 +389,12 @@ static int create_devices(struct vm *vm)
 	return 0;
 }
 
-/* Step 8: the kernel (and initrd) in guest RAM and its boot structures; the files are closed after. */
+/*
+ * Step 5: the kernel (and initrd) in guest RAM and its boot structures;
+ * every size check (segments and initrd against RAM, command line against
+ * the kernel's limit) is here, before KVM is needed. The files are closed
+ * after.
+ */
 static int load_kernel(struct vm *vm)
 {
 	char err[BOOT_ERR_MAX];
@@ -364,15 +406,16 @@ static int load_kernel(struct vm *vm)
 	kernel_close(&vm->kernel);
 	if (ret) {
 		log_error("%s", err);
-		return EXIT_IMAGE;
+		/* -E2BIG: the command line is too long for this kernel, an option's fault. */
+		return ret == -E2BIG ? EXIT_USAGE : EXIT_IMAGE;
 	}
 	timeline_mark(TL_KERNEL_LOADED);
 	return 0;
 }
 
 /*
- * Step 9: the per-VM CPUID template and boot MSRs, from KVM's tables
- * (fetched once per process, on the helper thread started in step 2).
+ * Step 12: the per-VM CPUID template and boot MSRs, from KVM's tables
+ * (fetched once per process, on the helper thread started in step 4).
  */
 static int prepare_cpuid(struct vm *vm)
 {
@@ -398,7 +441,7 @@ static int prepare_cpuid(struct vm *vm)
 }
 
 /*
- * Step 10: firmware-style platform tables: the MP table (MP spec 1.4) naming
+ * Step 13: firmware-style platform tables: the MP table (MP spec 1.4) naming
  * every vCPU by the APIC ID its CPUID reports, and the I/O APIC.
  */
 static int write_platform_tables(struct vm *vm)
@@ -422,7 +465,7 @@ static int write_platform_tables(struct vm *vm)
 	return 0;
 }
 
-/* Step 11: the serial output thread, while the vCPU threads set their CPUID and registers. */
+/* Step 14: the serial output thread, while the vCPU threads set their CPUID and registers. */
 static int start_serial_output(struct vm *vm)
 {
 	int err = serial8250_start_output(vm->serial);
@@ -456,10 +499,13 @@ int vm_create(const struct vm_config *cfg, struct vm **out)
 		ret = EXIT_HOST;
 		goto fail;
 	}
-	if ((ret = load_image(vm)) || (ret = open_kvm(vm)) || (ret = create_vm(vm)) || (ret = map_memory(vm)) ||
+	/* Steps 1-5 need no KVM: every input the user gave is checked before KVM is used. */
+	if ((ret = load_image(vm)) || (ret = open_outputs(vm)) || (ret = alloc_memory(vm)))
+		goto fail;
+	open_kvm(vm);
+	if ((ret = load_kernel(vm)) || (ret = check_kvm(vm)) || (ret = create_vm(vm)) || (ret = map_memory(vm)) ||
 	    (ret = create_irqchip(vm)) || (ret = start_vcpus(vm)) || (ret = create_devices(vm)) ||
-	    (ret = load_kernel(vm)) || (ret = prepare_cpuid(vm)) || (ret = write_platform_tables(vm)) ||
-	    (ret = start_serial_output(vm)))
+	    (ret = prepare_cpuid(vm)) || (ret = write_platform_tables(vm)) || (ret = start_serial_output(vm)))
 		goto fail;
 	*out = vm;
 	return 0;
@@ -550,6 +596,9 @@ int vm_run(struct vm *vm, int sig_fd)
 		log_warn("serial output: %llu bytes dropped (host output stalled)",
 			 (unsigned long long)serial8250_dropped(vm->serial));
 	log_info("VM ended: %s (exit status %d)", vm->exit_reason, vm->exit_code);
+	if (log_dropped())
+		log_warn("%llu log messages were dropped: stderr was not being read",
+			 (unsigned long long)log_dropped());
 	return vm->exit_code;
 }
 

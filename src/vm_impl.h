@@ -22,6 +22,7 @@ enum vm_config_state { VM_CONFIG_PENDING = 0, VM_CONFIG_PUBLISHED, VM_CONFIG_ABO
 struct vcpu {
 	struct vm *vm;
 	unsigned index;
+	uint32_t apic_id; /* KVM_CREATE_VCPU's id: KVM gives the vCPU's LAPIC this initial ID (api.rst 4.7) */
 	int fd;
 	struct kvm_run *run;
 	pthread_t thread;
@@ -36,6 +37,8 @@ struct vcpu {
 struct vm {
 	struct vm_config cfg;
 	struct kvm kvm;
+	int kvm_ret;	   /* kvm_open_err's result, reported after the user's inputs are checked */
+	char kvm_err[512]; /* its message */
 	int fd;
 	struct gmem mem;
 	struct bus bus;

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 struct gmem;
 
@@ -14,7 +15,8 @@ struct gmem;
 struct image {
 	const uint8_t *data;
 	size_t size;
-	int mapped; /* 1: munmap on image_close */
+	int mapped;	/* 1: munmap on image_close */
+	struct stat st; /* the file's, when mapped (an output file must not be this one) */
 };
 
 /* Maps `path` read-only. Returns 0 or -errno with `err` filled. */

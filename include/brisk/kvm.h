@@ -34,10 +34,12 @@ struct kvm {
 
 /*
  * Opens `path` (normally /dev/kvm), checks the API version and every
- * capability brisk requires; on failure logs an actionable message and
- * returns -errno (-ENOENT missing, -EACCES permission, -EPROTO version,
- * -ENOTSUP capability).
+ * capability brisk requires. Returns 0, or -errno (-ENOENT missing, -EACCES
+ * permission, -ENOTTY not a KVM device, -EPROTO version, -ENOTSUP
+ * capability, -EMFILE ...) with an actionable message in `err`.
  */
+__attribute__((warn_unused_result)) int kvm_open_err(struct kvm *k, const char *path, char *err, size_t errlen);
+/* kvm_open_err, logging the message on failure. */
 __attribute__((warn_unused_result)) int kvm_open(struct kvm *k, const char *path);
 void kvm_close(struct kvm *k);
 

@@ -4,7 +4,16 @@
 
 enum log_level { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
+#include <stdint.h>
+
 void log_set_level(enum log_level level);
+/*
+ * From here on, messages never block (see log.c): call once, early in
+ * main(), after fds 0-2 are known to be open.
+ */
+void log_init_nonblocking(void);
+/* Messages dropped because stderr would have blocked. */
+uint64_t log_dropped(void);
 /* Parses "error", "warn", "info", "debug". Returns 0 or -EINVAL. */
 int log_parse_level(const char *s, enum log_level *out);
 int log_enabled(enum log_level level);

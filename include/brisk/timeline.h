@@ -9,11 +9,11 @@
 enum tl_event {
 	TL_EXEC = 0,	  /* process start, estimated (see timeline.c) */
 	TL_MAIN,	  /* main() entered */
-	TL_KVM_OPEN,	  /* /dev/kvm opened and checked */
+	TL_KVM_OPEN,	  /* /dev/kvm opened and checked (the CPUID fetch starts) */
+	TL_KERNEL_LOADED, /* guest RAM allocated, kernel image in it, boot structures built */
 	TL_VM_CREATED,	  /* KVM_CREATE_VM, TSS and identity-map pages */
-	TL_MEMORY,	  /* guest RAM mapped and registered */
+	TL_MEMORY,	  /* guest RAM registered with KVM (memory slots) */
 	TL_IRQCHIP,	  /* in-kernel irqchip and PIT created (after the memory slots) */
-	TL_KERNEL_LOADED, /* kernel image in guest RAM, boot structures built */
 	TL_VCPUS_READY,	  /* every vCPU created and configured */
 	TL_FIRST_RUN,	  /* first KVM_RUN entered */
 	TL_FIRST_EXIT,	  /* first exit to userspace */

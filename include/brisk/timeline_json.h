@@ -9,13 +9,14 @@
 
 /*
  * Writes this process's timeline and `status` (the exit status brisk run is
- * about to return) to `path` (created or truncated):
+ * about to return) to `fd`, an output opened when brisk run started
+ * (file_open_output; `path` is for messages):
  *   {"schema": "brisk-timeline/1", "status": S, "unit": "us",
  *    "phases": [{"name": "VM created", "us": 812.4}, ...],   (only phases reached, in order)
  *    "markers": [{"value": 1, "us": 2301.9}, ...]}            (boot markers in arrival order)
  * Times are µs since exec (timeline.h). Returns 0 or -EIO (message on stderr).
  */
-int timeline_write_json(const char *path, int status);
+int timeline_write_json(int fd, const char *path, int status);
 
 /* One boot read back: flattened, named samples in timeline order. */
 struct boot_report {

@@ -6,12 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "brisk/cli.h"
 #include "brisk/config.h"
 #include "brisk/devices.h"
 #include "brisk/exitcode.h"
+#include "brisk/file.h"
 #include "brisk/log.h"
 #include "brisk/timeline.h"
 #include "brisk/timeline_json.h"
@@ -162,15 +164,37 @@ int cli_setup_signals(void)
 	return signalfd(-1, &set, SFD_CLOEXEC);
 }
 
+/*
+ * --report-json is opened before the VM is built, so that a bad path is a
+ * usage error that costs nothing, and so that it cannot block (a FIFO with
+ * no reader is refused) or overwrite the kernel or initrd being booted.
+ */
+static int open_report(const struct vm_config *cfg)
+{
+	struct stat kst, ist;
+	const struct file_avoid avoid[] = {
+	    {cfg->kernel && stat(cfg->kernel, &kst) == 0 ? &kst : NULL, "the kernel image (--kernel)"},
+	    {cfg->initrd && stat(cfg->initrd, &ist) == 0 ? &ist : NULL, "the initrd (--initrd)"},
+	};
+	char err[512];
+	int fd = file_open_output(report_json, "--report-json", avoid, 2, 1, err, sizeof(err));
+
+	if (fd < 0)
+		fprintf(stderr, "brisk run: %s\n", err);
+	return fd;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct vm_config cfg;
 	struct vm *vm = NULL;
 	int ret = cli_parse_run_options(argc, argv, &cfg);
-	int sig_fd;
+	int sig_fd, report_fd = -1;
 
 	if (ret)
 		return ret < 0 ? 0 : ret;
+	if (report_json && (report_fd = open_report(&cfg)) < 0)
+		return report_fd == -EMFILE || report_fd == -ENFILE ? EXIT_HOST : EXIT_USAGE;
 	sig_fd = cli_setup_signals();
 	if (sig_fd < 0)
 		log_warn("signalfd: %s; SIGINT/SIGTERM will not stop the VM cleanly", strerror(errno));
@@ -185,8 +209,11 @@ int cmd_run(int argc, char **argv)
 			vm_print_report(vm, stdout);
 		vm_destroy(vm);
 	}
-	if (report_json && timeline_write_json(report_json, ret))
-		ret = ret ? ret : EXIT_HOST;
+	if (report_fd >= 0) {
+		if (timeline_write_json(report_fd, report_json, ret))
+			ret = ret ? ret : EXIT_HOST;
+		close(report_fd);
+	}
 	if (sig_fd >= 0)
 		close(sig_fd);
 	return ret;

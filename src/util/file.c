@@ -46,6 +46,14 @@ const char *file_open_reason(int e)
 	}
 }
 
+/* "WHAT PATH", or "WHATPATH" when WHAT ends in ':' ("--serial file:/x"). */
+static const char *sep(const char *what)
+{
+	size_t n = strlen(what);
+
+	return n && what[n - 1] == ':' ? "" : " ";
+}
+
 static const char *kind_name(mode_t m)
 {
 	if (S_ISDIR(m))
@@ -80,22 +88,22 @@ int file_open_input(const char *path, const char *what, struct stat *st_out, cha
 	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0) {
 		ret = -errno;
-		return fail(err, errlen, ret, "%s %s: %s", what, path, file_open_reason(-ret));
+		return fail(err, errlen, ret, "%s%s%s: %s", what, sep(what), path, file_open_reason(-ret));
 	}
 	if (fstat(fd, &st) != 0) {
 		ret = -errno;
 		close(fd);
-		return fail(err, errlen, ret, "%s %s: fstat: %s", what, path, strerror(-ret));
+		return fail(err, errlen, ret, "%s%s%s: fstat: %s", what, sep(what), path, strerror(-ret));
 	}
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
-		return fail(err, errlen, S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL, "%s %s: %s, not a regular file", what,
-			    path, kind_name(st.st_mode));
+		return fail(err, errlen, S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL, "%s%s%s: %s, not a regular file",
+			    what, sep(what), path, kind_name(st.st_mode));
 	}
 	ret = set_blocking(fd);
 	if (ret) {
 		close(fd);
-		return fail(err, errlen, ret, "%s %s: fcntl: %s", what, path, strerror(-ret));
+		return fail(err, errlen, ret, "%s%s%s: fcntl: %s", what, sep(what), path, strerror(-ret));
 	}
 	if (st_out)
 		*st_out = st;
@@ -113,8 +121,8 @@ static int check_avoid(const struct stat *st, const char *path, const char *what
 {
 	for (size_t i = 0; i < nr_avoid; i++)
 		if (avoid[i].st && same_inode(st, avoid[i].st))
-			return fail(err, errlen, -EINVAL, "%s %s: is %s; refusing to overwrite it", what, path,
-				    avoid[i].name);
+			return fail(err, errlen, -EINVAL, "%s%s%s: is %s; refusing to overwrite it", what, sep(what),
+				    path, avoid[i].name);
 	return 0;
 }
 
@@ -131,7 +139,7 @@ int file_open_output(const char *path, const char *what, const struct file_avoid
 	fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		ret = -errno;
-		return fail(err, errlen, ret, "%s %s: %s", what, path, file_open_reason(-ret));
+		return fail(err, errlen, ret, "%s%s%s: %s", what, sep(what), path, file_open_reason(-ret));
 	}
 	if (fstat(fd, &st) != 0) {
 		ret = -errno;
@@ -149,7 +157,7 @@ int file_open_output(const char *path, const char *what, const struct file_avoid
 		}
 	} else if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode)) {
 		close(fd);
-		return fail(err, errlen, -EINVAL, "%s %s: %s, not a file, FIFO or terminal", what, path,
+		return fail(err, errlen, -EINVAL, "%s%s%s: %s, not a file, FIFO or terminal", what, sep(what), path,
 			    kind_name(st.st_mode));
 	}
 	if (!nonblock && (ret = set_blocking(fd)) != 0)
@@ -157,5 +165,5 @@ int file_open_output(const char *path, const char *what, const struct file_avoid
 	return fd;
 fail_errno:
 	close(fd);
-	return fail(err, errlen, ret, "%s %s: %s", what, path, strerror(-ret));
+	return fail(err, errlen, ret, "%s%s%s: %s", what, sep(what), path, strerror(-ret));
 }

@@ -104,6 +104,24 @@ def test_smpboot_every_ap_arrives(cpus):
     assert f"smpboot: {cpus - 1} of {cpus - 1} APs reached long mode" in out, out
 
 
+@pytest.mark.parametrize("topology,ids", [
+    ("sockets=2,cores=3,threads=1", [0, 1, 2, 4, 5, 6]),
+    ("sockets=1,cores=3,threads=2", [0, 1, 2, 3, 4, 5]),
+    ("sockets=3,cores=1,threads=1", [0, 1, 2]),
+])
+def test_smpboot_topology_with_apic_id_gaps(topology, ids):
+    """Each vCPU's LAPIC has the APIC ID CPUID and the MP table give it, also where the IDs have gaps
+    (KVM_CREATE_VCPU's id is the initial LAPIC ID: it used to be the vCPU index, so APIC ID 6 never arrived)."""
+    cpus = len(ids)
+    p = run_brisk("run", "--kernel", guest("smpboot"), "--cpus", str(cpus), "--topology", topology,
+                  "--cmdline", f"cpus={cpus}", timeout=120)
+    out = p.stdout
+    assert p.returncode == EXIT_GUEST_OK, out + p.stderr
+    assert "smpboot: PASS" in out, out
+    seen = sorted(int(m) for m in re.findall(r"^smpboot: cpu \d+ apic id (\d+) online", out, re.M))
+    assert seen == ids, out
+
+
 def test_too_many_cpus_for_the_mp_table():
     """255 vCPUs would need APIC ID 255, the broadcast ID: refused with a usage error."""
     p = run_brisk("run", "--kernel", guest("hello"), "--cpus", "255", timeout=60)

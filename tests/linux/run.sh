@@ -5,9 +5,11 @@
 # 2. tests/linux/mkinitramfs.sh    static init (tests/linux/init.c) -> build/linux/initramfs.cpio.gz
 # 3. pytest tests/linux            boots it with brisk (bzImage, PVH, SMP)
 #
-# Where this host has no /dev/kvm, step 3 runs inside scripts/nested-kvm.sh
-# (QEMU TCG with an emulated AMD SVM: a real KVM), unless BRISK_NO_NESTED is
-# set; if that VM cannot run, pytest runs here and skips with the reason.
+# Where this host's KVM cannot run Linux (no /dev/kvm, or one whose KVM
+# cannot emulate what Linux executes: scripts/linux-probe.sh finds out by
+# probing), step 3 runs inside scripts/nested-kvm.sh (QEMU TCG with an
+# emulated AMD SVM: a real KVM), unless BRISK_NO_NESTED is set; if that VM
+# cannot run, pytest runs here and skips with the reason.
 # Everything that stops the tier from running (no kernel package, no
 # nested VM) ends as pytest skips with a one-line reason, so the summary line
 # is always a pytest one (scripts/check.sh counts it).
@@ -30,9 +32,18 @@ elif ! tests/linux/mkinitramfs.sh "$OUT/initramfs.cpio.gz"; then
 fi
 [ -z "$skip" ] || export BRISK_LINUX_SKIP="$skip"
 
-if [ -z "$skip" ] && [ ! -e /dev/kvm ] && [ -x scripts/nested-kvm.sh ] &&
+host_why=
+if [ -z "$skip" ]; then
+	host_why=$(scripts/linux-probe.sh)
+	case $? in
+	0) host_why= ;;
+	1) ;;
+	*) echo "check-linux: FAILED: scripts/linux-probe.sh could not tell whether this host's KVM runs Linux"; exit 1 ;;
+	esac
+fi
+if [ -z "$skip" ] && [ -n "$host_why" ] && [ -x scripts/nested-kvm.sh ] &&
 	[ -z "${BRISK_NO_NESTED:-}" ] && [ "${BRISK_LINUX_NESTED:-1}" != 0 ]; then
-	echo "== /dev/kvm missing on this host: booting Linux inside a nested KVM (scripts/nested-kvm.sh, QEMU TCG)"
+	echo "== $host_why: booting Linux inside a nested KVM (scripts/nested-kvm.sh, QEMU TCG)"
 	errf=$(mktemp)
 	cache=(-o "cache_dir=$BUILD/linux/.pytest_cache")
 	nested_pytest() { # extra pytest arguments; sets rc
@@ -69,6 +80,6 @@ if [ -z "$skip" ] && [ ! -e /dev/kvm ] && [ -x scripts/nested-kvm.sh ] &&
 		exit 1 ;;
 	esac
 	# 125 before pytest ran: the nested VM cannot run here; run pytest on this host, where it skips with the reason
-	export BRISK_LINUX_SKIP="no /dev/kvm (and the nested KVM could not run: ${why:-no reason given})"
+	export BRISK_LINUX_SKIP="$host_why (and the nested KVM could not run: ${why:-no reason given})"
 fi
 "$PYTHON" -m pytest -rs -p no:cacheprovider tests/linux

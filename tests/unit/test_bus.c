@@ -4,7 +4,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -150,6 +152,50 @@ static void test_unhandled(void **state)
 	bus_destroy(&b);
 }
 
+/* Runs one unhandled port access at log level `level` with stderr captured; returns what was logged. */
+static void logged_for(uint16_t port, enum log_level level, char *out, size_t len)
+{
+	char path[] = "/tmp/brisk-test-bus-XXXXXX";
+	int fd = mkstemp(path), saved = dup(STDERR_FILENO);
+	struct bus b;
+	uint32_t r;
+	ssize_t n;
+
+	assert_true(fd >= 0 && saved >= 0);
+	unlink(path);
+	assert_int_equal(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+	log_set_level(level);
+	bus_init(&b);
+	bus_read(&b, BUS_PIO, port, &r, 1);
+	bus_destroy(&b);
+	log_set_level(LOG_ERROR);
+	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	close(saved);
+	n = pread(fd, out, len - 1, 0);
+	out[n > 0 ? n : 0] = 0;
+	close(fd);
+}
+
+/* Ports Linux probes on every boot are logged at debug level only; others warn (issue 8). */
+static void test_linux_probe_ports_quiet(void **state)
+{
+	static const uint16_t quiet[] = {0xcf8, 0xcfc, 0x87, 0x2e, 0x2f, 0x4e, 0x4f, 0x2f8, 0x3e8, 0x2e8, 0x80};
+	char out[512];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(quiet) / sizeof(quiet[0]); i++) {
+		logged_for(quiet[i], LOG_WARN, out, sizeof(out));
+		assert_string_equal(out, "");
+		logged_for(quiet[i], LOG_DEBUG, out, sizeof(out));
+		assert_non_null(strstr(out, "brisk: debug: unhandled read from"));
+		assert_non_null(strstr(out, "a probe of"));
+	}
+	logged_for(0x500, LOG_WARN, out, sizeof(out));
+	assert_non_null(strstr(out, "brisk: warn: unhandled read from port 0x500"));
+	logged_for(0x3f0, LOG_WARN, out, sizeof(out)); /* floppy, just below COM1: not a probe brisk expects */
+	assert_non_null(strstr(out, "warn: unhandled read from port 0x3f0"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -157,6 +203,7 @@ int main(void)
 	    cmocka_unit_test(test_overlap_and_bad_ranges),
 	    cmocka_unit_test(test_dispatch),
 	    cmocka_unit_test(test_unhandled),
+	    cmocka_unit_test(test_linux_probe_ports_quiet),
 	};
 
 	log_set_level(LOG_ERROR); /* the unhandled-access warnings are expected here */

@@ -50,14 +50,7 @@ static int check_ident(const uint8_t *img, size_t size, const struct setup_heade
 {
 	uint32_t end = BZ_MAGIC_OFF + img[BZ_JUMP + 1];
 
-	if (h->boot_flag != 0xaa55)
-		return boot_fail(err, errlen, -EINVAL, "bzImage setup header: boot_flag 0x%04x at 0x1fe, want 0xaa55",
-				 h->boot_flag);
-	if (h->version < BZ_MIN_VERSION)
-		return boot_fail(err, errlen, -EINVAL,
-				 "bzImage setup header: version 0x%04x (boot protocol %u.%02u) is older than 2.12, "
-				 "the first with a 64-bit entry (xloadflags)",
-				 h->version, h->version >> 8, h->version & 0xff);
+	/* The header's extent first: in a truncated file the fields past its end read as zero. */
 	if (img[BZ_JUMP] != 0xeb || end < BZ_HDR_END_MIN || end > BZ_HDR_END_MAX)
 		return boot_fail(err, errlen, -EINVAL,
 				 "bzImage setup header: jump 0x%02x 0x%02x at 0x200 puts the header's end at 0x%x; "
@@ -67,6 +60,14 @@ static int check_ident(const uint8_t *img, size_t size, const struct setup_heade
 		return boot_fail(err, errlen, -EINVAL,
 				 "truncated bzImage: the setup header ends at 0x%x, the file has 0x%zx bytes", end,
 				 size);
+	if (h->boot_flag != 0xaa55)
+		return boot_fail(err, errlen, -EINVAL, "bzImage setup header: boot_flag 0x%04x at 0x1fe, want 0xaa55",
+				 h->boot_flag);
+	if (h->version < BZ_MIN_VERSION)
+		return boot_fail(err, errlen, -EINVAL,
+				 "bzImage setup header: version 0x%04x (boot protocol %u.%02u) is older than 2.12, "
+				 "the first with a 64-bit entry (xloadflags)",
+				 h->version, h->version >> 8, h->version & 0xff);
 	out->version = h->version;
 	out->hdr_len = end - BZ_HDR_OFF;
 	return 0;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "brisk/boot.h"
+#include "brisk/file.h"
 #include "x86_boot.h"
 
 int boot_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
@@ -23,28 +24,9 @@ int boot_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
 	return ret;
 }
 
-static const char *open_reason(int e)
+/* The file must be 1 byte .. BOOT_IMAGE_MAX (file_open_input checked it is a regular file). */
+static int check_size(const struct stat *st, const char *path, char *err, size_t errlen)
 {
-	switch (e) {
-	case ENOENT:
-		return "no such file";
-	case EACCES:
-	case EPERM:
-		return "permission denied";
-	case ENOTDIR:
-		return "a path component is not a directory";
-	default:
-		return strerror(e);
-	}
-}
-
-/* The file must be a regular file of 1 byte .. BOOT_IMAGE_MAX. */
-static int check_stat(const struct stat *st, const char *path, char *err, size_t errlen)
-{
-	if (S_ISDIR(st->st_mode))
-		return boot_fail(err, errlen, -EISDIR, "kernel image %s: is a directory", path);
-	if (!S_ISREG(st->st_mode))
-		return boot_fail(err, errlen, -EINVAL, "kernel image %s: not a regular file", path);
 	if (st->st_size == 0)
 		return boot_fail(err, errlen, -EINVAL, "kernel image %s: empty file", path);
 	if ((unsigned long long)st->st_size > BOOT_IMAGE_MAX)
@@ -60,17 +42,11 @@ int image_open(struct image *img, const char *path, char *err, size_t errlen)
 	void *p;
 
 	memset(img, 0, sizeof(*img));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		ret = -errno;
-		return boot_fail(err, errlen, ret, "kernel image %s: %s", path, open_reason(-ret));
-	}
-	if (fstat(fd, &st) != 0) {
-		ret = -errno;
-		close(fd);
-		return boot_fail(err, errlen, ret, "kernel image %s: fstat: %s", path, strerror(-ret));
-	}
-	ret = check_stat(&st, path, err, errlen);
+	/* Never blocks (a FIFO is refused, not waited on); anything but a regular file is refused. */
+	fd = file_open_input(path, "kernel image", &st, err, errlen);
+	if (fd < 0)
+		return fd;
+	ret = check_size(&st, path, err, errlen);
 	if (ret) {
 		close(fd);
 		return ret;
@@ -84,6 +60,7 @@ int image_open(struct image *img, const char *path, char *err, size_t errlen)
 	img->data = p;
 	img->size = (size_t)st.st_size;
 	img->mapped = 1;
+	img->st = st;
 	return 0;
 }
 

@@ -248,11 +248,9 @@ static int load_elf(struct kernel *k, const struct gmem *mem, const char *cmdlin
 	return boot64_setup(mem, &zp, cmdline, k->entry64, entry, err, errlen);
 }
 
-int kernel_load(struct kernel *k, const struct gmem *mem, const char *cmdline, struct boot_entry *entry, char *err,
+static int load(struct kernel *k, const struct gmem *mem, const char *cmdline, struct boot_entry *entry, char *err,
 		size_t errlen)
 {
-	if (!cmdline)
-		cmdline = kernel_default_cmdline(k);
 	switch (k->format) {
 	case KERNEL_BZIMAGE:
 		return bzimage_load(k, mem, cmdline, entry, err, errlen);
@@ -262,6 +260,24 @@ int kernel_load(struct kernel *k, const struct gmem *mem, const char *cmdline, s
 	default:
 		return boot_fail(err, errlen, -EINVAL, "kernel_load: no kernel was opened");
 	}
+}
+
+int kernel_load(struct kernel *k, const struct gmem *mem, const char *cmdline, struct boot_entry *entry, char *err,
+		size_t errlen)
+{
+	char why[BOOT_ERR_MAX];
+	size_t n = strlen(k->name);
+	int ret;
+
+	if (!cmdline)
+		cmdline = kernel_default_cmdline(k);
+	ret = load(k, mem, cmdline, entry, why, sizeof(why));
+	if (!ret)
+		return 0;
+	/* Every message names the kernel file, whatever loader step it came from. */
+	if (strncmp(why, k->name, n) == 0 && why[n] == ':')
+		return boot_fail(err, errlen, ret, "%s", why);
+	return boot_fail(err, errlen, ret, "%s: %s", k->name, why);
 }
 
 void kernel_close(struct kernel *k)
