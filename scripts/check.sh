@@ -48,6 +48,14 @@ for dir in "$BUILD/tests" "$BUILD/asan/tests"; do
 	done
 done
 
+# The clean-clone build (tests/build): what a new user or CI gets from `make` in a fresh clone. On the
+# host, never nested (it needs no KVM).
+echo "== clean-clone build (tests/build)"
+"$PYTHON" -m pytest -q -rs -p no:cacheprovider tests/build 2>&1 | tee "$log/build.out"
+rc=${PIPESTATUS[0]}
+count_pytest "$log/build.out"
+[ $rc -eq 0 ] || { echo "check: clean-clone build tier failed (exit $rc)"; status=1; }
+
 run_pytest() { # $1 = brisk binary, $2 = label
 	echo "== integration tests (pytest) with $2"
 	BRISK="$1" "$PYTHON" -m pytest -q -rs tests/integration 2>&1 | tee "$log/py.out"
