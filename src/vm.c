@@ -118,19 +118,6 @@ static void release_vcpus(struct vm *vm)
 	pthread_mutex_unlock(&vm->go_lock);
 }
 
-/* Creates a thread with every signal blocked (SIGINT/SIGTERM go to the main thread's signalfd). */
-static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
-{
-	sigset_t all, old;
-	int err;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(t, NULL, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return -err;
-}
-
 void vm_irq_line(struct vm *vm, unsigned irq, int level)
 {
 	struct kvm_irq_level l = {.irq = irq, .level = (uint32_t)level};
@@ -179,46 +166,16 @@ static int load_image(struct vm *vm)
 	return 0;
 }
 
-static void *fetch_cpuid(void *arg)
-{
-	struct vm *vm = arg;
-
-	vm->kvm_cpuid = cpuid_kvm_get(vm->kvm.fd);
-	return NULL;
-}
-
 /*
- * KVM's supported CPUID and MSR tables (once per process) are fetched on a
- * helper thread while this one builds the VM: KVM_GET_SUPPORTED_CPUID takes
- * 0.3-1 ms and nothing needs its answer before prepare_vcpus. When the
- * thread cannot be created, prepare_vcpus fetches them itself.
- */
-static void start_cpuid_fetch(struct vm *vm)
-{
-	vm->fetching = start_thread(&vm->fetch_thread, fetch_cpuid, vm) == 0;
-}
-
-static const struct cpuid_kvm *finish_cpuid_fetch(struct vm *vm)
-{
-	if (!vm->fetching)
-		return cpuid_kvm_get(vm->kvm.fd);
-	pthread_join(vm->fetch_thread, NULL);
-	vm->fetching = 0;
-	return vm->kvm_cpuid;
-}
-
-/*
- * Step 4: /dev/kvm, and the CPUID fetch started. A failure is recorded, not
- * reported yet: the user's own inputs are checked first (step 5), so a bad
- * image gets its own exit status on a host without KVM too.
+ * Step 4: /dev/kvm. A failure is recorded, not reported yet: the user's own
+ * inputs are checked first (step 5), so a bad image gets its own exit
+ * status on a host without KVM too.
  */
 static void open_kvm(struct vm *vm)
 {
 	vm->kvm_ret = kvm_open_err(&vm->kvm, "/dev/kvm", vm->kvm_err, sizeof(vm->kvm_err));
-	if (vm->kvm_ret)
-		return;
-	timeline_mark(TL_KVM_OPEN);
-	start_cpuid_fetch(vm);
+	if (!vm->kvm_ret)
+		timeline_mark(TL_KVM_OPEN);
 }
 
 /* Step 6: what opening /dev/kvm found, and the vCPU count against KVM's own limit. */
@@ -415,11 +372,13 @@ static int load_kernel(struct vm *vm)
 
 /*
  * Step 12: the per-VM CPUID template and boot MSRs, from KVM's tables
- * (fetched once per process, on the helper thread started in step 4).
+ * (fetched once per process). Here, on the main thread, while the vCPU
+ * threads create their vCPUs: fetching them on a helper thread during steps
+ * 5-9 was measured no faster (docs/performance.md, "Start-up at the floor").
  */
 static int prepare_cpuid(struct vm *vm)
 {
-	const struct cpuid_kvm *k = finish_cpuid_fetch(vm);
+	const struct cpuid_kvm *k = cpuid_kvm_get(vm->kvm.fd);
 	struct cpuid_params p = {
 	    .cpus = vm->cfg.cpus,
 	    .sockets = vm->cfg.topology.sockets,
@@ -631,8 +590,6 @@ void vm_destroy(struct vm *vm)
 {
 	if (!vm)
 		return;
-	if (vm->fetching)
-		finish_cpuid_fetch(vm);
 	if (!vm->go)
 		stop_vcpu_threads(vm);
 	if (vm->serial)

@@ -47,10 +47,6 @@ struct vm {
 	struct serial8250 *serial;
 	int serial_out_fd;	  /* --serial file:PATH, closed by vm_destroy */
 	struct cpuid_vm cpuid_vm; /* the per-VM template, topology, vendor, boot MSRs */
-	/* KVM's supported tables, fetched by fetch_thread while the recipe runs (vm.c step 2). */
-	const struct cpuid_kvm *kvm_cpuid;
-	pthread_t fetch_thread;
-	int fetching; /* fetch_thread started and not yet joined */
 	unsigned nr_vcpus;
 	struct vcpu *vcpus;
 	/*
