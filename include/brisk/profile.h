@@ -217,8 +217,10 @@ void trace_agg_free(struct trace_agg *a);
 #define TRACE_DEFAULT_BUFFER_KB 16384
 
 struct trace_session {
-	char root[128]; /* tracefs mount */
-	char dir[256];	/* our instance */
+	char root[128];	   /* tracefs mount */
+	char why[256];	   /* trace_prepare: why tracefs could not be mounted, "" if it could */
+	int private_mount; /* trace_prepare mounted tracefs in a private mount namespace */
+	char dir[256];	   /* our instance */
 	int pipe_fd;
 	pthread_t reader;
 	int reader_started;
@@ -228,6 +230,20 @@ struct trace_session {
 	pthread_mutex_t lock; /* held by the reader while it feeds agg */
 };
 
+/*
+ * Makes tracefs reachable, as trace-cmd and perf do. If it is mounted
+ * (/sys/kernel/tracing, or debugfs's tracing directory), nothing changes.
+ * Otherwise brisk mounts it where only brisk sees it: unshare(CLONE_NEWNS),
+ * every mount made private (MS_REC|MS_PRIVATE) so that nothing propagates
+ * to the host, then tracefs on /sys/kernel/tracing (or debugfs as the
+ * fallback); s->private_mount says so. The host's mount table is never
+ * changed. Precondition: the process has no other thread yet (unshare
+ * fails with EINVAL otherwise); it moves brisk into the new namespace for
+ * the rest of its life. Returns 0, or -ENOENT with s->why saying why not
+ * (e.g. "...: unshare(CLONE_NEWNS): Operation not permitted (needs root)"),
+ * which trace_start then reports.
+ */
+int trace_prepare(struct trace_session *s);
 /*
  * Creates a private instance, filters it to `tids` (children too when
  * follow_forks), enables the kvm events this kernel has, sizes the buffer
@@ -288,6 +304,8 @@ struct profile_inputs {
 	int tracing;		  /* 1: agg is valid */
 	const char *trace_reason; /* why tracing is unavailable */
 	const char *trace_instance;
+	const char *tracefs_root; /* the tracefs mount used, NULL when not tracing */
+	int tracefs_private;	  /* brisk mounted it in a private mount namespace (trace_prepare) */
 	const struct trace_agg *agg;
 	uint64_t lost; /* lost events (markers + overruns) */
 	const struct symtab *syms;

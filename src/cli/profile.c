@@ -215,6 +215,8 @@ static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, co
 	    .tracing = p->tracing,
 	    .trace_reason = p->trace_reason,
 	    .trace_instance = p->tracing ? p->instance : NULL,
+	    .tracefs_root = p->tracing ? p->trace.root : NULL,
+	    .tracefs_private = p->trace.private_mount,
 	    .agg = &p->trace.agg,
 	    .lost = p->trace.agg.lost + p->trace.overrun + p->trace.dropped,
 	    .syms = syms,
@@ -292,6 +294,9 @@ int cmd_profile(int argc, char **argv)
 		fprintf(stderr, "brisk profile: --symbols: %s\n", err);
 		ret = EXIT_USAGE;
 	} else if (!ret) {
+		/* Before vm_create starts any thread: unshare(CLONE_NEWNS) needs a single-threaded process. */
+		if (!p->opt.no_trace)
+			(void)trace_prepare(&p->trace); /* on failure, trace_start reports p->trace.why */
 		ret = profile_boot(p, &cfg, &syms, why);
 	}
 	symtab_free(&syms);

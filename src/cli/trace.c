@@ -233,6 +233,8 @@ static int report(struct tracer *t, uint64_t t0, const struct symtab *syms, cons
 	    .end_ns = timeline_now_ns(),
 	    .tracing = 1,
 	    .trace_instance = t->instance,
+	    .tracefs_root = t->trace.root,
+	    .tracefs_private = t->trace.private_mount,
 	    .agg = &t->trace.agg,
 	    .lost = lost,
 	    .syms = syms,
@@ -270,6 +272,11 @@ static int run_trace(struct tracer *t, const struct symtab *syms, const char *sy
 		fprintf(stderr, "brisk trace: fork: %s\n", strerror(errno));
 		return EXIT_HOST;
 	}
+	/*
+	 * After the fork: COMMAND stays in the host's mount namespace, and brisk
+	 * is still single-threaded, as unshare(CLONE_NEWNS) needs.
+	 */
+	(void)trace_prepare(&t->trace); /* on failure, trace_start reports s->why */
 	trace_agg_init(&t->trace.agg, t0, t->opt.bucket_ns, SERIES_MAX_BUCKETS);
 	ret = start(t, err, sizeof(err));
 	if (go_fd >= 0) {

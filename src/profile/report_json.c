@@ -55,10 +55,10 @@ static const struct {
     {TL_EXEC, "exec", 1},
     {TL_MAIN, "main", 1},
     {TL_KVM_OPEN, "kvm_open", 1},
+    {TL_KERNEL_LOADED, "kernel_loaded", 1},
     {TL_VM_CREATED, "vm_created", 1},
     {TL_MEMORY, "memory", 1},
     {TL_IRQCHIP, "irqchip", 1},
-    {TL_KERNEL_LOADED, "kernel_loaded", 1},
     {TL_VCPUS_READY, "vcpus_ready", 1},
     {TL_FIRST_RUN, "first_run", 1},
     {TL_FIRST_EXIT, "first_exit", 0},
@@ -336,6 +336,8 @@ static jo *tracing_json(const struct profile_inputs *in)
 	put(o, "available", json_object_new_boolean(a != NULL));
 	put(o, "reason", a || !in->trace_reason ? NULL : json_object_new_string(in->trace_reason));
 	put(o, "instance", in->trace_instance ? json_object_new_string(in->trace_instance) : NULL);
+	put(o, "tracefs", a && in->tracefs_root ? json_object_new_string(in->tracefs_root) : NULL);
+	put(o, "tracefs_mounted_by_brisk", json_object_new_boolean(a && in->tracefs_private));
 	put(o, "clock", json_object_new_string("mono"));
 	put(o, "rip_event", a && a->rip_event >= 0 ? json_object_new_string(trace_ev_name(a->rip_event)) : NULL);
 	for (int e = 0; a && e < TEV_OTHER; e++)

@@ -133,6 +133,11 @@ static void tracing(jo *r, FILE *f)
 	}
 	fprintf(f, "instance %s, RIP from %s, %lld lost events\n", str(t, "instance"), str(t, "rip_event"),
 		num(t, "lost_events"));
+	if (json_object_get_boolean(get(t, "tracefs_mounted_by_brisk")))
+		fprintf(f,
+			"(tracefs was not mounted: brisk mounted it at %s in a private mount namespace; the host's "
+			"mounts are unchanged)\n",
+			str(t, "tracefs"));
 	json_object_object_foreach(get(t, "events"), name, v)
 	{
 		if (json_object_get_int64(v))

@@ -4,10 +4,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -22,6 +24,9 @@
  * trace_clock "mono" makes timestamps CLOCK_MONOTONIC, the timeline's clock.
  */
 #define TRACEFS_MAGIC_NR 0x74726163 /* "trac", include/uapi/linux/magic.h */
+#define DEBUGFS_MAGIC_NR 0x64626720 /* "dbg ": debugfs (kernels before 4.1 kept tracing there) */
+#define TRACEFS_DIR	 "/sys/kernel/tracing"
+#define DEBUGFS_DIR	 "/sys/kernel/debug"
 #define READ_CHUNK	 65536
 #define LINE_MAX_LEN	 4096
 #define POLL_MS		 50
@@ -45,19 +50,120 @@ static int write_file(const char *dir, const char *name, const char *val)
 	return ret;
 }
 
-/* The tracefs mount: /sys/kernel/tracing, or the debugfs alias. Returns 0 or -ENOENT. */
-static int find_root(struct trace_session *s)
+/* 1 when `path` is on a file system of type `magic`. */
+static int is_fs(const char *path, long magic)
 {
-	static const char *const roots[] = {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"};
 	struct statfs st;
 
-	for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
-		if (statfs(roots[i], &st) == 0 && st.f_type == TRACEFS_MAGIC_NR) {
-			snprintf(s->root, sizeof(s->root), "%s", roots[i]);
-			return 0;
-		}
+	return statfs(path, &st) == 0 && st.f_type == magic;
+}
+
+/*
+ * The tracefs mount this process sees: /sys/kernel/tracing, or tracefs
+ * already mounted on debugfs's "tracing" directory. That directory is an
+ * automount point (kernel/trace/trace.c, tracefs under debugfs for old
+ * tools): a statfs() on it would mount tracefs in the host's namespace, so
+ * it is looked at without triggering it (AT_NO_AUTOMOUNT) and only used when
+ * something is mounted there already. Returns 0 or -ENOENT.
+ */
+static int host_root(struct trace_session *s)
+{
+	struct stat dbg, trc;
+
+	if (is_fs(TRACEFS_DIR, TRACEFS_MAGIC_NR)) {
+		snprintf(s->root, sizeof(s->root), "%s", TRACEFS_DIR);
+		return 0;
+	}
+	if (fstatat(AT_FDCWD, DEBUGFS_DIR, &dbg, AT_NO_AUTOMOUNT) == 0 &&
+	    fstatat(AT_FDCWD, DEBUGFS_DIR "/tracing", &trc, AT_NO_AUTOMOUNT) == 0 && trc.st_dev != dbg.st_dev &&
+	    is_fs(DEBUGFS_DIR "/tracing", TRACEFS_MAGIC_NR)) {
+		snprintf(s->root, sizeof(s->root), "%s", DEBUGFS_DIR "/tracing");
+		return 0;
 	}
 	return -ENOENT;
+}
+
+/*
+ * Inside brisk's private namespace: the same, letting debugfs mount tracefs
+ * on its "tracing" directory, and accepting that directory on debugfs itself
+ * (kernels before 4.1 had no tracefs).
+ */
+static int private_root(struct trace_session *s)
+{
+	if (is_fs(TRACEFS_DIR, TRACEFS_MAGIC_NR))
+		snprintf(s->root, sizeof(s->root), "%s", TRACEFS_DIR);
+	else if (is_fs(DEBUGFS_DIR "/tracing", TRACEFS_MAGIC_NR) || is_fs(DEBUGFS_DIR "/tracing", DEBUGFS_MAGIC_NR))
+		snprintf(s->root, sizeof(s->root), "%s", DEBUGFS_DIR "/tracing");
+	else
+		return -ENOENT;
+	return 0;
+}
+
+/* What a failed step's errno means to the user. */
+static const char *mount_hint(int e)
+{
+	switch (e) {
+	case EPERM:
+	case EACCES:
+		return " (needs root)";
+	case ENODEV:
+		return " (the kernel has no tracefs: CONFIG_TRACING is off)";
+	case ENOENT:
+		return " (no " TRACEFS_DIR " directory: is sysfs mounted?)";
+	default:
+		return "";
+	}
+}
+
+static int mount_failed(struct trace_session *s, int e, const char *step)
+{
+	/* unshare(CLONE_NEWNS) is EINVAL in a process with threads (unshare(2)): a caller broke the contract. */
+	int threads = e == EINVAL && strncmp(step, "unshare", 7) == 0;
+
+	snprintf(s->why, sizeof(s->why), "tracefs is not mounted at %s and mounting it failed: %s: %s%s", TRACEFS_DIR,
+		 step, strerror(e), threads ? " (brisk already runs threads: a bug)" : mount_hint(e));
+	return -e;
+}
+
+/*
+ * Mounts tracefs where only this process sees it: a new mount namespace
+ * (mount_namespaces(7)) whose mounts are all made private first, so that
+ * nothing propagates back to the host's namespace, which is left exactly as
+ * it was. The mount goes away with the namespace when brisk exits. Where the
+ * kernel provides tracefs only through debugfs, debugfs is mounted instead
+ * (it mounts tracefs on its "tracing" directory when that is looked up).
+ */
+static int mount_private(struct trace_session *s)
+{
+	int e;
+
+	if (unshare(CLONE_NEWNS))
+		return mount_failed(s, errno, "unshare(CLONE_NEWNS)");
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+		return mount_failed(s, errno, "making / private (MS_REC|MS_PRIVATE)");
+	if (mount("nodev", TRACEFS_DIR, "tracefs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL))
+		e = errno;
+	else if (private_root(s) == 0)
+		return 0;
+	else
+		e = ENODEV;
+	if (!is_fs(DEBUGFS_DIR, DEBUGFS_MAGIC_NR))
+		mount("nodev", DEBUGFS_DIR, "debugfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	if (private_root(s) == 0)
+		return 0;
+	return mount_failed(s, e, "mount -t tracefs nodev " TRACEFS_DIR);
+}
+
+int trace_prepare(struct trace_session *s)
+{
+	s->why[0] = '\0';
+	s->private_mount = 0;
+	if (host_root(s) == 0)
+		return 0;
+	if (mount_private(s))
+		return -ENOENT;
+	s->private_mount = 1;
+	return 0;
 }
 
 __attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
@@ -195,19 +301,24 @@ int trace_start(struct trace_session *s, const pid_t *tids, unsigned ntids, int 
 	s->dir[0] = '\0';
 	atomic_store(&s->stop, 0);
 	pthread_mutex_init(&s->lock, NULL);
-	if (find_root(s))
-		return fail(
-		    err, errlen, -ENOENT,
-		    "tracefs is not mounted at /sys/kernel/tracing (mount -t tracefs nodev /sys/kernel/tracing)");
+	if (!s->root[0] && host_root(s))
+		return fail(err, errlen, -ENOENT, "%s",
+			    s->why[0] ? s->why
+				      : "tracefs is not mounted at " TRACEFS_DIR " (mount -t tracefs nodev " TRACEFS_DIR
+					")");
 	snprintf(events, sizeof(events), "%s/events/kvm", s->root);
-	if (access(events, F_OK))
-		return fail(err, errlen, -ENOENT, "%s is missing: is the kvm module loaded?", events);
+	if (access(events, F_OK)) {
+		ret = -errno;
+		if (ret == -ENOENT)
+			return fail(err, errlen, ret, "%s is missing: is the kvm module loaded?", events);
+		return fail(err, errlen, ret, "cannot read %s: %s%s", events, strerror(-ret), mount_hint(-ret));
+	}
 	snprintf(s->dir, sizeof(s->dir), "%s/instances/brisk-%d", s->root, (int)getpid());
 	if (mkdir(s->dir, 0700) && errno != EEXIST) {
 		ret = -errno;
 		s->dir[0] = '\0';
-		return fail(err, errlen, ret, "cannot create a tracefs instance under %s: %s (needs root)", s->root,
-			    strerror(-ret));
+		return fail(err, errlen, ret, "cannot create a tracefs instance under %s: %s%s", s->root,
+			    strerror(-ret), ret == -EACCES || ret == -EPERM ? " (needs root)" : "");
 	}
 	ret = configure(s, tids, ntids, follow_forks, buffer_kb, err, errlen);
 	if (!ret && (ret = write_file(s->dir, "tracing_on", "1")))

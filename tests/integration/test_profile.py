@@ -8,11 +8,12 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 
+import hangdiag
 import pytest
 
-from conftest import BRISK, EXIT_GUEST_OK, EXIT_USAGE, KVM_REASON, guest, run_brisk
+from conftest import (BRISK, EXIT_GUEST_OK, EXIT_HOST, EXIT_USAGE, KVM_REASON, check_sanitizers, guest,
+                      run_brisk)
 
 TRACEFS = "/sys/kernel/tracing"
 STORM_CALLS = 20  # 20 x 256 CPUIDs: a few seconds even where every exit is slow (nested TCG)
@@ -57,8 +58,10 @@ def attributed(rows, symbol_prefix):
 
 
 def no_instances_left():
+    """brisk-PID instances whose brisk is gone (leaked); other brisk runs may be tracing right now."""
     inst = os.path.join(TRACEFS, "instances")
-    return [d for d in os.listdir(inst) if d.startswith("brisk-")] if os.path.isdir(inst) else []
+    names = os.listdir(inst) if os.path.isdir(inst) else []
+    return [d for d in names if d.startswith("brisk-") and not os.path.exists(f"/proc/{d[6:]}")]
 
 
 def check_cpuid_report(rep, executed):
@@ -195,3 +198,142 @@ def test_profile_garbage_symbols(tmp_path):
 def test_profile_bad_report_option():
     p = run_brisk("profile", "--bucket-us", "0")
     assert p.returncode == EXIT_USAGE and "--bucket-us" in p.stderr
+
+
+# ---- tracefs not mounted: brisk mounts it privately, or says exactly why not (issue 8, item 5) ---------
+
+SETPRIV = shutil.which("setpriv")
+UNSHARE = shutil.which("unshare")
+
+
+@pytest.fixture
+def mount_ns(tracing):
+    """Root with unshare(1): tests rearrange /sys/kernel in a mount namespace of their own."""
+    if UNSHARE is None:
+        pytest.skip("unshare (util-linux) not installed")
+
+
+def trace_mounts():
+    """This process's tracefs/debugfs mounts and anything under /sys/kernel (the part brisk could touch)."""
+    lines = open("/proc/self/mountinfo").read().splitlines()
+    return sorted(line for line in lines if "tracefs" in line or "debugfs" in line or " /sys/kernel" in line)
+
+
+def run_unmounted(tmp_path, setup, *argv, timeout=600):
+    """Runs argv in a fresh mount namespace after shell commands `setup` (which unmount tracefs, ...).
+
+    That namespace is brisk's "host": its whole mount table is saved before and after brisk ran, so a
+    test can check brisk left it as it found it. Returns (CompletedProcess, before, after)."""
+    before, after = tmp_path / "mountinfo.before", tmp_path / "mountinfo.after"
+    script = (f'{setup}\ngrep -q " - tracefs " /proc/self/mountinfo && exit 97\n'
+              f'cat /proc/self/mountinfo > "{before}"\n"$@"\nrc=$?\ncat /proc/self/mountinfo > "{after}"\nexit $rc')
+    host = trace_mounts()
+    p = hangdiag.run([UNSHARE, "-m", "--propagation", "private", "sh", "-c", script, "sh", *argv], timeout=timeout)
+    check_sanitizers(p.stderr)
+    assert p.returncode != 97, "the setup left tracefs mounted"
+    assert trace_mounts() == host, "the test process's mount table changed"
+    return p, before.read_text(), after.read_text()
+
+
+UNMOUNT_ALL = "umount /sys/kernel/tracing 2>/dev/null; umount -R /sys/kernel/debug 2>/dev/null; true"
+UNMOUNT_TRACEFS = "umount -R /sys/kernel/tracing 2>/dev/null; umount /sys/kernel/debug/tracing 2>/dev/null; true"
+# No tracefs mount point at all, only an empty debugfs one: brisk falls back to debugfs's tracing directory.
+DEBUGFS_ONLY = f"{UNMOUNT_ALL}; mount -t tmpfs none /sys/kernel && mkdir /sys/kernel/debug"
+NO_SYS_KERNEL = f"{UNMOUNT_ALL}; mount -t tmpfs none /sys/kernel"
+
+
+@pytest.mark.usefixtures("mount_ns")
+@pytest.mark.parametrize("setup", [UNMOUNT_ALL, UNMOUNT_TRACEFS], ids=["no-tracefs-no-debugfs", "debugfs-left"])
+def test_profile_mounts_tracefs_privately(tmp_path, setup):
+    out, serial = tmp_path / "p.json", tmp_path / "serial"
+    p, before, after = run_unmounted(
+        tmp_path, setup, str(BRISK), "profile", "--json", str(out), "--kernel", guest("cpuid-storm"), "--cmdline",
+        f"calls={STORM_CALLS}", "--serial", f"file:{serial}")
+    assert p.returncode == EXIT_GUEST_OK, p.stderr
+    rep = json.loads(out.read_text())
+    assert rep["tracing"]["tracefs_mounted_by_brisk"] and rep["tracing"]["tracefs"] == TRACEFS
+    check_cpuid_report(rep, guest_count(serial, "cpuid"))
+    assert "brisk mounted it at /sys/kernel/tracing in a private mount namespace" in p.stdout
+    assert before == after, "brisk changed its host's mount table (e.g. an automount of debugfs/tracing)"
+    assert no_instances_left() == []
+
+
+@pytest.mark.usefixtures("mount_ns")
+def test_trace_mounts_tracefs_privately_command_stays_outside(tmp_path):
+    out, serial, ns = tmp_path / "t.json", tmp_path / "serial", tmp_path / "ns"
+    storm = guest("cpuid-storm")
+    # The traced command records its mount namespace: it must be brisk's host's, not brisk's private one.
+    cmd = (f'readlink /proc/self/ns/mnt > "{ns}.cmd"; exec "$0" run --kernel {storm} --cmdline calls={STORM_CALLS} '
+           f'--serial file:{serial}')
+    p, before, after = run_unmounted(
+        tmp_path, f'{UNMOUNT_ALL}; readlink /proc/self/ns/mnt > "{ns}.host"', str(BRISK), "trace", "--json", str(out),
+        "--symbols", storm, "--", "sh", "-c", cmd, str(BRISK))
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(out.read_text())
+    assert rep["tracing"]["tracefs_mounted_by_brisk"]
+    check_cpuid_report(rep, guest_count(serial, "cpuid"))
+    assert (tmp_path / "ns.cmd").read_text() == (tmp_path / "ns.host").read_text()
+    assert before == after
+
+
+@pytest.mark.usefixtures("mount_ns")
+def test_trace_debugfs_fallback(tmp_path):
+    out, serial = tmp_path / "t.json", tmp_path / "serial"
+    storm = guest("cpuid-storm")
+    p, before, after = run_unmounted(
+        tmp_path, DEBUGFS_ONLY, str(BRISK), "trace", "--json", str(out), "--symbols", storm, "--", str(BRISK), "run",
+        "--kernel", storm, "--cmdline", f"calls={STORM_CALLS}", "--serial", f"file:{serial}")
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(out.read_text())
+    assert rep["tracing"]["tracefs"] == "/sys/kernel/debug/tracing" and rep["tracing"]["tracefs_mounted_by_brisk"]
+    check_cpuid_report(rep, guest_count(serial, "cpuid"))
+    assert before == after
+
+
+@pytest.mark.usefixtures("mount_ns")
+def test_no_mount_point_says_why(tmp_path):
+    p, _, _ = run_unmounted(tmp_path, NO_SYS_KERNEL, str(BRISK), "trace", "--", "true")
+    assert p.returncode == EXIT_HOST
+    assert ("tracefs is not mounted at /sys/kernel/tracing and mounting it failed: mount -t tracefs nodev "
+            "/sys/kernel/tracing: No such file or directory") in p.stderr, p.stderr
+    out = tmp_path / "p.json"
+    p, _, _ = run_unmounted(tmp_path, NO_SYS_KERNEL, str(BRISK), "profile", "--json", str(out), "--kernel",
+                            guest("hello"), "--serial", "none")
+    assert p.returncode == EXIT_GUEST_OK, p.stderr
+    rep = json.loads(out.read_text())
+    assert rep["tracing"]["available"] is False and "mounting it failed" in rep["tracing"]["reason"]
+    assert rep["tracing"]["tracefs_mounted_by_brisk"] is False
+
+
+def as_nobody(*argv):
+    return [SETPRIV, "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+
+
+@pytest.fixture
+def nobody(mount_ns):
+    """Root that can run brisk as uid 65534 (setpriv), with a tracefs that uid cannot read."""
+    if SETPRIV is None:
+        pytest.skip("setpriv (util-linux) not installed")
+    probe = subprocess.run(as_nobody(str(BRISK), "--version"), capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"uid 65534 cannot run {BRISK}: {probe.stderr.strip()}")
+    if os.stat(TRACEFS).st_mode & 0o005:
+        pytest.skip(f"{TRACEFS} is readable by every user here: no permission error to report")
+
+
+@pytest.mark.usefixtures("nobody")
+def test_non_root_permission_denied_is_reported_as_such(tmp_path):
+    p = hangdiag.run(as_nobody(str(BRISK), "trace", "--", "true"), timeout=60)
+    check_sanitizers(p.stderr)
+    assert p.returncode == EXIT_HOST
+    assert f"cannot read {TRACEFS}/events/kvm: Permission denied (needs root)" in p.stderr, p.stderr
+    assert "missing" not in p.stderr
+
+
+@pytest.mark.usefixtures("nobody")
+def test_non_root_cannot_mount_says_why(tmp_path):
+    p, before, after = run_unmounted(tmp_path, UNMOUNT_ALL, *as_nobody(str(BRISK), "trace", "--", "true"))
+    assert p.returncode == EXIT_HOST
+    assert ("tracefs is not mounted at /sys/kernel/tracing and mounting it failed: unshare(CLONE_NEWNS): "
+            "Operation not permitted (needs root)") in p.stderr, p.stderr
+    assert before == after
