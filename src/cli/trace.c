@@ -20,15 +20,21 @@
 #include "brisk/timeline.h"
 
 #define MSG_MAX		   512
-#define WATCH_MS	   20	      /* how often the traced process is checked */
-#define SERIES_MAX_BUCKETS (1u << 20) /* ~17 minutes of 1 ms buckets */
+#define WATCH_MS	   20		 /* how often the traced process is checked */
+#define SERIES_MAX_BUCKETS (1u << 20)	 /* ~17 minutes of 1 ms buckets */
+#define STOP_GRACE_NS	   3000000000ull /* a signalled COMMAND gets 3 s to exit before SIGKILL */
+#define EXIT_NOT_FOUND	   127		 /* COMMAND not found, as POSIX shells (XCU 2.8.2) */
+#define EXIT_NOT_EXEC	   126		 /* COMMAND found but could not be executed */
 
 struct tracer {
 	struct report_opts opt;
 	pid_t pid;
 	char **cmd; /* -- COMMAND ARGS..., NULL with --pid */
 	int seen_kvm;
-	int status; /* the command's wait status */
+	int status;	 /* the command's wait status */
+	int exec_errno;	 /* why COMMAND could not be executed, 0 if it was */
+	int exec_fd;	 /* read end of the exec-failure pipe, -1 if none */
+	int stop_signal; /* the signal that asked the tracer to stop, 0 if none */
 	struct trace_session trace;
 	char instance[256];
 	char warn[4][MSG_MAX];
@@ -125,42 +131,79 @@ static int parse(struct tracer *t, int argc, char **argv)
 	return 0;
 }
 
-/* Forks COMMAND held at a pipe until tracing is set up; returns its pid or -1. */
-static pid_t spawn_held(char **cmd, int *go_fd)
+/*
+ * Forks COMMAND held at a pipe until tracing is set up; returns its pid or
+ * -1. If exec fails, the child writes errno to *exec_fd's pipe (close-on-
+ * exec, so a successful exec closes it empty) and exits 127 (not found) or
+ * 126, as shells do.
+ */
+static pid_t spawn_held(char **cmd, int *go_fd, int *exec_fd)
 {
-	int p[2];
+	int p[2], e[2];
 	pid_t pid;
 
 	if (pipe2(p, O_CLOEXEC))
 		return -1;
+	if (pipe2(e, O_CLOEXEC)) {
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
 	pid = fork();
 	if (pid == 0) {
 		sigset_t none;
 		char c;
+		int err;
 
 		close(p[1]);
+		close(e[0]);
 		if (read(p[0], &c, 1) != 1)
-			_exit(127); /* the tracer gave up */
+			_exit(EXIT_NOT_FOUND); /* the tracer gave up */
 		/* The command gets the signal state brisk was started with, not brisk's signalfd setup. */
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		signal(SIGPIPE, SIG_DFL);
 		execvp(cmd[0], cmd);
-		fprintf(stderr, "brisk trace: cannot execute %s: %s\n", cmd[0], strerror(errno));
-		_exit(127);
+		err = errno;
+		fprintf(stderr, "brisk trace: cannot execute %s: %s\n", cmd[0], strerror(err));
+		if (write(e[1], &err, sizeof(err)) != sizeof(err))
+			err = ENOENT;
+		_exit(err == ENOENT ? EXIT_NOT_FOUND : EXIT_NOT_EXEC);
 	}
 	close(p[0]);
+	close(e[1]);
 	if (pid < 0) {
 		close(p[1]);
+		close(e[0]);
 		return -1;
 	}
 	*go_fd = p[1];
+	*exec_fd = e[0];
 	return pid;
 }
 
-/* Waits until the target ends (or a signal stops the trace of a --pid). */
+/*
+ * Passes a stop signal on to COMMAND, unless the terminal already sent it
+ * to COMMAND's process group (a kernel-generated SIGINT/SIGHUP reaches
+ * every process of the foreground group, so COMMAND has it already).
+ */
+static void forward(const struct tracer *t, const struct signalfd_siginfo *si)
+{
+	if (si->ssi_code == SI_KERNEL && getpgid(t->pid) == getpgrp())
+		return;
+	kill(t->pid, (int)si->ssi_signo);
+}
+
+/*
+ * Waits until the target ends. With --pid, SIGINT/SIGTERM/SIGHUP end the
+ * trace. With a COMMAND, they are passed on to it and the trace ends when it
+ * exits; one that is still running STOP_GRACE_NS after the first signal is
+ * killed (SIGKILL).
+ */
 static void watch(struct tracer *t, int sig_fd)
 {
+	uint64_t kill_at = 0;
+
 	for (;;) {
 		struct pollfd pf = {.fd = sig_fd, .events = POLLIN};
 		int st;
@@ -173,15 +216,52 @@ static void watch(struct tracer *t, int sig_fd)
 		}
 		if (!t->cmd && kill(t->pid, 0) && errno == ESRCH)
 			return;
+		if (kill_at && timeline_now_ns() >= kill_at) {
+			fprintf(stderr, "brisk trace: %s still running %.0f s after SIG%s; killing it\n", t->cmd[0],
+				(double)STOP_GRACE_NS / 1e9, sigabbrev_np(t->stop_signal));
+			kill(t->pid, SIGKILL);
+			kill_at = 0;
+		}
 		if (sig_fd >= 0 && poll(&pf, 1, WATCH_MS) > 0) {
 			struct signalfd_siginfo si;
 
-			if (read(sig_fd, &si, sizeof(si)) == sizeof(si) && !t->cmd)
-				return; /* --pid: stop tracing; a command gets the signal too and ends itself */
+			if (read(sig_fd, &si, sizeof(si)) != sizeof(si))
+				continue;
+			if (!t->cmd)
+				return; /* --pid: stop tracing */
+			forward(t, &si);
+			if (!t->stop_signal)
+				kill_at = timeline_now_ns() + STOP_GRACE_NS;
+			t->stop_signal = (int)si.ssi_signo;
 		} else if (sig_fd < 0) {
 			usleep(WATCH_MS * 1000);
 		}
 	}
+}
+
+/* After COMMAND ended: did its exec fail, and why (read from the exec-failure pipe). */
+static void read_exec_error(struct tracer *t)
+{
+	int e;
+
+	if (t->exec_fd < 0)
+		return;
+	if (read(t->exec_fd, &e, sizeof(e)) == (ssize_t)sizeof(e))
+		t->exec_errno = e;
+	close(t->exec_fd);
+	t->exec_fd = -1;
+}
+
+/* COMMAND's status as a shell reports it: its exit status, or 128 + N when signal N killed it. */
+static int command_status(const struct tracer *t)
+{
+	if (!t->cmd)
+		return 0;
+	if (WIFEXITED(t->status))
+		return WEXITSTATUS(t->status);
+	if (WIFSIGNALED(t->status))
+		return 128 + WTERMSIG(t->status);
+	return EXIT_HOST;
 }
 
 __attribute__((format(printf, 2, 3))) static void warn(struct tracer *t, const char *fmt, ...)
@@ -243,7 +323,9 @@ static int report(struct tracer *t, uint64_t t0, const struct symtab *syms, cons
 	};
 	int ret;
 
-	if (!t->seen_kvm)
+	if (t->exec_errno)
+		warn(t, "%s could not be executed (%s): nothing was traced", t->cmd[0], strerror(t->exec_errno));
+	else if (!t->seen_kvm)
 		warn(t, "the traced process never had a KVM VM open (exited early, or not a KVM process)");
 	if (lost)
 		warn(t,
@@ -262,20 +344,22 @@ static int report(struct tracer *t, uint64_t t0, const struct symtab *syms, cons
 	return ret;
 }
 
+/*
+ * Starts COMMAND (held), makes tracefs reachable, starts tracing, lets
+ * COMMAND go and waits for it (or for --pid's process). The fork comes
+ * before trace_prepare: COMMAND stays in the host's mount namespace, and
+ * brisk is still single-threaded for unshare(CLONE_NEWNS).
+ */
 static int run_trace(struct tracer *t, const struct symtab *syms, const char *sym_why)
 {
 	char err[MSG_MAX];
 	int go_fd = -1, sig_fd = cli_setup_signals(), ret;
 	uint64_t t0 = timeline_now_ns();
 
-	if (t->cmd && (t->pid = spawn_held(t->cmd, &go_fd)) < 0) {
+	if (t->cmd && (t->pid = spawn_held(t->cmd, &go_fd, &t->exec_fd)) < 0) {
 		fprintf(stderr, "brisk trace: fork: %s\n", strerror(errno));
 		return EXIT_HOST;
 	}
-	/*
-	 * After the fork: COMMAND stays in the host's mount namespace, and brisk
-	 * is still single-threaded, as unshare(CLONE_NEWNS) needs.
-	 */
 	(void)trace_prepare(&t->trace); /* on failure, trace_start reports s->why */
 	trace_agg_init(&t->trace.agg, t0, t->opt.bucket_ns, SERIES_MAX_BUCKETS);
 	ret = start(t, err, sizeof(err));
@@ -288,6 +372,7 @@ static int run_trace(struct tracer *t, const struct symtab *syms, const char *sy
 		fprintf(stderr, "brisk trace: %s\n", err);
 		if (t->cmd)
 			waitpid(t->pid, NULL, 0);
+		read_exec_error(t);
 		return ret == -EINVAL || ret == -ESRCH ? EXIT_USAGE : EXIT_HOST;
 	}
 	live_trace = &t->trace;
@@ -297,10 +382,10 @@ static int run_trace(struct tracer *t, const struct symtab *syms, const char *sy
 	live_trace = NULL;
 	if (sig_fd >= 0)
 		close(sig_fd);
-	ret = report(t, t0, syms, sym_why) ? EXIT_HOST : 0;
-	if (t->cmd && WIFEXITED(t->status) && WEXITSTATUS(t->status) == 127 && !t->seen_kvm)
-		fprintf(stderr, "brisk trace: %s exited with status 127 (not found or not executable?)\n", t->cmd[0]);
-	return ret;
+	read_exec_error(t);
+	if (report(t, t0, syms, sym_why))
+		return EXIT_HOST;
+	return command_status(t);
 }
 
 int cmd_trace(int argc, char **argv)
@@ -313,6 +398,7 @@ int cmd_trace(int argc, char **argv)
 	if (!t)
 		return EXIT_HOST;
 	t->trace.pipe_fd = -1;
+	t->exec_fd = -1;
 	report_opts_defaults(&t->opt);
 	ret = parse(t, argc, argv);
 	if (ret < 0) {

@@ -7,13 +7,15 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import time
 
 import hangdiag
 import pytest
 
-from conftest import (BRISK, EXIT_GUEST_OK, EXIT_HOST, EXIT_USAGE, KVM_REASON, check_sanitizers, guest,
-                      run_brisk)
+from conftest import (BRISK, EXIT_GUEST_OK, EXIT_HOST, EXIT_STOPPED, EXIT_USAGE, KVM_REASON, check_sanitizers,
+                      debug_exit_status, guest, run_brisk)
 
 TRACEFS = "/sys/kernel/tracing"
 STORM_CALLS = 20  # 20 x 256 CPUIDs: a few seconds even where every exit is slow (nested TCG)
@@ -337,3 +339,89 @@ def test_non_root_cannot_mount_says_why(tmp_path):
     assert ("tracefs is not mounted at /sys/kernel/tracing and mounting it failed: unshare(CLONE_NEWNS): "
             "Operation not permitted (needs root)") in p.stderr, p.stderr
     assert before == after
+
+
+# ---- brisk trace -- COMMAND: the command's status, signals passed on (issue 8, 6.7) ----------------------
+
+@pytest.mark.usefixtures("tracing")
+@pytest.mark.parametrize("cmd,status,stderr", [
+    (["/bin/false"], 1, ""),
+    (["sh", "-c", "exit 3"], 3, ""),
+    (["sh", "-c", "kill -TERM $$"], 128 + signal.SIGTERM, ""),
+    (["/nonexistent/command"], 127, "cannot execute /nonexistent/command: No such file or directory"),
+    (["/etc/passwd"], 126, "cannot execute /etc/passwd: Permission denied"),
+], ids=["false", "exit-3", "killed-by-SIGTERM", "not-found", "not-executable"])
+def test_trace_returns_command_status(tmp_path, cmd, status, stderr):
+    out = tmp_path / "t.json"
+    p = run_brisk("trace", "--json", str(out), "--", *cmd)
+    assert p.returncode == status, p.stderr
+    assert stderr in p.stderr
+    rep = json.loads(out.read_text())  # the report is written whatever the command did
+    assert rep["command"] == "trace"
+    if status in (126, 127):
+        assert any("could not be executed" in w for w in rep["warnings"]), rep["warnings"]
+
+
+@pytest.mark.usefixtures("tracing")
+def test_trace_returns_brisk_run_status():
+    p = run_brisk("trace", "--", str(BRISK), "run", "--kernel", guest("exitcode"), "--cmdline", "code=5", "--serial",
+                  "none")
+    assert p.returncode == debug_exit_status(5) == 11, p.stderr
+
+
+def start_trace(*cmd):
+    p = subprocess.Popen([str(BRISK), "trace", "--", *cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not os.path.exists(os.path.join(TRACEFS, "instances", f"brisk-{p.pid}")) and time.monotonic() < deadline:
+        assert p.poll() is None, p.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)  # the command is running
+    return p
+
+
+@pytest.mark.usefixtures("tracing")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_trace_passes_signals_on(sig):
+    p = start_trace("sleep", "60")
+    try:
+        t0 = time.monotonic()
+        os.kill(p.pid, sig)
+        out, err = p.communicate(timeout=30)
+        check_sanitizers(err)
+        assert p.returncode == 128 + sig, err
+        assert time.monotonic() - t0 < 2.5, "the tracer did not stop promptly"
+        assert "In-kernel exits" in out  # the report is still printed
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert no_instances_left() == []
+
+
+@pytest.mark.usefixtures("tracing")
+def test_trace_stops_brisk_run_on_sigterm():
+    p = start_trace(str(BRISK), "run", "--kernel", guest("flood"), "--cmdline", "bytes=100000000000", "--serial",
+                    "none")
+    try:
+        os.kill(p.pid, signal.SIGTERM)
+        out, err = p.communicate(timeout=30)
+        check_sanitizers(err)
+        assert p.returncode == EXIT_STOPPED, err
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+
+
+@pytest.mark.usefixtures("tracing")
+def test_trace_kills_command_that_ignores_sigterm():
+    p = start_trace("sh", "-c", "trap '' TERM; exec sleep 60")
+    try:
+        t0 = time.monotonic()
+        os.kill(p.pid, signal.SIGTERM)
+        out, err = p.communicate(timeout=30)
+        assert p.returncode == 128 + signal.SIGKILL, err
+        assert 2.5 < time.monotonic() - t0 < 10
+        assert "still running 3 s after SIGTERM; killing it" in err
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
