@@ -9,9 +9,10 @@
 #include "brisk/stats.h"
 #include "brisk/timeline_json.h"
 
-#define BENCH_WALL     "wall (parent)" /* fork to waitpid as the parent measured it */
-#define BENCH_MAX_RUNS 100000ul
-#define BENCH_CI_LEVEL 0.95
+#define BENCH_WALL	    "wall (parent)" /* fork to waitpid as the parent measured it */
+#define BENCH_MAX_RUNS	    100000ul
+#define BENCH_CI_LEVEL	    0.95
+#define BENCH_STOP_GRACE_MS 2000 /* a boot being stopped gets this long after SIGTERM before SIGKILL */
 
 /*
  * Splits `s` into words the way a POSIX shell would, without expansions:
@@ -55,26 +56,37 @@ struct bench_run {
  * One configuration being measured: `brisk run OPTIONS` as a child process
  * (/proc/self/exe), stdin from /dev/null, with `--serial none` added when
  * OPTIONS has no --serial, and `--report-json` into a private temporary
- * directory. Boots are sequential.
+ * directory ($TMPDIR or /tmp, brisk-bench-XXXXXX). Boots are sequential.
  */
 struct bench_side {
-	char **argv;   /* the child's argv, NULL-terminated */
-	char dir[64];  /* mkdtemp directory holding report.json */
-	char path[96]; /* the report file */
-	int expect;    /* expected status; -1: take the first boot's */
+	char **argv;	 /* the child's argv, NULL-terminated */
+	char dir[256];	 /* mkdtemp directory holding report.json */
+	char path[280];	 /* the report file */
+	int expect;	 /* expected status; -1: take the first boot's */
+	int stop_signal; /* the SIGINT/SIGTERM/SIGHUP that stopped a boot (bench_side_boot gave -EINTR) */
 	struct bench_samples samples;
 	struct bench_run *runs;
 	size_t nr_runs, nr_failed;
 };
 
-/* Prepares `side` for OPTIONS opts[0..nopts). expect < 0: first boot decides. Returns 0 or -errno. */
+/*
+ * Prepares `side` for OPTIONS opts[0..nopts). expect < 0: first boot decides.
+ * The first call also blocks SIGINT, SIGTERM, SIGHUP and SIGCHLD for the rest
+ * of the process (each child gets the original mask back), so that
+ * bench_side_boot can wait for a boot and a stop request together. Returns 0
+ * or -errno; call bench_side_free either way.
+ */
 int bench_side_init(struct bench_side *side, char *const *opts, size_t nopts, int expect);
 /*
  * Boots once. A boot whose status differs from the expected one, or whose
  * report cannot be read, is reported on stderr and not counted. Measured,
  * good boots add every phase and BENCH_WALL to side->samples. Returns 0;
  * EXIT_USAGE (2) when the child rejected the options (status 2, no report):
- * the caller stops; or -errno on a host failure (fork, memory).
+ * the caller stops; -EINTR when SIGINT, SIGTERM or SIGHUP arrived (before or
+ * during the boot): the child was sent SIGTERM, then SIGKILL after
+ * BENCH_STOP_GRACE_MS, and reaped; side->stop_signal says which signal; the
+ * caller frees the side (removing its directory) and exits EXIT_STOPPED; or
+ * -errno on a host failure (fork, memory).
  */
 int bench_side_boot(struct bench_side *side, int warmup, const char *label);
 /* Measured boots that were counted (expected status, report read). */

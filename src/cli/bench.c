@@ -1,4 +1,5 @@
 /* bench.c - `brisk bench`: N boots of one configuration; per phase median, p95, MAD, bootstrap CI of the median. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -145,12 +146,18 @@ static int write_json(const struct bench_opts *o, const struct bench_side *side)
 	return ret;
 }
 
-/* Warm-ups then measured boots. Returns 0, EXIT_USAGE (options rejected) or EXIT_HOST. */
+/* Warm-ups then measured boots. Returns 0, EXIT_USAGE (options rejected), EXIT_STOPPED (a signal) or EXIT_HOST. */
 static int boot_all(const struct bench_opts *o, struct bench_side *side)
 {
 	for (unsigned long i = 0; i < o->warmup + o->n; i++) {
 		int ret = bench_side_boot(side, i < o->warmup, "bench");
 
+		if (ret == -EINTR) {
+			fprintf(stderr,
+				"brisk bench: stopped by SIG%s during boot %lu of %lu (%lu warm-up); no results\n",
+				sigabbrev_np(side->stop_signal), i + 1, o->warmup + o->n, o->warmup);
+			return EXIT_STOPPED;
+		}
 		if (ret == EXIT_USAGE) {
 			fprintf(stderr, "brisk bench: brisk run rejected the options (status 2)\n");
 			return EXIT_USAGE;

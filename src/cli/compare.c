@@ -133,11 +133,17 @@ static void side_free(struct side *s)
 	bench_free_words(s->words);
 }
 
-/* One boot of side s. Returns 0, EXIT_USAGE (options rejected) or EXIT_HOST. */
+/* One boot of side s. Returns 0, EXIT_USAGE (options rejected), EXIT_STOPPED (a signal) or EXIT_HOST. */
 static int boot_side(struct side *s, int warmup, const char *label)
 {
 	int ret = bench_side_boot(&s->boots, warmup, label[0] == 'a' ? "compare A" : "compare B");
 
+	if (ret == -EINTR) {
+		fprintf(stderr,
+			"brisk compare: stopped by SIG%s during a boot of %c (%zu boots of it done); no results\n",
+			sigabbrev_np(s->boots.stop_signal), label[0] == 'a' ? 'A' : 'B', s->boots.nr_runs);
+		return EXIT_STOPPED;
+	}
 	if (ret == EXIT_USAGE) {
 		fprintf(stderr, "brisk compare: brisk run rejected the --%s options (status 2)\n", label);
 		return EXIT_USAGE;

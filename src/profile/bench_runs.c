@@ -2,10 +2,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "brisk/bench.h"
@@ -188,6 +190,83 @@ int bench_summarise(const struct bench_phase *p, unsigned resamples, uint64_t se
 	return ret;
 }
 
+/* ---- signals: a stop request while a child boots --------------------------------- */
+
+static sigset_t orig_mask; /* the mask brisk was started with: each child gets it back */
+static int signals_ready;
+
+/*
+ * SIGINT, SIGTERM, SIGHUP and SIGCHLD stay blocked for the rest of the
+ * process and are taken with sigwaitinfo() while a child runs, so that a stop
+ * request can never slip in between fork() and the wait (no handler, no
+ * race). SIGCHLD must not be ignored, or children would be reaped by the
+ * kernel (POSIX XSH 2.4.3).
+ */
+static int signals_init(void)
+{
+	sigset_t set;
+
+	if (signals_ready)
+		return 0;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGCHLD);
+	signal(SIGCHLD, SIG_DFL);
+	if (sigprocmask(SIG_BLOCK, &set, &orig_mask))
+		return -errno;
+	signals_ready = 1;
+	return 0;
+}
+
+/* A stop signal already pending (it arrived between boots): consumed and returned, else 0. */
+static int pending_stop(void)
+{
+	static const int stops[] = {SIGINT, SIGTERM, SIGHUP};
+	const struct timespec zero = {0, 0};
+	sigset_t pend;
+
+	if (sigpending(&pend))
+		return 0;
+	for (size_t i = 0; i < sizeof(stops) / sizeof(stops[0]); i++) {
+		if (sigismember(&pend, stops[i])) {
+			sigset_t one;
+
+			sigemptyset(&one);
+			sigaddset(&one, stops[i]);
+			sigtimedwait(&one, NULL, &zero);
+			return stops[i];
+		}
+	}
+	return 0;
+}
+
+/* Stops child pid: SIGTERM, then SIGKILL if it is still there BENCH_STOP_GRACE_MS later; always reaps it. */
+static void stop_child(pid_t pid)
+{
+	uint64_t deadline = timeline_now_ns() + BENCH_STOP_GRACE_MS * 1000000ull;
+	sigset_t chld;
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	kill(pid, SIGTERM);
+	while (waitpid(pid, NULL, WNOHANG) == 0) {
+		uint64_t now = timeline_now_ns();
+		struct timespec left;
+
+		if (now >= deadline) {
+			kill(pid, SIGKILL);
+			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+				;
+			return;
+		}
+		left.tv_sec = (time_t)((deadline - now) / 1000000000ull);
+		left.tv_nsec = (long)((deadline - now) % 1000000000ull);
+		sigtimedwait(&chld, NULL, &left);
+	}
+}
+
 /* ---- child boots ---------------------------------------------------------- */
 
 static int has_serial(char *const *opts, size_t n)
@@ -198,15 +277,31 @@ static int has_serial(char *const *opts, size_t n)
 	return 0;
 }
 
+/* $TMPDIR when it is an absolute path, else /tmp (as mktemp(1)). */
+static const char *tmp_dir(void)
+{
+	const char *d = getenv("TMPDIR");
+
+	return d && d[0] == '/' ? d : "/tmp";
+}
+
 int bench_side_init(struct bench_side *side, char *const *opts, size_t nopts, int expect)
 {
 	size_t n = 0;
+	int ret;
 
 	memset(side, 0, sizeof(*side));
 	side->expect = expect;
-	snprintf(side->dir, sizeof(side->dir), "/tmp/brisk-bench-XXXXXX");
-	if (!mkdtemp(side->dir))
+	if ((ret = signals_init()))
+		return ret;
+	if ((size_t)snprintf(side->dir, sizeof(side->dir), "%s/brisk-bench-XXXXXX", tmp_dir()) >= sizeof(side->dir)) {
+		side->dir[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	if (!mkdtemp(side->dir)) {
+		side->dir[0] = '\0';
 		return -errno;
+	}
 	snprintf(side->path, sizeof(side->path), "%s/report.json", side->dir);
 	side->argv = calloc(nopts + 8, sizeof(*side->argv));
 	if (!side->argv)
@@ -226,7 +321,8 @@ int bench_side_init(struct bench_side *side, char *const *opts, size_t nopts, in
 
 void bench_side_free(struct bench_side *side)
 {
-	unlink(side->path);
+	if (side->path[0])
+		unlink(side->path);
 	if (side->dir[0])
 		rmdir(side->dir);
 	free(side->argv);
@@ -235,13 +331,21 @@ void bench_side_free(struct bench_side *side)
 	memset(side, 0, sizeof(*side));
 }
 
-/* Forks and execs the child; returns its exit status (128 + N for signal N) or -errno. */
-static int spawn_wait(char **argv, double *wall_us)
+/*
+ * Forks and execs the child and waits for it, or for a stop signal (then the
+ * child is stopped and reaped, *stop_sig set, -EINTR returned). Returns its
+ * exit status (128 + N for signal N) or -errno.
+ */
+static int spawn_wait(char **argv, double *wall_us, int *stop_sig)
 {
 	uint64_t t0 = timeline_now_ns();
+	sigset_t wait_set;
 	int st;
-	pid_t pid = fork();
+	pid_t pid;
 
+	if ((*stop_sig = pending_stop()))
+		return -EINTR;
+	pid = fork();
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
@@ -249,13 +353,31 @@ static int spawn_wait(char **argv, double *wall_us)
 
 		if (fd >= 0)
 			dup2(fd, STDIN_FILENO);
+		sigprocmask(SIG_SETMASK, &orig_mask, NULL);
 		execv("/proc/self/exe", argv);
 		fprintf(stderr, "brisk: exec /proc/self/exe: %s\n", strerror(errno));
 		_exit(127);
 	}
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
+	sigemptyset(&wait_set);
+	sigaddset(&wait_set, SIGCHLD);
+	sigaddset(&wait_set, SIGINT);
+	sigaddset(&wait_set, SIGTERM);
+	sigaddset(&wait_set, SIGHUP);
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		int sig;
+
+		if (r == pid)
+			break;
+		if (r < 0 && errno != EINTR)
 			return -errno;
+		sig = sigwaitinfo(&wait_set, NULL);
+		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+			stop_child(pid);
+			*stop_sig = sig;
+			return -EINTR;
+		}
+	}
 	*wall_us = (double)(timeline_now_ns() - t0) / 1e3;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
@@ -288,7 +410,7 @@ int bench_side_boot(struct bench_side *side, int warmup, const char *label)
 	int ret, have;
 
 	unlink(side->path);
-	ret = spawn_wait(side->argv, &run.wall_us);
+	ret = spawn_wait(side->argv, &run.wall_us, &side->stop_signal);
 	if (ret < 0)
 		return ret;
 	run.status = ret;

@@ -1,9 +1,13 @@
 """brisk bench and brisk compare: option errors and the whole pipeline without KVM; real boots with KVM."""
 import json
+import os
+import signal
+import subprocess
+import time
 
 import pytest
 
-from conftest import EXIT_HOST, EXIT_IMAGE, EXIT_USAGE, guest, run_brisk
+from conftest import BRISK, EXIT_HOST, EXIT_IMAGE, EXIT_STOPPED, EXIT_USAGE, check_sanitizers, guest, run_brisk
 
 # A "kernel" brisk rejects before it opens /dev/kvm: every boot exits EXIT_IMAGE
 # on any host, so the child/report/statistics pipeline is testable without KVM.
@@ -160,3 +164,67 @@ def test_compare_hello(kvm, tmp_path):
     assert len(rows) == 3, p.stdout
     for row in rows:
         assert row.endswith(("B faster", "B slower", "no significant difference")), row
+
+
+# ---- stopped by a signal (issue 8, 6.6) ----------------------------------------------------------
+
+FLOOD_FOREVER = "bytes=100000000000"  # a boot that runs until it is stopped
+
+
+def children_of(pid):
+    """Pids whose parent is pid (from /proc/*/stat)."""
+    kids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = open(f"/proc/{d}/stat").read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(d))
+    return kids
+
+
+def group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+@pytest.mark.parametrize("cmd", ["bench", "compare"])
+def test_signal_stops_boot_and_cleans_up(kvm, tmp_path, cmd, sig):
+    """A signal stops the boot in progress, removes the temporary directory and exits EXIT_STOPPED."""
+    flood = guest("flood")
+    run_opts = f"--kernel {flood} --cmdline {FLOOD_FOREVER}"
+    argv = [str(BRISK), "bench", "-n", "100", *run_opts.split()] if cmd == "bench" else \
+        [str(BRISK), "compare", "-n", "100", "--a", run_opts, "--b", run_opts]
+    tmp = tmp_path / "tmp"  # private TMPDIR: nothing else creates brisk-bench-* there
+    tmp.mkdir()
+    # A session of its own: whatever brisk leaves behind is still in its process group afterwards.
+    p = subprocess.Popen(argv, env={**os.environ, "TMPDIR": str(tmp)}, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not children_of(p.pid) and time.monotonic() < deadline:
+            assert p.poll() is None, p.communicate()
+            time.sleep(0.05)
+        time.sleep(0.3)  # the child is booting, not just forked
+        kids = children_of(p.pid)
+        assert kids, "no boot started within 60 s"
+        assert list(tmp.glob("brisk-bench-*")), f"brisk {cmd} did not put its directory in $TMPDIR"
+        os.kill(p.pid, sig)
+        status = p.wait(timeout=30)
+        assert all(not os.path.exists(f"/proc/{k}") for k in kids), "a child boot outlived brisk " + cmd
+        assert not group_alive(p.pid), "processes left in brisk's process group"
+        out, err = p.communicate(timeout=30)
+        check_sanitizers(err)
+        assert status == EXIT_STOPPED, err
+        assert f"stopped by {sig.name}" in err
+        assert list(tmp.iterdir()) == []
+    finally:
+        if group_alive(p.pid):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
