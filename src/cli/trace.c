@@ -277,6 +277,7 @@ __attribute__((format(printf, 2, 3))) static void warn(struct tracer *t, const c
 	t->nwarn++;
 }
 
+/* Checks --pid and starts tracing. Returns 0, -ESRCH / -EINVAL (a --pid that is gone / not KVM: usage), or -EIO. */
 static int start(struct tracer *t, char *err, size_t errlen)
 {
 	pid_t tids[TRACE_MAX_THREADS];
@@ -298,7 +299,8 @@ static int start(struct tracer *t, char *err, size_t errlen)
 		t->seen_kvm = 1;
 	}
 	n = threads_of(t->pid, tids, TRACE_MAX_THREADS);
-	return trace_start(&t->trace, tids, n ? n : 1, 1, t->opt.buffer_kb, err, errlen);
+	ret = trace_start(&t->trace, tids, n ? n : 1, 1, t->opt.buffer_kb, err, errlen);
+	return ret ? -EIO : 0; /* a tracing failure is the host's, whatever its errno (not a usage error) */
 }
 
 static int report(struct tracer *t, uint64_t t0, const struct symtab *syms, const char *sym_why)
