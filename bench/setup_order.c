@@ -206,7 +206,13 @@ static void do_step(struct vmctx *c, enum step s)
 	}
 }
 
-/* Runs one sequence in a fresh VM; ns[i] = cost of seq->s[i]. Returns KVM_CREATE_VM's cost. */
+/* KVM destroys a VM when its last fd is closed, in the closing thread: this is that cost. */
+static uint64_t last_teardown_ns;
+
+/*
+ * Runs one sequence in a fresh VM; ns[i] = cost of seq->s[i]. Returns
+ * KVM_CREATE_VM's cost; last_teardown_ns gets the cost of the final close.
+ */
 static uint64_t run_seq(const struct seq *q, uint64_t *ns)
 {
 	struct vmctx c = {.vcpu = -1, .run = MAP_FAILED};
@@ -231,8 +237,13 @@ static uint64_t run_seq(const struct seq *q, uint64_t *ns)
 		munmap(c.run, c.run_size);
 	if (c.vcpu >= 0)
 		close(c.vcpu);
-	close(c.vm);
-	close(c.efd);
+	close(c.efd); /* an ioeventfd/irqfd keeps no VM reference once the VM goes */
+	{
+		uint64_t t = now_ns();
+
+		close(c.vm); /* the last reference: kvm_destroy_vm runs here */
+		last_teardown_ns = now_ns() - t;
+	}
 	close(c.ifd);
 	usleep(SETTLE_US);
 	return create;
@@ -341,15 +352,20 @@ static const char *verdict(const struct pair_result *r, char *buf, size_t len)
 /* ---- whole recipes --------------------------------------------------------------------------- */
 
 static const struct seq recipes[] = {
-    {"brisk", "brisk's recipe (src/vm.c): memory slots before the irqchip", 8,
+    {"brisk",
+     "brisk's recipe (src/vm.c): memory slots before the irqchip",
+     8,
      {S_TSS, S_MEM, S_IRQCHIP, S_PIT, S_VCPU, S_CPUID, S_MSRS, S_REGS}},
-    {"irqchip-first", "brisk before 2026-11-30: irqchip and PIT, then the memory slot", 8,
+    {"irqchip-first",
+     "brisk before 2026-11-30: irqchip and PIT, then the memory slot",
+     8,
      {S_TSS, S_IRQCHIP, S_PIT, S_MEM, S_VCPU, S_CPUID, S_MSRS, S_REGS}},
     {"floor", "bench/floor.c: no TSS, irqchip, PIT or MSRs", 4, {S_MEM, S_VCPU, S_CPUID, S_REGS}},
 };
 #define NR_RECIPES (int)(sizeof(recipes) / sizeof(recipes[0]))
 
-static uint64_t rec_ns[NR_RECIPES][MAX_SEQ + 2][MAX_ROUNDS]; /* [..][MAX_SEQ]: create, [MAX_SEQ+1]: total */
+/* [..][MAX_SEQ]: create, [MAX_SEQ+1]: total, [MAX_SEQ+2]: teardown (the final close) */
+static uint64_t rec_ns[NR_RECIPES][MAX_SEQ + 3][MAX_ROUNDS];
 
 static void measure_recipes(int rounds)
 {
@@ -366,6 +382,7 @@ static void measure_recipes(int rounds)
 				total += ns[j];
 			}
 			rec_ns[r][MAX_SEQ + 1][i] = total;
+			rec_ns[r][MAX_SEQ + 2][i] = last_teardown_ns;
 		}
 	}
 }
@@ -377,8 +394,7 @@ static void print_pairs(FILE *f, const struct pair_result *p, int n, int rounds)
 	char buf[64];
 
 	fprintf(f, "pairs: each step's cost (us, median of %d) in both orders, fresh VM each time\n", rounds);
-	fprintf(f, "%-22s %10s %10s   %10s %10s   %s\n", "A / B", "A then B:A", "B", "B then A:B", "A",
-		"cheaper");
+	fprintf(f, "%-22s %10s %10s   %10s %10s   %s\n", "A / B", "A then B:A", "B", "B then A:B", "A", "cheaper");
 	for (int i = 0; i < n; i++) {
 		char name[40];
 
@@ -388,7 +404,7 @@ static void print_pairs(FILE *f, const struct pair_result *p, int n, int rounds)
 	}
 }
 
-static void print_recipes(FILE *f, int rounds, double med[NR_RECIPES][MAX_SEQ + 2])
+static void print_recipes(FILE *f, int rounds, double med[NR_RECIPES][MAX_SEQ + 3])
 {
 	fprintf(f, "\nrecipes: each ioctl's cost (us, median of %d, interleaved)\n", rounds);
 	for (int r = 0; r < NR_RECIPES; r++) {
@@ -398,6 +414,8 @@ static void print_recipes(FILE *f, int rounds, double med[NR_RECIPES][MAX_SEQ + 
 			fprintf(f, "  %-10s %-48s %10.1f\n", steps[recipes[r].s[j]].name, steps[recipes[r].s[j]].ioctls,
 				med[r][j]);
 		fprintf(f, "  %-10s %-48s %10.1f\n", "total", "(median of per-round sums)", med[r][MAX_SEQ + 1]);
+		fprintf(f, "  %-10s %-48s %10.1f\n", "teardown", "close() of the VM fd: KVM destroys the VM",
+			med[r][MAX_SEQ + 2]);
 	}
 }
 
@@ -415,12 +433,14 @@ static void json_pairs(FILE *f, const struct pair_result *p, int n)
 	fprintf(f, "  ],\n");
 }
 
-static void json_recipes(FILE *f, double med[NR_RECIPES][MAX_SEQ + 2])
+static void json_recipes(FILE *f, double med[NR_RECIPES][MAX_SEQ + 3])
 {
 	fprintf(f, "  \"recipes\": [\n");
 	for (int r = 0; r < NR_RECIPES; r++) {
-		fprintf(f, "    {\"name\": \"%s\", \"create_vm_us\": %.1f, \"total_us\": %.1f, \"steps\": [",
-			recipes[r].name, med[r][MAX_SEQ], med[r][MAX_SEQ + 1]);
+		fprintf(f,
+			"    {\"name\": \"%s\", \"create_vm_us\": %.1f, \"total_us\": %.1f, \"teardown_us\": %.1f, "
+			"\"steps\": [",
+			recipes[r].name, med[r][MAX_SEQ], med[r][MAX_SEQ + 1], med[r][MAX_SEQ + 2]);
 		for (int j = 0; j < recipes[r].n; j++)
 			fprintf(f, "%s{\"step\": \"%s\", \"us\": %.1f}", j ? ", " : "", steps[recipes[r].s[j]].name,
 				med[r][j]);
@@ -447,8 +467,9 @@ static void setup(void)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: setup_order [-n ROUNDS (1..%d, default 15)] [-m MEMORY_MIB (default 128)] "
-			"[--json FILE] [-q]\n",
+	fprintf(stderr,
+		"usage: setup_order [-n ROUNDS (1..%d, default 15)] [-m MEMORY_MIB (default 128)] "
+		"[--json FILE] [-q]\n",
 		MAX_ROUNDS);
 	return 2;
 }
@@ -456,7 +477,7 @@ static int usage(void)
 int main(int argc, char **argv)
 {
 	static struct pair_result pairs[S__COUNT * S__COUNT];
-	static double med[NR_RECIPES][MAX_SEQ + 2];
+	static double med[NR_RECIPES][MAX_SEQ + 3];
 	const char *json = NULL;
 	int rounds = 15, np = 0;
 
@@ -488,7 +509,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "setup_order: whole recipes\n");
 	measure_recipes(rounds);
 	for (int r = 0; r < NR_RECIPES; r++)
-		for (int j = 0; j < MAX_SEQ + 2; j++)
+		for (int j = 0; j < MAX_SEQ + 3; j++)
 			if (j < recipes[r].n || j >= MAX_SEQ)
 				med[r][j] = median_us(rec_ns[r][j], rounds);
 	print_pairs(stdout, pairs, np, rounds);
