@@ -104,7 +104,11 @@ static const char trace_usage[] = "usage: brisk trace [--json FILE] [--symbols F
 				  "      --json FILE          the report as JSON (schema brisk-profile/1)\n"
 				  "      --symbols FILE       System.map or vmlinux of the traced guest\n"
 				  "      --bucket-us N        time bucket of the exit-rate series (default 1000)\n"
-				  "      --trace-buffer-kb N  trace ring buffer per CPU (default 16384)\n";
+				  "      --trace-buffer-kb N  trace ring buffer per CPU (default 16384)\n"
+				  "\n"
+				  "SIGINT/SIGTERM/SIGHUP are passed on to COMMAND. Exit status: COMMAND's; 128+N\n"
+				  "when signal N killed it; 127 not found, 126 not executable; 2 usage; 4 when\n"
+				  "tracing itself failed. See docs/cli.md.\n";
 
 static const char bench_usage[] = "usage: brisk bench -n N [options] [--] RUN-OPTIONS...\n"
 				  "\n"
@@ -124,7 +128,9 @@ static const char bench_usage[] = "usage: brisk bench -n N [options] [--] RUN-OP
 				  "\n"
 				  "bench options come first; the first other argument (or the one after --)\n"
 				  "starts RUN-OPTIONS. Exit status: 0; 2 usage (or brisk run rejected\n"
-				  "RUN-OPTIONS); 4 when a boot failed or could not be started. See docs/profiler.md.\n";
+				  "RUN-OPTIONS); 4 when a boot failed or could not be started; 16 stopped by\n"
+				  "SIGINT/SIGTERM/SIGHUP (the boot running is stopped, nothing is left behind).\n"
+				  "See docs/profiler.md.\n";
 
 static const char compare_usage[] = "usage: brisk compare -n N --a 'RUN-OPTIONS' --b 'RUN-OPTIONS' [options]\n"
 				    "\n"
@@ -149,7 +155,8 @@ static const char compare_usage[] = "usage: brisk compare -n N --a 'RUN-OPTIONS'
 				    "  -h, --help             this text\n"
 				    "\n"
 				    "Exit status: 0; 2 usage (or brisk run rejected the options); 4 when a boot\n"
-				    "failed or could not be started. See docs/profiler.md.\n";
+				    "failed or could not be started; 16 stopped by SIGINT/SIGTERM/SIGHUP (the boot\n"
+				    "running is stopped, nothing is left behind). See docs/profiler.md.\n";
 
 int cli_usage(FILE *f, const char *command)
 {
