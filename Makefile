@@ -41,6 +41,7 @@ LIB_SRCS := \
 	src/util/log.c \
 	src/util/size.c \
 	src/util/file.c \
+	src/util/errmsg.c \
 	src/devices/serial8250.c \
 	src/devices/serial_io.c \
 	src/devices/i8042.c \

@@ -3,13 +3,13 @@
 #include <fcntl.h>
 #include <linux/kvm.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "brisk/errmsg.h"
 #include "brisk/kvm.h"
 #include "brisk/log.h"
 #include "brisk/timeline.h"
@@ -108,36 +108,27 @@ static const struct {
     {KVM_CAP_EXT_CPUID, "KVM_CAP_EXT_CPUID", "the guest CPUID table"},
 };
 
-__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return ret;
-}
-
 static int open_error(const char *path, int e, char *err, size_t errlen)
 {
 	switch (e) {
 	case ENOENT:
-		return fail(
+		return err_set(
 		    err, errlen, -e,
 		    "%s does not exist: KVM is not available on this host. Load kvm_intel or kvm_amd, enable "
 		    "virtualization (VT-x/AMD-V) in the firmware, or on a cloud VM enable nested virtualization",
 		    path);
 	case EACCES:
 	case EPERM:
-		return fail(err, errlen, -e,
-			    "permission denied opening %s: add your user to the group owning it "
-			    "(usually 'kvm': sudo usermod -aG kvm $USER, then log in again) or run as root",
-			    path);
+		return err_set(err, errlen, -e,
+			       "permission denied opening %s: add your user to the group owning it "
+			       "(usually 'kvm': sudo usermod -aG kvm $USER, then log in again) or run as root",
+			       path);
 	case EMFILE:
 	case ENFILE:
-		return fail(err, errlen, -e, "cannot open %s: too many open files (raise the limit: ulimit -n)", path);
+		return err_set(err, errlen, -e, "cannot open %s: too many open files (raise the limit: ulimit -n)",
+			       path);
 	default:
-		return fail(err, errlen, -e, "cannot open %s: %s", path, strerror(e));
+		return err_set(err, errlen, -e, "cannot open %s: %s", path, strerror(e));
 	}
 }
 
@@ -145,8 +136,8 @@ static int check_caps(struct kvm *k, const char *path, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
 		if (KVM_IOCTL(k->fd, KVM_CHECK_EXTENSION, required[i].cap) <= 0)
-			return fail(err, errlen, -ENOTSUP, "%s lacks %s (%s), which brisk requires", path,
-				    required[i].name, required[i].why);
+			return err_set(err, errlen, -ENOTSUP, "%s lacks %s (%s), which brisk requires", path,
+				       required[i].name, required[i].why);
 	return 0;
 }
 
@@ -156,11 +147,11 @@ static int check_version(struct kvm *k, const char *path, char *err, size_t errl
 	int v = KVM_IOCTL(k->fd, KVM_GET_API_VERSION, 0);
 
 	if (v < 0)
-		return fail(err, errlen, -ENOTTY, "%s is not a KVM device: KVM_GET_API_VERSION failed: %s", path,
-			    strerror(errno));
+		return err_set(err, errlen, -ENOTTY, "%s is not a KVM device: KVM_GET_API_VERSION failed: %s", path,
+			       strerror(errno));
 	if (v != KVM_API_VERSION)
-		return fail(err, errlen, -EPROTO, "%s speaks KVM API version %d; brisk needs version %d", path, v,
-			    KVM_API_VERSION);
+		return err_set(err, errlen, -EPROTO, "%s speaks KVM API version %d; brisk needs version %d", path, v,
+			       KVM_API_VERSION);
 	return 0;
 }
 
@@ -179,8 +170,8 @@ int kvm_open_err(struct kvm *k, const char *path, char *err, size_t errlen)
 		goto fail;
 	k->run_size = KVM_IOCTL(k->fd, KVM_GET_VCPU_MMAP_SIZE, 0);
 	if (k->run_size < (int)sizeof(struct kvm_run)) {
-		ret = fail(err, errlen, -EPROTO, "KVM_GET_VCPU_MMAP_SIZE on %s returned %d: %s", path, k->run_size,
-			   strerror(errno));
+		ret = err_set(err, errlen, -EPROTO, "KVM_GET_VCPU_MMAP_SIZE on %s returned %d: %s", path, k->run_size,
+			      strerror(errno));
 		goto fail;
 	}
 	/* api.rst 4.4: MAX_VCPUS, falling back to NR_VCPUS, falling back to 4. */

@@ -3,7 +3,6 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "brisk/errmsg.h"
 #include "brisk/file.h"
 #include "brisk/profile.h"
 
@@ -24,16 +24,6 @@
  */
 #define SYMTAB_MAX_SYMS (1u << 24) /* vmlinux has ~150k */
 #define SYMTAB_MAX_LINE 512
-
-__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return ret;
-}
 
 static int in_buf(uint64_t off, uint64_t len, size_t size)
 {
@@ -159,17 +149,17 @@ static int elf_open(struct elf_file *f, const uint8_t *buf, size_t len, const ch
 
 	*f = (struct elf_file){.buf = buf, .len = len, .source = source};
 	if (len < EI_NIDENT || (buf[EI_CLASS] != ELFCLASS32 && buf[EI_CLASS] != ELFCLASS64))
-		return fail(err, errlen, -EINVAL, "%s: ELF class %u is neither ELFCLASS32 nor ELFCLASS64", source,
-			    len < EI_NIDENT ? 0 : buf[EI_CLASS]);
+		return err_set(err, errlen, -EINVAL, "%s: ELF class %u is neither ELFCLASS32 nor ELFCLASS64", source,
+			       len < EI_NIDENT ? 0 : buf[EI_CLASS]);
 	if (buf[EI_DATA] != ELFDATA2LSB)
-		return fail(err, errlen, -EINVAL, "%s: not a little-endian ELF file (EI_DATA %u)", source,
-			    buf[EI_DATA]);
+		return err_set(err, errlen, -EINVAL, "%s: not a little-endian ELF file (EI_DATA %u)", source,
+			       buf[EI_DATA]);
 	f->is64 = buf[EI_CLASS] == ELFCLASS64;
 	if (f->is64) {
 		Elf64_Ehdr eh;
 
 		if (len < sizeof(eh))
-			return fail(err, errlen, -EINVAL, "%s: truncated ELF64 header (%zu bytes)", source, len);
+			return err_set(err, errlen, -EINVAL, "%s: truncated ELF64 header (%zu bytes)", source, len);
 		memcpy(&eh, buf, sizeof(eh));
 		f->shoff = eh.e_shoff;
 		shnum = eh.e_shnum;
@@ -180,7 +170,7 @@ static int elf_open(struct elf_file *f, const uint8_t *buf, size_t len, const ch
 		Elf32_Ehdr eh;
 
 		if (len < sizeof(eh))
-			return fail(err, errlen, -EINVAL, "%s: truncated ELF32 header (%zu bytes)", source, len);
+			return err_set(err, errlen, -EINVAL, "%s: truncated ELF32 header (%zu bytes)", source, len);
 		memcpy(&eh, buf, sizeof(eh));
 		f->shoff = eh.e_shoff;
 		shnum = eh.e_shnum;
@@ -189,22 +179,23 @@ static int elf_open(struct elf_file *f, const uint8_t *buf, size_t len, const ch
 		f->symentsize = sizeof(Elf32_Sym);
 	}
 	if (f->shoff == 0)
-		return fail(err, errlen, -ENOENT, "%s: ELF file without section headers (stripped?)", source);
+		return err_set(err, errlen, -ENOENT, "%s: ELF file without section headers (stripped?)", source);
 	if (shentsize != f->shentsize)
-		return fail(err, errlen, -EINVAL, "%s: e_shentsize %u, expected %zu", source, shentsize, f->shentsize);
+		return err_set(err, errlen, -EINVAL, "%s: e_shentsize %u, expected %zu", source, shentsize,
+			       f->shentsize);
 	f->shnum = shnum;
 	if (shnum == 0) {
 		struct shdr s0;
 
 		if (!in_buf(f->shoff, f->shentsize, len))
-			return fail(err, errlen, -EINVAL, "%s: section header table out of the file", source);
+			return err_set(err, errlen, -EINVAL, "%s: section header table out of the file", source);
 		f->shnum = 1;
 		read_shdr(f, 0, &s0);
 		f->shnum = s0.size > UINT32_MAX ? UINT32_MAX : (uint32_t)s0.size;
 	}
 	if (!in_buf(f->shoff, (uint64_t)f->shnum * f->shentsize, len))
-		return fail(err, errlen, -EINVAL, "%s: section header table (%u entries at %#llx) out of the file",
-			    source, f->shnum, (unsigned long long)f->shoff);
+		return err_set(err, errlen, -EINVAL, "%s: section header table (%u entries at %#llx) out of the file",
+			       source, f->shnum, (unsigned long long)f->shoff);
 	return 0;
 }
 
@@ -236,7 +227,7 @@ static int elf_syms(struct symtab *t, const struct elf_file *f, const struct shd
 			continue; /* not terminated inside the string table */
 		ret = add(t, &cap, s.value, s.size, strtab + s.name, nlen);
 		if (ret)
-			return fail(err, errlen, ret, "%s: %s", t->source, strerror(-ret));
+			return err_set(err, errlen, ret, "%s: %s", t->source, strerror(-ret));
 	}
 	return 0;
 }
@@ -256,25 +247,26 @@ static int load_elf(struct symtab *t, const uint8_t *buf, size_t len, char *err,
 		if (sh.type != SHT_SYMTAB)
 			continue;
 		if (sh.entsize != f.symentsize || !in_buf(sh.offset, sh.size, len))
-			return fail(err, errlen, -EINVAL,
-				    "%s: symbol table (section %u: %#llx bytes at %#llx, entry size %llu) out of the "
-				    "file or malformed",
-				    t->source, i, (unsigned long long)sh.size, (unsigned long long)sh.offset,
-				    (unsigned long long)sh.entsize);
+			return err_set(
+			    err, errlen, -EINVAL,
+			    "%s: symbol table (section %u: %#llx bytes at %#llx, entry size %llu) out of the "
+			    "file or malformed",
+			    t->source, i, (unsigned long long)sh.size, (unsigned long long)sh.offset,
+			    (unsigned long long)sh.entsize);
 		if (sh.link >= f.shnum || sh.link == 0)
-			return fail(err, errlen, -EINVAL,
-				    "%s: symbol table's string table index %u out of range (%u sections)", t->source,
-				    sh.link, f.shnum);
+			return err_set(err, errlen, -EINVAL,
+				       "%s: symbol table's string table index %u out of range (%u sections)", t->source,
+				       sh.link, f.shnum);
 		read_shdr(&f, sh.link, &str);
 		if (str.type != SHT_STRTAB || str.size == 0 || !in_buf(str.offset, str.size, len))
-			return fail(err, errlen, -EINVAL,
-				    "%s: string table (section %u: type %u, %#llx bytes at %#llx) empty, of the wrong "
-				    "type or out of the file",
-				    t->source, sh.link, str.type, (unsigned long long)str.size,
-				    (unsigned long long)str.offset);
+			return err_set(
+			    err, errlen, -EINVAL,
+			    "%s: string table (section %u: type %u, %#llx bytes at %#llx) empty, of the wrong "
+			    "type or out of the file",
+			    t->source, sh.link, str.type, (unsigned long long)str.size, (unsigned long long)str.offset);
 		return elf_syms(t, &f, &sh, &str, err, errlen);
 	}
-	return fail(err, errlen, -ENOENT, "%s: ELF file without a symbol table (stripped?)", t->source);
+	return err_set(err, errlen, -ENOENT, "%s: ELF file without a symbol table (stripped?)", t->source);
 }
 
 /*
@@ -326,15 +318,15 @@ static int load_map(struct symtab *t, const uint8_t *buf, size_t len, char *err,
 
 		lineno++;
 		if (r < 0)
-			return fail(err, errlen, -EINVAL,
-				    "%s: line %zu is not \"ADDRESS TYPE NAME\": not a System.map or ELF file",
-				    t->source, lineno);
+			return err_set(err, errlen, -EINVAL,
+				       "%s: line %zu is not \"ADDRESS TYPE NAME\": not a System.map or ELF file",
+				       t->source, lineno);
 		if (r > 0 && (ret = add(t, &cap, addr, 0, name, nlen)))
-			return fail(err, errlen, ret, "%s: %s", t->source, strerror(-ret));
+			return err_set(err, errlen, ret, "%s: %s", t->source, strerror(-ret));
 		p = nl ? nl + 1 : endp;
 	}
 	if (t->n == 0)
-		return fail(err, errlen, -EINVAL, "%s: no text symbols (T/t/W/w) found", t->source);
+		return err_set(err, errlen, -EINVAL, "%s: no text symbols (T/t/W/w) found", t->source);
 	return 0;
 }
 
@@ -351,7 +343,7 @@ int symtab_load_mem(struct symtab *t, const uint8_t *buf, size_t len, const char
 	snprintf(t->source, sizeof(t->source), "%s", name);
 	ret = symtab_is_elf(buf, len) ? load_elf(t, buf, len, err, errlen) : load_map(t, buf, len, err, errlen);
 	if (!ret && t->n == 0)
-		ret = fail(err, errlen, -ENOENT, "%s: no function symbols", name);
+		ret = err_set(err, errlen, -ENOENT, "%s: no function symbols", name);
 	if (ret) {
 		symtab_free(t);
 		return ret;
@@ -372,12 +364,12 @@ int symtab_load(struct symtab *t, const char *path, char *err, size_t errlen)
 		return fd;
 	if (st.st_size == 0) {
 		close(fd);
-		return fail(err, errlen, -EINVAL, "symbols file %s: empty", path);
+		return err_set(err, errlen, -EINVAL, "symbols file %s: empty", path);
 	}
 	m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (m == MAP_FAILED)
-		return fail(err, errlen, -errno, "symbols file %s: mmap: %s", path, strerror(errno));
+		return err_set(err, errlen, -errno, "symbols file %s: mmap: %s", path, strerror(errno));
 	ret = symtab_load_mem(t, m, (size_t)st.st_size, path, err, errlen);
 	munmap(m, (size_t)st.st_size);
 	return ret;

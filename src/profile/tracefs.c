@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "brisk/errmsg.h"
 #include "brisk/profile.h"
 
 /*
@@ -166,16 +166,6 @@ int trace_prepare(struct trace_session *s)
 	return 0;
 }
 
-__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return ret;
-}
-
 /* Enables each wanted event the kernel has; returns how many. */
 static int enable_events(struct trace_session *s)
 {
@@ -275,19 +265,20 @@ static int configure(struct trace_session *s, const pid_t *tids, unsigned ntids,
 
 	snprintf(val, sizeof(val), "%u", kb);
 	if ((ret = write_file(s->dir, "tracing_on", "0")) || (ret = write_file(s->dir, "trace_clock", "mono")))
-		return fail(err, errlen, ret, "tracefs instance %s: cannot configure it: %s", s->dir, strerror(-ret));
+		return err_set(err, errlen, ret, "tracefs instance %s: cannot configure it: %s", s->dir,
+			       strerror(-ret));
 	if ((ret = write_file(s->dir, "buffer_size_kb", val)))
-		return fail(err, errlen, ret, "tracefs instance %s: cannot size the buffer: %s", s->dir,
-			    strerror(-ret));
+		return err_set(err, errlen, ret, "tracefs instance %s: cannot size the buffer: %s", s->dir,
+			       strerror(-ret));
 	if ((ret = set_pids(s, tids, ntids, follow_forks)))
-		return fail(err, errlen, ret, "tracefs instance %s: set_event_pid: %s", s->dir, strerror(-ret));
+		return err_set(err, errlen, ret, "tracefs instance %s: set_event_pid: %s", s->dir, strerror(-ret));
 	if (enable_events(s) == 0) {
 		snprintf(err, errlen, "tracefs at %s has no kvm events (is the kvm module loaded?)", s->root);
 		return -ENOENT;
 	}
 	if ((ret = open_pipe(s)))
-		return fail(err, errlen, ret, "tracefs instance %s: cannot open trace_pipe: %s", s->dir,
-			    strerror(-ret));
+		return err_set(err, errlen, ret, "tracefs instance %s: cannot open trace_pipe: %s", s->dir,
+			       strerror(-ret));
 	return 0;
 }
 
@@ -302,29 +293,29 @@ int trace_start(struct trace_session *s, const pid_t *tids, unsigned ntids, int 
 	atomic_store(&s->stop, 0);
 	pthread_mutex_init(&s->lock, NULL);
 	if (!s->root[0] && host_root(s))
-		return fail(err, errlen, -ENOENT, "%s",
-			    s->why[0] ? s->why
-				      : "tracefs is not mounted at " TRACEFS_DIR " (mount -t tracefs nodev " TRACEFS_DIR
-					")");
+		return err_set(err, errlen, -ENOENT, "%s",
+			       s->why[0] ? s->why
+					 : "tracefs is not mounted at " TRACEFS_DIR
+					   " (mount -t tracefs nodev " TRACEFS_DIR ")");
 	snprintf(events, sizeof(events), "%s/events/kvm", s->root);
 	if (access(events, F_OK)) {
 		ret = -errno;
 		if (ret == -ENOENT)
-			return fail(err, errlen, ret, "%s is missing: is the kvm module loaded?", events);
-		return fail(err, errlen, ret, "cannot read %s: %s%s", events, strerror(-ret), mount_hint(-ret));
+			return err_set(err, errlen, ret, "%s is missing: is the kvm module loaded?", events);
+		return err_set(err, errlen, ret, "cannot read %s: %s%s", events, strerror(-ret), mount_hint(-ret));
 	}
 	snprintf(s->dir, sizeof(s->dir), "%s/instances/brisk-%d", s->root, (int)getpid());
 	if (mkdir(s->dir, 0700) && errno != EEXIST) {
 		ret = -errno;
 		s->dir[0] = '\0';
-		return fail(err, errlen, ret, "cannot create a tracefs instance under %s: %s%s", s->root,
-			    strerror(-ret), ret == -EACCES || ret == -EPERM ? " (needs root)" : "");
+		return err_set(err, errlen, ret, "cannot create a tracefs instance under %s: %s%s", s->root,
+			       strerror(-ret), ret == -EACCES || ret == -EPERM ? " (needs root)" : "");
 	}
 	ret = configure(s, tids, ntids, follow_forks, buffer_kb, err, errlen);
 	if (!ret && (ret = write_file(s->dir, "tracing_on", "1")))
-		fail(err, errlen, ret, "tracefs instance %s: tracing_on: %s", s->dir, strerror(-ret));
+		err_set(err, errlen, ret, "tracefs instance %s: tracing_on: %s", s->dir, strerror(-ret));
 	if (!ret && (ret = -pthread_create(&s->reader, NULL, reader, s)))
-		fail(err, errlen, ret, "tracefs: cannot start the reader thread: %s", strerror(-ret));
+		err_set(err, errlen, ret, "tracefs: cannot start the reader thread: %s", strerror(-ret));
 	if (ret) {
 		trace_cleanup(s);
 		return ret;

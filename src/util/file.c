@@ -1,26 +1,12 @@
 /* file.c - opening user-named files without blocking on FIFOs or destroying inputs (include/brisk/file.h). */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "brisk/errmsg.h"
 #include "brisk/file.h"
-
-static int fail(char *err, size_t errlen, int ret, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return ret;
-}
 
 const char *file_open_reason(int e)
 {
@@ -88,22 +74,22 @@ int file_open_input(const char *path, const char *what, struct stat *st_out, cha
 	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0) {
 		ret = -errno;
-		return fail(err, errlen, ret, "%s%s%s: %s", what, sep(what), path, file_open_reason(-ret));
+		return err_set(err, errlen, ret, "%s%s%s: %s", what, sep(what), path, file_open_reason(-ret));
 	}
 	if (fstat(fd, &st) != 0) {
 		ret = -errno;
 		close(fd);
-		return fail(err, errlen, ret, "%s%s%s: fstat: %s", what, sep(what), path, strerror(-ret));
+		return err_set(err, errlen, ret, "%s%s%s: fstat: %s", what, sep(what), path, strerror(-ret));
 	}
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
-		return fail(err, errlen, S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL, "%s%s%s: %s, not a regular file",
-			    what, sep(what), path, kind_name(st.st_mode));
+		return err_set(err, errlen, S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL, "%s%s%s: %s, not a regular file",
+			       what, sep(what), path, kind_name(st.st_mode));
 	}
 	ret = set_blocking(fd);
 	if (ret) {
 		close(fd);
-		return fail(err, errlen, ret, "%s%s%s: fcntl: %s", what, sep(what), path, strerror(-ret));
+		return err_set(err, errlen, ret, "%s%s%s: fcntl: %s", what, sep(what), path, strerror(-ret));
 	}
 	if (st_out)
 		*st_out = st;
@@ -121,8 +107,8 @@ static int check_avoid(const struct stat *st, const char *path, const char *what
 {
 	for (size_t i = 0; i < nr_avoid; i++)
 		if (avoid[i].st && same_inode(st, avoid[i].st))
-			return fail(err, errlen, -EINVAL, "%s%s%s: is %s; refusing to overwrite it", what, sep(what),
-				    path, avoid[i].name);
+			return err_set(err, errlen, -EINVAL, "%s%s%s: is %s; refusing to overwrite it", what, sep(what),
+				       path, avoid[i].name);
 	return 0;
 }
 
@@ -139,7 +125,7 @@ int file_open_output(const char *path, const char *what, const struct file_avoid
 	fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		ret = -errno;
-		return fail(err, errlen, ret, "%s%s%s: %s", what, sep(what), path, file_open_reason(-ret));
+		return err_set(err, errlen, ret, "%s%s%s: %s", what, sep(what), path, file_open_reason(-ret));
 	}
 	if (fstat(fd, &st) != 0) {
 		ret = -errno;
@@ -157,13 +143,13 @@ int file_open_output(const char *path, const char *what, const struct file_avoid
 		}
 	} else if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode)) {
 		close(fd);
-		return fail(err, errlen, -EINVAL, "%s%s%s: %s, not a file, FIFO or terminal", what, sep(what), path,
-			    kind_name(st.st_mode));
+		return err_set(err, errlen, -EINVAL, "%s%s%s: %s, not a file, FIFO or terminal", what, sep(what), path,
+			       kind_name(st.st_mode));
 	}
 	if (!nonblock && (ret = set_blocking(fd)) != 0)
 		goto fail_errno;
 	return fd;
 fail_errno:
 	close(fd);
-	return fail(err, errlen, ret, "%s%s%s: %s", what, sep(what), path, strerror(-ret));
+	return err_set(err, errlen, ret, "%s%s%s: %s", what, sep(what), path, strerror(-ret));
 }

@@ -2,23 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "seed_save.h"
 #include "symtab_builder.h"
-
-static int save(const char *dir, const char *name, const void *data, size_t len)
-{
-	char path[512];
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "wb");
-	if (!f) {
-		perror(path);
-		return 1;
-	}
-	n = fwrite(data, 1, len, f);
-	return fclose(f) != 0 || n != len;
-}
 
 int main(int argc, char **argv)
 {
@@ -37,9 +22,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	sb_build(img, 32);
-	bad |= save(argv[1], "seed-elf32-symtab", img, sizeof(img));
+	bad |= seed_save(argv[1], "seed-elf32-symtab", img, sizeof(img));
 	sb_build(img, 64);
-	bad |= save(argv[1], "seed-elf64-symtab", img, sizeof(img));
-	bad |= save(argv[1], "seed-system-map", map, strlen(map));
+	bad |= seed_save(argv[1], "seed-elf64-symtab", img, sizeof(img));
+	bad |= seed_save(argv[1], "seed-system-map", map, strlen(map));
 	return bad;
 }

@@ -17,71 +17,7 @@
 
 #include "brisk/cpuid.h"
 
-/* Fixtures live beside this file; tests run from the repository root (scripts/check.sh). */
-#define FIXTURES  "tests/unit/fixtures/"
-#define INTEL	  FIXTURES "synthetic-intel-icx.txt"
-#define AMD_HOST  FIXTURES "host-amd-epyc.txt"
-#define AMD_ZEN	  FIXTURES "synthetic-amd-zen.txt"
-#define NESTED	  FIXTURES "nested-kvm-amd-qemu64.txt"
-#define PVM	  FIXTURES "kvm-pvm-amd-epyc.txt"
-#define HV	  (1u << 31)
-#define VMX	  (1u << 5)
-#define SVM	  (1u << 2)
-#define PDCM	  (1u << 15)
-#define TSCDL	  (1u << 24)
-#define X2APIC	  (1u << 21)
-#define AVX	  (1u << 28)
-#define AVX2	  (1u << 5)
-#define AVX512F	  (1u << 16)
-#define SSE42	  (1u << 20)
-#define HTT	  (1u << 28)
-#define CMPLEGACY (1u << 1)
-
-static const struct cpuid_kvm *load(const char *path)
-{
-	char err[512] = "";
-	int ret = cpuid_kvm_load(path, err, sizeof(err));
-
-	if (ret)
-		fail_msg("%s", err);
-	return cpuid_kvm_get(-1);
-}
-
-static struct kvm_cpuid_entry2 *get(const struct kvm_cpuid2 *t, uint32_t leaf, uint32_t sub)
-{
-	struct kvm_cpuid_entry2 *e = cpuid_find(t, leaf, sub);
-
-	if (!e)
-		fail_msg("leaf 0x%x.%u missing", leaf, sub);
-	return e;
-}
-
-/* Builds the VM template for S/C/T (sockets 0 = plain --cpus) and a template name. */
-static void build(struct cpuid_vm *vm, const struct cpuid_kvm *k, unsigned cpus, unsigned s, unsigned c, unsigned t,
-		  const char *tmpl)
-{
-	struct cpuid_params p = {.cpus = cpus, .sockets = s, .cores = c, .threads = t, .cpu_template = tmpl};
-	char err[512] = "";
-
-	if (cpuid_vm_init(vm, k, &p, err, sizeof(err)))
-		fail_msg("cpuid_vm_init: %s", err);
-}
-
-static struct kvm_cpuid2 *vcpu_table(const struct cpuid_vm *vm, unsigned index)
-{
-	struct kvm_cpuid2 *t = cpuid_table_alloc(vm->tmpl->nent);
-
-	assert_non_null(t);
-	cpuid_vcpu_table(vm, index, t);
-	return t;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	cpuid_kvm_reset();
-	return 0;
-}
+#include "cpuid_test.h"
 
 /* ---- a fake KVM: counts calls, serves a table, grows only on E2BIG --------------------------- */
 
@@ -322,7 +258,7 @@ static void test_intel_template(void **state)
 	struct kvm_cpuid_entry2 *e;
 
 	(void)state;
-	build(&vm, k, 8, 2, 2, 2, NULL);
+	build_tmpl(&vm, k, 8, 2, 2, 2, NULL);
 	assert_int_equal(vm.vendor, CPUID_VENDOR_INTEL);
 	e = get(vm.tmpl, 1, 0);
 	assert_true(e->ecx & HV);
@@ -383,7 +319,7 @@ static void test_intel_vcpu_ids(void **state)
 	struct cpuid_vm vm;
 
 	(void)state;
-	build(&vm, k, 8, 2, 2, 2, NULL);
+	build_tmpl(&vm, k, 8, 2, 2, 2, NULL);
 	for (unsigned i = 0; i < 8; i++) {
 		struct kvm_cpuid2 *t = vcpu_table(&vm, i);
 		uint32_t id = cpuid_apic_id(&vm.topo, i);
@@ -432,7 +368,7 @@ static void test_vcpus_differ_only_in_ids(void **state)
 		struct cpuid_vm vm;
 		struct kvm_cpuid2 *t0, *t;
 
-		build(&vm, k, 4, 0, 0, 0, NULL);
+		build_tmpl(&vm, k, 4, 0, 0, 0, NULL);
 		t0 = vcpu_table(&vm, 0);
 		assert_int_equal(get(t0, 1, 0)->ebx >> 24, 0); /* the BSP has APIC ID 0 */
 		for (unsigned i = 1; i < 4; i++) {
@@ -456,7 +392,7 @@ static void test_amd_template(void **state)
 	struct kvm_cpuid_entry2 *e;
 
 	(void)state;
-	build(&vm, k, 4, 2, 1, 2, NULL);
+	build_tmpl(&vm, k, 4, 2, 1, 2, NULL);
 	assert_int_equal(vm.vendor, CPUID_VENDOR_AMD);
 	e = get(vm.tmpl, 0x80000001, 0);
 	assert_false(e->ecx & SVM);
@@ -490,7 +426,7 @@ static void test_amd_host_fixture(void **state)
 	struct kvm_cpuid_entry2 *e;
 
 	(void)state;
-	build(&vm, k, 2, 0, 0, 0, NULL);
+	build_tmpl(&vm, k, 2, 0, 0, 0, NULL);
 	/* The host reports only the 0xB terminator: brisk adds the core level and a terminator. */
 	e = get(vm.tmpl, 0xb, 1);
 	assert_int_equal(e->index, 1);
@@ -514,7 +450,7 @@ static void test_single_vcpu(void **state)
 	struct cpuid_vm vm;
 
 	(void)state;
-	build(&vm, k, 1, 0, 0, 0, NULL);
+	build_tmpl(&vm, k, 1, 0, 0, 0, NULL);
 	assert_false(get(vm.tmpl, 1, 0)->edx & HTT);
 	assert_int_equal((get(vm.tmpl, 1, 0)->ebx >> 16) & 0xff, 1);
 	assert_int_equal(get(vm.tmpl, 0xb, 1)->ebx, 1);
@@ -546,7 +482,7 @@ static void test_real_nested_dump(void **state)
 	(void)state;
 	assert_true(k->tsc_deadline);
 	assert_true(k->nr_msrs > 50);
-	build(&vm, k, 2, 0, 0, 0, "baseline");
+	build_tmpl(&vm, k, 2, 0, 0, 0, "baseline");
 	assert_int_equal(vm.vendor, CPUID_VENDOR_AMD);
 	e = get(vm.tmpl, 1, 0);
 	assert_true(e->ecx & HV);
@@ -572,7 +508,7 @@ static void test_baseline(void **state)
 	struct kvm_cpuid_entry2 *e;
 
 	(void)state;
-	build(&vm, k, 2, 0, 0, 0, "baseline");
+	build_tmpl(&vm, k, 2, 0, 0, 0, "baseline");
 	e = get(vm.tmpl, 1, 0);
 	assert_false(e->ecx & AVX);
 	assert_false(e->ecx & (1u << 12)); /* FMA */
@@ -644,14 +580,15 @@ static void test_json_template(void **state)
 	bool found = false;
 
 	(void)state;
-	build(&vm, k, 1, 0, 0, 0,
-	      write_json(
-		  "{\"description\": \"no AVX2, no AVX\",\n"
-		  " \"cpuid\": [{\"leaf\": \"0x7\", \"subleaf\": 0, \"register\": \"ebx\", \"mask\": \"0x20\", "
-		  "\"value\": \"0x0\"},\n"
-		  "  {\"leaf\": 1, \"register\": \"ecx\", \"mask\": \"0x10000000\", \"value\": 0},\n"
-		  "  {\"leaf\": \"0x80000008\", \"register\": \"eax\", \"mask\": \"0xff\", \"value\": \"0x28\"}],\n"
-		  " \"msrs\": [{\"index\": \"0x1a0\", \"value\": \"0x0\"}]}\n"));
+	build_tmpl(
+	    &vm, k, 1, 0, 0, 0,
+	    write_json(
+		"{\"description\": \"no AVX2, no AVX\",\n"
+		" \"cpuid\": [{\"leaf\": \"0x7\", \"subleaf\": 0, \"register\": \"ebx\", \"mask\": \"0x20\", "
+		"\"value\": \"0x0\"},\n"
+		"  {\"leaf\": 1, \"register\": \"ecx\", \"mask\": \"0x10000000\", \"value\": 0},\n"
+		"  {\"leaf\": \"0x80000008\", \"register\": \"eax\", \"mask\": \"0xff\", \"value\": \"0x28\"}],\n"
+		" \"msrs\": [{\"index\": \"0x1a0\", \"value\": \"0x0\"}]}\n"));
 	assert_false(get(vm.tmpl, 7, 0)->ebx & AVX2);
 	assert_false(get(vm.tmpl, 1, 0)->ecx & AVX);
 	assert_int_equal(get(vm.tmpl, 0x80000008, 0)->eax & 0xff, 0x28);
@@ -815,7 +752,7 @@ static void test_vcpu_configure(void **state)
 	(void)state;
 	fake_setup(INTEL, 0);
 	k = cpuid_kvm_get(3);
-	build(&vm, k, 2, 0, 0, 0, NULL);
+	build_tmpl(&vm, k, 2, 0, 0, 0, NULL);
 	/* Only MSRs in KVM's (fake) list: 0x174-0x176, 0x1a0, 0x277, STAR, LSTAR. */
 	assert_int_equal(vm.nr_msrs, 7);
 	scratch = cpuid_table_alloc(vm.tmpl->nent);

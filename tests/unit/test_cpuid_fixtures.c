@@ -14,60 +14,7 @@
 
 #include "brisk/cpuid.h"
 
-/* Fixtures live beside this file; tests run from the repository root (scripts/check.sh). */
-#define FIXTURES  "tests/unit/fixtures/"
-#define INTEL	  FIXTURES "synthetic-intel-icx.txt"
-#define AMD_HOST  FIXTURES "host-amd-epyc.txt"
-#define AMD_ZEN	  FIXTURES "synthetic-amd-zen.txt"
-#define NESTED	  FIXTURES "nested-kvm-amd-qemu64.txt"
-#define PVM	  FIXTURES "kvm-pvm-amd-epyc.txt"
-#define HTT	  (1u << 28)
-#define AVX	  (1u << 28)
-#define AVX2	  (1u << 5)
-#define CMPLEGACY (1u << 1)
-
-static const struct cpuid_kvm *load(const char *path)
-{
-	char err[512] = "";
-
-	if (cpuid_kvm_load(path, err, sizeof(err)))
-		fail_msg("%s", err);
-	return cpuid_kvm_get(-1);
-}
-
-static struct kvm_cpuid_entry2 *get(const struct kvm_cpuid2 *t, uint32_t leaf, uint32_t sub)
-{
-	struct kvm_cpuid_entry2 *e = cpuid_find(t, leaf, sub);
-
-	if (!e)
-		fail_msg("leaf 0x%x.%u missing", leaf, sub);
-	return e;
-}
-
-static void build(struct cpuid_vm *vm, const struct cpuid_kvm *k, unsigned cpus, unsigned s, unsigned c, unsigned t)
-{
-	struct cpuid_params p = {.cpus = cpus, .sockets = s, .cores = c, .threads = t};
-	char err[512] = "";
-
-	if (cpuid_vm_init(vm, k, &p, err, sizeof(err)))
-		fail_msg("cpuid_vm_init: %s", err);
-}
-
-static struct kvm_cpuid2 *vcpu_table(const struct cpuid_vm *vm, unsigned index)
-{
-	struct kvm_cpuid2 *t = cpuid_table_alloc(vm->tmpl->nent);
-
-	assert_non_null(t);
-	cpuid_vcpu_table(vm, index, t);
-	return t;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	cpuid_kvm_reset();
-	return 0;
-}
+#include "cpuid_test.h"
 
 /* ---- every recorded KVM table x every shape: the topology-derived fields -------------------------------- */
 
@@ -236,7 +183,7 @@ static void test_every_fixture_topology(void **state)
 
 			print_message("%s: --cpus %u topology %u/%u/%u\n", fixtures[f].path, shapes[s].cpus,
 				      shapes[s].s, shapes[s].c, shapes[s].t);
-			build(&vm, k, shapes[s].cpus, shapes[s].s, shapes[s].c, shapes[s].t);
+			build_tmpl(&vm, k, shapes[s].cpus, shapes[s].s, shapes[s].c, shapes[s].t, NULL);
 			check_vm_topology(&vm, k, &shapes[s]);
 			cpuid_vm_destroy(&vm);
 		}
@@ -255,7 +202,7 @@ static void test_every_fixture_msrs(void **state)
 		struct cpuid_vm vm;
 		unsigned want = 0;
 
-		build(&vm, k, 1, 0, 0, 0);
+		build_tmpl(&vm, k, 1, 0, 0, 0, NULL);
 		for (size_t b = 0; b < sizeof(boot) / sizeof(boot[0]); b++)
 			want += cpuid_kvm_has_msr(k, boot[b]);
 		assert_int_equal(vm.nr_msrs, want);

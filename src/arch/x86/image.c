@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "brisk/boot.h"
+#include "brisk/errmsg.h"
 #include "brisk/file.h"
 #include "x86_boot.h"
 
@@ -16,11 +17,9 @@ int boot_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
+	va_start(ap, fmt);
+	err_vset(err, errlen, ret, fmt, ap);
+	va_end(ap);
 	return ret;
 }
 
