@@ -1,6 +1,5 @@
 /* bus.c - the port I/O and MMIO bus: sorted ranges per address space, binary search dispatch. */
 #include <errno.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,39 +14,30 @@ void bus_init(struct bus *b)
 	pthread_mutex_init(&b->lock, NULL);
 }
 
-/*
- * True when range i of `space` is the first range (port ranges before MMIO
- * ranges) of its device whose ops have `fn`: a device on several ranges gets
- * its reset/destroy called once.
- */
-static bool first_with(const struct bus *b, enum bus_space space, size_t i, size_t fn_offset)
-{
-	const struct bus_range *me = &b->range[space][i];
-
-	for (int s = BUS_PIO; s <= (int)space; s++) {
-		size_t end = s == (int)space ? i : b->nr[s];
-
-		for (size_t j = 0; j < end; j++) {
-			const struct bus_range *r = &b->range[s][j];
-
-			if (r->dev == me->dev && *(void *const *)((const char *)r->ops + fn_offset))
-				return false;
-		}
-	}
-	return true;
-}
-
 void bus_destroy(struct bus *b)
 {
-	for (int s = BUS_PIO; s <= BUS_MMIO; s++)
-		for (size_t i = 0; i < b->nr[s]; i++)
-			if (b->range[s][i].ops->destroy &&
-			    first_with(b, (enum bus_space)s, i, offsetof(struct dev_ops, destroy)))
-				b->range[s][i].ops->destroy(b->range[s][i].dev);
+	bus_stop(b);
+	for (unsigned i = b->nr_devices; i-- > 0;)
+		if (b->device[i].ops->destroy)
+			b->device[i].ops->destroy(b->device[i].dev);
 	for (int s = BUS_PIO; s <= BUS_MMIO; s++)
 		free(b->range[s]);
 	pthread_mutex_destroy(&b->lock);
 	memset(b, 0, sizeof(*b));
+}
+
+struct bus_device *bus_add(struct bus *b, const struct dev_ops *ops, void *dev)
+{
+	struct bus_device *d;
+
+	if (b->nr_devices == BUS_MAX_DEVICES) {
+		if (ops->destroy)
+			ops->destroy(dev); /* owned from here on, even when refused */
+		return NULL;
+	}
+	d = &b->device[b->nr_devices++];
+	*d = (struct bus_device){.ops = ops, .dev = dev};
+	return d;
 }
 
 /* Index of the first range whose base is > addr. */
@@ -78,12 +68,12 @@ static int grow(struct bus *b, enum bus_space space)
 	return 0;
 }
 
-int bus_register(struct bus *b, enum bus_space space, uint64_t base, uint64_t len, const struct dev_ops *ops, void *dev)
+int bus_map(struct bus *b, struct bus_device *d, enum bus_space space, uint64_t base, uint64_t len)
 {
 	struct bus_range *r;
 	size_t i;
 
-	if (len == 0 || base + len - 1 < base || !ops)
+	if (len == 0 || base + len - 1 < base || !d)
 		return -EINVAL;
 	if (b->nr[space] == b->cap[space] && grow(b, space))
 		return -ENOMEM;
@@ -95,7 +85,7 @@ int bus_register(struct bus *b, enum bus_space space, uint64_t base, uint64_t le
 	if (i < b->nr[space] && base + len - 1 >= r[i].base)
 		return -EEXIST;
 	memmove(&r[i + 1], &r[i], (b->nr[space] - i) * sizeof(*r));
-	r[i] = (struct bus_range){.base = base, .len = len, .ops = ops, .dev = dev};
+	r[i] = (struct bus_range){.base = base, .len = len, .device = d};
 	b->nr[space]++;
 	return 0;
 }
@@ -164,36 +154,83 @@ static void log_unhandled(struct bus *b, enum bus_space space, uint64_t addr, un
 	pthread_mutex_unlock(&b->lock);
 }
 
+static struct bus_access access_at(const struct bus_range *r, enum bus_space space, uint64_t addr, unsigned len)
+{
+	return (struct bus_access){.space = space, .addr = addr, .offset = addr - r->base, .base = r->base, .len = len};
+}
+
 bool bus_read(struct bus *b, enum bus_space space, uint64_t addr, void *data, unsigned len)
 {
 	const struct bus_range *r = bus_find(b, space, addr, len);
+	struct bus_access a;
 
-	if (!r || !r->ops->read) {
+	if (!r || !r->device->ops->read) {
 		memset(data, 0xff, len);
 		log_unhandled(b, space, addr, len, 0);
 		return false;
 	}
-	r->ops->read(r->dev, addr - r->base, data, len);
+	a = access_at(r, space, addr, len);
+	r->device->ops->read(r->device->dev, &a, data);
 	return true;
 }
 
 bool bus_write(struct bus *b, enum bus_space space, uint64_t addr, const void *data, unsigned len)
 {
 	const struct bus_range *r = bus_find(b, space, addr, len);
+	struct bus_access a;
 
-	if (!r || !r->ops->write) {
+	if (!r || !r->device->ops->write) {
 		log_unhandled(b, space, addr, len, 1);
 		return false;
 	}
-	r->ops->write(r->dev, addr - r->base, data, len);
+	a = access_at(r, space, addr, len);
+	r->device->ops->write(r->device->dev, &a, data);
 	return true;
+}
+
+int bus_start(struct bus *b, const char **failed)
+{
+	for (unsigned i = 0; i < b->nr_devices; i++) {
+		struct bus_device *d = &b->device[i];
+		int err = d->ops->start ? d->ops->start(d->dev) : 0;
+
+		d->started = true; /* a failed start may have started something: stop is still due */
+		if (err) {
+			*failed = d->ops->name;
+			return err;
+		}
+	}
+	return 0;
+}
+
+int bus_late_start(struct bus *b, const char **failed)
+{
+	for (unsigned i = 0; i < b->nr_devices; i++) {
+		struct bus_device *d = &b->device[i];
+		int err = d->ops->late_start ? d->ops->late_start(d->dev) : 0;
+
+		if (err) {
+			*failed = d->ops->name;
+			return err;
+		}
+	}
+	return 0;
+}
+
+void bus_stop(struct bus *b)
+{
+	for (unsigned i = b->nr_devices; i-- > 0;) {
+		struct bus_device *d = &b->device[i];
+
+		if (d->started && d->ops->stop)
+			d->ops->stop(d->dev);
+		d->started = false;
+	}
 }
 
 void bus_reset(struct bus *b)
 {
-	for (int s = BUS_PIO; s <= BUS_MMIO; s++)
-		for (size_t i = 0; i < b->nr[s]; i++)
-			if (b->range[s][i].ops->reset &&
-			    first_with(b, (enum bus_space)s, i, offsetof(struct dev_ops, reset)))
-				b->range[s][i].ops->reset(b->range[s][i].dev);
+	for (unsigned i = 0; i < b->nr_devices; i++)
+		if (b->device[i].ops->reset)
+			b->device[i].ops->reset(b->device[i].dev);
 }

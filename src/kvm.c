@@ -181,6 +181,8 @@ int kvm_open_err(struct kvm *k, const char *path, char *err, size_t errlen)
 	if (k->max_vcpus <= 0)
 		k->max_vcpus = 4;
 	k->immediate_exit = KVM_IOCTL(k->fd, KVM_CHECK_EXTENSION, KVM_CAP_IMMEDIATE_EXIT) > 0;
+	k->ioeventfd = KVM_IOCTL(k->fd, KVM_CHECK_EXTENSION, KVM_CAP_IOEVENTFD) > 0;
+	k->irqfd = KVM_IOCTL(k->fd, KVM_CHECK_EXTENSION, KVM_CAP_IRQFD) > 0;
 	return 0;
 fail:
 	close(k->fd);

@@ -27,21 +27,10 @@ extern const uint8_t brisk_demo_guest_end[];
 
 #define VCPU_JOIN_TIMEOUT_MS 50
 #define VCPU_JOIN_TRIES	     100 /* 5 s of kicking before giving up on a vCPU */
-#define SERIAL_FLUSH_MS	     1000
 
 int vm_signals_init(void)
 {
 	return vcpu_signals_init();
-}
-
-struct bus *vm_bus(struct vm *vm)
-{
-	return &vm->bus;
-}
-
-const struct gmem *vm_gmem(struct vm *vm)
-{
-	return &vm->mem;
 }
 
 int vm_fd(const struct vm *vm)
@@ -328,19 +317,70 @@ static int start_vcpus(struct vm *vm)
 	return 0;
 }
 
-/* Step 11: the devices, each on the one bus. */
+/* The services a device may use (device.h), for this VM. */
+static void ctx_irq_line(void *vm, unsigned irq, int level)
+{
+	vm_irq_line(vm, irq, level);
+}
+
+static void ctx_request_exit(void *vm, int code, const char *reason)
+{
+	vm_request_exit(vm, code, reason);
+}
+
+static int ctx_ioeventfd(void *vm, uint64_t addr, unsigned len, bool has_match, uint64_t datamatch, int fd, bool assign)
+{
+	struct kvm_ioeventfd e = {
+	    .datamatch = datamatch,
+	    .addr = addr,
+	    .len = len,
+	    .fd = fd,
+	    .flags = (has_match ? KVM_IOEVENTFD_FLAG_DATAMATCH : 0) | (assign ? 0 : KVM_IOEVENTFD_FLAG_DEASSIGN),
+	};
+
+	if (!((struct vm *)vm)->kvm.ioeventfd)
+		return -ENOTSUP;
+	return KVM_IOCTL(((struct vm *)vm)->fd, KVM_IOEVENTFD, &e) < 0 ? -errno : 0;
+}
+
+static int ctx_irqfd(void *vm, unsigned gsi, int fd, bool assign)
+{
+	struct kvm_irqfd e = {.fd = (uint32_t)fd, .gsi = gsi, .flags = assign ? 0 : KVM_IRQFD_FLAG_DEASSIGN};
+
+	if (!((struct vm *)vm)->kvm.irqfd)
+		return -ENOTSUP;
+	return KVM_IOCTL(((struct vm *)vm)->fd, KVM_IRQFD, &e) < 0 ? -errno : 0;
+}
+
+static struct evloop *ctx_loop(void *vm)
+{
+	return ((struct vm *)vm)->loop;
+}
+
+static const struct devctx_ops vm_devctx_ops = {
+    .irq_line = ctx_irq_line,
+    .request_exit = ctx_request_exit,
+    .ioeventfd = ctx_ioeventfd,
+    .irqfd = ctx_irqfd,
+    .loop = ctx_loop,
+};
+
+/* Step 11: the devices, each added to the one bus, which owns them. */
 static int create_devices(struct vm *vm)
 {
+	const struct devctx ctx = {.mem = &vm->mem, .vm = vm, .ops = &vm_devctx_ops};
 	struct serial_opts so = {.out_fd = vm->cfg.serial == SERIAL_FILE ? vm->serial_out_fd : -1, .in_fd = -1};
+	int err;
 
 	if (vm->cfg.serial == SERIAL_STDIO) {
 		so.out_fd = STDOUT_FILENO;
 		so.in_fd = STDIN_FILENO;
 		so.raw_tty = isatty(STDIN_FILENO);
 	}
-	if (serial8250_create(vm, &so, &vm->serial) || i8042_create(vm) || debugexit_create(vm) ||
-	    bootmark_create(vm) || cmos_create(vm)) {
-		log_error("creating the platform devices failed");
+	if ((err = serial8250_create(&ctx, &vm->bus, &so, NULL)) || (err = i8042_create(&ctx, &vm->bus)) ||
+	    (err = debugexit_create(&ctx, &vm->bus)) || (err = bootmark_create(&vm->bus)) ||
+	    (err = cmos_create(&vm->bus))) {
+		log_error("creating the platform devices failed: %s", strerror(-err));
 		return EXIT_HOST;
 	}
 	return 0;
@@ -424,13 +464,18 @@ static int write_platform_tables(struct vm *vm)
 	return 0;
 }
 
-/* Step 14: the serial output thread, while the vCPU threads set their CPUID and registers. */
-static int start_serial_output(struct vm *vm)
+/*
+ * Step 14: the devices' start (device.h: what the guest's first access
+ * needs, e.g. the serial output thread), while the vCPU threads set their
+ * CPUID and registers.
+ */
+static int start_devices(struct vm *vm)
 {
-	int err = serial8250_start_output(vm->serial);
+	const char *dev = "?";
+	int err = bus_start(&vm->bus, &dev);
 
 	if (err) {
-		log_error("starting the serial console's output thread failed: %s", strerror(-err));
+		log_error("starting device %s failed: %s", dev, strerror(-err));
 		return EXIT_HOST;
 	}
 	return 0;
@@ -464,7 +509,7 @@ int vm_create(const struct vm_config *cfg, struct vm **out)
 	open_kvm(vm);
 	if ((ret = load_kernel(vm)) || (ret = check_kvm(vm)) || (ret = create_vm(vm)) || (ret = map_memory(vm)) ||
 	    (ret = create_irqchip(vm)) || (ret = start_vcpus(vm)) || (ret = create_devices(vm)) ||
-	    (ret = prepare_cpuid(vm)) || (ret = write_platform_tables(vm)) || (ret = start_serial_output(vm)))
+	    (ret = prepare_cpuid(vm)) || (ret = write_platform_tables(vm)) || (ret = start_devices(vm)))
 		goto fail;
 	*out = vm;
 	return 0;
@@ -520,19 +565,18 @@ static void join_vcpus(struct vm *vm)
 }
 
 /*
- * The serial input thread is not needed before the guest runs (input waits
- * in the host's buffer until the guest reads it), so it starts after the
- * vCPUs are released, overlapping the guest's first instructions. The
- * output thread was started by the recipe (step 11): the guest's first line
- * must not wait for a thread to be created.
+ * The devices' late start (device.h: e.g. the serial input thread, not
+ * needed before the guest reads input), after the vCPUs are released, so it
+ * overlaps the guest's first instructions.
  */
-static void start_serial_input(struct vm *vm)
+static void late_start_devices(struct vm *vm)
 {
-	int err = serial8250_start_input(vm->serial);
+	const char *dev = "?";
+	int err = bus_late_start(&vm->bus, &dev);
 
 	if (err) {
-		log_error("starting the serial console's input thread failed: %s", strerror(-err));
-		vm_request_exit(vm, EXIT_HOST, "serial console failed");
+		log_error("starting device %s failed: %s", dev, strerror(-err));
+		vm_request_exit(vm, EXIT_HOST, "device start failed");
 	}
 }
 
@@ -547,13 +591,10 @@ int vm_run(struct vm *vm, int sig_fd)
 	if (vm->cfg.hooks && vm->cfg.hooks->vcpus_ready && !atomic_load(&vm->exit_requested))
 		vm->cfg.hooks->vcpus_ready(vm, vm->cfg.hooks->ctx);
 	release_vcpus(vm);
-	start_serial_input(vm);
+	late_start_devices(vm);
 	wait_for_exit(vm, sig_fd);
 	join_vcpus(vm);
-	serial8250_stop(vm->serial, SERIAL_FLUSH_MS);
-	if (serial8250_dropped(vm->serial))
-		log_warn("serial output: %llu bytes dropped (host output stalled)",
-			 (unsigned long long)serial8250_dropped(vm->serial));
+	bus_stop(&vm->bus);
 	log_info("VM ended: %s (exit status %d)", vm->exit_reason, vm->exit_code);
 	if (log_dropped())
 		log_warn("%llu log messages were dropped: stderr was not being read",
@@ -592,8 +633,6 @@ void vm_destroy(struct vm *vm)
 		return;
 	if (!vm->go)
 		stop_vcpu_threads(vm);
-	if (vm->serial)
-		serial8250_stop(vm->serial, 0);
 	for (unsigned i = 0; vm->vcpus && i < vm->nr_vcpus; i++) {
 		if (vm->vcpus[i].run)
 			munmap(vm->vcpus[i].run, (size_t)vm->kvm.run_size);

@@ -15,8 +15,6 @@
 #include "brisk/mem.h"
 #include "brisk/vm.h"
 
-struct serial8250;
-
 enum vm_config_state { VM_CONFIG_PENDING = 0, VM_CONFIG_PUBLISHED, VM_CONFIG_ABORTED };
 
 struct vcpu {
@@ -44,8 +42,8 @@ struct vm {
 	struct bus bus;
 	struct kernel kernel; /* opened by load_image; its files are closed by load_kernel */
 	struct boot_entry entry;
-	struct serial8250 *serial;
-	int serial_out_fd;	  /* --serial file:PATH, closed by vm_destroy */
+	int serial_out_fd;	  /* --serial file:PATH, closed by vm_destroy after the bus */
+	struct evloop *loop;	  /* the I/O event loop (evloop.h), NULL until a device needs one */
 	struct cpuid_vm cpuid_vm; /* the per-VM template, topology, vendor, boot MSRs */
 	unsigned nr_vcpus;
 	struct vcpu *vcpus;

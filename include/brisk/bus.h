@@ -1,4 +1,4 @@
-/* bus.h - one bus for port I/O and MMIO: sorted ranges, binary search. */
+/* bus.h - the one bus: devices, and their port I/O and MMIO ranges (sorted, binary search). */
 #ifndef BRISK_BUS_H
 #define BRISK_BUS_H
 
@@ -7,35 +7,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum bus_space { BUS_PIO = 0, BUS_MMIO = 1 };
+#include "brisk/device.h"
 
-/*
- * A device's operations. `offset` is relative to the registered base;
- * `len` is 1, 2, 4 or 8. read must fill all `len` bytes of `data`.
- * Called from vCPU threads concurrently: a device locks its own state.
- * reset/destroy may be NULL.
- */
-struct dev_ops {
-	const char *name;
-	void (*read)(void *dev, uint64_t offset, void *data, unsigned len);
-	void (*write)(void *dev, uint64_t offset, const void *data, unsigned len);
-	void (*reset)(void *dev);
-	void (*destroy)(void *dev);
+/* A device on the bus: its operations and state, owned by the bus from bus_add on. */
+struct bus_device {
+	const struct dev_ops *ops;
+	void *dev;
+	bool started; /* start succeeded: stop is due */
 };
 
 struct bus_range {
 	uint64_t base;
 	uint64_t len;
-	const struct dev_ops *ops;
-	void *dev;
+	struct bus_device *device;
 };
 
 #define BUS_UNHANDLED_LOG_MAX 64
+#define BUS_MAX_DEVICES	      64
 
 struct bus {
 	struct bus_range *range[2];
 	size_t nr[2];
 	size_t cap[2];
+	struct bus_device device[BUS_MAX_DEVICES]; /* in the order added: started in it, stopped in reverse */
+	unsigned nr_devices;
 	/* unhandled addresses already logged (log once each), bounded */
 	pthread_mutex_t lock;
 	uint64_t logged[2][BUS_UNHANDLED_LOG_MAX];
@@ -44,16 +39,24 @@ struct bus {
 };
 
 void bus_init(struct bus *b);
-/* Calls every device's destroy (once per device) and frees the ranges. */
+/* Stops every started device, destroys every device (once each), frees the ranges. */
 void bus_destroy(struct bus *b);
 
 /*
- * Registers [base, base+len) in `space`. Setup time only (not thread-safe
- * against concurrent dispatch). Returns 0, -EINVAL (len 0 or wrap-around),
- * -EEXIST (overlaps a registered range) or -ENOMEM.
+ * Adds device `dev` with `ops`; from here on the bus owns it (bus_destroy
+ * calls ops->destroy), also when bus_add itself fails (-ENOSPC: more than
+ * BUS_MAX_DEVICES). Setup time only. Returns the device or NULL.
  */
-__attribute__((warn_unused_result)) int bus_register(struct bus *b, enum bus_space space, uint64_t base, uint64_t len,
-						     const struct dev_ops *ops, void *dev);
+struct bus_device *bus_add(struct bus *b, const struct dev_ops *ops, void *dev);
+
+/*
+ * Maps [base, base+len) of `space` to device `d`; a device may have several
+ * ranges. Setup time only (not thread-safe against concurrent dispatch).
+ * Returns 0, -EINVAL (len 0 or wrap-around), -EEXIST (overlaps a mapped
+ * range) or -ENOMEM.
+ */
+__attribute__((warn_unused_result)) int bus_map(struct bus *b, struct bus_device *d, enum bus_space space,
+						uint64_t base, uint64_t len);
 
 /* The range containing [addr, addr+len) entirely, or NULL. */
 const struct bus_range *bus_find(const struct bus *b, enum bus_space space, uint64_t addr, unsigned len);
@@ -65,7 +68,15 @@ const struct bus_range *bus_find(const struct bus *b, enum bus_space space, uint
 bool bus_read(struct bus *b, enum bus_space space, uint64_t addr, void *data, unsigned len);
 bool bus_write(struct bus *b, enum bus_space space, uint64_t addr, const void *data, unsigned len);
 
-/* Calls every registered device's reset. */
+/*
+ * The lifecycle (device.h), for every device in the order added: start
+ * (before any vCPU runs), late_start (once they run); both stop at the first
+ * failure and return its -errno with the device's name in *failed. stop runs
+ * in reverse order for the started devices. reset: every device's reset.
+ */
+int bus_start(struct bus *b, const char **failed);
+int bus_late_start(struct bus *b, const char **failed);
+void bus_stop(struct bus *b);
 void bus_reset(struct bus *b);
 
 #endif

@@ -4,12 +4,13 @@
 
 #include <stdint.h>
 
-struct vm;
+struct bus;
+struct devctx;
 struct serial8250;
 
 /* Where the UART's output goes and whether host stdin feeds it. */
 struct serial_opts {
-	int out_fd;  /* -1: discard output */
+	int out_fd;  /* -1: discard output; borrowed: the caller closes it after destroying the bus */
 	int in_fd;   /* -1: no input */
 	int raw_tty; /* put in_fd's terminal in raw mode (restored by serial8250_stop) */
 };
@@ -18,11 +19,14 @@ struct serial_opts {
 #define SERIAL_INBUF_SIZE  4096
 
 /*
- * 8250/16550A UART at COM1 (0x3f8, IRQ 4), registered on the VM's bus.
- * Returns 0 or -errno. The device is owned by the bus (destroyed with it).
+ * 8250/16550A UART at COM1 (0x3f8, IRQ 4), added to `bus`, which owns it
+ * from then on (also on failure, except -ENOMEM before it was added). Its
+ * output thread starts with the bus's start, its input thread with
+ * late_start (device.h). `out` (may be NULL) gets the device, for direct
+ * control in tests. Returns 0 or -errno.
  */
-__attribute__((warn_unused_result)) int serial8250_create(struct vm *vm, const struct serial_opts *opts,
-							  struct serial8250 **out);
+__attribute__((warn_unused_result)) int serial8250_create(const struct devctx *ctx, struct bus *bus,
+							  const struct serial_opts *opts, struct serial8250 **out);
 /* Starts the host I/O thread(s): serial8250_start_output then serial8250_start_input. Returns 0 or -errno. */
 __attribute__((warn_unused_result)) int serial8250_start(struct serial8250 *s);
 /*
@@ -46,19 +50,20 @@ uint64_t serial8250_dropped(const struct serial8250 *s);
 /* Restores the terminal if raw mode is on (async-signal-safe; for atexit paths). */
 void serial8250_restore_tty(void);
 
+/* The constructors below add their device to `bus` (which owns it from then on) and return 0 or -errno. */
+
 /* i8042 at 0x60/0x64: 0xfe to 0x64 ends the VM with EXIT_GUEST_OK. */
-__attribute__((warn_unused_result)) int i8042_create(struct vm *vm);
+__attribute__((warn_unused_result)) int i8042_create(const struct devctx *ctx, struct bus *bus);
 /* Debug-exit port BRISK_DEBUG_EXIT_PORT (see abi.h). */
-__attribute__((warn_unused_result)) int debugexit_create(struct vm *vm);
+__attribute__((warn_unused_result)) int debugexit_create(const struct devctx *ctx, struct bus *bus);
 /* Boot-marker device at BRISK_BOOTMARK_PORT and BRISK_BOOTMARK_MMIO. */
-__attribute__((warn_unused_result)) int bootmark_create(struct vm *vm);
+__attribute__((warn_unused_result)) int bootmark_create(struct bus *bus);
 /*
  * MC146818 CMOS RTC at ports 0x70 (index, bit 7 = NMI disable, ignored) and
  * 0x71 (data): time registers read the host's CLOCK_REALTIME as UTC in the
  * format register B selects; UIP never set; IRQ 8 never raised; guest time
- * writes ignored; 128 bytes of CMOS RAM. Returns 0 or -errno; the bus owns
- * the device.
+ * writes ignored; 128 bytes of CMOS RAM.
  */
-__attribute__((warn_unused_result)) int cmos_create(struct vm *vm);
+__attribute__((warn_unused_result)) int cmos_create(struct bus *bus);
 
 #endif

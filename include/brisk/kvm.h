@@ -30,6 +30,8 @@ struct kvm {
 	int run_size;	    /* KVM_GET_VCPU_MMAP_SIZE */
 	int max_vcpus;	    /* KVM_CAP_MAX_VCPUS (or NR_VCPUS) */
 	int immediate_exit; /* KVM_CAP_IMMEDIATE_EXIT */
+	int ioeventfd;	    /* KVM_CAP_IOEVENTFD: device notifications without a userspace exit */
+	int irqfd;	    /* KVM_CAP_IRQFD: device interrupts from any thread */
 };
 
 /*

@@ -73,9 +73,7 @@ int vm_vcpu_fd(const struct vm *vm, unsigned i);
 int vm_vcpu_tid(const struct vm *vm, unsigned i);
 struct exit_stats *vm_vcpu_exit_stats(struct vm *vm, unsigned i);
 
-/* Services for devices (callable from any thread). */
-struct bus *vm_bus(struct vm *vm);
-const struct gmem *vm_gmem(struct vm *vm);
+/* Services behind the devices' context (device.h), callable from any thread. */
 /* Sets an in-kernel irqchip input line (KVM_IRQ_LINE). */
 void vm_irq_line(struct vm *vm, unsigned irq, int level);
 /*

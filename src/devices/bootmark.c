@@ -6,9 +6,10 @@
  * zero-extended when narrower than 4 bytes and truncated to its low 32 bits
  * when 8 bytes wide; writes at other offsets are ignored; reads return 0.
  * The timeline keeps TL_MAX_MARKERS values and counts the rest
- * (timeline_bootmark). The device has no state: both ranges carry the VM
- * as their device pointer and there is nothing to destroy.
+ * (timeline_bootmark). The device has no state: one device, two ranges,
+ * nothing to allocate or destroy.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -16,23 +17,21 @@
 #include "brisk/bus.h"
 #include "brisk/devices.h"
 #include "brisk/timeline.h"
-#include "brisk/vm.h"
 
-static void bootmark_read(void *dev, uint64_t offset, void *data, unsigned len)
+static void bootmark_read(void *dev, const struct bus_access *a, void *data)
 {
 	(void)dev;
-	(void)offset;
-	memset(data, 0, len);
+	memset(data, 0, a->len);
 }
 
-static void bootmark_write(void *dev, uint64_t offset, const void *data, unsigned len)
+static void bootmark_write(void *dev, const struct bus_access *a, const void *data)
 {
 	uint32_t v = 0;
 
 	(void)dev;
-	if (offset != 0)
+	if (a->offset != 0)
 		return;
-	memcpy(&v, data, len < sizeof(v) ? len : sizeof(v)); /* little-endian: the low bytes */
+	memcpy(&v, data, a->len < sizeof(v) ? a->len : sizeof(v)); /* little-endian: the low bytes */
 	timeline_bootmark(v);
 }
 
@@ -42,13 +41,15 @@ static const struct dev_ops bootmark_ops = {
     .write = bootmark_write,
 };
 
-int bootmark_create(struct vm *vm)
+int bootmark_create(struct bus *bus)
 {
-	struct bus *bus = vm_bus(vm);
+	struct bus_device *d = bus_add(bus, &bootmark_ops, NULL);
 	int err;
 
-	err = bus_register(bus, BUS_PIO, BRISK_BOOTMARK_PORT, BRISK_BOOTMARK_PORT_SIZE, &bootmark_ops, vm);
+	if (!d)
+		return -ENOSPC;
+	err = bus_map(bus, d, BUS_PIO, BRISK_BOOTMARK_PORT, BRISK_BOOTMARK_PORT_SIZE);
 	if (err)
 		return err;
-	return bus_register(bus, BUS_MMIO, BRISK_BOOTMARK_MMIO, BRISK_BOOTMARK_MMIO_SIZE, &bootmark_ops, vm);
+	return bus_map(bus, d, BUS_MMIO, BRISK_BOOTMARK_MMIO, BRISK_BOOTMARK_MMIO_SIZE);
 }

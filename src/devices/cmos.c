@@ -47,7 +47,6 @@
 
 #include "brisk/bus.h"
 #include "brisk/devices.h"
-#include "brisk/vm.h"
 
 #define CMOS_PORT	0x70 /* index at +0, data at +1 */
 #define CMOS_PORT_SIZE	2
@@ -218,25 +217,25 @@ static int port_of(uint64_t offset, unsigned i)
  * The index port reads 0xff (it is write-only; QEMU's mc146818rtc.c does
  * the same), as does any byte outside the two ports.
  */
-static void cmos_read(void *dev, uint64_t offset, void *data, unsigned len)
+static void cmos_read(void *dev, const struct bus_access *a, void *data)
 {
 	struct cmos *c = dev;
 	uint8_t *out = data;
 
 	pthread_mutex_lock(&c->lock);
-	for (unsigned i = 0; i < len; i++)
-		out[i] = port_of(offset, i) == 1 ? read_data(c) : 0xff;
+	for (unsigned i = 0; i < a->len; i++)
+		out[i] = port_of(a->offset, i) == 1 ? read_data(c) : 0xff;
 	pthread_mutex_unlock(&c->lock);
 }
 
-static void cmos_write(void *dev, uint64_t offset, const void *data, unsigned len)
+static void cmos_write(void *dev, const struct bus_access *a, const void *data)
 {
 	struct cmos *c = dev;
 	const uint8_t *in = data;
 
 	pthread_mutex_lock(&c->lock);
-	for (unsigned i = 0; i < len; i++) {
-		int port = port_of(offset, i);
+	for (unsigned i = 0; i < a->len; i++) {
+		int port = port_of(a->offset, i);
 
 		if (port == 0)
 			c->index = in[i] & CMOS_INDEX_MASK;
@@ -272,18 +271,16 @@ static const struct dev_ops cmos_ops = {
     .destroy = cmos_destroy,
 };
 
-int cmos_create(struct vm *vm)
+int cmos_create(struct bus *bus)
 {
 	struct cmos *c = calloc(1, sizeof(*c));
-	int err;
+	struct bus_device *d;
 
 	if (!c)
 		return -ENOMEM;
 	pthread_mutex_init(&c->lock, NULL);
 	c->ram[RTC_REG_A] = RTC_REG_A_INIT;
 	c->ram[RTC_REG_B] = RTC_REG_B_INIT;
-	err = bus_register(vm_bus(vm), BUS_PIO, CMOS_PORT, CMOS_PORT_SIZE, &cmos_ops, c);
-	if (err)
-		cmos_destroy(c);
-	return err;
+	d = bus_add(bus, &cmos_ops, c); /* the bus owns c from here on */
+	return d ? bus_map(bus, d, BUS_PIO, CMOS_PORT, CMOS_PORT_SIZE) : -ENOSPC;
 }

@@ -7,14 +7,15 @@
  * same test guest gets the same status under brisk and QEMU. Reads return
  * 0, as QEMU's debug_exit_read(). The device has no state.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "brisk/abi.h"
 #include "brisk/bus.h"
 #include "brisk/devices.h"
-#include "brisk/vm.h"
 
 /* The zero-extended little-endian value of an access of `len` bytes (at most 8). */
 static uint64_t data_value(const void *data, unsigned len)
@@ -25,33 +26,47 @@ static uint64_t data_value(const void *data, unsigned len)
 	return v;
 }
 
-static void debugexit_read(void *dev, uint64_t offset, void *data, unsigned len)
+static void debugexit_read(void *dev, const struct bus_access *a, void *data)
 {
 	(void)dev;
-	(void)offset;
-	memset(data, 0, len);
+	memset(data, 0, a->len);
 }
 
-static void debugexit_write(void *dev, uint64_t offset, const void *data, unsigned len)
+static void debugexit_write(void *dev, const struct bus_access *a, const void *data)
 {
-	uint64_t v = data_value(data, len);
+	uint64_t v = data_value(data, a->len);
 	int status = (int)(((v & 0x7f) << 1) | 1);
 	char reason[64];
 
-	/* vm_request_exit copies the reason. */
+	/* request_exit copies the reason. */
 	snprintf(reason, sizeof(reason), "guest debug-exit V=0x%llx (offset %llu)", (unsigned long long)v,
-		 (unsigned long long)offset);
-	vm_request_exit(dev, status, reason);
+		 (unsigned long long)a->offset);
+	dev_request_exit(dev, status, reason);
+}
+
+static void debugexit_destroy(void *dev)
+{
+	free(dev);
 }
 
 static const struct dev_ops debugexit_ops = {
     .name = "debug-exit",
     .read = debugexit_read,
     .write = debugexit_write,
+    .destroy = debugexit_destroy,
 };
 
-/* The device pointer is the VM itself: nothing to allocate or free. */
-int debugexit_create(struct vm *vm)
+/* The device's only state is its context. */
+int debugexit_create(const struct devctx *ctx, struct bus *bus)
 {
-	return bus_register(vm_bus(vm), BUS_PIO, BRISK_DEBUG_EXIT_PORT, BRISK_DEBUG_EXIT_SIZE, &debugexit_ops, vm);
+	struct devctx *c = malloc(sizeof(*c));
+	struct bus_device *d;
+
+	if (!c)
+		return -ENOMEM;
+	*c = *ctx;
+	d = bus_add(bus, &debugexit_ops, c);
+	if (!d)
+		return -ENOSPC;
+	return bus_map(bus, d, BUS_PIO, BRISK_DEBUG_EXIT_PORT, BRISK_DEBUG_EXIT_SIZE);
 }

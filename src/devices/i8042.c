@@ -31,7 +31,6 @@
 #include "brisk/bus.h"
 #include "brisk/devices.h"
 #include "brisk/exitcode.h"
-#include "brisk/vm.h"
 
 #define STR_OBF	    0x01 /* output buffer full */
 #define STR_SYS	    0x04 /* system flag: self-test passed */
@@ -60,7 +59,7 @@
 #define OUTP_RESET_HIGH 0x01 /* output port bit 0: CPU reset, active low */
 
 struct i8042 {
-	struct vm *vm;
+	struct devctx ctx;
 	pthread_mutex_t lock;
 	uint8_t ctr;
 	uint8_t outp;
@@ -140,60 +139,38 @@ static bool write_cmd(struct i8042 *k, uint8_t cmd)
 	return false;
 }
 
-/* Both ports are one byte wide; wider reads fill the upper bytes with 0, wider writes use byte 0. */
-static void port_read(struct i8042 *k, bool cmd_port, void *data, unsigned len)
+/*
+ * Both ports are one byte wide; wider reads fill the upper bytes with 0,
+ * wider writes use byte 0. The two ports are not adjacent (0x61, between
+ * them, is port B of the PIT/NMI logic, handled by KVM's in-kernel PIT): one
+ * device, two one-byte ranges, told apart by the absolute port.
+ */
+static void i8042_read(void *dev, const struct bus_access *a, void *data)
 {
+	struct i8042 *k = dev;
 	uint8_t v;
 
-	memset(data, 0, len);
-	if (len == 0)
-		return;
+	memset(data, 0, a->len);
 	pthread_mutex_lock(&k->lock);
-	v = cmd_port ? read_status(k) : read_data(k);
+	v = a->addr == BRISK_I8042_CMD_PORT ? read_status(k) : read_data(k);
 	pthread_mutex_unlock(&k->lock);
 	((uint8_t *)data)[0] = v;
 }
 
-static void port_write(struct i8042 *k, bool cmd_port, const void *data, unsigned len)
+static void i8042_write(void *dev, const struct bus_access *a, const void *data)
 {
+	struct i8042 *k = dev;
+	uint8_t v = ((const uint8_t *)data)[0];
 	bool reset = false;
-	uint8_t v;
 
-	if (len == 0)
-		return;
-	v = ((const uint8_t *)data)[0];
 	pthread_mutex_lock(&k->lock);
-	if (cmd_port)
+	if (a->addr == BRISK_I8042_CMD_PORT)
 		reset = write_cmd(k, v);
 	else
 		write_data(k, v);
 	pthread_mutex_unlock(&k->lock);
 	if (reset)
-		vm_request_exit(k->vm, EXIT_GUEST_OK, "guest requested reset (i8042)");
-}
-
-static void data_read(void *dev, uint64_t offset, void *data, unsigned len)
-{
-	(void)offset;
-	port_read(dev, false, data, len);
-}
-
-static void data_write(void *dev, uint64_t offset, const void *data, unsigned len)
-{
-	(void)offset;
-	port_write(dev, false, data, len);
-}
-
-static void cmd_read(void *dev, uint64_t offset, void *data, unsigned len)
-{
-	(void)offset;
-	port_read(dev, true, data, len);
-}
-
-static void cmd_write(void *dev, uint64_t offset, const void *data, unsigned len)
-{
-	(void)offset;
-	port_write(dev, true, data, len);
+		dev_request_exit(&k->ctx, EXIT_GUEST_OK, "guest requested reset (i8042)");
 }
 
 static void reset_locked(struct i8042 *k)
@@ -223,45 +200,28 @@ static void i8042_destroy(void *dev)
 	free(k);
 }
 
-/*
- * The two ports are not adjacent (0x61, between them, is port B of the
- * PIT/NMI logic, handled by KVM's in-kernel PIT), so the device is
- * registered as two one-byte ranges. Each range starts at offset 0, hence
- * one ops table per port. bus_destroy() destroys a device once per device
- * pointer (bus.h), so both tables carry destroy; reset is idempotent.
- */
-static const struct dev_ops i8042_data_ops = {
-    .name = "i8042-data",
-    .read = data_read,
-    .write = data_write,
+static const struct dev_ops i8042_ops = {
+    .name = "i8042",
+    .read = i8042_read,
+    .write = i8042_write,
     .reset = i8042_reset,
     .destroy = i8042_destroy,
 };
 
-static const struct dev_ops i8042_cmd_ops = {
-    .name = "i8042-cmd",
-    .read = cmd_read,
-    .write = cmd_write,
-    .reset = i8042_reset,
-    .destroy = i8042_destroy,
-};
-
-int i8042_create(struct vm *vm)
+int i8042_create(const struct devctx *ctx, struct bus *bus)
 {
 	struct i8042 *k = calloc(1, sizeof(*k));
-	struct bus *bus = vm_bus(vm);
+	struct bus_device *d;
 	int err;
 
 	if (!k)
 		return -ENOMEM;
-	k->vm = vm;
+	k->ctx = *ctx;
 	pthread_mutex_init(&k->lock, NULL);
 	reset_locked(k);
-	/* Once one range is registered the bus owns k and frees it. */
-	err = bus_register(bus, BUS_PIO, BRISK_I8042_CMD_PORT, 1, &i8042_cmd_ops, k);
-	if (err) {
-		i8042_destroy(k);
-		return err;
-	}
-	return bus_register(bus, BUS_PIO, BRISK_I8042_DATA_PORT, 1, &i8042_data_ops, k);
+	d = bus_add(bus, &i8042_ops, k); /* the bus owns k from here on */
+	if (!d)
+		return -ENOSPC;
+	err = bus_map(bus, d, BUS_PIO, BRISK_I8042_CMD_PORT, 1);
+	return err ? err : bus_map(bus, d, BUS_PIO, BRISK_I8042_DATA_PORT, 1);
 }

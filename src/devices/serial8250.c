@@ -18,9 +18,11 @@
 #include "brisk/abi.h"
 #include "brisk/bus.h"
 #include "brisk/devices.h"
+#include "brisk/log.h"
 #include "brisk/timeline.h"
-#include "brisk/vm.h"
 #include "serial8250_internal.h"
+
+#define SERIAL_FLUSH_MS 1000 /* at stop: how long a stalled reader may hold up the exit */
 
 #define SERIAL_NR_PORTS	     8
 #define UART_IIR_FIFO_16550A 0xc0 /* IIR bits 7:6 read 11 when FCR0 is set */
@@ -127,7 +129,7 @@ static void update_irq(struct serial8250 *s)
 	if (level == s->irq_level)
 		return;
 	s->irq_level = level;
-	vm_irq_line(s->vm, BRISK_COM1_IRQ, level);
+	dev_irq_line(&s->ctx, BRISK_COM1_IRQ, level);
 }
 
 /* MSR bits 7:4: in loopback they mirror MCR (datasheet MCR4), otherwise a ready peer. */
@@ -312,27 +314,27 @@ static uint8_t reg_read(struct serial8250 *s, unsigned reg)
  * of the data); the other bytes of a read are 0. The bus keeps accesses
  * inside the 8 ports; an offset beyond them is ignored anyway.
  */
-static void serial_read(void *dev, uint64_t offset, void *data, unsigned len)
+static void serial_read(void *dev, const struct bus_access *a, void *data)
 {
 	struct serial8250 *s = dev;
 
-	memset(data, 0, len);
-	if (offset >= SERIAL_NR_PORTS || len == 0)
+	memset(data, 0, a->len);
+	if (a->offset >= SERIAL_NR_PORTS)
 		return;
 	pthread_mutex_lock(&s->lock);
-	((uint8_t *)data)[0] = reg_read(s, (unsigned)offset);
+	((uint8_t *)data)[0] = reg_read(s, (unsigned)a->offset);
 	update_irq(s);
 	pthread_mutex_unlock(&s->lock);
 }
 
-static void serial_write(void *dev, uint64_t offset, const void *data, unsigned len)
+static void serial_write(void *dev, const struct bus_access *a, const void *data)
 {
 	struct serial8250 *s = dev;
 
-	if (offset >= SERIAL_NR_PORTS || len == 0)
+	if (a->offset >= SERIAL_NR_PORTS)
 		return;
 	pthread_mutex_lock(&s->lock);
-	reg_write(s, (unsigned)offset, ((const uint8_t *)data)[0]);
+	reg_write(s, (unsigned)a->offset, ((const uint8_t *)data)[0]);
 	update_irq(s);
 	pthread_mutex_unlock(&s->lock);
 }
@@ -370,10 +372,34 @@ static void serial_destroy(void *dev)
 	free(s);
 }
 
+static int serial_start(void *dev)
+{
+	return serial8250_start_output(dev);
+}
+
+static int serial_late_start(void *dev)
+{
+	return serial8250_start_input(dev);
+}
+
+/* Drains what the guest wrote (at most SERIAL_FLUSH_MS for a stalled reader) and says what was lost. */
+static void serial_stop(void *dev)
+{
+	struct serial8250 *s = dev;
+
+	serial8250_stop(s, SERIAL_FLUSH_MS);
+	if (serial8250_dropped(s))
+		log_warn("serial output: %llu bytes dropped (host output stalled)",
+			 (unsigned long long)serial8250_dropped(s));
+}
+
 static const struct dev_ops serial_ops = {
     .name = "serial8250",
     .read = serial_read,
     .write = serial_write,
+    .start = serial_start,
+    .late_start = serial_late_start,
+    .stop = serial_stop,
     .reset = serial_reset,
     .destroy = serial_destroy,
 };
@@ -384,27 +410,29 @@ void serial8250_rx_ready(struct serial8250 *s)
 	update_irq(s);
 }
 
-int serial8250_create(struct vm *vm, const struct serial_opts *opts, struct serial8250 **out)
+int serial8250_create(const struct devctx *ctx, struct bus *bus, const struct serial_opts *opts,
+		      struct serial8250 **out)
 {
 	struct serial8250 *s = calloc(1, sizeof(*s));
+	struct bus_device *d;
 	int err;
 
 	if (!s)
 		return -ENOMEM;
-	s->vm = vm;
+	s->ctx = *ctx;
 	s->dll = 1; /* 115200 baud with the PC's 1.8432 MHz clock; firmware-less boot leaves it to the guest */
 	pthread_mutex_init(&s->lock, NULL);
 	err = serial_io_init(s, opts);
 	if (err)
 		goto err_free;
 	reset_locked(s);
-	err = bus_register(vm_bus(vm), BUS_PIO, BRISK_COM1_PORT, SERIAL_NR_PORTS, &serial_ops, s);
-	if (err)
-		goto err_io;
-	*out = s;
-	return 0;
-err_io:
-	serial_io_fini(s);
+	d = bus_add(bus, &serial_ops, s); /* the bus owns s from here on */
+	if (!d)
+		return -ENOSPC;
+	err = bus_map(bus, d, BUS_PIO, BRISK_COM1_PORT, SERIAL_NR_PORTS);
+	if (!err && out)
+		*out = s;
+	return err;
 err_free:
 	pthread_mutex_destroy(&s->lock);
 	free(s);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "brisk/device.h"
 #include "brisk/devices.h"
 
 #define SERIAL_FIFO_SIZE 16 /* 16550A receive FIFO depth (datasheet: "16-byte FIFOs") */
@@ -67,12 +68,12 @@ struct serial_io {
 
 /* The UART: 16550A registers (names as Linux include/uapi/linux/serial_reg.h). */
 struct serial8250 {
-	struct vm *vm;
+	struct devctx ctx;
 	pthread_mutex_t lock;
 	uint8_t ier, lcr, mcr, lsr, msr, scr, dll, dlm, fcr;
 	bool thri_pending; /* THRE interrupt condition (cleared by an IIR read reporting it) */
 	bool first_byte_seen;
-	int irq_level; /* last level passed to vm_irq_line */
+	int irq_level; /* last level passed to dev_irq_line */
 	uint8_t rx_fifo[SERIAL_FIFO_SIZE];
 	unsigned rx_head, rx_count;
 	struct serial_io io;

@@ -39,7 +39,6 @@
 #include "brisk/devices.h"
 #include "brisk/exitcode.h"
 #include "brisk/log.h"
-#include "brisk/vm.h"
 #include "serial8250_internal.h"
 
 #define CTRL_A	  0x01
@@ -82,6 +81,7 @@ void serial_io_fini(struct serial8250 *s)
 	close_fd(&io->out_abort_fd);
 	if (io->out_fd_own)
 		close_fd(&io->out_fd);
+
 	pthread_cond_destroy(&io->out_cond);
 	pthread_cond_destroy(&io->in_cond);
 }
@@ -355,7 +355,7 @@ static void *in_thread(void *arg)
 		if (r <= 0)
 			break; /* EOF: the guest simply gets no more input */
 		if (deliver(s, buf, (size_t)r, &esc))
-			vm_request_exit(s->vm, EXIT_STOPPED, "Ctrl-A x");
+			dev_request_exit(&s->ctx, EXIT_STOPPED, "Ctrl-A x");
 	}
 	return NULL;
 }

@@ -21,12 +21,12 @@
 #include "../../src/devices/serial8250_internal.h"
 #include "brisk/abi.h"
 #include "brisk/bus.h"
+#include "brisk/device.h"
 #include "brisk/devices.h"
 #include "brisk/exitcode.h"
 #include "brisk/timeline.h"
-#include "brisk/vm.h"
 
-/* ---- a stub VM: vm.o is not linked ----------------------------------------- */
+/* ---- a fake VM behind the devices' context (device.h) ------------------------------ */
 
 struct vm {
 	struct bus bus;
@@ -42,18 +42,7 @@ static unsigned exit_calls;
 static int exit_code = -1;
 static char exit_reason[128];
 
-struct bus *vm_bus(struct vm *vm)
-{
-	return &vm->bus;
-}
-
-const struct gmem *vm_gmem(struct vm *vm)
-{
-	(void)vm;
-	return NULL;
-}
-
-void vm_irq_line(struct vm *vm, unsigned irq, int level)
+static void fake_irq_line(void *vm, unsigned irq, int level)
 {
 	(void)vm;
 	pthread_mutex_lock(&stub_lock);
@@ -65,7 +54,7 @@ void vm_irq_line(struct vm *vm, unsigned irq, int level)
 	pthread_mutex_unlock(&stub_lock);
 }
 
-void vm_request_exit(struct vm *vm, int code, const char *reason)
+static void fake_request_exit(void *vm, int code, const char *reason)
 {
 	(void)vm;
 	pthread_mutex_lock(&stub_lock);
@@ -74,6 +63,9 @@ void vm_request_exit(struct vm *vm, int code, const char *reason)
 	snprintf(exit_reason, sizeof(exit_reason), "%s", reason);
 	pthread_mutex_unlock(&stub_lock);
 }
+
+static const struct devctx_ops fake_ops = {.irq_line = fake_irq_line, .request_exit = fake_request_exit};
+static const struct devctx test_ctx = {.vm = &test_vm, .ops = &fake_ops};
 
 static unsigned get_irq_calls(void)
 {
@@ -159,7 +151,7 @@ static int setup_uart_with(int out_fd, int in_fd)
 
 	bus_init(&test_vm.bus);
 	reset_stubs();
-	return serial8250_create(&test_vm, &o, &uart);
+	return serial8250_create(&test_ctx, &test_vm.bus, &o, &uart);
 }
 
 static int setup_uart(void **state)
@@ -406,10 +398,15 @@ static void test_widths_and_offsets(void **state)
 	r = bus_find(&test_vm.bus, BUS_PIO, COM1, 1);
 	assert_non_null(r);
 	memset(buf, 0xee, sizeof(buf));
-	r->ops->read(r->dev, 100, buf, 8);
-	for (int i = 0; i < 8; i++)
-		assert_int_equal(buf[i], 0);
-	r->ops->write(r->dev, UINT64_MAX, buf, 8);
+	{
+		struct bus_access past = {.space = BUS_PIO, .addr = COM1 + 100, .offset = 100, .base = COM1, .len = 8};
+		struct bus_access far = {.space = BUS_PIO, .addr = 0, .offset = UINT64_MAX, .base = COM1, .len = 8};
+
+		r->device->ops->read(r->device->dev, &past, buf);
+		for (int i = 0; i < 8; i++)
+			assert_int_equal(buf[i], 0);
+		r->device->ops->write(r->device->dev, &far, buf);
+	}
 	/* hostile register traffic */
 	srand(1234);
 	for (int i = 0; i < 200000; i++) {
@@ -632,7 +629,7 @@ static void test_i8042(void **state)
 	uint32_t v32 = 0xeeeeeeee;
 
 	(void)state;
-	assert_int_equal(i8042_create(&test_vm), 0);
+	assert_int_equal(i8042_create(&test_ctx, &test_vm.bus), 0);
 	assert_int_equal(in8(0x64), 0x14); /* SYS | KEYLOCK, output buffer empty */
 	assert_int_equal(in8(0x60), 0x00);
 	out8(0x64, 0xaa);
@@ -678,7 +675,7 @@ static void test_debugexit(void **state)
 	uint8_t b = 0x02;
 
 	(void)state;
-	assert_int_equal(debugexit_create(&test_vm), 0);
+	assert_int_equal(debugexit_create(&test_ctx, &test_vm.bus), 0);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		uint32_t v = cases[i].v, r = 0xeeeeeeee;
 
@@ -703,7 +700,7 @@ static void test_bootmark(void **state)
 	int64_t ns;
 
 	(void)state;
-	assert_int_equal(bootmark_create(&test_vm), 0);
+	assert_int_equal(bootmark_create(&test_vm.bus), 0);
 	assert_true(bus_write(&test_vm.bus, BUS_PIO, BRISK_BOOTMARK_PORT, &v, 4));
 	v = 0x12345678;
 	assert_true(bus_write(&test_vm.bus, BUS_MMIO, BRISK_BOOTMARK_MMIO, &v, 4));

@@ -1,0 +1,106 @@
+/*
+ * device.h - what a device is to brisk: the accesses it serves, its lifecycle, and the narrow context
+ * through which it reaches the VM.
+ *
+ * A device never sees `struct vm`. It gets a `struct devctx` (guest memory, interrupt lines, eventfd
+ * plumbing for ioeventfd/irqfd, the I/O event loop, ending the VM) and registers itself on the bus
+ * with bus_add (bus.h), which then owns it. Unit tests give a device a fake context.
+ */
+#ifndef BRISK_DEVICE_H
+#define BRISK_DEVICE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct gmem;
+struct evloop;
+
+enum bus_space { BUS_PIO = 0, BUS_MMIO = 1 };
+
+/*
+ * One guest access, as the bus dispatches it: the absolute address (port
+ * or guest-physical) and the offset into the range the device registered
+ * that contains it (as crosvm's BusAccessInfo, Firecracker's
+ * read(base, offset)). `len` is 1, 2, 4 or 8 and the access lies wholly
+ * inside the range.
+ */
+struct bus_access {
+	enum bus_space space;
+	uint64_t addr;
+	uint64_t offset;
+	uint64_t base; /* the registered range's start */
+	unsigned len;
+};
+
+struct snap_writer; /* snapshots (later issue): a device's saved state */
+struct snap_reader;
+
+/*
+ * A device's operations, one const table per device type (STYLE.md 1). All
+ * but read/write may be NULL.
+ *
+ * read/write: called from vCPU threads, concurrently: a device locks its
+ * own state. read must fill all a->len bytes.
+ *
+ * Lifecycle, in this order, each called once per device by the bus:
+ *   start       the VM is built and no vCPU has run yet: start what the
+ *               guest's first access needs (an output thread). 0 or -errno.
+ *   late_start  the vCPUs have just been released: start what may overlap
+ *               the guest's early boot (an input thread). 0 or -errno.
+ *   stop        the vCPUs have stopped: drain (bounded), stop threads,
+ *               report what was lost. Idempotent.
+ *   destroy     free everything; stop was called before if start was.
+ * reset: the guest (or the host) reset the machine: back to power-on state.
+ * save/restore: room for snapshot/restore (later issue); NULL = a VM with
+ * this device cannot be snapshotted.
+ */
+struct dev_ops {
+	const char *name;
+	void (*read)(void *dev, const struct bus_access *a, void *data);
+	void (*write)(void *dev, const struct bus_access *a, const void *data);
+	int (*start)(void *dev);
+	int (*late_start)(void *dev);
+	void (*stop)(void *dev);
+	void (*reset)(void *dev);
+	void (*destroy)(void *dev);
+	int (*save)(void *dev, struct snap_writer *w);
+	int (*restore)(void *dev, struct snap_reader *r);
+};
+
+/* What a device may ask of its VM (implemented by vm.c; by fakes in unit tests). */
+struct devctx_ops {
+	/* Sets an in-kernel irqchip input line (KVM_IRQ_LINE). */
+	void (*irq_line)(void *vm, unsigned irq, int level);
+	/* Ends the VM with process status `code` (the first request wins). */
+	void (*request_exit)(void *vm, int code, const char *reason);
+	/*
+	 * KVM_IOEVENTFD: a guest write of `len` bytes to MMIO `addr` (with
+	 * `datamatch` when has_match) signals `fd` instead of exiting to
+	 * userspace. Returns 0 or -errno (-ENOTSUP: no capability: fall back
+	 * to the MMIO exit).
+	 */
+	int (*ioeventfd)(void *vm, uint64_t addr, unsigned len, bool has_match, uint64_t datamatch, int fd,
+			 bool assign);
+	/* KVM_IRQFD: a write to `fd` pulses irqchip pin `gsi`. Returns 0 or -errno (-ENOTSUP: no capability). */
+	int (*irqfd)(void *vm, unsigned gsi, int fd, bool assign);
+	/* The VM's I/O event loop (evloop.h), where device work runs; never a vCPU thread. */
+	struct evloop *(*loop)(void *vm);
+};
+
+struct devctx {
+	const struct gmem *mem;
+	void *vm; /* opaque to devices */
+	const struct devctx_ops *ops;
+};
+
+static inline void dev_irq_line(const struct devctx *c, unsigned irq, int level)
+{
+	c->ops->irq_line(c->vm, irq, level);
+}
+
+static inline void dev_request_exit(const struct devctx *c, int code, const char *reason)
+{
+	c->ops->request_exit(c->vm, code, reason);
+}
+
+#endif
