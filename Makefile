@@ -32,6 +32,7 @@ LIB_SRCS := \
 	src/mem.c \
 	src/kvm.c \
 	src/vm.c \
+	src/vm_build.c \
 	src/vcpu.c \
 	src/timeline.c \
 	src/timeline_json.c \

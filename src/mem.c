@@ -29,13 +29,8 @@ static int apply_flags(struct gmem *m, unsigned flags)
 	if ((flags & GMEM_HUGEPAGES) && madvise(m->base, m->size, MADV_HUGEPAGE) != 0)
 		log_warn("madvise(MADV_HUGEPAGE) on guest RAM failed: %s", strerror(errno));
 	if (flags & GMEM_PREFAULT) {
-		if (madvise(m->base, m->size, MADV_POPULATE_WRITE) != 0) {
-			int err = errno;
-
-			log_error("prefaulting %llu bytes of guest RAM failed: %s", (unsigned long long)m->size,
-				  strerror(err));
-			return -err;
-		}
+		if (madvise(m->base, m->size, MADV_POPULATE_WRITE) != 0)
+			return -errno; /* the caller says what failed */
 	}
 	return 0;
 }
@@ -52,7 +47,6 @@ int gmem_init(struct gmem *m, uint64_t size, unsigned flags)
 	if (m->base == MAP_FAILED) {
 		ret = -errno;
 		m->base = NULL;
-		log_error("mmap of %llu bytes of guest RAM failed: %s", (unsigned long long)size, strerror(-ret));
 		return ret;
 	}
 	m->size = size;

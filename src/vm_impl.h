@@ -9,6 +9,7 @@
 #include "brisk/boot.h"
 #include "brisk/bus.h"
 #include "brisk/cpuid.h"
+#include "brisk/device.h"
 #include "brisk/exits.h"
 #include "brisk/kernel.h"
 #include "brisk/kvm.h"
@@ -75,6 +76,13 @@ void vcpu_kick(struct vcpu *v);
 /* Installs the no-op handler of the kick signal (once per process). */
 int vcpu_signals_init(void);
 void vcpu_print_stats(const struct vm *vm, FILE *f);
+
+/* vm.c: a zeroed VM's fds at -1, locks and bus initialised (vm_build.c calls it first). */
+void vm_init(struct vm *vm, const struct vm_config *cfg);
+/* vm.c: wakes the vCPU threads waiting for the template (VM_CONFIG_PUBLISHED) or tells them to stop (ABORTED). */
+void vm_publish_config(struct vm *vm, int state);
+/* vm.c: the services behind every device's context (device.h) for this VM. */
+extern const struct devctx_ops vm_devctx_ops;
 
 /*
  * vm.c: called by each vCPU thread after creating its vCPU: waits until the

@@ -21,6 +21,14 @@ int cli_parse_run_options(int argc, char **argv, struct vm_config *cfg);
  * them (or -1); ignores SIGPIPE.
  */
 int cli_setup_signals(void);
+/*
+ * vm_create, then, on failure, its message logged and the exit status its
+ * kind maps to (docs/exit-codes.md: usage 2, host 4, image 6). Returns 0
+ * and *vm, or that status.
+ */
+struct vm;
+struct vm_config;
+int cli_vm_create(const struct vm_config *cfg, struct vm **vm);
 int cmd_bench(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 

@@ -44,12 +44,24 @@ struct bus;
 struct exit_stats;
 struct gmem;
 
+/* Whose fault a failed vm_create is: the CLI maps it to an exit status (docs/exit-codes.md). */
+enum vm_error_kind {
+	VM_ERR_HOST = 0, /* the host: KVM, memory, fds, threads */
+	VM_ERR_USAGE,	 /* an option or configuration value, an output file */
+	VM_ERR_IMAGE,	 /* the kernel image or initrd */
+};
+
+struct vm_error {
+	enum vm_error_kind kind;
+	char msg[1024]; /* one line naming the input, the call and the values */
+};
+
 /*
- * Builds the VM described by `cfg` (the recipe in vm.c, top to bottom).
- * Returns 0 and *out, or a brisk exit status (EXIT_*) after logging why;
- * nothing is left behind on failure.
+ * Builds the VM described by `cfg` (the recipe in vm_build.c, top to
+ * bottom). Returns 0 and *out, or -errno with *err filled (nothing is
+ * logged); nothing is left behind on failure.
  */
-__attribute__((warn_unused_result)) int vm_create(const struct vm_config *cfg, struct vm **out);
+__attribute__((warn_unused_result)) int vm_create(const struct vm_config *cfg, struct vm **out, struct vm_error *err);
 /*
  * Runs the VM until it ends; returns the process exit status. `sig_fd` is
  * a signalfd for SIGINT/SIGTERM/SIGHUP (stop the VM cleanly), or -1.

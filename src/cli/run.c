@@ -164,6 +164,23 @@ int cli_setup_signals(void)
 	return signalfd(-1, &set, SFD_CLOEXEC);
 }
 
+int cli_vm_create(const struct vm_config *cfg, struct vm **vm)
+{
+	struct vm_error e;
+
+	if (vm_create(cfg, vm, &e) == 0)
+		return 0;
+	log_error("%s", e.msg);
+	switch (e.kind) {
+	case VM_ERR_USAGE:
+		return EXIT_USAGE;
+	case VM_ERR_IMAGE:
+		return EXIT_IMAGE;
+	default:
+		return EXIT_HOST;
+	}
+}
+
 /*
  * --report-json is opened before the VM is built, so that a bad path is a
  * usage error that costs nothing, and so that it cannot block (a FIFO with
@@ -201,7 +218,7 @@ int cmd_run(int argc, char **argv)
 	atexit(serial8250_restore_tty);
 	if (vm_signals_init() != 0)
 		log_warn("cannot install the vCPU kick signal handler");
-	ret = vm_create(&cfg, &vm);
+	ret = cli_vm_create(&cfg, &vm);
 	if (ret == 0) {
 		ret = vm_run(vm, sig_fd);
 		timeline_mark(TL_EXIT);
