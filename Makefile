@@ -49,6 +49,7 @@ LIB_SRCS := \
 	src/devices/debugexit.c \
 	src/devices/bootmark.c \
 	src/devices/cmos.c \
+	src/virtio/queue.c \
 	src/arch/x86/image.c \
 	src/arch/x86/elf.c \
 	src/arch/x86/memmap.c \
@@ -99,6 +100,7 @@ UNIT_TESTS := \
 	test_config \
 	test_serial8250 \
 	test_cmos \
+	test_virtq \
 	test_elf \
 	test_memmap \
 	test_bzimage \

@@ -29,11 +29,11 @@ struct gmem;
 #define VIRTQ_MAX_SIZE 1024u /* QueueNumMax brisk offers (section 2.7: at most 32768) */
 
 /* Descriptor flags (section 2.7.5) and ring flags (2.7.6, 2.7.8). */
-#define VIRTQ_DESC_F_NEXT	 1u
-#define VIRTQ_DESC_F_WRITE	 2u
-#define VIRTQ_DESC_F_INDIRECT	 4u
+#define VIRTQ_DESC_F_NEXT	   1u
+#define VIRTQ_DESC_F_WRITE	   2u
+#define VIRTQ_DESC_F_INDIRECT	   4u
 #define VIRTQ_AVAIL_F_NO_INTERRUPT 1u
-#define VIRTQ_USED_F_NO_NOTIFY	 1u
+#define VIRTQ_USED_F_NO_NOTIFY	   1u
 
 /* One buffer segment of a chain: host memory the guest gave, checked to lie in RAM. */
 struct virtq_seg {
@@ -47,11 +47,11 @@ struct virtq_seg {
  * descriptor after a writable one is a malformed chain).
  */
 struct virtq_chain {
-	uint16_t head;	      /* what to return in the used ring */
-	unsigned nr_out;      /* seg[0 .. nr_out) are readable */
-	unsigned nr_in;	      /* seg[nr_out .. nr_out + nr_in) are writable */
-	uint64_t out_bytes;   /* sum of the readable lengths */
-	uint64_t in_bytes;    /* sum of the writable lengths */
+	uint16_t head;	       /* what to return in the used ring */
+	unsigned nr_out;       /* seg[0 .. nr_out) are readable */
+	unsigned nr_in;	       /* seg[nr_out .. nr_out + nr_in) are writable */
+	uint64_t out_bytes;    /* sum of the readable lengths */
+	uint64_t in_bytes;     /* sum of the writable lengths */
 	struct virtq_seg *seg; /* the caller's array (virtq_pop's segs) */
 };
 
@@ -81,11 +81,12 @@ struct virtq {
 	/* Set by virtq_activate; NULL while the queue is not usable. */
 	const struct gmem *mem;
 	/* Device state. */
-	uint16_t last_avail; /* next avail ring slot to consume */
-	uint16_t used_idx;   /* next used ring slot to fill (published by virtq_publish) */
-	uint16_t signalled;  /* used_idx at the last interrupt (event_idx) */
-	bool signalled_valid;
-	bool broken; /* a queue-level fault: nothing more is popped until reset */
+	uint16_t last_avail;  /* next avail ring slot to consume */
+	uint16_t used_idx;    /* next used ring slot to fill (published by virtq_publish) */
+	uint16_t signalled;   /* used_idx at the last virtq_publish: the "old" of section 2.7.7.2 */
+	bool signalled_valid; /* false until the first virtq_publish that had something new */
+	bool notify_off;      /* virtq_notifications(q, false) in effect */
+	bool broken;	      /* a queue-level fault: nothing more is popped until reset */
 	uint64_t faults[VIRTQ_FAULT__COUNT];
 };
 
@@ -95,49 +96,58 @@ void virtq_reset(struct virtq *q);
 /*
  * Checks the configured queue (section 2.7 and 4.2.2.2 "QueueReady"): size a
  * power of two in 1..VIRTQ_MAX_SIZE, each area aligned and wholly inside
- * guest RAM; on success binds it to `mem` and starts at index 0 (the
- * driver's avail.idx must be 0 then). Returns 0, or -EINVAL (the transport
- * sets DEVICE_NEEDS_RESET: SECURITY.md case 7).
+ * guest RAM (used_event/avail_event included when event_idx); on success
+ * binds it to `mem`, starts at index 0 (the driver's avail.idx must be 0
+ * then) with notifications on, and zeroes the device area's flags, idx and
+ * avail_event. Does not clear `broken`: only virtq_reset does. Returns 0,
+ * or -EINVAL (the transport sets DEVICE_NEEDS_RESET: SECURITY.md case 7).
  */
 int virtq_activate(struct virtq *q, const struct gmem *mem);
 
 /* Results of virtq_pop. */
 enum virtq_pop_result {
-	VIRTQ_EMPTY = 0,  /* nothing available */
-	VIRTQ_CHAIN = 1,  /* *c is a valid chain */
-	VIRTQ_BAD_CHAIN,  /* the chain at c->head is malformed (counted in faults[]); it was consumed:
-			     complete it with virtq_push(q, c->head, 0) and go on */
-	VIRTQ_BROKEN,	  /* the queue is corrupt (q->broken is set): stop, ask for a reset */
+	VIRTQ_EMPTY = 0, /* nothing available */
+	VIRTQ_CHAIN = 1, /* *c is a valid chain */
+	VIRTQ_BAD_CHAIN, /* the chain at c->head is malformed (counted in faults[]); it was consumed:
+			    complete it with virtq_push(q, c->head, 0) and go on */
+	VIRTQ_BROKEN,	 /* the queue is corrupt (q->broken is set): stop, ask for a reset */
 };
 
 /*
  * Takes the next available chain (section 2.7.13.1 in reverse): reads
  * avail.idx (acquire), the head, and walks the chain, following at most one
- * indirect table, at most q->size descriptors in all, filling
- * segs[0 .. max_segs). Descriptors of length 0 are skipped. Never touches
- * memory outside guest RAM.
+ * indirect table, at most q->size buffer descriptors in all (direct and
+ * indirect together; the descriptor that refers to a table is not a
+ * buffer), filling segs[0 .. max_segs). Descriptors of length 0 are skipped.
+ * Never touches memory outside guest RAM. A queue that is not activated is
+ * VIRTQ_EMPTY. With event_idx and notifications on, finding the queue empty
+ * re-arms avail_event (as virtq_notifications(q, true) does), so a device
+ * that pops until VIRTQ_EMPTY is notified of the next chain.
  */
 enum virtq_pop_result virtq_pop(struct virtq *q, struct virtq_chain *c, struct virtq_seg *segs, unsigned max_segs);
 
 /*
  * Returns chain `head` with `written` bytes written into its writable
- * segments (the used ring entry; not yet visible to the driver).
+ * segments (the used ring entry; not yet visible to the driver). Does
+ * nothing on a broken or inactive queue.
  */
 void virtq_push(struct virtq *q, uint16_t head, uint32_t written);
 
 /*
  * Makes the pushed entries visible (used.idx, release) and says whether the
  * driver wants an interrupt for them (VIRTQ_AVAIL_F_NO_INTERRUPT, or with
- * event_idx the used_event field, section 2.7.10).
+ * event_idx the used_event field, section 2.7.7). False when nothing was
+ * pushed since the last publish, and on a broken or inactive queue.
  */
 bool virtq_publish(struct virtq *q);
 
 /*
- * Notification suppression (section 2.7.10, 2.7.7): while the device is
- * draining a queue it may ask the driver not to notify it. `enable` true
- * re-enables notifications and returns true when more chains arrived in the
- * meantime (the caller must then keep popping: no notification will come
- * for those).
+ * Available buffer notification suppression (section 2.7.10): while the
+ * device is draining a queue it may ask the driver not to notify it.
+ * `enable` true re-enables notifications and returns true when more chains
+ * arrived in the meantime (the caller must then keep popping: no
+ * notification will come for those). Notifications are on after
+ * virtq_activate. Returns false when disabling.
  */
 bool virtq_notifications(struct virtq *q, bool enable);
 

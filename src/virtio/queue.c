@@ -1,0 +1,518 @@
+/* queue.c - split virtqueues, device side (virtio 1.2 section 2.7): bounded walks through the checked accessor. */
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "brisk/log.h"
+#include "brisk/mem.h"
+#include "brisk/virtq.h"
+
+/* Rings are little-endian (only legacy devices used the guest's order, section 2.7.3); brisk runs on x86 only. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "ring fields are read without byte swapping");
+
+/* struct virtq_desc (section 2.7.5): 16 bytes, also the entry of an indirect table (2.7.5.3). */
+struct desc {
+	uint64_t addr;
+	uint32_t len;
+	uint16_t flags;
+	uint16_t next;
+};
+_Static_assert(sizeof(struct desc) == 16, "virtq_desc is 16 bytes");
+
+#define DESC_SIZE  16u
+#define USED_ELEM  8u /* struct virtq_used_elem: le32 id, le32 len */
+#define RING_HDR   4u /* flags and idx before ring[] in both rings */
+#define EVENT_SIZE 2u /* used_event / avail_event after ring[] (VIRTIO_F_EVENT_IDX) */
+
+/* No fault: the walk helpers return a virtq_fault or this. */
+#define WALK_OK VIRTQ_FAULT__COUNT
+
+static const char *const fault_names[VIRTQ_FAULT__COUNT] = {
+    [VIRTQ_FAULT_NEXT_RANGE] = "next out of range",
+    [VIRTQ_FAULT_LOOP] = "chain longer than the queue size (loop)",
+    [VIRTQ_FAULT_INDIRECT] = "bad indirect table",
+    [VIRTQ_FAULT_ADDR] = "buffer outside guest RAM",
+    [VIRTQ_FAULT_TOTAL] = "chain longer than 4 GiB",
+    [VIRTQ_FAULT_ORDER] = "readable descriptor after a writable one",
+    [VIRTQ_FAULT_SEGS] = "more segments than the device takes",
+    [VIRTQ_FAULT_AVAIL_IDX] = "avail.idx moved by more than the queue size",
+    [VIRTQ_FAULT_HEAD] = "avail ring entry out of range",
+};
+
+const char *virtq_fault_name(enum virtq_fault f)
+{
+	return (unsigned)f < VIRTQ_FAULT__COUNT ? fault_names[f] : "unknown fault";
+}
+
+/* Rate limit for guest-caused log lines: the 1st, 2nd, 4th, 8th, ... occurrence. */
+static bool log_this(uint64_t count)
+{
+	return count && (count & (count - 1)) == 0;
+}
+
+/* ---- ring fields: every access through gmem_ptr -------------------------- */
+
+static uint64_t avail_idx_gpa(const struct virtq *q)
+{
+	return q->avail + 2;
+}
+
+static uint64_t avail_ring_gpa(const struct virtq *q, uint16_t idx)
+{
+	return q->avail + RING_HDR + 2ull * (idx & (q->size - 1u));
+}
+
+static uint64_t used_event_gpa(const struct virtq *q)
+{
+	return q->avail + RING_HDR + 2ull * q->size;
+}
+
+static uint64_t used_elem_gpa(const struct virtq *q, uint16_t idx)
+{
+	return q->used + RING_HDR + (uint64_t)USED_ELEM * (idx & (q->size - 1u));
+}
+
+static uint64_t avail_event_gpa(const struct virtq *q)
+{
+	return q->used + RING_HDR + (uint64_t)USED_ELEM * q->size;
+}
+
+/*
+ * A 16-bit ring field. The areas were checked to lie in RAM and to be
+ * aligned by virtq_activate, so gmem_ptr cannot fail here unless the queue's
+ * configuration changed under it; the callers then treat the queue as broken.
+ */
+static uint16_t *field16(const struct virtq *q, uint64_t gpa)
+{
+	return gmem_ptr(q->mem, gpa, 2);
+}
+
+/* Reads avail.idx with acquire: the ring entries and descriptors it exposes are read after it (2.7.13.3). */
+static bool load_avail_idx(const struct virtq *q, uint16_t *idx)
+{
+	uint16_t *p = field16(q, avail_idx_gpa(q));
+
+	if (!p)
+		return false;
+	*idx = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+	return true;
+}
+
+static bool store16(const struct virtq *q, uint64_t gpa, uint16_t v, int order)
+{
+	uint16_t *p = field16(q, gpa);
+
+	if (!p)
+		return false;
+	__atomic_store_n(p, v, order);
+	return true;
+}
+
+/*
+ * Copies descriptor `i` of the table at `table` out of guest memory once.
+ * The compiler barrier keeps every later check on this copy: without it the
+ * compiler may re-load a field from guest memory, which the guest can change
+ * between the check and the use (a double fetch).
+ */
+static bool read_desc(const struct gmem *mem, uint64_t table, uint16_t i, struct desc *d)
+{
+	const void *p = gmem_ptr(mem, table + (uint64_t)DESC_SIZE * i, DESC_SIZE);
+
+	if (!p)
+		return false;
+	memcpy(d, p, sizeof(*d));
+	__asm__ __volatile__("" ::: "memory");
+	return true;
+}
+
+/* ---- faults ---------------------------------------------------------------- */
+
+/* A queue-level fault: the driver corrupted its avail ring (2.7.6, 2.7.13); no more pops until virtq_reset. */
+static enum virtq_pop_result queue_fault(struct virtq *q, enum virtq_fault f, uint16_t value)
+{
+	uint64_t n = ++q->faults[f];
+
+	q->broken = true;
+	if (log_this(n))
+		log_warn("virtqueue at 0x%llx: %s (%u, queue size %u): queue broken until reset (%llu so far)",
+			 (unsigned long long)q->desc, fault_names[f], value, q->size, (unsigned long long)n);
+	return VIRTQ_BROKEN;
+}
+
+/* A chain-level fault: the chain was consumed; the device completes it with 0 bytes. */
+static enum virtq_pop_result chain_fault(struct virtq *q, struct virtq_chain *c, enum virtq_fault f)
+{
+	uint64_t n = ++q->faults[f];
+
+	if (log_this(n))
+		log_warn("virtqueue at 0x%llx: %s in the chain at head %u: dropped (%llu so far)",
+			 (unsigned long long)q->desc, fault_names[f], c->head, (unsigned long long)n);
+	c->nr_out = c->nr_in = 0;
+	c->out_bytes = c->in_bytes = 0;
+	return VIRTQ_BAD_CHAIN;
+}
+
+/* ---- the chain walk -------------------------------------------------------- */
+
+struct walk {
+	const struct gmem *mem;
+	struct virtq_chain *c;
+	unsigned max_segs;
+	unsigned budget; /* buffer descriptors still allowed: starts at the queue size */
+};
+
+/*
+ * Adds one buffer descriptor (already copied out) to the chain. Every
+ * buffer descriptor, empty ones included, spends one hop of the budget:
+ * section 2.7.5.3.1 bounds a chain, indirect entries included, by the
+ * queue size, and that bound also ends any cycle.
+ */
+static enum virtq_fault add_buffer(struct walk *w, const struct desc *d)
+{
+	struct virtq_chain *c = w->c;
+	bool writable = d->flags & VIRTQ_DESC_F_WRITE;
+	void *ptr;
+
+	if (w->budget == 0)
+		return VIRTQ_FAULT_LOOP;
+	w->budget--;
+	if (d->len == 0)
+		return WALK_OK; /* no bytes, no segment, no ordering constraint */
+	/* Section 2.7.4.2: device-writable descriptors come after every device-readable one. */
+	if (!writable && c->nr_in)
+		return VIRTQ_FAULT_ORDER;
+	ptr = gmem_ptr(w->mem, d->addr, d->len);
+	if (!ptr)
+		return VIRTQ_FAULT_ADDR;
+	/* Section 2.7.5.2: at most 2^32 - 1 bytes in all, so used.len can count them. */
+	if (c->out_bytes + c->in_bytes + d->len > UINT32_MAX)
+		return VIRTQ_FAULT_TOTAL;
+	if (c->nr_out + c->nr_in >= w->max_segs)
+		return VIRTQ_FAULT_SEGS;
+	c->seg[c->nr_out + c->nr_in] = (struct virtq_seg){.ptr = ptr, .len = d->len};
+	if (writable) {
+		c->nr_in++;
+		c->in_bytes += d->len;
+	} else {
+		c->nr_out++;
+		c->out_bytes += d->len;
+	}
+	return WALK_OK;
+}
+
+/*
+ * Checks the descriptor `ind` that refers to an indirect table (section
+ * 2.7.5.3): the feature negotiated, not combined with NEXT (2.7.5.3.1), a
+ * length that is a non-zero multiple of 16 and at most VIRTQ_MAX_SIZE
+ * entries, the whole table in one RAM region. Its WRITE flag is ignored
+ * (2.7.5.3.2).
+ */
+static enum virtq_fault check_indirect(const struct virtq *q, const struct desc *ind)
+{
+	if (!q->indirect || (ind->flags & VIRTQ_DESC_F_NEXT))
+		return VIRTQ_FAULT_INDIRECT;
+	if (ind->len == 0 || ind->len % DESC_SIZE || ind->len / DESC_SIZE > VIRTQ_MAX_SIZE)
+		return VIRTQ_FAULT_INDIRECT;
+	if (!gmem_ptr(q->mem, ind->addr, ind->len))
+		return VIRTQ_FAULT_ADDR;
+	return WALK_OK;
+}
+
+/* Walks the indirect table `ind` refers to, from entry 0; an entry may not refer to a table itself (2.7.5.3.1). */
+static enum virtq_fault walk_indirect(const struct virtq *q, struct walk *w, const struct desc *ind)
+{
+	enum virtq_fault f = check_indirect(q, ind);
+	uint32_t n = ind->len / DESC_SIZE;
+	uint16_t i = 0;
+	struct desc d;
+
+	if (f != WALK_OK)
+		return f;
+	for (;;) {
+		if (!read_desc(w->mem, ind->addr, i, &d))
+			return VIRTQ_FAULT_ADDR;
+		if (d.flags & VIRTQ_DESC_F_INDIRECT)
+			return VIRTQ_FAULT_INDIRECT;
+		f = add_buffer(w, &d);
+		if (f != WALK_OK || !(d.flags & VIRTQ_DESC_F_NEXT))
+			return f;
+		if (d.next >= n)
+			return VIRTQ_FAULT_NEXT_RANGE;
+		i = d.next;
+	}
+}
+
+/*
+ * Walks the chain at c->head through the descriptor table: zero or more
+ * buffer descriptors, the last of which may refer to an indirect table
+ * (section 2.7.5.3.2). At most q->size buffer descriptors in all, plus the
+ * one that refers to a table.
+ */
+static enum virtq_fault walk_chain(const struct virtq *q, struct virtq_chain *c, unsigned max_segs)
+{
+	struct walk w = {.mem = q->mem, .c = c, .max_segs = max_segs, .budget = q->size};
+	uint16_t i = c->head;
+	enum virtq_fault f;
+	struct desc d;
+
+	for (;;) {
+		if (!read_desc(q->mem, q->desc, i, &d))
+			return VIRTQ_FAULT_ADDR;
+		if (d.flags & VIRTQ_DESC_F_INDIRECT)
+			return walk_indirect(q, &w, &d);
+		f = add_buffer(&w, &d);
+		if (f != WALK_OK || !(d.flags & VIRTQ_DESC_F_NEXT))
+			return f;
+		if (d.next >= q->size)
+			return VIRTQ_FAULT_NEXT_RANGE;
+		i = d.next;
+	}
+}
+
+/* ---- the queue ------------------------------------------------------------- */
+
+void virtq_reset(struct virtq *q)
+{
+	memset(q, 0, sizeof(*q));
+}
+
+static int refuse(const struct virtq *q, const char *why)
+{
+	static uint64_t refused;
+	uint64_t n = __atomic_add_fetch(&refused, 1, __ATOMIC_RELAXED);
+
+	if (log_this(n))
+		log_warn("virtqueue refused: %s (size %u, desc 0x%llx, driver 0x%llx, device 0x%llx; %llu so far)", why,
+			 q->size, (unsigned long long)q->desc, (unsigned long long)q->avail,
+			 (unsigned long long)q->used, (unsigned long long)n);
+	return -EINVAL;
+}
+
+/* The sizes and alignments of section 2.7's table; the event fields only where EVENT_IDX is negotiated. */
+static int check_layout(const struct virtq *q, const struct gmem *mem)
+{
+	uint64_t event = q->event_idx ? EVENT_SIZE : 0;
+
+	if (q->size == 0 || q->size > VIRTQ_MAX_SIZE || (q->size & (q->size - 1u)))
+		return refuse(q, "queue size 0, not a power of two, or above the maximum");
+	if (q->desc % 16 || q->avail % 2 || q->used % 4)
+		return refuse(q, "misaligned ring (descriptors 16, driver area 2, device area 4)");
+	if (!gmem_ptr(mem, q->desc, (uint64_t)DESC_SIZE * q->size))
+		return refuse(q, "descriptor table outside guest RAM");
+	if (!gmem_ptr(mem, q->avail, RING_HDR + 2ull * q->size + event))
+		return refuse(q, "driver area outside guest RAM");
+	if (!gmem_ptr(mem, q->used, RING_HDR + (uint64_t)USED_ELEM * q->size + event))
+		return refuse(q, "device area outside guest RAM");
+	return 0;
+}
+
+int virtq_activate(struct virtq *q, const struct gmem *mem)
+{
+	int ret;
+
+	q->mem = NULL;
+	ret = check_layout(q, mem);
+	if (ret)
+		return ret;
+	q->mem = mem;
+	q->last_avail = q->used_idx = q->signalled = 0;
+	q->signalled_valid = false;
+	q->notify_off = false;
+	/* The device area is the device's: start it consistent with the state above (flags 0, 2.7.10). */
+	store16(q, q->used, 0, __ATOMIC_RELAXED);
+	store16(q, q->used + 2, 0, __ATOMIC_RELEASE);
+	if (q->event_idx)
+		store16(q, avail_event_gpa(q), 0, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/*
+ * avail_event := last_avail (section 2.7.10): notify me for the next chain.
+ * Then a full fence, so that the store is visible before avail.idx is read
+ * again: otherwise the driver may read the old avail_event after adding a
+ * chain (no notification) while the device reads the old avail.idx (no
+ * chain), and the chain waits forever. Returns false if the queue is broken.
+ */
+static bool arm_and_recheck(struct virtq *q, uint16_t *idx)
+{
+	if (!store16(q, avail_event_gpa(q), q->last_avail, __ATOMIC_RELAXED))
+		return false;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return load_avail_idx(q, idx);
+}
+
+/*
+ * avail.idx, and with EVENT_IDX while notifications are on, the re-arming of
+ * avail_event when the queue looks empty: a device that pops until
+ * VIRTQ_EMPTY is notified of the next chain without further calls.
+ */
+static bool avail_idx(struct virtq *q, uint16_t *idx)
+{
+	if (!load_avail_idx(q, idx))
+		return false;
+	if (*idx != q->last_avail || !q->event_idx || q->notify_off)
+		return true;
+	return arm_and_recheck(q, idx);
+}
+
+enum virtq_pop_result virtq_pop(struct virtq *q, struct virtq_chain *c, struct virtq_seg *segs, unsigned max_segs)
+{
+	uint16_t idx, *entry, head;
+	enum virtq_fault f;
+
+	*c = (struct virtq_chain){.seg = segs};
+	if (q->broken)
+		return VIRTQ_BROKEN;
+	if (!q->mem)
+		return VIRTQ_EMPTY;
+	if (!avail_idx(q, &idx))
+		return queue_fault(q, VIRTQ_FAULT_ADDR, 0);
+	if (idx == q->last_avail)
+		return VIRTQ_EMPTY;
+	/* Section 2.7.13: at most queue-size chains are outstanding; more is a corrupt index, not work. */
+	if ((uint16_t)(idx - q->last_avail) > q->size)
+		return queue_fault(q, VIRTQ_FAULT_AVAIL_IDX, idx);
+	entry = field16(q, avail_ring_gpa(q, q->last_avail));
+	if (!entry)
+		return queue_fault(q, VIRTQ_FAULT_ADDR, 0);
+	head = __atomic_load_n(entry, __ATOMIC_RELAXED);
+	if (head >= q->size)
+		return queue_fault(q, VIRTQ_FAULT_HEAD, head);
+	c->head = head;
+	q->last_avail++;
+	f = walk_chain(q, c, max_segs);
+	if (f != WALK_OK)
+		return chain_fault(q, c, f);
+	return VIRTQ_CHAIN;
+}
+
+void virtq_push(struct virtq *q, uint16_t head, uint32_t written)
+{
+	uint32_t *elem;
+
+	if (!q->mem || q->broken)
+		return;
+	elem = gmem_ptr(q->mem, used_elem_gpa(q, q->used_idx), USED_ELEM);
+	if (!elem)
+		return;
+	/* Section 2.7.8.2: id and len are set before used.idx (virtq_publish's release store). */
+	__atomic_store_n(&elem[0], head, __ATOMIC_RELAXED);
+	__atomic_store_n(&elem[1], written, __ATOMIC_RELAXED);
+	q->used_idx++;
+}
+
+/*
+ * Section 2.7.7.2 with EVENT_IDX: interrupt when the used index passed
+ * used_event while moving from `old` to `now`, i.e. used_event is in
+ * [old, now) modulo 2^16 (Linux's vring_need_event).
+ */
+static bool need_event(uint16_t used_event, uint16_t now, uint16_t old)
+{
+	return (uint16_t)(now - used_event - 1) < (uint16_t)(now - old);
+}
+
+bool virtq_publish(struct virtq *q)
+{
+	uint16_t old = q->signalled, *p;
+	bool valid = q->signalled_valid;
+
+	if (!q->mem || q->broken)
+		return false;
+	if (!store16(q, q->used + 2, q->used_idx, __ATOMIC_RELEASE))
+		return false;
+	if (q->used_idx == old)
+		return false; /* nothing new since the last publish */
+	q->signalled = q->used_idx;
+	q->signalled_valid = true;
+	/* used.idx must be visible before the driver's suppression is read, as in 2.7.13.4.1 for the driver. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (q->event_idx) {
+		p = field16(q, used_event_gpa(q));
+		if (!valid || !p)
+			return true; /* first publish: no reference point yet, interrupt */
+		return need_event(__atomic_load_n(p, __ATOMIC_RELAXED), q->used_idx, old);
+	}
+	p = field16(q, q->avail);
+	return !p || !(__atomic_load_n(p, __ATOMIC_RELAXED) & VIRTQ_AVAIL_F_NO_INTERRUPT);
+}
+
+/*
+ * Section 2.7.10: without EVENT_IDX the used ring's flags say NO_NOTIFY;
+ * with it, avail_event says which avail index to notify at: last_avail
+ * (the next chain) to enable, last_avail - 1 (already passed: no
+ * notification until the index wraps) to disable.
+ */
+bool virtq_notifications(struct virtq *q, bool enable)
+{
+	uint16_t idx;
+
+	if (!q->mem || q->broken)
+		return false;
+	q->notify_off = !enable;
+	if (q->event_idx)
+		store16(q, avail_event_gpa(q), (uint16_t)(q->last_avail - (enable ? 0 : 1)), __ATOMIC_RELAXED);
+	else
+		store16(q, q->used, enable ? 0 : VIRTQ_USED_F_NO_NOTIFY, __ATOMIC_RELAXED);
+	if (!enable)
+		return false;
+	/* The same race as arm_and_recheck: the store must be visible before avail.idx is read. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return load_avail_idx(q, &idx) && idx != q->last_avail;
+}
+
+/* ---- copying across segments ---------------------------------------------- */
+
+/* A walk over some of a chain's segments from a byte offset on. */
+struct span_iter {
+	const struct virtq_seg *seg;
+	unsigned n, i;
+	uint64_t offset; /* into seg[i] */
+};
+
+/* The next piece of at most `max` bytes: sets *ptr and returns its length; 0 after the last segment. */
+static uint64_t next_span(struct span_iter *it, uint64_t max, uint8_t **ptr)
+{
+	while (it->i < it->n) {
+		const struct virtq_seg *s = &it->seg[it->i];
+		uint64_t left;
+
+		if (it->offset >= s->len) {
+			it->offset -= s->len; /* skipped or used up: on to the next */
+			it->i++;
+			continue;
+		}
+		left = s->len - it->offset;
+		if (left > max)
+			left = max;
+		*ptr = s->ptr + it->offset;
+		it->offset += left;
+		return left;
+	}
+	return 0;
+}
+
+uint64_t virtq_copy_from(const struct virtq_chain *c, uint64_t offset, void *dst, uint64_t len)
+{
+	struct span_iter it = {.seg = c->seg, .n = c->nr_out, .offset = offset};
+	uint64_t done = 0, n;
+	uint8_t *p;
+
+	while (done < len && (n = next_span(&it, len - done, &p)) != 0) {
+		memcpy((uint8_t *)dst + done, p, n);
+		done += n;
+	}
+	return done;
+}
+
+uint64_t virtq_copy_to(const struct virtq_chain *c, uint64_t offset, const void *src, uint64_t len)
+{
+	struct span_iter it = {.seg = c->seg + c->nr_out, .n = c->nr_in, .offset = offset};
+	uint64_t done = 0, n;
+	uint8_t *p;
+
+	while (done < len && (n = next_span(&it, len - done, &p)) != 0) {
+		memcpy(p, (const uint8_t *)src + done, n);
+		done += n;
+	}
+	return done;
+}
