@@ -101,6 +101,7 @@ UNIT_TESTS := \
 	test_serial8250 \
 	test_cmos \
 	test_virtq \
+	test_virtq_ring \
 	test_elf \
 	test_memmap \
 	test_bzimage \
