@@ -33,6 +33,12 @@ LIB_SRCS := \
 	src/kvm.c \
 	src/vm.c \
 	src/vm_build.c \
+	src/evloop.c \
+	src/devmgr.c \
+	src/virtio/mmio.c \
+	src/virtio/rng.c \
+	src/virtio/blk.c \
+	src/virtio/console.c \
 	src/vcpu.c \
 	src/timeline.c \
 	src/timeline_json.c \
@@ -94,6 +100,7 @@ MAIN_OBJS := $(patsubst %.S,%.o,$(MAIN_SRCS:.c=.o))
 
 UNIT_TESTS := \
 	test_bus \
+	test_virtio_mmio \
 	test_log \
 	test_mem \
 	test_size \

@@ -1,5 +1,6 @@
 /* config.c - defaults and validation of a VM configuration against brisk's and the host's limits. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/sysinfo.h>
@@ -60,6 +61,100 @@ int parse_topology(const char *s, struct vm_config *cfg)
 	return 0;
 }
 
+/* One ",key[=value]" option of --disk. */
+static int disk_option(const char *opt, struct vm_disk *d, char *err, size_t errlen)
+{
+	if (strcmp(opt, "ro") == 0) {
+		d->ro = true;
+	} else if (strncmp(opt, "id=", 3) == 0) {
+		size_t n = strlen(opt + 3);
+
+		if (n == 0 || n > VM_DISK_ID_MAX) {
+			snprintf(err, errlen, "id= must be 1..%d bytes (the virtio-blk ID field), got %zu",
+				 VM_DISK_ID_MAX, n);
+			return -EINVAL;
+		}
+		memcpy(d->id, opt + 3, n + 1);
+	} else if (strcmp(opt, "cache=none") == 0) {
+		d->cache = DISK_CACHE_NONE;
+	} else if (strcmp(opt, "cache=writeback") == 0) {
+		d->cache = DISK_CACHE_WRITEBACK;
+	} else {
+		snprintf(err, errlen, "unknown option '%s' (expected ro, id=NAME, cache=none or cache=writeback)", opt);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int parse_disk(const char *s, struct vm_config *cfg, char *err, size_t errlen)
+{
+	struct vm_disk *d = &cfg->disk[cfg->nr_disks];
+	const char *comma = strchr(s, ',');
+	size_t plen = comma ? (size_t)(comma - s) : strlen(s);
+	char opt[64];
+
+	if (cfg->nr_disks == VM_MAX_DISKS) {
+		snprintf(err, errlen, "at most %d disks", VM_MAX_DISKS);
+		return -E2BIG;
+	}
+	if (plen == 0 || plen >= sizeof(d->path)) {
+		snprintf(err, errlen, plen ? "PATH longer than %zu bytes" : "a disk needs a PATH", sizeof(d->path) - 1);
+		return -EINVAL;
+	}
+	*d = (struct vm_disk){.cache = DISK_CACHE_WRITEBACK};
+	memcpy(d->path, s, plen);
+	d->path[plen] = '\0';
+	while (comma) {
+		const char *next = strchr(comma + 1, ',');
+		size_t n = next ? (size_t)(next - comma - 1) : strlen(comma + 1);
+
+		if (n == 0 || n >= sizeof(opt)) {
+			snprintf(err, errlen, "empty or overlong option after '%.*s'", (int)(comma - s), s);
+			return -EINVAL;
+		}
+		memcpy(opt, comma + 1, n);
+		opt[n] = '\0';
+		if (disk_option(opt, d, err, errlen))
+			return -EINVAL;
+		comma = next;
+	}
+	cfg->nr_disks++;
+	return 0;
+}
+
+int parse_rng(const char *s, struct vm_config *cfg)
+{
+	uint64_t rate;
+
+	if (!s) {
+		cfg->rng_rate = VM_RNG_DEFAULT_RATE;
+		return 0;
+	}
+	/* A bare number is bytes per second here (parse_size's bare unit is MiB). */
+	if (*s && strspn(s, "0123456789") == strlen(s)) {
+		unsigned long n;
+
+		if (parse_uint(s, 1, ULONG_MAX, &n))
+			return -EINVAL;
+		rate = n;
+	} else if (parse_size(s, &rate) || rate == 0) {
+		return -EINVAL;
+	}
+	cfg->rng_rate = rate;
+	return 0;
+}
+
+int parse_console(const char *s, struct vm_config *cfg)
+{
+	if (strcmp(s, "serial") == 0)
+		cfg->console = CONSOLE_SERIAL;
+	else if (strcmp(s, "virtio") == 0)
+		cfg->console = CONSOLE_VIRTIO;
+	else
+		return -EINVAL;
+	return 0;
+}
+
 uint64_t config_host_memory(void)
 {
 	struct sysinfo si;
@@ -114,6 +209,12 @@ int config_validate(const struct vm_config *cfg, unsigned max_cpus, uint64_t hos
 	if (cfg->memory & 0xfff) {
 		snprintf(err, errlen, "--memory %llu bytes is not a multiple of 4 KiB",
 			 (unsigned long long)cfg->memory);
+		return -EINVAL;
+	}
+	if (cfg->nr_disks + (cfg->rng_rate ? 1 : 0) + (cfg->console == CONSOLE_VIRTIO) > LAYOUT_VIRTIO_SLOTS) {
+		snprintf(err, errlen, "%u virtio devices (--disk, --rng, --console virtio): at most %d",
+			 cfg->nr_disks + (cfg->rng_rate ? 1 : 0) + (cfg->console == CONSOLE_VIRTIO),
+			 LAYOUT_VIRTIO_SLOTS);
 		return -EINVAL;
 	}
 	/* The template file's syntax and structure; what needs KVM's tables is checked when the VM is built. */

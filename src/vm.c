@@ -260,6 +260,7 @@ int vm_run(struct vm *vm, int sig_fd)
 	late_start_devices(vm);
 	wait_for_exit(vm, sig_fd);
 	join_vcpus(vm);
+	evloop_stop(vm->loop); /* no device callback runs while the devices stop */
 	bus_stop(&vm->bus);
 	log_info("VM ended: %s (exit status %d)", vm->exit_reason, vm->exit_code);
 	if (log_dropped())
@@ -308,7 +309,10 @@ void vm_destroy(struct vm *vm)
 	}
 	free(vm->vcpus);
 	cpuid_vm_destroy(&vm->cpuid_vm);
+	evloop_stop(vm->loop);
 	bus_destroy(&vm->bus);
+	evloop_destroy(vm->loop);
+	free(vm->cmdline);
 	gmem_destroy(&vm->mem);
 	if (vm->fd >= 0)
 		close(vm->fd);

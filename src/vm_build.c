@@ -15,7 +15,9 @@
 
 #include "brisk/cpuid.h"
 #include "brisk/devices.h"
+#include "brisk/devmgr.h"
 #include "brisk/errmsg.h"
+#include "brisk/evloop.h"
 #include "brisk/file.h"
 #include "brisk/layout.h"
 #include "brisk/log.h"
@@ -106,6 +108,36 @@ static int create_vm(struct vm *vm, struct vm_error *e)
 		return fail(e, VM_ERR_HOST, -errno, "KVM_SET_TSS_ADDR/KVM_SET_IDENTITY_MAP_ADDR failed: %s",
 			    strerror(errno));
 	timeline_mark(TL_VM_CREATED);
+	return 0;
+}
+
+/*
+ * Step 2b: the virtio devices planned (windows and interrupt lines from the
+ * device manager, in the order users expect: disks as given, so the first
+ * --disk is vda; then entropy; then the console) and the command line that
+ * tells the guest where they are, for every kernel (devmgr.h).
+ */
+static int plan_devices(struct vm *vm, struct vm_error *e)
+{
+	const char *base = vm->cfg.cmdline ? vm->cfg.cmdline : kernel_default_cmdline(&vm->kernel);
+	int n;
+
+	for (unsigned i = 0; i < vm->cfg.nr_disks; i++)
+		devmgr_alloc(&vm->devmgr, "virtio-blk");
+	if (vm->cfg.rng_rate)
+		devmgr_alloc(&vm->devmgr, "virtio-rng");
+	if (vm->cfg.console == CONSOLE_VIRTIO)
+		devmgr_alloc(&vm->devmgr, "virtio-console");
+	if (!vm->devmgr.nr)
+		return 0; /* config_validate kept the count within the windows */
+	vm->cmdline = malloc(LAYOUT_CMDLINE_MAX);
+	if (!vm->cmdline)
+		return fail(e, VM_ERR_HOST, -ENOMEM, "out of memory for the command line");
+	n = devmgr_cmdline(&vm->devmgr, base, vm->cmdline, LAYOUT_CMDLINE_MAX);
+	if (n < 0)
+		return fail(e, VM_ERR_USAGE, n,
+			    "the kernel command line with the %u virtio devices' words is longer than %lu bytes",
+			    vm->devmgr.nr, LAYOUT_CMDLINE_MAX - 1);
 	return 0;
 }
 
@@ -217,6 +249,31 @@ static int start_vcpus(struct vm *vm, struct vm_error *e)
 	return 0;
 }
 
+/* The virtio devices, in the planned order, each in its window; their work runs on the I/O event loop. */
+static int create_virtio(struct vm *vm, const struct devctx *ctx, struct vm_error *e)
+{
+	unsigned slot = 0;
+	int err;
+
+	if (!vm->devmgr.nr)
+		return 0;
+	vm->loop = evloop_create();
+	if (!vm->loop)
+		return fail(e, kind_of(-errno, VM_ERR_HOST), -errno, "creating the I/O event loop failed: %s",
+			    strerror(errno));
+	for (unsigned i = 0; i < vm->cfg.nr_disks; i++, slot++) {
+		err =
+		    virtio_blk_create(ctx, &vm->bus, &vm->devmgr.slot[slot], &vm->cfg.disk[i], e->msg, sizeof(e->msg));
+		if (err)
+			return fail(e, kind_of(err, VM_ERR_USAGE), err, "--disk %s: %s", vm->cfg.disk[i].path, e->msg);
+	}
+	if (vm->cfg.rng_rate && (err = virtio_rng_create(ctx, &vm->bus, &vm->devmgr.slot[slot++], vm->cfg.rng_rate)))
+		return fail(e, VM_ERR_HOST, err, "creating the virtio entropy device failed: %s", strerror(-err));
+	if (vm->cfg.console == CONSOLE_VIRTIO && (err = virtio_console_create(ctx, &vm->bus, &vm->devmgr.slot[slot++])))
+		return fail(e, VM_ERR_HOST, err, "creating the virtio console failed: %s", strerror(-err));
+	return 0;
+}
+
 /* Step 11: the devices, each added to the one bus, which owns them. */
 static int create_devices(struct vm *vm, struct vm_error *e)
 {
@@ -233,7 +290,7 @@ static int create_devices(struct vm *vm, struct vm_error *e)
 	    (err = debugexit_create(&ctx, &vm->bus)) || (err = bootmark_create(&vm->bus)) ||
 	    (err = cmos_create(&vm->bus)))
 		return fail(e, VM_ERR_HOST, err, "creating the platform devices failed: %s", strerror(-err));
-	return 0;
+	return create_virtio(vm, &ctx, e);
 }
 
 /*
@@ -245,7 +302,8 @@ static int create_devices(struct vm *vm, struct vm_error *e)
 static int load_kernel(struct vm *vm, struct vm_error *e)
 {
 	char err[BOOT_ERR_MAX];
-	int ret = kernel_load(&vm->kernel, &vm->mem, vm->cfg.cmdline, &vm->entry, err, sizeof(err));
+	int ret = kernel_load(&vm->kernel, &vm->mem, vm->cmdline ? vm->cmdline : vm->cfg.cmdline, &vm->entry, err,
+			      sizeof(err));
 
 	if (!ret && vm->kernel.initrd.size)
 		log_debug("initrd: %zu bytes at 0x%llx", vm->kernel.initrd.size,
@@ -316,7 +374,11 @@ static int write_platform_tables(struct vm *vm, struct vm_error *e)
 static int start_devices(struct vm *vm, struct vm_error *e)
 {
 	const char *dev = "?";
-	int err = bus_start(&vm->bus, &dev);
+	int err = vm->loop ? evloop_start(vm->loop) : 0;
+
+	if (err)
+		return fail(e, VM_ERR_HOST, err, "starting the I/O event loop failed: %s", strerror(-err));
+	err = bus_start(&vm->bus, &dev);
 
 	if (err)
 		return fail(e, VM_ERR_HOST, err, "starting device %s failed: %s", dev, strerror(-err));
@@ -338,7 +400,8 @@ int vm_create(const struct vm_config *cfg, struct vm **out, struct vm_error *e)
 		goto fail;
 	}
 	/* Steps 1-5 need no KVM: every input the user gave is checked before KVM is used. */
-	if ((ret = load_image(vm, e)) || (ret = open_outputs(vm, e)) || (ret = alloc_memory(vm, e)))
+	if ((ret = load_image(vm, e)) || (ret = open_outputs(vm, e)) || (ret = plan_devices(vm, e)) ||
+	    (ret = alloc_memory(vm, e)))
 		goto fail;
 	open_kvm(vm);
 	if ((ret = load_kernel(vm, e)) || (ret = check_kvm(vm, e)) || (ret = create_vm(vm, e)) ||

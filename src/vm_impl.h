@@ -10,6 +10,8 @@
 #include "brisk/bus.h"
 #include "brisk/cpuid.h"
 #include "brisk/device.h"
+#include "brisk/devmgr.h"
+#include "brisk/evloop.h"
 #include "brisk/exits.h"
 #include "brisk/kernel.h"
 #include "brisk/kvm.h"
@@ -44,6 +46,8 @@ struct vm {
 	struct kernel kernel; /* opened by load_image; its files are closed by load_kernel */
 	struct boot_entry entry;
 	int serial_out_fd;	  /* --serial file:PATH, closed by vm_destroy after the bus */
+	struct devmgr devmgr;	  /* the virtio windows and lines handed out (vm_build.c step 3) */
+	char *cmdline;		  /* the kernel command line with the devices' words, or NULL: cfg.cmdline */
 	struct evloop *loop;	  /* the I/O event loop (evloop.h), NULL until a device needs one */
 	struct cpuid_vm cpuid_vm; /* the per-VM template, topology, vendor, boot MSRs */
 	unsigned nr_vcpus;

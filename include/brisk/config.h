@@ -32,6 +32,19 @@ __attribute__((warn_unused_result)) int parse_serial(const char *s, struct vm_co
  */
 __attribute__((warn_unused_result)) int parse_topology(const char *s, struct vm_config *cfg);
 
+/*
+ * Parses one --disk "PATH[,ro][,id=NAME][,cache=none|writeback]" into the
+ * next cfg->disk[]. Returns 0, -EINVAL (with what is wrong in err) or
+ * -E2BIG (more than VM_MAX_DISKS).
+ */
+__attribute__((warn_unused_result)) int parse_disk(const char *s, struct vm_config *cfg, char *err, size_t errlen);
+
+/* Parses --rng[=RATE]: NULL = the default rate; RATE a size per second ("1M", "64K"). Returns 0 or -EINVAL. */
+__attribute__((warn_unused_result)) int parse_rng(const char *s, struct vm_config *cfg);
+
+/* Parses --console: "serial" or "virtio". Returns 0 or -EINVAL. */
+__attribute__((warn_unused_result)) int parse_console(const char *s, struct vm_config *cfg);
+
 /* Defaults: 1 vCPU, VM_DEFAULT_MEMORY, serial on stdio, the built-in guest. */
 void config_defaults(struct vm_config *cfg);
 

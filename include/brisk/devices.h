@@ -2,6 +2,7 @@
 #ifndef BRISK_DEVICES_H
 #define BRISK_DEVICES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct bus;
@@ -49,6 +50,27 @@ void serial8250_stop(struct serial8250 *s, int flush_ms);
 uint64_t serial8250_dropped(const struct serial8250 *s);
 /* Restores the terminal if raw mode is on (async-signal-safe; for atexit paths). */
 void serial8250_restore_tty(void);
+
+struct devmgr_slot;
+struct vm_disk;
+
+/*
+ * virtio devices (src/virtio/): each in its virtio-mmio window `slot`,
+ * added to `bus` (which owns it from then on). Return 0 or -errno.
+ */
+/* Entropy (section 5.4), getrandom-backed, at most `bytes_per_sec`. */
+__attribute__((warn_unused_result)) int virtio_rng_create(const struct devctx *ctx, struct bus *bus,
+							  const struct devmgr_slot *slot, uint64_t bytes_per_sec);
+/*
+ * Block (section 5.2) backed by the raw image d->path; on failure `err`
+ * says what is wrong with the image (missing, locked, read-only, size).
+ */
+__attribute__((warn_unused_result)) int virtio_blk_create(const struct devctx *ctx, struct bus *bus,
+							  const struct devmgr_slot *slot, const struct vm_disk *d,
+							  char *err, size_t errlen);
+/* Console (section 5.3), one port, on the VM's stdin/stdout (the UART keeps early output). */
+__attribute__((warn_unused_result)) int virtio_console_create(const struct devctx *ctx, struct bus *bus,
+							      const struct devmgr_slot *slot);
 
 /* The constructors below add their device to `bus` (which owns it from then on) and return 0 or -errno. */
 

@@ -16,7 +16,7 @@
  *   0x0002_0000  kernel command line
  *   0x0009_fc00  EBDA: MP floating pointer and configuration table (reserved)
  *   0x000a_0000  VGA / option ROM / BIOS area (reserved)
- *   0x000f_0000  system BIOS area: MP configuration table above 40 vCPUs
+ *   0x000f_0000  system BIOS area: MP configuration table above 37 vCPUs
  *   0x0010_0000  first byte of high RAM: kernel, initrd
  *   0xc000_0000  32-bit MMIO hole: boot marker, virtio-mmio, IOAPIC, LAPIC,
  *                KVM's identity-map page and TSS
@@ -56,7 +56,7 @@
 
 /*
  * MP configuration table when it does not fit in the EBDA after the floating
- * pointer (more than 40 vCPUs, mptable.c): the 64 KiB system BIOS area,
+ * pointer (more than 37 vCPUs, mptable.c): the 64 KiB system BIOS area,
  * reserved in the memory map like the rest of [EBDA, 1 MiB).
  */
 #define LAYOUT_MPTABLE_BIOS	 0xf0000UL
@@ -69,6 +69,17 @@
 #define LAYOUT_RAM_ABOVE_4G  0x100000000ULL
 
 #define LAYOUT_VIRTIO_MMIO	0xd0001000ULL /* virtio-mmio devices, one page each */
+#define LAYOUT_VIRTIO_MMIO_SIZE 0x1000ULL     /* one window: registers at 0, config space at 0x100 */
+#define LAYOUT_VIRTIO_SLOTS	18	      /* windows, one per interrupt line below */
+/*
+ * The virtio-mmio interrupt lines: I/O APIC pins 5-7 and 9-23 (the MP table
+ * routes every pin 0-23, mptable.c). Not 0-4 (PIT, keyboard, cascade, COM2,
+ * COM1) nor 8 (the CMOS RTC's, which Linux's rtc_cmos requests unshared).
+ */
+#define LAYOUT_VIRTIO_IRQS                                                                                             \
+	{                                                                                                              \
+		5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23                                     \
+	}
 #define LAYOUT_KVM_IDENTITY_MAP 0xfeffc000ULL /* KVM_SET_IDENTITY_MAP_ADDR, 1 page */
 #define LAYOUT_KVM_TSS		0xfeffd000ULL /* KVM_SET_TSS_ADDR, 3 pages */
 
@@ -96,8 +107,11 @@ _Static_assert(LAYOUT_END(LAYOUT_EBDA, LAYOUT_EBDA_SIZE) <= LAYOUT_MPTABLE_BIOS 
 	       "MP table BIOS area inside the reserved legacy window");
 _Static_assert(LAYOUT_HIGH_RAM == BRISK_GUEST_LOAD_ADDR, "test guests load at high RAM");
 _Static_assert(LAYOUT_MMIO_HOLE <= BRISK_BOOTMARK_MMIO, "boot marker inside the hole");
-_Static_assert(LAYOUT_DISJOINT(BRISK_BOOTMARK_MMIO, BRISK_BOOTMARK_MMIO_SIZE, LAYOUT_VIRTIO_MMIO, 0x1000),
+_Static_assert(LAYOUT_DISJOINT(BRISK_BOOTMARK_MMIO, BRISK_BOOTMARK_MMIO_SIZE, LAYOUT_VIRTIO_MMIO,
+			       LAYOUT_VIRTIO_SLOTS *LAYOUT_VIRTIO_MMIO_SIZE),
 	       "boot marker/virtio");
+_Static_assert(LAYOUT_END(LAYOUT_VIRTIO_MMIO, LAYOUT_VIRTIO_SLOTS *LAYOUT_VIRTIO_MMIO_SIZE) <= BRISK_IOAPIC_BASE,
+	       "virtio windows below the I/O APIC");
 _Static_assert(LAYOUT_VIRTIO_MMIO + 0x100000 <= BRISK_IOAPIC_BASE, "virtio window/IOAPIC");
 _Static_assert(BRISK_IOAPIC_BASE + 0x1000 <= BRISK_LAPIC_BASE, "IOAPIC/LAPIC");
 _Static_assert(BRISK_LAPIC_BASE + 0x1000 <= LAYOUT_KVM_IDENTITY_MAP, "LAPIC/identity map");

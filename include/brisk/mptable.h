@@ -20,15 +20,15 @@ struct gmem;
 #define MPTABLE_HEADER_SIZE    44 /* configuration table header */
 #define MPTABLE_CPU_ENTRY_SIZE 20 /* processor entry */
 #define MPTABLE_ENTRY_SIZE     8  /* bus, I/O APIC, I/O and local interrupt entries */
-#define MPTABLE_ISA_IRQS       16 /* one I/O interrupt assignment entry per ISA IRQ */
+#define MPTABLE_IRQS	       24 /* one I/O interrupt entry per I/O APIC pin: ISA IRQs 0-15, virtio lines up to 23 */
 
 /*
  * Bytes of the configuration table (header and base entries, no extended
  * entries) for `cpus` processors: header, one entry per CPU, one bus, one
- * I/O APIC, 16 I/O interrupt entries and two local interrupt entries.
+ * I/O APIC, 24 I/O interrupt entries and two local interrupt entries.
  */
 #define MPTABLE_CONFIG_SIZE(cpus)                                                                                      \
-	(MPTABLE_HEADER_SIZE + (cpus)*MPTABLE_CPU_ENTRY_SIZE + (2 + MPTABLE_ISA_IRQS + 2) * MPTABLE_ENTRY_SIZE)
+	(MPTABLE_HEADER_SIZE + (cpus)*MPTABLE_CPU_ENTRY_SIZE + (2 + MPTABLE_IRQS + 2) * MPTABLE_ENTRY_SIZE)
 size_t mptable_config_size(unsigned cpus);
 
 /*

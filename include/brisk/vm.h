@@ -10,6 +10,26 @@
 
 enum serial_mode { SERIAL_STDIO = 0, SERIAL_FILE, SERIAL_NONE };
 
+/* Where the guest's console (stdin/stdout) is: the 8250 UART, or a virtio console (hvc0) with the UART kept for early
+ * output. */
+enum console_mode { CONSOLE_SERIAL = 0, CONSOLE_VIRTIO };
+
+enum disk_cache { DISK_CACHE_WRITEBACK = 0, DISK_CACHE_NONE };
+
+#define VM_MAX_DISKS	    16	       /* --disk: at most this many, within the virtio windows (layout.h) */
+#define VM_DISK_ID_MAX	    20	       /* VIRTIO_BLK_ID_BYTES (virtio 1.2 section 5.2.6) */
+#define VM_RNG_DEFAULT_RATE (1u << 20) /* --rng without a rate: 1 MiB/s (SECURITY.md case 12) */
+
+/* One --disk PATH[,ro][,id=NAME][,cache=none|writeback]. */
+#define VM_DISK_PATH_MAX 4096
+
+struct vm_disk {
+	char path[VM_DISK_PATH_MAX];
+	bool ro;
+	char id[VM_DISK_ID_MAX + 1]; /* empty: derived from the file (devices.md) */
+	enum disk_cache cache;
+};
+
 struct vm;
 
 /* Callbacks for the profiler (brisk profile); a plain run has none. */
@@ -37,6 +57,10 @@ struct vm_config {
 	struct {
 		unsigned sockets, cores, threads; /* 0 = derived from cpus */
 	} topology;
+	unsigned nr_disks;
+	struct vm_disk disk[VM_MAX_DISKS];
+	uint64_t rng_rate;	      /* --rng: bytes per second; 0: no entropy device */
+	enum console_mode console;    /* --console */
 	const struct vm_hooks *hooks; /* NULL: none */
 };
 

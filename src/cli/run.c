@@ -27,7 +27,10 @@ enum {
 	OPT_LOG_LEVEL,
 	OPT_TOPOLOGY,
 	OPT_CPU_TEMPLATE,
-	OPT_REPORT_JSON
+	OPT_REPORT_JSON,
+	OPT_DISK,
+	OPT_RNG,
+	OPT_CONSOLE
 };
 
 static const struct option options[] = {
@@ -43,6 +46,9 @@ static const struct option options[] = {
     {"prefault", no_argument, NULL, OPT_PREFAULT},
     {"timeline", no_argument, NULL, OPT_TIMELINE},
     {"report-json", required_argument, NULL, OPT_REPORT_JSON},
+    {"disk", required_argument, NULL, OPT_DISK},
+    {"rng", optional_argument, NULL, OPT_RNG},
+    {"console", required_argument, NULL, OPT_CONSOLE},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -55,6 +61,17 @@ static int bad_value(const char *opt, const char *value, const char *expected)
 {
 	fprintf(stderr, "brisk run: invalid %s '%s': expected %s\n", opt, value, expected);
 	return EXIT_USAGE;
+}
+
+static int disk_option_arg(const char *arg, struct vm_config *cfg)
+{
+	char err[256];
+
+	if (parse_disk(arg, cfg, err, sizeof(err))) {
+		fprintf(stderr, "brisk run: invalid --disk '%s': %s\n", arg, err);
+		return EXIT_USAGE;
+	}
+	return 0;
 }
 
 /* One option into `cfg`. Returns 0, EXIT_USAGE, or -1 for --help. */
@@ -103,6 +120,13 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 	case OPT_REPORT_JSON:
 		report_json = arg;
 		return 0;
+	case OPT_DISK:
+		return disk_option_arg(arg, cfg);
+	case OPT_RNG:
+		return parse_rng(arg, cfg) ? bad_value("--rng", arg, "a rate in bytes per second such as 1M or 65536")
+					   : 0;
+	case OPT_CONSOLE:
+		return parse_console(arg, cfg) ? bad_value("--console", arg, "serial or virtio") : 0;
 	case OPT_LOG_LEVEL:
 		if (log_parse_level(arg, &level))
 			return bad_value("--log-level", arg, "error, warn, info or debug");

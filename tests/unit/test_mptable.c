@@ -84,12 +84,12 @@ static void check_ids(const struct gmem *mem, unsigned cpus, const uint32_t *ids
 	len = le16(h + 4);
 	count = le16(h + 34);
 	assert_int_equal(len, mptable_config_size(cpus));
-	assert_int_equal(len, 44 + 20 * cpus + 8 * 20);
+	assert_int_equal(len, 44 + 20 * cpus + 8 * (2 + MPTABLE_IRQS + 2));
 	assert_int_equal(h[6], 4);
 	assert_memory_equal(h + 8, "BRISK   ", 8);
 	assert_int_equal(le32(h + 36), BRISK_LAPIC_BASE);
 	assert_int_equal(le16(h + 40), 0); /* no extended table */
-	assert_int_equal(count, cpus + 20);
+	assert_int_equal(count, cpus + 2 + MPTABLE_IRQS + 2);
 	assert_non_null(gmem_ptr(mem, addr, len));
 	assert_int_equal(sum(h, len), 0);
 
@@ -125,7 +125,7 @@ static void check_ids(const struct gmem *mem, unsigned cpus, const uint32_t *ids
 			assert_int_equal(e[4], 0);	   /* source bus: ISA */
 			assert_int_equal(e[6], ioapic_id); /* this I/O APIC */
 			assert_int_equal(e[7], e[5]);	   /* IRQ n -> pin n */
-			assert_true(e[5] < 16);
+			assert_true(e[5] < MPTABLE_IRQS);
 			irqs |= 1u << e[5];
 			break;
 		case 4:
@@ -143,7 +143,7 @@ static void check_ids(const struct gmem *mem, unsigned cpus, const uint32_t *ids
 	assert_int_equal(n_bus, 1);
 	assert_int_equal(n_ioapic, 1);
 	assert_int_equal(n_lint, 2);
-	assert_int_equal(irqs, 0xffff);
+	assert_int_equal(irqs, (1u << MPTABLE_IRQS) - 1); /* every pin, 0..23 */
 }
 
 static void check_table(const struct gmem *mem, unsigned cpus)
@@ -165,7 +165,7 @@ static void test_mptable_topology_ids(void **state)
 
 static void test_mptable_cpu_counts(void **state)
 {
-	static const unsigned counts[] = {1, 2, 4, 39, 40, 41, 128, MPTABLE_MAX_CPUS};
+	static const unsigned counts[] = {1, 2, 4, 36, 37, 38, 128, MPTABLE_MAX_CPUS};
 
 	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
 		memset(gmem_ptr(*state, LAYOUT_EBDA, LAYOUT_LEGACY_END - LAYOUT_EBDA), 0xa5,
@@ -179,11 +179,11 @@ static void test_mptable_placement(void **state)
 {
 	(void)state;
 	assert_int_equal(mptable_config_addr(1), LAYOUT_EBDA + MPTABLE_FPS_SIZE);
-	assert_int_equal(mptable_config_addr(40), LAYOUT_EBDA + MPTABLE_FPS_SIZE);
-	assert_int_equal(mptable_config_addr(41), LAYOUT_MPTABLE_BIOS);
+	assert_int_equal(mptable_config_addr(37), LAYOUT_EBDA + MPTABLE_FPS_SIZE);
+	assert_int_equal(mptable_config_addr(38), LAYOUT_MPTABLE_BIOS);
 	assert_int_equal(mptable_config_addr(MPTABLE_MAX_CPUS), LAYOUT_MPTABLE_BIOS);
-	assert_true(LAYOUT_EBDA + MPTABLE_FPS_SIZE + mptable_config_size(40) <= LAYOUT_EBDA + LAYOUT_EBDA_SIZE);
-	assert_true(LAYOUT_EBDA + MPTABLE_FPS_SIZE + mptable_config_size(41) > LAYOUT_EBDA + LAYOUT_EBDA_SIZE);
+	assert_true(LAYOUT_EBDA + MPTABLE_FPS_SIZE + mptable_config_size(37) <= LAYOUT_EBDA + LAYOUT_EBDA_SIZE);
+	assert_true(LAYOUT_EBDA + MPTABLE_FPS_SIZE + mptable_config_size(38) > LAYOUT_EBDA + LAYOUT_EBDA_SIZE);
 }
 
 static void test_mptable_refuses_counts(void **state)

@@ -14,13 +14,13 @@
  * byte of the top 1 KiB of base memory, one of the places the spec (4.0)
  * and Linux's default_find_smp_config() scan for "_MP_" on 16-byte
  * boundaries. The configuration table follows it in the EBDA while it fits:
- * 1024 - 16 bytes hold the 204 fixed bytes and 40 processor entries. Above
- * 40 vCPUs it goes to the system BIOS area (LAYOUT_MPTABLE_BIOS), which
+ * 1024 - 16 bytes hold the 268 fixed bytes and 37 processor entries. Above
+ * 37 vCPUs it goes to the system BIOS area (LAYOUT_MPTABLE_BIOS), which
  * holds all 254. Both are inside [EBDA, 1 MiB), reserved in the memory map,
  * so the kernel keeps its hands off them.
  */
 #define EBDA_MAX_CPUS ((LAYOUT_EBDA_SIZE - MPTABLE_FPS_SIZE - MPTABLE_CONFIG_SIZE(0)) / MPTABLE_CPU_ENTRY_SIZE)
-_Static_assert(EBDA_MAX_CPUS == 40, "the EBDA holds the table for up to 40 vCPUs");
+_Static_assert(EBDA_MAX_CPUS == 37, "the EBDA holds the table for up to 37 vCPUs");
 _Static_assert(MPTABLE_CONFIG_SIZE(MPTABLE_MAX_CPUS) <= LAYOUT_MPTABLE_BIOS_SIZE, "254 vCPUs fit the BIOS area");
 
 #define MP_SPEC_REV 4 /* version 1.4 */
@@ -159,7 +159,9 @@ static uint8_t *put_cpus(uint8_t *p, unsigned cpus, const uint32_t *apic_ids)
 }
 
 /*
- * ISA IRQ i -> I/O APIC pin i for i in 0..15, as Firecracker writes them:
+ * Bus IRQ i -> I/O APIC pin i for every pin, 0..23, as Firecracker writes
+ * them (its IRQ_MAX is 23): the ISA IRQs 0..15 and the virtio-mmio lines
+ * above them (devmgr.c hands those out), all on the one ISA bus:
  * KVM's default GSI routing (virt/kvm/irqchip.c, kvm_setup_default_irq_routing
  * in arch/x86/kvm/irq_comm.c) connects GSI i to PIC pin i and IOAPIC pin i
  * alike, and the in-kernel PIT raises GSI 0, so the timer arrives on pin 0,
@@ -172,7 +174,7 @@ static uint8_t *put_interrupts(uint8_t *p, uint8_t ioapic_id)
 {
 	struct mpc_intsrc e;
 
-	for (unsigned irq = 0; irq < MPTABLE_ISA_IRQS; irq++) {
+	for (unsigned irq = 0; irq < MPTABLE_IRQS; irq++) {
 		e = (struct mpc_intsrc){.type = MP_INTSRC,
 					.irq_type = MP_INT,
 					.src_bus = ISA_BUS_ID,
@@ -201,7 +203,7 @@ static void build_config(uint8_t *buf, unsigned cpus, const uint32_t *apic_ids, 
 	    .spec_rev = MP_SPEC_REV,
 	    .oem = {'B', 'R', 'I', 'S', 'K', ' ', ' ', ' '},
 	    .product = {'m', 'i', 'c', 'r', 'o', 'V', 'M', ' ', ' ', ' ', ' ', ' '},
-	    .count = (uint16_t)(cpus + 2 + MPTABLE_ISA_IRQS + 2),
+	    .count = (uint16_t)(cpus + 2 + MPTABLE_IRQS + 2),
 	    .lapic = (uint32_t)BRISK_LAPIC_BASE,
 	};
 	struct mpc_bus bus = {.type = MP_BUS, .bus_id = ISA_BUS_ID, .bus_type = {'I', 'S', 'A', ' ', ' ', ' '}};

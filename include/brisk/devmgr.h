@@ -1,0 +1,36 @@
+/*
+ * devmgr.h - the device manager: hands out virtio-mmio windows and interrupt lines from layout.h, in the
+ * order devices are planned, and writes what the guest needs to find them: a `virtio_mmio.device=`
+ * word per device on the kernel command line (the form Linux's drivers/virtio/virtio_mmio.c parses,
+ * for every kernel). As Firecracker's device_manager/mmio.rs.
+ */
+#ifndef BRISK_DEVMGR_H
+#define BRISK_DEVMGR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "brisk/layout.h"
+
+struct devmgr_slot {
+	uint64_t base;	  /* guest-physical start of the 4 KiB window */
+	unsigned irq;	  /* I/O APIC pin = GSI */
+	const char *what; /* "virtio-blk vda", for logs */
+};
+
+struct devmgr {
+	unsigned nr;
+	struct devmgr_slot slot[LAYOUT_VIRTIO_SLOTS];
+};
+
+/* Takes the next window and line. Returns the slot, or NULL when all LAYOUT_VIRTIO_SLOTS are taken. */
+const struct devmgr_slot *devmgr_alloc(struct devmgr *m, const char *what);
+
+/*
+ * Writes `base` followed by " virtio_mmio.device=4K@0xADDR:IRQ" for every
+ * slot into out[0..outlen). Returns the length, or -E2BIG when it does not
+ * fit (the message is then the caller's: the command line limit).
+ */
+int devmgr_cmdline(const struct devmgr *m, const char *base, char *out, size_t outlen);
+
+#endif

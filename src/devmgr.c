@@ -1,0 +1,44 @@
+/* devmgr.c - virtio-mmio windows, interrupt lines and their command-line words (include/brisk/devmgr.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "brisk/devmgr.h"
+
+static const unsigned irqs[LAYOUT_VIRTIO_SLOTS] = LAYOUT_VIRTIO_IRQS;
+
+const struct devmgr_slot *devmgr_alloc(struct devmgr *m, const char *what)
+{
+	struct devmgr_slot *s;
+
+	if (m->nr == LAYOUT_VIRTIO_SLOTS)
+		return NULL;
+	s = &m->slot[m->nr];
+	*s = (struct devmgr_slot){
+	    .base = LAYOUT_VIRTIO_MMIO + m->nr * LAYOUT_VIRTIO_MMIO_SIZE,
+	    .irq = irqs[m->nr],
+	    .what = what,
+	};
+	m->nr++;
+	return s;
+}
+
+int devmgr_cmdline(const struct devmgr *m, const char *base, char *out, size_t outlen)
+{
+	size_t n = 0;
+	int w = snprintf(out, outlen, "%s", base);
+
+	if (w < 0 || (size_t)w >= outlen)
+		return -E2BIG;
+	n = (size_t)w;
+	/* Linux: "virtio_mmio.device=<size>@<baseaddr>:<irq>[:<id>]" (drivers/virtio/virtio_mmio.c). */
+	for (unsigned i = 0; i < m->nr; i++) {
+		w = snprintf(out + n, outlen - n, "%svirtio_mmio.device=%lluK@0x%llx:%u", n ? " " : "",
+			     (unsigned long long)(LAYOUT_VIRTIO_MMIO_SIZE >> 10), (unsigned long long)m->slot[i].base,
+			     m->slot[i].irq);
+		if (w < 0 || (size_t)w >= outlen - n)
+			return -E2BIG;
+		n += (size_t)w;
+	}
+	return (int)n;
+}

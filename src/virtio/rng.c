@@ -1,0 +1,221 @@
+/*
+ * rng.c - virtio entropy device (virtio 1.2 section 5.4): one request queue; each chain's writable
+ * buffers are filled from getrandom(2).
+ *
+ * A guest asking for huge buffers at a high rate must not turn the host into its random-number
+ * pump (SECURITY.md case 12): at most RNG_MAX_PER_REQUEST bytes per chain, and a token bucket of
+ * `rate` bytes per second (a one-second burst). When the bucket is empty the device stops taking
+ * chains and a timerfd on the event loop resumes it once enough tokens have accrued; the chains wait
+ * in the ring, the guest waits for them. Counted: bytes served, times throttled.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "brisk/devices.h"
+#include "brisk/log.h"
+#include "brisk/virtio.h"
+
+#define RNG_QUEUE_SIZE	    256
+#define RNG_MAX_PER_REQUEST 65536     /* bytes filled per chain, at most */
+#define RNG_MAX_SEGS	    64	      /* segments per chain we look at; more is refused */
+#define RNG_RETRY_NS	    10000000L /* after throttling: try again in 10 ms */
+
+struct rng {
+	struct virtio_mmio *t;
+	uint64_t rate; /* bytes per second */
+	double tokens; /* bytes that may be served now (<= rate: a one-second burst) */
+	uint64_t last_ns;
+	int timer_fd; /* resumes a throttled queue */
+	bool throttled;
+	uint64_t bytes, throttles;
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void refill(struct rng *r)
+{
+	uint64_t now = mono_ns();
+
+	r->tokens += (double)(now - r->last_ns) * (double)r->rate / 1e9;
+	if (r->tokens > (double)r->rate)
+		r->tokens = (double)r->rate;
+	r->last_ns = now;
+}
+
+/* Fills the chain's writable segments with up to `max` random bytes; returns how many. */
+static uint32_t fill(const struct virtq_chain *c, uint64_t max)
+{
+	uint64_t done = 0;
+
+	for (unsigned i = c->nr_out; i < c->nr_out + c->nr_in && done < max; i++) {
+		uint64_t want = c->seg[i].len < max - done ? c->seg[i].len : max - done;
+		uint64_t got = 0;
+
+		while (got < want) {
+			ssize_t n = getrandom(c->seg[i].ptr + got, (size_t)(want - got), 0);
+
+			if (n <= 0)
+				return (uint32_t)(done + got); /* EINTR or worse: serve what we have */
+			got += (uint64_t)n;
+		}
+		done += got;
+	}
+	return (uint32_t)done;
+}
+
+static void throttle(struct rng *r)
+{
+	struct itimerspec its = {.it_value = {.tv_nsec = RNG_RETRY_NS}};
+
+	if (!r->throttled)
+		r->throttles++;
+	r->throttled = true;
+	if (timerfd_settime(r->timer_fd, 0, &its, NULL) < 0)
+		log_warn("virtio-rng: timerfd_settime: %s", strerror(errno));
+}
+
+/* Serves chains while tokens last (event loop, I/O lock held). */
+static void serve(struct rng *r)
+{
+	struct virtq *q = virtio_queue(r->t, 0);
+	struct virtq_seg segs[RNG_MAX_SEGS];
+	struct virtq_chain c;
+	bool pushed = false;
+
+	refill(r);
+	while (q && !q->broken) {
+		enum virtq_pop_result res;
+
+		if (r->tokens < 1.0) {
+			throttle(r);
+			break;
+		}
+		res = virtq_pop(q, &c, segs, RNG_MAX_SEGS);
+		if (res == VIRTQ_EMPTY)
+			break;
+		if (res == VIRTQ_BROKEN) {
+			virtio_needs_reset(r->t, "request queue corrupt");
+			break;
+		}
+		if (res == VIRTQ_BAD_CHAIN || c.nr_in == 0) {
+			virtio_bad_request(r->t, res == VIRTQ_BAD_CHAIN ? "malformed descriptor chain"
+									: "a request with no writable buffer");
+			virtq_push(q, c.head, 0);
+		} else {
+			uint64_t max =
+			    (uint64_t)r->tokens < RNG_MAX_PER_REQUEST ? (uint64_t)r->tokens : RNG_MAX_PER_REQUEST;
+			uint32_t n = fill(&c, max);
+
+			r->tokens -= n;
+			r->bytes += n;
+			virtq_push(q, c.head, n);
+		}
+		pushed = true;
+	}
+	if (pushed)
+		virtio_queue_done(r->t, 0);
+}
+
+static void rng_notify(void *dev, unsigned q)
+{
+	struct rng *r = dev;
+
+	(void)q;
+	if (!r->throttled) /* throttled: the timer resumes, a notification changes nothing */
+		serve(r);
+}
+
+static void timer_fired(void *arg, uint32_t events)
+{
+	struct rng *r = arg;
+	uint64_t n;
+
+	(void)events;
+	if (read(r->timer_fd, &n, sizeof(n)) != sizeof(n))
+		return;
+	r->throttled = false;
+	serve(r);
+}
+
+static int rng_activate(void *dev, uint64_t features)
+{
+	struct rng *r = dev;
+
+	(void)features;
+	r->tokens = (double)r->rate;
+	r->last_ns = mono_ns();
+	r->throttled = false;
+	return 0;
+}
+
+static void rng_reset(void *dev)
+{
+	struct rng *r = dev;
+	struct itimerspec off = {0};
+
+	timerfd_settime(r->timer_fd, 0, &off, NULL);
+	r->throttled = false;
+}
+
+static void rng_stop(void *dev)
+{
+	struct rng *r = dev;
+
+	log_info("virtio-rng: %llu bytes served, throttled %llu times", (unsigned long long)r->bytes,
+		 (unsigned long long)r->throttles);
+}
+
+static void rng_destroy(void *dev)
+{
+	struct rng *r = dev;
+
+	if (r->timer_fd >= 0)
+		close(r->timer_fd);
+	free(r);
+}
+
+static const struct virtio_dev_ops rng_ops = {
+    .name = "virtio-rng",
+    .device_id = VIRTIO_ID_RNG,
+    .nr_queues = 1,
+    .queue_max = RNG_QUEUE_SIZE,
+    .features = 0,
+    .config_size = 0, /* section 5.4.4: no configuration */
+    .activate = rng_activate,
+    .notify = rng_notify,
+    .reset = rng_reset,
+    .stop = rng_stop,
+    .destroy = rng_destroy,
+};
+
+int virtio_rng_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_slot *slot, uint64_t bytes_per_sec)
+{
+	struct rng *r = calloc(1, sizeof(*r));
+	int err;
+
+	if (!r)
+		return -ENOMEM;
+	r->rate = bytes_per_sec;
+	r->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (r->timer_fd < 0) {
+		err = -errno;
+		free(r);
+		return err;
+	}
+	err = virtio_mmio_create(ctx, bus, slot, &rng_ops, r, &r->t); /* owns r from here on */
+	if (!err)
+		err = virtio_watch(r->t, r->timer_fd, EPOLLIN, timer_fired, r);
+	return err;
+}

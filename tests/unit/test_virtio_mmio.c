@@ -1,0 +1,452 @@
+/* test_virtio_mmio.c - the virtio-mmio transport's registers and state machine, and the device manager. No KVM. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "brisk/bus.h"
+#include "brisk/devmgr.h"
+#include "brisk/evloop.h"
+#include "brisk/log.h"
+#include "brisk/mem.h"
+#include "brisk/virtio.h"
+
+/* ---- a fake VM: no ioeventfd/irqfd (the transport falls back), a real event loop -------------------- */
+
+static struct evloop *loop;
+static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned irq_pulses;
+
+static void fake_irq_line(void *vm, unsigned irq, int level)
+{
+	(void)vm;
+	(void)irq;
+	pthread_mutex_lock(&fake_lock);
+	irq_pulses += level == 1;
+	pthread_mutex_unlock(&fake_lock);
+}
+
+static void fake_request_exit(void *vm, int code, const char *reason)
+{
+	(void)vm;
+	(void)code;
+	(void)reason;
+}
+
+static int no_ioeventfd(void *vm, uint64_t addr, unsigned len, bool has_match, uint64_t m, int fd, bool assign)
+{
+	(void)vm, (void)addr, (void)len, (void)has_match, (void)m, (void)fd, (void)assign;
+	return -ENOTSUP;
+}
+
+static int no_irqfd(void *vm, unsigned gsi, int fd, bool assign)
+{
+	(void)vm, (void)gsi, (void)fd, (void)assign;
+	return -ENOTSUP;
+}
+
+static struct evloop *fake_loop(void *vm)
+{
+	(void)vm;
+	return loop;
+}
+
+static const struct devctx_ops fake_ops = {
+    .irq_line = fake_irq_line,
+    .request_exit = fake_request_exit,
+    .ioeventfd = no_ioeventfd,
+    .irqfd = no_irqfd,
+    .loop = fake_loop,
+};
+
+/* ---- a fake device: two queues, 8 bytes of config, counts its callbacks ------------------------------------ */
+
+struct fake_dev {
+	pthread_mutex_t lock;
+	unsigned activations, resets, destroyed;
+	unsigned notified[2];
+	uint64_t features;
+	uint8_t config[8];
+};
+
+static void fd_config_read(void *dev, uint32_t off, void *data, unsigned len)
+{
+	memcpy(data, ((struct fake_dev *)dev)->config + off, len);
+}
+
+static int fd_activate(void *dev, uint64_t features)
+{
+	struct fake_dev *d = dev;
+
+	d->activations++;
+	d->features = features;
+	return 0;
+}
+
+static void fd_notify(void *dev, unsigned q)
+{
+	struct fake_dev *d = dev;
+
+	pthread_mutex_lock(&d->lock);
+	d->notified[q]++;
+	pthread_mutex_unlock(&d->lock);
+}
+
+static void fd_reset(void *dev)
+{
+	((struct fake_dev *)dev)->resets++;
+}
+
+static void fd_destroy(void *dev)
+{
+	((struct fake_dev *)dev)->destroyed++;
+}
+
+#define FAKE_FEATURE (1ull << 5)
+
+static const struct virtio_dev_ops fake_dev_ops = {
+    .name = "virtio-fake",
+    .device_id = 42,
+    .nr_queues = 2,
+    .queue_max = 64,
+    .features = FAKE_FEATURE,
+    .config_size = 8,
+    .config_read = fd_config_read,
+    .activate = fd_activate,
+    .notify = fd_notify,
+    .reset = fd_reset,
+    .destroy = fd_destroy,
+};
+
+/* ---- fixture ------------------------------------------------------------------------------------------- */
+
+struct fx {
+	struct gmem mem;
+	struct bus bus;
+	struct fake_dev dev;
+	struct devmgr mgr;
+	uint64_t base;
+};
+
+static int setup(void **state)
+{
+	static struct fx f;
+	struct devctx ctx = {.ops = &fake_ops};
+	const struct devmgr_slot *slot;
+
+	memset(&f, 0, sizeof(f));
+	pthread_mutex_init(&f.dev.lock, NULL);
+	memcpy(f.dev.config, "\x01\x02\x03\x04\x05\x06\x07\x08", 8);
+	assert_int_equal(gmem_init(&f.mem, 16 << 20, 0), 0);
+	ctx.mem = &f.mem;
+	loop = evloop_create();
+	assert_non_null(loop);
+	bus_init(&f.bus);
+	slot = devmgr_alloc(&f.mgr, "fake");
+	f.base = slot->base;
+	assert_int_equal(virtio_mmio_create(&ctx, &f.bus, slot, &fake_dev_ops, &f.dev, NULL), 0);
+	assert_int_equal(evloop_start(loop), 0);
+	irq_pulses = 0;
+	*state = &f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	evloop_stop(loop);
+	bus_destroy(&f->bus);
+	assert_int_equal(f->dev.destroyed, 1);
+	evloop_destroy(loop);
+	gmem_destroy(&f->mem);
+	return 0;
+}
+
+static uint32_t rd(struct fx *f, uint64_t off)
+{
+	uint32_t v = 0xdeadbeef;
+
+	bus_read(&f->bus, BUS_MMIO, f->base + off, &v, 4);
+	return v;
+}
+
+static void wr(struct fx *f, uint64_t off, uint32_t v)
+{
+	bus_write(&f->bus, BUS_MMIO, f->base + off, &v, 4);
+}
+
+/* The driver's side of 3.1.1 up to FEATURES_OK, offering `features`; returns the status read back. */
+static uint32_t negotiate(struct fx *f, uint64_t features)
+{
+	wr(f, 0x070, VIRTIO_STATUS_ACKNOWLEDGE);
+	wr(f, 0x070, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER);
+	wr(f, 0x024, 0);
+	wr(f, 0x020, (uint32_t)features);
+	wr(f, 0x024, 1);
+	wr(f, 0x020, (uint32_t)(features >> 32));
+	wr(f, 0x070, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK);
+	return rd(f, 0x070);
+}
+
+/* Queue q at guest addresses desc/avail/used, `size` entries, then QueueReady. */
+static void setup_queue(struct fx *f, unsigned q, uint32_t size, uint64_t desc)
+{
+	wr(f, 0x030, q);
+	wr(f, 0x038, size);
+	wr(f, 0x080, (uint32_t)desc);
+	wr(f, 0x084, (uint32_t)(desc >> 32));
+	wr(f, 0x090, (uint32_t)(desc + 0x1000));
+	wr(f, 0x094, 0);
+	wr(f, 0x0a0, (uint32_t)(desc + 0x2000));
+	wr(f, 0x0a4, 0);
+	wr(f, 0x044, 1);
+}
+
+#define STATUS_OK (VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK)
+#define V1	  (1ull << VIRTIO_F_VERSION_1)
+
+static void test_identity_registers(void **state)
+{
+	struct fx *f = *state;
+	uint8_t b[8];
+
+	assert_int_equal(rd(f, 0x000), 0x74726976);
+	assert_int_equal(rd(f, 0x004), 2);
+	assert_int_equal(rd(f, 0x008), 42);
+	assert_int_equal(rd(f, 0x00c), VIRTIO_MMIO_VENDOR);
+	wr(f, 0x014, 0);
+	assert_int_equal(rd(f, 0x010),
+			 (uint32_t)(FAKE_FEATURE | (1u << VIRTIO_F_INDIRECT_DESC) | (1u << VIRTIO_F_EVENT_IDX)));
+	wr(f, 0x014, 1);
+	assert_int_equal(rd(f, 0x010), 1); /* VERSION_1 is bit 32 */
+	wr(f, 0x014, 2);
+	assert_int_equal(rd(f, 0x010), 0);
+	assert_int_equal(rd(f, 0x0b0), 0xffffffff); /* no shared memory region */
+	/* config space at any width, inside its 8 bytes only */
+	assert_true(bus_read(&f->bus, BUS_MMIO, f->base + 0x102, b, 2));
+	assert_int_equal(b[0], 3);
+	assert_int_equal(b[1], 4);
+	memset(b, 0xee, sizeof(b));
+	bus_read(&f->bus, BUS_MMIO, f->base + 0x106, b, 4); /* crosses the end of config: zeroes */
+	assert_int_equal(b[0], 0);
+}
+
+static void test_features_ok_rules(void **state)
+{
+	struct fx *f = *state;
+
+	/* without VERSION_1: FEATURES_OK does not stick (3.1.1 step 6: the driver reads it back) */
+	assert_int_equal(negotiate(f, FAKE_FEATURE), VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER);
+	wr(f, 0x070, 0);
+	assert_int_equal(rd(f, 0x070), 0);
+	/* a feature not offered: refused */
+	assert_int_equal(negotiate(f, V1 | (1ull << 7)), VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER);
+	wr(f, 0x070, 0);
+	/* a subset with VERSION_1: accepted */
+	assert_int_equal(negotiate(f, V1 | FAKE_FEATURE), STATUS_OK);
+	/* features cannot change after FEATURES_OK */
+	wr(f, 0x024, 0);
+	wr(f, 0x020, 0);
+	wr(f, 0x070, STATUS_OK | VIRTIO_STATUS_DRIVER_OK);
+	assert_int_equal(f->dev.activations, 1);
+	assert_int_equal(f->dev.features, V1 | FAKE_FEATURE);
+}
+
+static void test_status_only_grows(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_stats st;
+
+	/* DRIVER_OK before FEATURES_OK: refused, the device is not activated */
+	wr(f, 0x070, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_DRIVER_OK);
+	assert_int_equal(rd(f, 0x070), VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER);
+	assert_int_equal(f->dev.activations, 0);
+	/* clearing a bit (other than by reset): ignored and counted */
+	wr(f, 0x070, VIRTIO_STATUS_ACKNOWLEDGE);
+	assert_int_equal(rd(f, 0x070), VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER);
+	/* the driver cannot set DEVICE_NEEDS_RESET */
+	wr(f, 0x070, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+	assert_int_equal(rd(f, 0x070), VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER);
+	virtio_stats(bus_find(&f->bus, BUS_MMIO, f->base, 4)->device->dev, &st);
+	assert_true(st.bad_accesses >= 2);
+}
+
+static void test_register_widths(void **state)
+{
+	struct fx *f = *state;
+	uint8_t b[8];
+	uint16_t w = 1;
+
+	memset(b, 0xee, sizeof(b));
+	assert_true(bus_read(&f->bus, BUS_MMIO, f->base + 0x000, b, 2)); /* a 16-bit read of MagicValue */
+	assert_int_equal(b[0], 0);
+	assert_int_equal(b[1], 0);
+	bus_read(&f->bus, BUS_MMIO, f->base + 0x001, b, 4); /* misaligned */
+	assert_int_equal(b[0], 0);
+	bus_write(&f->bus, BUS_MMIO, f->base + 0x070, &w, 2); /* a 16-bit status write: ignored */
+	assert_int_equal(rd(f, 0x070), 0);
+	bus_read(&f->bus, BUS_MMIO, f->base + 0x0fc, b, 8); /* 64-bit register read: ignored */
+	assert_int_equal(b[0], 0);
+}
+
+static void test_queue_registers(void **state)
+{
+	struct fx *f = *state;
+
+	wr(f, 0x030, 0);
+	assert_int_equal(rd(f, 0x034), 64);
+	wr(f, 0x030, 1);
+	assert_int_equal(rd(f, 0x034), 64);
+	wr(f, 0x030, 2); /* no such queue */
+	assert_int_equal(rd(f, 0x034), 0);
+	wr(f, 0x030, 0xffff);
+	assert_int_equal(rd(f, 0x034), 0);
+	wr(f, 0x038, 16); /* ignored, not a crash */
+	assert_int_equal(negotiate(f, V1), STATUS_OK);
+	setup_queue(f, 0, 16, 0x100000);
+	wr(f, 0x030, 0);
+	assert_int_equal(rd(f, 0x044), 1);
+	assert_int_equal(rd(f, 0x070) & VIRTIO_STATUS_DEVICE_NEEDS_RESET, 0);
+	/* the ready queue's registers do not change any more */
+	wr(f, 0x038, 8);
+	wr(f, 0x080, 0x200000);
+	wr(f, 0x070, STATUS_OK | VIRTIO_STATUS_DRIVER_OK);
+	assert_int_equal(f->dev.activations, 1);
+	/* nor after DRIVER_OK for the other queue */
+	setup_queue(f, 1, 16, 0x300000);
+	wr(f, 0x030, 1);
+	assert_int_equal(rd(f, 0x044), 0);
+}
+
+/* SECURITY.md case 7: queues that cannot be valid raise DEVICE_NEEDS_RESET and stay not ready. */
+static void test_bad_queues(void **state)
+{
+	static const struct {
+		uint32_t size;
+		uint64_t desc;
+	} bad[] = {
+	    {0, 0x100000},	       /* size 0 */
+	    {12, 0x100000},	       /* not a power of two */
+	    {128, 0x100000},	       /* above QueueNumMax */
+	    {16, 0x100008},	       /* descriptor table not 16-aligned */
+	    {16, (16 << 20) - 0x1000}, /* rings past the end of RAM */
+	    {16, 0xd0000000},	       /* in the MMIO hole */
+	};
+	struct fx *f = *state;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(negotiate(f, V1), STATUS_OK);
+		setup_queue(f, 0, bad[i].size, bad[i].desc);
+		wr(f, 0x030, 0);
+		assert_int_equal(rd(f, 0x044), 0);
+		assert_true(rd(f, 0x070) & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+		/* DRIVER_OK now does not activate a device that needs a reset */
+		wr(f, 0x070, rd(f, 0x070) | VIRTIO_STATUS_DRIVER_OK);
+		assert_int_equal(f->dev.activations, 0);
+		wr(f, 0x070, 0); /* reset clears it */
+		assert_int_equal(rd(f, 0x070), 0);
+	}
+	assert_int_equal(f->dev.resets, sizeof(bad) / sizeof(bad[0]));
+}
+
+static unsigned notified(struct fake_dev *d, unsigned q)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&d->lock);
+	n = d->notified[q];
+	pthread_mutex_unlock(&d->lock);
+	return n;
+}
+
+/* Without KVM_IOEVENTFD a QueueNotify write exits; the transport forwards it to the same event-loop path. */
+static void test_notify_and_interrupt(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_mmio *t = bus_find(&f->bus, BUS_MMIO, f->base, 4)->device->dev;
+	struct timespec ms = {.tv_nsec = 1000000};
+
+	wr(f, 0x050, 0); /* before DRIVER_OK: not the device's business */
+	assert_int_equal(negotiate(f, V1), STATUS_OK);
+	setup_queue(f, 1, 16, 0x100000);
+	wr(f, 0x070, STATUS_OK | VIRTIO_STATUS_DRIVER_OK);
+	wr(f, 0x050, 1);
+	wr(f, 0x050, 7); /* no queue 7: ignored */
+	for (int i = 0; i < 2000 && notified(&f->dev, 1) == 0; i++)
+		nanosleep(&ms, NULL);
+	assert_int_equal(notified(&f->dev, 1), 1);
+	assert_int_equal(notified(&f->dev, 0), 0);
+	/* a config change: generation moves, InterruptStatus bit 1, one pulse on the line (no irqfd) */
+	assert_int_equal(rd(f, 0x0fc), 0);
+	virtio_config_changed(t);
+	assert_int_equal(rd(f, 0x0fc), 1);
+	assert_int_equal(rd(f, 0x060), VIRTIO_MMIO_INT_CONFIG);
+	assert_int_equal(irq_pulses, 1);
+	wr(f, 0x064, VIRTIO_MMIO_INT_CONFIG);
+	assert_int_equal(rd(f, 0x060), 0);
+	/* NEEDS_RESET from the device: status bit, config interrupt, no more notifications served */
+	virtio_needs_reset(t, "test");
+	assert_true(rd(f, 0x070) & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+	assert_int_equal(rd(f, 0x060), VIRTIO_MMIO_INT_CONFIG);
+	wr(f, 0x050, 1);
+	nanosleep(&(struct timespec){.tv_nsec = 50000000}, NULL);
+	assert_int_equal(notified(&f->dev, 1), 1);
+	/* reset: everything back, interrupt status included */
+	wr(f, 0x070, 0);
+	assert_int_equal(rd(f, 0x060), 0);
+	assert_int_equal(rd(f, 0x070), 0);
+	wr(f, 0x030, 1);
+	assert_int_equal(rd(f, 0x044), 0);
+}
+
+static void test_devmgr(void **state)
+{
+	struct devmgr m = {0};
+	char buf[LAYOUT_CMDLINE_MAX];
+	const struct devmgr_slot *s;
+	int n;
+
+	(void)state;
+	for (unsigned i = 0; i < LAYOUT_VIRTIO_SLOTS; i++) {
+		s = devmgr_alloc(&m, "x");
+		assert_non_null(s);
+		assert_int_equal(s->base, LAYOUT_VIRTIO_MMIO + i * 0x1000);
+		assert_true(s->irq >= 5 && s->irq <= 23 && s->irq != 8);
+		for (unsigned j = 0; j < i; j++)
+			assert_int_not_equal(m.slot[j].irq, s->irq);
+	}
+	assert_null(devmgr_alloc(&m, "one too many"));
+	m.nr = 2;
+	n = devmgr_cmdline(&m, "console=ttyS0", buf, sizeof(buf));
+	assert_string_equal(buf, "console=ttyS0 virtio_mmio.device=4K@0xd0001000:5 virtio_mmio.device=4K@0xd0002000:6");
+	assert_int_equal(n, (int)strlen(buf));
+	n = devmgr_cmdline(&m, "", buf, sizeof(buf));
+	assert_string_equal(buf, "virtio_mmio.device=4K@0xd0001000:5 virtio_mmio.device=4K@0xd0002000:6");
+	assert_int_equal(devmgr_cmdline(&m, "console=ttyS0", buf, 40), -E2BIG);
+	assert_int_equal(devmgr_cmdline(&m, "console=ttyS0", buf, 14), -E2BIG);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_identity_registers, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_features_ok_rules, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_status_only_grows, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_register_widths, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_queue_registers, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_queues, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_notify_and_interrupt, setup, teardown),
+	    cmocka_unit_test(test_devmgr),
+	};
+
+	log_set_level(LOG_ERROR); /* the transport's warnings are expected here */
+	return cmocka_run_group_tests_name("virtio_mmio", tests, NULL, NULL);
+}
