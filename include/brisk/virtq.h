@@ -5,9 +5,10 @@
  * checked accessor): a chain's segments are host pointers whose whole
  * [ptr, ptr+len) lies in one RAM region. Every walk is bounded by the queue
  * size. The guest is hostile (shared/docs/SECURITY.md cases 1-9): a
- * malformed *chain* is consumed and reported (the device completes it with
- * an error status, or with 0 bytes when it cannot find one), a malformed
- * *queue* marks it broken (the transport sets DEVICE_NEEDS_RESET and the
+ * malformed *chain* is consumed and reported without its segments (the
+ * device completes it with 0 bytes; a well-formed chain carrying a bad
+ * request gets the device's error status instead), a malformed *queue*
+ * marks it broken (the transport sets DEVICE_NEEDS_RESET and the
  * device stops using it). Neither is ever a crash, a spin or an access
  * outside guest RAM.
  *
