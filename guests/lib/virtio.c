@@ -760,3 +760,121 @@ int virtio_transfer(struct virtio_dev *dev, unsigned int q, const struct virtio_
 	}
 	return 0;
 }
+
+/* ---- raw rings (hostile guests) --------------------------------------------------------------- */
+
+void virtio_raw_from_queue(struct virtio_raw *r, struct virtio_dev *dev, unsigned int q)
+{
+	struct virtq *vq = &dev->vq[q];
+
+	*r = (struct virtio_raw){.dev = dev,
+				 .q = q,
+				 .size = vq->size,
+				 .desc = vq->desc,
+				 .avail = (volatile uint16_t *)&vq->avail,
+				 .used = (volatile uint32_t *)&vq->used,
+				 .avail_idx = &vq->avail_idx,
+				 .last_used = &vq->last_used};
+}
+
+uint32_t virtio_raw_setup(struct virtio_raw *r, struct virtio_dev *dev, unsigned int q, uint16_t size, void *mem)
+{
+	uint8_t *p = mem;
+	uintptr_t avail = (uintptr_t)p + 16u * size;
+	uintptr_t used = (avail + 6u + 2u * size + 3u) & ~(uintptr_t)3;
+
+	memset(mem, 0, VIRTIO_RAW_MEM(size));
+	*r = (struct virtio_raw){.dev = dev,
+				 .q = q,
+				 .size = size,
+				 .desc = (volatile struct virtq_desc *)p,
+				 .avail = (volatile uint16_t *)avail,
+				 .used = (volatile uint32_t *)used};
+	r->avail_idx = &r->own_avail_idx;
+	r->last_used = &r->own_last_used;
+	virtio_write32(dev, VIRTIO_MMIO_QUEUE_SEL, q);
+	virtio_write32(dev, VIRTIO_MMIO_QUEUE_NUM, size);
+	write64(dev, VIRTIO_MMIO_QUEUE_DESC_LOW, (uintptr_t)p);
+	write64(dev, VIRTIO_MMIO_QUEUE_DRIVER_LOW, avail);
+	write64(dev, VIRTIO_MMIO_QUEUE_DEVICE_LOW, used);
+	virtio_write32(dev, VIRTIO_MMIO_QUEUE_READY, 1);
+	return virtio_read32(dev, VIRTIO_MMIO_QUEUE_READY);
+}
+
+void virtio_raw_ring(struct virtio_raw *r, uint16_t slot, uint16_t head)
+{
+	r->avail[2 + (slot & (r->size - 1u))] = head;
+}
+
+void virtio_raw_publish(struct virtio_raw *r, uint16_t idx)
+{
+	barrier(); /* descriptors and ring entries before the index (section 2.7.13.2; x86 keeps stores in order) */
+	r->avail[1] = idx;
+	*r->avail_idx = idx;
+	mb();
+	virtio_write32(r->dev, VIRTIO_MMIO_QUEUE_NOTIFY, r->q);
+}
+
+void virtio_raw_post(struct virtio_raw *r, uint16_t head)
+{
+	virtio_raw_ring(r, *r->avail_idx, head);
+	virtio_raw_publish(r, (uint16_t)(*r->avail_idx + 1));
+}
+
+uint16_t virtio_raw_used_idx(const struct virtio_raw *r)
+{
+	return (uint16_t)(r->used[0] >> 16);
+}
+
+int virtio_raw_poll(struct virtio_raw *r, unsigned int timeout_ms, uint32_t *id, uint32_t *len)
+{
+	volatile uint32_t *e;
+	struct deadline d;
+
+	deadline_start(&d, timeout_ms);
+	while (virtio_raw_used_idx(r) == *r->last_used) {
+		if (deadline_passed(&d))
+			return -1;
+		cpu_relax();
+	}
+	barrier(); /* used.idx read before the element (x86 keeps loads in order) */
+	e = &r->used[1 + 2u * (*r->last_used & (r->size - 1u))];
+	*id = e[0];
+	*len = e[1];
+	(*r->last_used)++;
+	return 0;
+}
+
+uint32_t virtio_poll_status(const struct virtio_dev *dev, uint32_t bits, unsigned int timeout_ms)
+{
+	struct deadline d;
+	uint32_t s;
+
+	deadline_start(&d, timeout_ms);
+	while (((s = virtio_status(dev)) & bits) != bits && !deadline_passed(&d))
+		cpu_relax();
+	return s;
+}
+
+void virtio_irq_arm(struct virtio_dev *dev)
+{
+	ack_pending(dev);
+	dev->irq_status = 0;
+	if (dev->irq_ready)
+		pin_route(dev, 0);
+}
+
+uint32_t virtio_irq_wait(struct virtio_dev *dev, uint32_t bits, unsigned int timeout_ms)
+{
+	struct deadline d;
+
+	if (!dev->irq_ready)
+		return 0;
+	deadline_start(&d, timeout_ms);
+	irq_enable();
+	while (!(dev->irq_status & bits) && !deadline_passed(&d))
+		cpu_relax();
+	irq_disable();
+	pin_route(dev, 1);
+	return dev->irq_status;
+}

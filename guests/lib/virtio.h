@@ -291,4 +291,71 @@ int virtio_transfer(struct virtio_dev *dev, unsigned int q, const struct virtio_
 /* Print one line describing the device: window, IDs, features offered and negotiated, status. */
 void virtio_describe(const struct virtio_dev *dev);
 
+/* ---- raw rings, for the hostile guests (guests/virtio-hostile-*.c) ----------------------------- */
+
+/*
+ * A split virtqueue driven by hand: the caller writes descriptors, ring
+ * entries and indices as it likes (malformed on purpose), these functions
+ * only publish, notify and poll. Either the library's own queue q of a
+ * device (virtio_raw_from_queue: the indices stay shared with
+ * virtio_submit/virtio_wait, so normal requests work again once every raw
+ * chain was consumed with virtio_raw_poll) or memory of the caller's
+ * (virtio_raw_setup: any size up to QueueNumMax).
+ */
+struct virtio_raw {
+	struct virtio_dev *dev;
+	unsigned int q;
+	uint16_t size;
+	volatile struct virtq_desc *desc; /* desc[0 .. size) */
+	volatile uint16_t *avail;	  /* [0] flags, [1] idx, [2 + i] ring[i], [2 + size] used_event */
+	volatile uint32_t *used;	  /* [0] flags | idx << 16, then (id, len) per element from [1] */
+	uint16_t *avail_idx;		  /* next avail.idx: the library queue's, or own_avail_idx */
+	uint16_t *last_used;		  /* used.idx consumed: the library queue's, or own_last_used */
+	uint16_t own_avail_idx, own_last_used;
+};
+
+/* Bytes virtio_raw_setup needs for a queue of `size` entries (descriptors, driver and device areas). */
+#define VIRTIO_RAW_MEM(size) (16u * (size) + ((6u + 2u * (size) + 3u) & ~3u) + 6u + 8u * (size))
+
+/* Drive the library's queue q of dev (set up by virtio_queue_setup) by hand. */
+void virtio_raw_from_queue(struct virtio_raw *r, struct virtio_dev *dev, unsigned int q);
+/*
+ * Lay a queue of `size` entries out in mem (16-byte aligned, at least
+ * VIRTIO_RAW_MEM(size) bytes, zeroed here), program queue q's registers
+ * with it and write QueueReady = 1. Returns what QueueReady then reads (1
+ * when the device took it).
+ */
+uint32_t virtio_raw_setup(struct virtio_raw *r, struct virtio_dev *dev, unsigned int q, uint16_t size, void *mem);
+/* Write avail ring entry `slot` (taken modulo size) as is. */
+void virtio_raw_ring(struct virtio_raw *r, uint16_t slot, uint16_t head);
+/* Publish avail.idx = idx as is (after the ring entries) and write QueueNotify, unconditionally. */
+void virtio_raw_publish(struct virtio_raw *r, uint16_t idx);
+/* One chain: ring entry at the next index, avail.idx moved on by one, notify. */
+void virtio_raw_post(struct virtio_raw *r, uint16_t head);
+/*
+ * Poll, bounded by timeout_ms, for the next used element and consume it
+ * whatever its id (no in-flight check). Returns 0 with *id and *len, or -1
+ * (nothing printed: the caller says what it expected).
+ */
+int virtio_raw_poll(struct virtio_raw *r, unsigned int timeout_ms, uint32_t *id, uint32_t *len);
+/* used.idx as the device last published it. */
+uint16_t virtio_raw_used_idx(const struct virtio_raw *r);
+
+/* Poll the Status register, bounded by timeout_ms, until it has every bit of `bits`; returns the last value read. */
+uint32_t virtio_poll_status(const struct virtio_dev *dev, uint32_t bits, unsigned int timeout_ms);
+/*
+ * Acknowledge what InterruptStatus holds, clear dev->irq_status and unmask
+ * the device's pin (interrupts stay off), so that an interrupt the device
+ * sends next is not lost; virtio_irq_wait waits for it. Poll mode only: no
+ * interrupt-mode chain may be in flight (virtio_wait owns the pin then).
+ */
+void virtio_irq_arm(struct virtio_dev *dev);
+/*
+ * With interrupts on, wait (bounded by timeout_ms) until the ISR saw one of
+ * `bits` in InterruptStatus; then interrupts off and the pin masked again.
+ * Returns the InterruptStatus bits the ISR saw since virtio_irq_arm (0: no
+ * interrupt came).
+ */
+uint32_t virtio_irq_wait(struct virtio_dev *dev, uint32_t bits, unsigned int timeout_ms);
+
 #endif
