@@ -77,9 +77,10 @@ static void works(const char *what, unsigned int flags)
 
 	memset(buf[INFLIGHT], 0, 16);
 	ok = virtio_transfer(&rng, 0, &b, 0, 1, flags, &len) == 0;
-	conf_check(ok && len == 16 && looks_random(buf[INFLIGHT], 16), what, "%s %s, used length %u, status 0x%x",
-		   flags & VIRTIO_XFER_IRQ ? "interrupt mode" : "poll mode", ok ? "completed" : "no completion", len,
-		   virtio_status(&rng));
+	/* 5.4.6.1: one or more bytes; fewer than asked when brisk's rate limit is drained (--rng=64 cases). */
+	conf_check(ok && len >= 1 && len <= 16 && (len < 16 || looks_random(buf[INFLIGHT], 16)), what,
+		   "%s %s, used length %u, status 0x%x", flags & VIRTIO_XFER_IRQ ? "interrupt mode" : "poll mode",
+		   ok ? "completed" : "no completion", len, virtio_status(&rng));
 }
 
 static void works_both(void)

@@ -101,10 +101,15 @@ struct virtio_mmio {
 	} stats;
 };
 
-/* Logs the first few of a kind and then every power of two: a hostile guest cannot flood stderr. */
+/*
+ * `count` occurrences came before this one: logs the first 8 of a kind, then
+ * the 16th, 32nd, 64th, ...: a hostile guest cannot flood stderr.
+ */
 static bool should_log(uint64_t count)
 {
-	return count < 8 || (count & (count - 1)) == 0;
+	uint64_t nth = count + 1;
+
+	return nth <= 8 || (nth & (nth - 1)) == 0;
 }
 
 __attribute__((format(printf, 2, 3))) static void bad_access(struct virtio_mmio *t, const char *fmt, ...)

@@ -109,8 +109,10 @@ static void serve(struct rng *r)
 			virtio_needs_reset(r->t, "request queue corrupt");
 			break;
 		}
-		if (res == VIRTQ_BAD_CHAIN || c.nr_in == 0) {
+		/* 5.4.6.1: the driver MUST NOT place driver-readable buffers into the queue. */
+		if (res == VIRTQ_BAD_CHAIN || c.nr_in == 0 || c.nr_out) {
 			virtio_bad_request(r->t, res == VIRTQ_BAD_CHAIN ? "malformed descriptor chain"
+						 : c.nr_out		? "a driver-readable buffer in a request"
 									: "a request with no writable buffer");
 			virtq_push(q, c.head, 0);
 		} else {
@@ -149,13 +151,16 @@ static void timer_fired(void *arg, uint32_t events)
 	serve(r);
 }
 
+/*
+ * The token bucket is the device's, not the driver's session's: a reset and
+ * DRIVER_OK again must not refill it (a guest looping over bring-up and reset
+ * would otherwise get a fresh burst each time).
+ */
 static int rng_activate(void *dev, uint64_t features)
 {
 	struct rng *r = dev;
 
 	(void)features;
-	r->tokens = (double)r->rate;
-	r->last_ns = mono_ns();
 	r->throttled = false;
 	return 0;
 }
@@ -208,6 +213,8 @@ int virtio_rng_create(const struct devctx *ctx, struct bus *bus, const struct de
 	if (!r)
 		return -ENOMEM;
 	r->rate = bytes_per_sec;
+	r->tokens = (double)bytes_per_sec; /* one second's burst, once per VM */
+	r->last_ns = mono_ns();
 	r->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (r->timer_fd < 0) {
 		err = -errno;
