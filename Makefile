@@ -50,7 +50,7 @@ LIB_SRCS := \
 	src/util/file.c \
 	src/util/errmsg.c \
 	src/devices/serial8250.c \
-	src/devices/serial_io.c \
+	src/devices/console_io.c \
 	src/devices/i8042.c \
 	src/devices/debugexit.c \
 	src/devices/bootmark.c \
@@ -106,6 +106,8 @@ UNIT_TESTS := \
 	test_size \
 	test_config \
 	test_serial8250 \
+	test_console_io \
+	test_virtio_console \
 	test_cmos \
 	test_virtq \
 	test_virtq_ring \

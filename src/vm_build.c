@@ -281,10 +281,11 @@ static int create_devices(struct vm *vm, struct vm_error *e)
 	struct serial_opts so = {.out_fd = vm->cfg.serial == SERIAL_FILE ? vm->serial_out_fd : -1, .in_fd = -1};
 	int err;
 
+	/* With --console virtio, stdin (and the raw terminal) belong to the virtio console; the UART keeps stdout. */
 	if (vm->cfg.serial == SERIAL_STDIO) {
 		so.out_fd = STDOUT_FILENO;
-		so.in_fd = STDIN_FILENO;
-		so.raw_tty = isatty(STDIN_FILENO);
+		so.in_fd = vm->cfg.console == CONSOLE_VIRTIO ? -1 : STDIN_FILENO;
+		so.raw_tty = so.in_fd >= 0 && isatty(STDIN_FILENO);
 	}
 	if ((err = serial8250_create(&ctx, &vm->bus, &so, NULL)) || (err = i8042_create(&ctx, &vm->bus)) ||
 	    (err = debugexit_create(&ctx, &vm->bus)) || (err = bootmark_create(&vm->bus)) ||

@@ -9,7 +9,7 @@ struct bus;
 struct devctx;
 struct serial8250;
 
-/* Where the UART's output goes and whether host stdin feeds it. */
+/* Where a console's output goes and what feeds its input (the UART's, the virtio console's). */
 struct serial_opts {
 	int out_fd;  /* -1: discard output; borrowed: the caller closes it after destroying the bus */
 	int in_fd;   /* -1: no input */
@@ -68,9 +68,17 @@ __attribute__((warn_unused_result)) int virtio_rng_create(const struct devctx *c
 __attribute__((warn_unused_result)) int virtio_blk_create(const struct devctx *ctx, struct bus *bus,
 							  const struct devmgr_slot *slot, const struct vm_disk *d,
 							  char *err, size_t errlen);
-/* Console (section 5.3), one port, on the VM's stdin/stdout (the UART keeps early output). */
+/*
+ * Console (section 5.3), one port (hvc0), on the VM's stdin and stdout with a
+ * raw terminal when stdin is one: the host side is the UART's (console_io.h),
+ * so the UART must not read stdin too (its output may share stdout).
+ */
 __attribute__((warn_unused_result)) int virtio_console_create(const struct devctx *ctx, struct bus *bus,
 							      const struct devmgr_slot *slot);
+/* The same on the descriptors `io` names (out_fd -1: output discarded; in_fd -1: no input). */
+__attribute__((warn_unused_result)) int virtio_console_create_io(const struct devctx *ctx, struct bus *bus,
+								 const struct devmgr_slot *slot,
+								 const struct serial_opts *io);
 
 /* The constructors below add their device to `bus` (which owns it from then on) and return 0 or -errno. */
 

@@ -1,4 +1,4 @@
-/* serial8250.c - 8250/16550A UART register model at COM1 (host I/O threads in serial_io.c). */
+/* serial8250.c - 8250/16550A UART register model at COM1 (its host side is a console_io.c backend). */
 /*
  * References: TI/National PC16550D datasheet ("16550A"), sections 8.1-8.10
  * (register descriptions, Table II "Interrupt Control Functions", Table IV
@@ -17,7 +17,9 @@
 
 #include "brisk/abi.h"
 #include "brisk/bus.h"
+#include "brisk/console_io.h"
 #include "brisk/devices.h"
+#include "brisk/exitcode.h"
 #include "brisk/log.h"
 #include "brisk/timeline.h"
 #include "serial8250_internal.h"
@@ -80,19 +82,21 @@ static void rx_clear(struct serial8250 *s)
 	s->rx_count = 0;
 }
 
-/* Moves host input into the RX FIFO while it has room. In loopback the receiver is disconnected. */
+/*
+ * Moves host input into the RX FIFO while it has room (taking it wakes the
+ * input thread when it waits for room). In loopback the receiver is
+ * disconnected.
+ */
 static void rx_refill(struct serial8250 *s)
 {
-	bool took = false;
+	uint8_t buf[SERIAL_FIFO_SIZE];
+	size_t n;
 
-	if (s->mcr & UART_MCR_LOOP)
+	if ((s->mcr & UART_MCR_LOOP) || s->rx_count >= rx_capacity(s))
 		return;
-	while (s->rx_count < rx_capacity(s) && s->io.in.count > 0) {
-		rx_push(s, serial_ring_get(&s->io.in));
-		took = true;
-	}
-	if (took)
-		serial_io_in_consumed(s);
+	n = console_io_read(s->io, buf, rx_capacity(s) - s->rx_count);
+	for (size_t i = 0; i < n; i++)
+		rx_push(s, buf[i]);
 }
 
 /*
@@ -177,7 +181,7 @@ static void write_thr(struct serial8250 *s, uint8_t v)
 			s->first_byte_seen = true;
 			timeline_mark(TL_FIRST_SERIAL);
 		}
-		serial_io_put(s, v);
+		console_io_write(s->io, &v, 1); /* never blocks: a full ring drops and counts */
 	}
 	s->thri_pending = true;
 }
@@ -366,8 +370,7 @@ static void serial_destroy(void *dev)
 {
 	struct serial8250 *s = dev;
 
-	serial8250_stop(s, 0);
-	serial_io_fini(s);
+	console_io_destroy(s->io); /* stops its threads first */
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -404,16 +407,74 @@ static const struct dev_ops serial_ops = {
     .destroy = serial_destroy,
 };
 
-void serial8250_rx_ready(struct serial8250 *s)
+/* ---- the host side (console_io.h) ----------------------------------------------- */
+
+/* Host input was queued (input thread, no console lock held): into the RX FIFO, and the IRQ follows. */
+static void input_ready(void *arg)
 {
+	struct serial8250 *s = arg;
+
+	pthread_mutex_lock(&s->lock);
 	rx_refill(s);
 	update_irq(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void quit(void *arg)
+{
+	struct serial8250 *s = arg;
+
+	dev_request_exit(&s->ctx, EXIT_STOPPED, "Ctrl-A x");
+}
+
+static const struct console_io_ops serial_io_ops = {.input_ready = input_ready, .quit = quit};
+
+int serial8250_start_output(struct serial8250 *s)
+{
+	return console_io_start_output(s->io);
+}
+
+int serial8250_start_input(struct serial8250 *s)
+{
+	return console_io_start_input(s->io);
+}
+
+int serial8250_start(struct serial8250 *s)
+{
+	int err = serial8250_start_output(s);
+
+	return err ? err : serial8250_start_input(s);
+}
+
+void serial8250_stop(struct serial8250 *s, int flush_ms)
+{
+	console_io_stop(s->io, flush_ms);
+}
+
+uint64_t serial8250_dropped(const struct serial8250 *s)
+{
+	return console_io_dropped(s->io);
+}
+
+void serial8250_restore_tty(void)
+{
+	console_io_restore_tty();
 }
 
 int serial8250_create(const struct devctx *ctx, struct bus *bus, const struct serial_opts *opts,
 		      struct serial8250 **out)
 {
 	struct serial8250 *s = calloc(1, sizeof(*s));
+	struct console_io_opts co = {
+	    .name = "serial",
+	    .out_fd = opts->out_fd,
+	    .in_fd = opts->in_fd,
+	    .raw_tty = opts->raw_tty,
+	    .out_size = SERIAL_OUTBUF_SIZE,
+	    .in_size = SERIAL_INBUF_SIZE,
+	    .ops = &serial_io_ops,
+	    .arg = s,
+	};
 	struct bus_device *d;
 	int err;
 
@@ -422,9 +483,11 @@ int serial8250_create(const struct devctx *ctx, struct bus *bus, const struct se
 	s->ctx = *ctx;
 	s->dll = 1; /* 115200 baud with the PC's 1.8432 MHz clock; firmware-less boot leaves it to the guest */
 	pthread_mutex_init(&s->lock, NULL);
-	err = serial_io_init(s, opts);
-	if (err)
+	s->io = console_io_create(&co);
+	if (!s->io) {
+		err = -errno;
 		goto err_free;
+	}
 	reset_locked(s);
 	d = bus_add(bus, &serial_ops, s); /* the bus owns s from here on */
 	if (!d)

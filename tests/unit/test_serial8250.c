@@ -586,9 +586,7 @@ static size_t in_ring_count(void)
 {
 	size_t n;
 
-	pthread_mutex_lock(&uart->lock);
-	n = uart->io.in.count;
-	pthread_mutex_unlock(&uart->lock);
+	n = console_io_pending(uart->io);
 	return n;
 }
 

@@ -1,0 +1,626 @@
+/* console_io.c - a console's host side: bounded output/input rings, their I/O threads, raw tty, Ctrl-A x. */
+/*
+ * The contract is in include/brisk/console_io.h. Here, how it is kept:
+ *
+ * Output: the producer (a vCPU for the UART, the event loop for the virtio
+ * console) copies into the ring under io->lock and never waits. Only the
+ * output thread moves the ring's head, and the producer only writes beyond
+ * head + count, so the thread writes a chunk from the ring without the lock.
+ *
+ * A stalled reader must stall neither the producer nor brisk's exit, and
+ * stdout must not be switched to O_NONBLOCK (its file description is shared
+ * with the shell and other processes). So for a terminal or a pipe the output
+ * thread writes through a private description of the same file
+ * (/proc/self/fd/N reopened O_NONBLOCK), sockets get send(MSG_DONTWAIT), and
+ * every wait is a poll() that also watches an abort eventfd. Regular files
+ * never stall indefinitely and keep the shared description (and its offset).
+ *
+ * Input: the input thread polls in_fd (plus a stop eventfd) and reads at
+ * most the free space of the ring; while the ring is full it sleeps on a
+ * condition variable and reads nothing (back-pressure). console_io_read()
+ * wakes it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "brisk/console_io.h"
+#include "brisk/log.h"
+
+#define CTRL_A	   0x01
+#define OUT_CHUNK  4096 /* PIPE_BUF: one write after POLLOUT fits a pipe's free slot */
+#define READ_CHUNK 4096 /* at most this much read(2) at a time */
+#define ESC_SCAN   64	/* a terminal with the input ring full: read this much, look for Ctrl-A x, drop */
+
+/* A byte ring; `cap` is the size of `buf`. Covered by console_io.lock. */
+struct ring {
+	uint8_t *buf;
+	size_t cap;
+	size_t head;  /* index of the oldest byte */
+	size_t count; /* bytes held */
+};
+
+struct console_io {
+	struct console_io_opts opts;
+	pthread_mutex_t lock; /* everything below but the fds and threads */
+	int out_fd;	      /* where the output thread writes: opts.out_fd or a private non-blocking reopen */
+	bool out_fd_own;      /* out_fd is ours to close */
+	bool out_is_sock;     /* out_fd is a socket: send(MSG_DONTWAIT) */
+	int in_stop_fd;	      /* eventfd: the input thread must stop now */
+	int out_abort_fd;     /* eventfd: the output thread must stop now, even with bytes left */
+	pthread_t in_thread, out_thread;
+	bool in_running, out_running;
+	bool started, stopped;
+	bool stopping;	  /* the output thread exits once the ring is empty */
+	bool out_closed;  /* EPIPE, a write error or stopped: further bytes are dropped */
+	bool out_waiting; /* the output thread sleeps on out_cond */
+	bool in_waiting;  /* the input thread sleeps on in_cond (input ring full) */
+	bool interactive; /* in_fd is the terminal put in raw mode: never left unread (see in_thread) */
+	pthread_cond_t out_cond, in_cond;
+	struct ring out;     /* guest -> host */
+	struct ring in;	     /* host -> guest */
+	uint64_t dropped;    /* output bytes lost; __atomic: read without the lock */
+	uint64_t in_dropped; /* typed bytes lost (a terminal whose guest does not read); __atomic */
+};
+
+/* The terminal state before raw mode; static so that a signal handler can restore it. */
+static struct termios saved_tio;
+static int saved_tio_fd = -1;
+static volatile sig_atomic_t tty_is_raw;
+
+/* ---- rings ------------------------------------------------------------------- */
+
+static size_t ring_space(const struct ring *r)
+{
+	return r->cap - r->count;
+}
+
+/* Appends up to n bytes; returns how many fitted. */
+static size_t ring_put(struct ring *r, const uint8_t *p, size_t n)
+{
+	size_t done = 0;
+
+	if (n > ring_space(r))
+		n = ring_space(r);
+	while (done < n) {
+		size_t tail = (r->head + r->count) % r->cap;
+		size_t run = r->cap - tail < n - done ? r->cap - tail : n - done;
+
+		memcpy(r->buf + tail, p + done, run);
+		r->count += run;
+		done += run;
+	}
+	return done;
+}
+
+/* Removes up to n of the oldest bytes into p; returns how many. */
+static size_t ring_get(struct ring *r, uint8_t *p, size_t n)
+{
+	size_t done = 0;
+
+	if (n > r->count)
+		n = r->count;
+	while (done < n) {
+		size_t run = r->cap - r->head < n - done ? r->cap - r->head : n - done;
+
+		memcpy(p + done, r->buf + r->head, run);
+		r->head = (r->head + run) % r->cap;
+		r->count -= run;
+		done += run;
+	}
+	return done;
+}
+
+/* ---- create / destroy ------------------------------------------------------- */
+
+struct console_io *console_io_create(const struct console_io_opts *o)
+{
+	struct console_io *io;
+
+	if (!o->out_size || !o->in_size || !o->ops) {
+		errno = EINVAL;
+		return NULL;
+	}
+	io = calloc(1, sizeof(*io));
+	if (!io)
+		return NULL;
+	io->out.buf = malloc(o->out_size);
+	io->in.buf = malloc(o->in_size);
+	if (!io->out.buf || !io->in.buf) {
+		free(io->out.buf);
+		free(io->in.buf);
+		free(io);
+		errno = ENOMEM;
+		return NULL;
+	}
+	io->opts = *o;
+	io->out.cap = o->out_size;
+	io->in.cap = o->in_size;
+	io->out_fd = -1;
+	io->in_stop_fd = -1;
+	io->out_abort_fd = -1;
+	pthread_mutex_init(&io->lock, NULL);
+	pthread_cond_init(&io->out_cond, NULL);
+	pthread_cond_init(&io->in_cond, NULL);
+	return io;
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+void console_io_destroy(struct console_io *io)
+{
+	if (!io)
+		return;
+	console_io_stop(io, 0);
+	close_fd(&io->in_stop_fd);
+	close_fd(&io->out_abort_fd);
+	if (io->out_fd_own)
+		close_fd(&io->out_fd);
+	pthread_cond_destroy(&io->out_cond);
+	pthread_cond_destroy(&io->in_cond);
+	pthread_mutex_destroy(&io->lock);
+	free(io->out.buf);
+	free(io->in.buf);
+	free(io);
+}
+
+/* ---- the device's side -------------------------------------------------------- */
+
+static void count_dropped(struct console_io *io, uint64_t n)
+{
+	__atomic_fetch_add(&io->dropped, n, __ATOMIC_RELAXED);
+}
+
+size_t console_io_write(struct console_io *io, const void *buf, size_t len)
+{
+	size_t n = 0;
+
+	if (io->opts.out_fd < 0)
+		return len; /* output discarded by configuration, not "dropped" */
+	pthread_mutex_lock(&io->lock);
+	if (!io->out_closed)
+		n = ring_put(&io->out, buf, len);
+	if (n && io->out_waiting)
+		pthread_cond_signal(&io->out_cond);
+	pthread_mutex_unlock(&io->lock);
+	if (n < len)
+		count_dropped(io, len - n);
+	return n;
+}
+
+size_t console_io_read(struct console_io *io, void *buf, size_t len)
+{
+	size_t n;
+
+	pthread_mutex_lock(&io->lock);
+	n = ring_get(&io->in, buf, len);
+	if (n && io->in_waiting)
+		pthread_cond_signal(&io->in_cond);
+	pthread_mutex_unlock(&io->lock);
+	return n;
+}
+
+size_t console_io_pending(struct console_io *io)
+{
+	size_t n;
+
+	pthread_mutex_lock(&io->lock);
+	n = io->in.count;
+	pthread_mutex_unlock(&io->lock);
+	return n;
+}
+
+uint64_t console_io_dropped(const struct console_io *io)
+{
+	return __atomic_load_n(&io->dropped, __ATOMIC_RELAXED);
+}
+
+uint64_t console_io_input_dropped(const struct console_io *io)
+{
+	return __atomic_load_n(&io->in_dropped, __ATOMIC_RELAXED);
+}
+
+/* ---- raw terminal -------------------------------------------------------- */
+
+void console_io_restore_tty(void)
+{
+	if (!tty_is_raw)
+		return;
+	tty_is_raw = 0;
+	tcsetattr(saved_tio_fd, TCSANOW, &saved_tio); /* async-signal-safe (POSIX.1-2008 2.4.3) */
+}
+
+/*
+ * Raw input as QEMU's stdio backend: no echo, no line editing, no ISIG (so
+ * Ctrl-C reaches the guest; Ctrl-A x quits), but output processing (OPOST)
+ * stays on so brisk's own log lines still start at column 0. One terminal
+ * per process: a second console asking for it finds it raw already.
+ */
+static void set_raw_tty(const struct console_io *io, int fd)
+{
+	struct termios t;
+
+	if (tty_is_raw || !isatty(fd) || tcgetattr(fd, &saved_tio) < 0)
+		return;
+	t = saved_tio;
+	cfmakeraw(&t);
+	t.c_oflag |= OPOST;
+	t.c_cc[VMIN] = 1;
+	t.c_cc[VTIME] = 0;
+	saved_tio_fd = fd;
+	if (tcsetattr(fd, TCSANOW, &t) == 0)
+		tty_is_raw = 1;
+	else
+		log_warn("%s: tcsetattr(fd %d, raw): %s", io->opts.name, fd, strerror(errno));
+}
+
+/* ---- output thread ---------------------------------------------------------- */
+
+/* A private O_NONBLOCK description of out_fd when it is a terminal or a pipe (see the top comment). */
+static void open_output(struct console_io *io)
+{
+	char path[64];
+	struct stat st;
+	int fd;
+
+	io->out_fd = io->opts.out_fd;
+	if (io->out_fd < 0 || fstat(io->out_fd, &st) < 0)
+		return;
+	io->out_is_sock = S_ISSOCK(st.st_mode);
+	if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
+		return;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", io->opts.out_fd);
+	fd = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		log_debug("%s: reopen %s: %s; writing to fd %d directly", io->opts.name, path, strerror(errno),
+			  io->out_fd);
+		return;
+	}
+	io->out_fd = fd;
+	io->out_fd_own = true;
+}
+
+static ssize_t write_once(const struct console_io *io, const uint8_t *p, size_t n)
+{
+	if (io->out_is_sock)
+		return send(io->out_fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+	return write(io->out_fd, p, n);
+}
+
+/* Writes some of p[0..n): returns bytes written, 0 when aborted, or -errno. */
+static ssize_t write_some(struct console_io *io, const uint8_t *p, size_t n)
+{
+	struct pollfd pfd[2] = {{.fd = io->out_fd, .events = POLLOUT}, {.fd = io->out_abort_fd, .events = POLLIN}};
+	ssize_t w;
+
+	for (;;) {
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (pfd[1].revents)
+			return 0;
+		w = write_once(io, p, n);
+		if (w > 0)
+			return w;
+		if (w < 0 && errno != EAGAIN && errno != EINTR)
+			return -errno;
+	}
+}
+
+/* The contiguous run of queued bytes starting at the ring's head, at most OUT_CHUNK. */
+static size_t out_chunk(const struct ring *r)
+{
+	size_t n = r->cap - r->head;
+
+	if (n > r->count)
+		n = r->count;
+	return n > OUT_CHUNK ? OUT_CHUNK : n;
+}
+
+/* Drains the output ring until it is empty after a stop request, or until aborted or closed. */
+static void *out_thread(void *arg)
+{
+	struct console_io *io = arg;
+	ssize_t w;
+	size_t n;
+
+	pthread_mutex_lock(&io->lock);
+	for (;;) {
+		while (io->out.count == 0 && !io->stopping) {
+			io->out_waiting = true;
+			pthread_cond_wait(&io->out_cond, &io->lock);
+			io->out_waiting = false;
+		}
+		if (io->out.count == 0)
+			break;
+		n = out_chunk(&io->out);
+		pthread_mutex_unlock(&io->lock);
+		w = write_some(io, io->out.buf + io->out.head, n);
+		pthread_mutex_lock(&io->lock);
+		if (w <= 0) {
+			if (w == -EPIPE)
+				log_debug("%s: the reader of fd %d went away; further output dropped", io->opts.name,
+					  io->out_fd);
+			else if (w < 0)
+				log_warn("%s: write(fd %d): %s; further output dropped", io->opts.name, io->out_fd,
+					 strerror((int)-w));
+			io->out_closed = true; /* EPIPE included: the reader is gone */
+			break;
+		}
+		io->out.head = (io->out.head + (size_t)w) % io->out.cap;
+		io->out.count -= (size_t)w;
+	}
+	count_dropped(io, io->out.count);
+	io->out.head = 0;
+	io->out.count = 0;
+	pthread_mutex_unlock(&io->lock);
+	return NULL;
+}
+
+/* ---- input thread ------------------------------------------------------------ */
+
+/*
+ * Waits for room in the input ring and says how many bytes may be read
+ * (*room); false: stop. With an escape pending one byte more is kept free: n
+ * bytes read queue at most n + 1 (a pending Ctrl-A followed by another byte
+ * sends both). A terminal is never left unread (*room may be 0): see
+ * in_thread().
+ */
+static bool wait_for_room(struct console_io *io, bool esc, size_t *room)
+{
+	bool go;
+
+	pthread_mutex_lock(&io->lock);
+	while (!io->interactive && ring_space(&io->in) <= (size_t)esc && !io->stopping) {
+		io->in_waiting = true;
+		pthread_cond_wait(&io->in_cond, &io->lock);
+		io->in_waiting = false;
+	}
+	go = !io->stopping;
+	*room = ring_space(&io->in) > (size_t)esc ? ring_space(&io->in) - (size_t)esc : 0;
+	pthread_mutex_unlock(&io->lock);
+	return go;
+}
+
+/* Reads at most n bytes once in_fd is readable. Returns the count, 0 at EOF or stop, or -errno. */
+static ssize_t read_some(struct console_io *io, uint8_t *buf, size_t n)
+{
+	struct pollfd pfd[2] = {{.fd = io->opts.in_fd, .events = POLLIN}, {.fd = io->in_stop_fd, .events = POLLIN}};
+	ssize_t r;
+
+	for (;;) {
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (pfd[1].revents)
+			return 0;
+		r = read(io->opts.in_fd, buf, n);
+		if (r >= 0)
+			return r;
+		if (errno != EAGAIN && errno != EINTR)
+			return -errno;
+	}
+}
+
+/*
+ * Filters the Ctrl-A escape out of buf[0..n): returns the bytes to queue in
+ * out[] (at most n + 1), sets *quit on Ctrl-A x.
+ */
+static size_t unescape(const uint8_t *buf, size_t n, uint8_t *out, bool *esc, bool *quit)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		uint8_t b = buf[i];
+
+		if (*esc) {
+			*esc = false;
+			if (b == 'x') {
+				*quit = true;
+				continue;
+			}
+			if (b != CTRL_A)
+				out[k++] = CTRL_A;
+			out[k++] = b;
+		} else if (b == CTRL_A) {
+			*esc = true;
+		} else {
+			out[k++] = b;
+		}
+	}
+	return k;
+}
+
+/* Queues q[0..k) for the guest; what does not fit (a terminal whose guest does not read) is dropped and counted. */
+static void queue_input(struct console_io *io, const uint8_t *q, size_t k)
+{
+	size_t put;
+
+	pthread_mutex_lock(&io->lock);
+	put = ring_put(&io->in, q, k);
+	pthread_mutex_unlock(&io->lock);
+	if (put < k && __atomic_fetch_add(&io->in_dropped, k - put, __ATOMIC_RELAXED) == 0)
+		log_warn("%s: the guest is not reading its console: typed input dropped (Ctrl-A x still quits)",
+			 io->opts.name);
+	if (put)
+		io->opts.ops->input_ready(io->opts.arg);
+}
+
+/*
+ * Reads input, filters the escape, queues the rest. From a pipe or a file it
+ * reads only what the ring can take (back-pressure: a flood stays with the
+ * writer). From a terminal in raw mode it never stops reading, so that
+ * Ctrl-A x works while the guest reads nothing: with the ring full it reads
+ * ESC_SCAN bytes at a time and drops them, counted (a person types; a
+ * terminal is not a bulk channel).
+ */
+static void *in_thread(void *arg)
+{
+	struct console_io *io = arg;
+	uint8_t buf[READ_CHUNK], q[READ_CHUNK + 1];
+	bool esc = false, quit;
+	size_t room, k;
+	ssize_t r;
+
+	while (wait_for_room(io, esc, &room)) {
+		if (room == 0)
+			room = ESC_SCAN; /* a terminal with the ring full */
+		r = read_some(io, buf, room < sizeof(buf) ? room : sizeof(buf));
+		if (r < 0)
+			log_warn("%s: read(fd %d): %s; input stopped", io->opts.name, io->opts.in_fd,
+				 strerror((int)-r));
+		if (r <= 0)
+			break; /* EOF: the guest simply gets no more input */
+		quit = false;
+		k = unescape(buf, (size_t)r, q, &esc, &quit);
+		if (k)
+			queue_input(io, q, k); /* fits, but on a terminal whose guest does not read */
+		if (quit)
+			io->opts.ops->quit(io->opts.arg);
+	}
+	return NULL;
+}
+
+/* ---- start / stop ------------------------------------------------------------ */
+
+/* Starts a thread with every signal blocked: SIGINT/SIGTERM and vCPU kicks are not for it. */
+static int start_thread(pthread_t *t, void *(*fn)(void *), struct console_io *io)
+{
+	sigset_t all, old;
+	int err;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(t, NULL, fn, io);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -err;
+}
+
+static int make_eventfd(int *fd)
+{
+	*fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	return *fd < 0 ? -errno : 0;
+}
+
+static void kick(const struct console_io *io, int fd)
+{
+	uint64_t one = 1;
+
+	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0)
+		log_debug("%s: eventfd write: %s", io->opts.name, strerror(errno));
+}
+
+int console_io_start_output(struct console_io *io)
+{
+	int err;
+
+	if (io->started)
+		return -EBUSY;
+	io->started = true;
+	err = make_eventfd(&io->in_stop_fd);
+	if (!err)
+		err = make_eventfd(&io->out_abort_fd);
+	if (err)
+		return err; /* console_io_destroy closes what was opened */
+	open_output(io);
+	if (io->out_fd >= 0) {
+		err = start_thread(&io->out_thread, out_thread, io);
+		io->out_running = !err;
+	}
+	return err;
+}
+
+int console_io_start_input(struct console_io *io)
+{
+	int err;
+
+	if (!io->started || io->in_stop_fd < 0)
+		return -EINVAL;
+	if (io->in_running || io->opts.in_fd < 0)
+		return 0;
+	if (io->opts.raw_tty)
+		set_raw_tty(io, io->opts.in_fd);
+	io->interactive = io->opts.raw_tty && tty_is_raw && saved_tio_fd == io->opts.in_fd;
+	err = start_thread(&io->in_thread, in_thread, io);
+	io->in_running = !err;
+	return err;
+}
+
+static void deadline_after_ms(struct timespec *ts, int ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts); /* pthread_timedjoin_np measures CLOCK_REALTIME */
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+/* Lets the output thread drain for at most flush_ms, then aborts it. */
+static void stop_output(struct console_io *io, int flush_ms)
+{
+	struct timespec deadline;
+
+	if (!io->out_running)
+		return;
+	if (flush_ms > 0) {
+		deadline_after_ms(&deadline, flush_ms);
+		if (pthread_timedjoin_np(io->out_thread, NULL, &deadline) == 0) {
+			io->out_running = false;
+			return;
+		}
+	}
+	kick(io, io->out_abort_fd);
+	pthread_join(io->out_thread, NULL);
+	io->out_running = false;
+}
+
+void console_io_stop(struct console_io *io, int flush_ms)
+{
+	pthread_mutex_lock(&io->lock);
+	if (!io->started || io->stopped) {
+		pthread_mutex_unlock(&io->lock);
+		return;
+	}
+	io->stopped = true;
+	io->stopping = true;
+	pthread_cond_broadcast(&io->out_cond);
+	pthread_cond_broadcast(&io->in_cond);
+	pthread_mutex_unlock(&io->lock);
+
+	kick(io, io->in_stop_fd);
+	if (io->in_running)
+		pthread_join(io->in_thread, NULL);
+	io->in_running = false;
+	stop_output(io, flush_ms);
+	if (io->opts.raw_tty)
+		console_io_restore_tty();
+
+	pthread_mutex_lock(&io->lock);
+	io->out_closed = true;
+	count_dropped(io, io->out.count);
+	io->out.count = 0;
+	pthread_mutex_unlock(&io->lock);
+}

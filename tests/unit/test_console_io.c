@@ -1,0 +1,405 @@
+/* test_console_io.c - the console backend on its own: rings, drops, back-pressure, escape, stop, raw terminal. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "brisk/console_io.h"
+#include "brisk/log.h"
+
+/* ---- what the device would be told ------------------------------------------------------ */
+
+static pthread_mutex_t cb_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned ready_calls, quit_calls;
+
+static void on_ready(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&cb_lock);
+	ready_calls++;
+	pthread_mutex_unlock(&cb_lock);
+}
+
+static void on_quit(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&cb_lock);
+	quit_calls++;
+	pthread_mutex_unlock(&cb_lock);
+}
+
+static const struct console_io_ops cb_ops = {.input_ready = on_ready, .quit = on_quit};
+
+static unsigned get_quits(void)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&cb_lock);
+	n = quit_calls;
+	pthread_mutex_unlock(&cb_lock);
+	return n;
+}
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+static struct console_io *make(int out_fd, int in_fd, size_t out_size, size_t in_size)
+{
+	struct console_io_opts o = {
+	    .name = "test",
+	    .out_fd = out_fd,
+	    .in_fd = in_fd,
+	    .out_size = out_size,
+	    .in_size = in_size,
+	    .ops = &cb_ops,
+	};
+	struct console_io *io = console_io_create(&o);
+
+	assert_non_null(io);
+	pthread_mutex_lock(&cb_lock);
+	ready_calls = quit_calls = 0;
+	pthread_mutex_unlock(&cb_lock);
+	return io;
+}
+
+/* Waits (bounded, 2 s) until the input ring holds at least n bytes. */
+static size_t wait_pending(struct console_io *io, size_t n)
+{
+	size_t have = 0;
+
+	for (uint64_t end = now_ms() + 2000; (have = console_io_pending(io)) < n && now_ms() < end;)
+		sleep_ms(1);
+	return have;
+}
+
+/* Takes exactly n bytes of input (bounded wait). */
+static void take(struct console_io *io, uint8_t *buf, size_t n)
+{
+	size_t got = 0;
+
+	for (uint64_t end = now_ms() + 2000; got < n && now_ms() < end;) {
+		size_t k = console_io_read(io, buf + got, n - got);
+
+		got += k;
+		if (!k)
+			sleep_ms(1);
+	}
+	assert_int_equal(got, n);
+}
+
+/* A pipe with a full buffer that nobody reads. */
+static void full_pipe(int p[2])
+{
+	static const uint8_t junk[4096];
+
+	assert_int_equal(pipe(p), 0);
+	fcntl(p[1], F_SETFL, O_NONBLOCK);
+	while (write(p[1], junk, sizeof(junk)) > 0)
+		;
+	fcntl(p[1], F_SETFL, 0);
+}
+
+/* ---- tests ---------------------------------------------------------------------------------- */
+
+static void test_create_rejects_bad_opts(void **state)
+{
+	struct console_io_opts o = {
+	    .name = "t", .out_fd = -1, .in_fd = -1, .out_size = 0, .in_size = 8, .ops = &cb_ops};
+
+	(void)state;
+	assert_null(console_io_create(&o));
+	assert_int_equal(errno, EINVAL);
+	o.out_size = 8;
+	o.ops = NULL;
+	assert_null(console_io_create(&o));
+	console_io_destroy(NULL);
+}
+
+/* Output reaches the fd in order through the ring's wrap-around; a byte refused (ring full) can be offered again. */
+static void test_output_order_and_wrap(void **state)
+{
+	int p[2];
+	struct console_io *io;
+	uint8_t in[100], out[100];
+	size_t got = 0;
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	io = make(p[1], -1, 16, 8);
+	assert_int_equal(console_io_start_output(io), 0);
+	assert_int_equal(console_io_start_output(io), -EBUSY);
+	for (size_t i = 0; i < sizeof(in); i++) {
+		in[i] = (uint8_t)i;
+		for (uint64_t end = now_ms() + 2000; console_io_write(io, in + i, 1) != 1;) {
+			assert_true(now_ms() < end); /* the pipe has room: the ring drains */
+			sleep_ms(1);
+		}
+	}
+	while (got < sizeof(out)) {
+		ssize_t n = read(p[0], out + got, sizeof(out) - got);
+
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	assert_memory_equal(in, out, sizeof(in));
+	console_io_stop(io, 100);
+	console_io_destroy(io);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* A stalled reader: writes never block, what does not fit is dropped and counted; stop is bounded. */
+static void test_output_stalled(void **state)
+{
+	uint8_t buf[40] = {0};
+	struct console_io *io;
+	uint64_t t0;
+	int p[2];
+
+	(void)state;
+	full_pipe(p);
+	io = make(p[1], -1, 32, 8);
+	assert_int_equal(console_io_start_output(io), 0);
+	sleep_ms(20);
+	t0 = now_ms();
+	assert_int_equal(console_io_write(io, buf, sizeof(buf)), 32); /* the ring's size: the rest dropped */
+	assert_int_equal(console_io_write(io, buf, 5), 0);
+	assert_true(now_ms() - t0 < 500);
+	assert_int_equal(console_io_dropped(io), 8 + 5);
+	t0 = now_ms();
+	console_io_stop(io, 100); /* 100 ms to flush, then aborted: the 32 queued bytes count as dropped */
+	assert_true(now_ms() - t0 < 1000);
+	assert_int_equal(console_io_dropped(io), 8 + 5 + 32);
+	assert_int_equal(console_io_write(io, buf, 3), 0); /* stopped: dropped */
+	assert_int_equal(console_io_dropped(io), 8 + 5 + 32 + 3);
+	console_io_destroy(io);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* The reader went away (EPIPE; SIGPIPE ignored as brisk does): output closes, later bytes are dropped. */
+static void test_output_epipe(void **state)
+{
+	struct console_io *io;
+	int p[2];
+
+	(void)state;
+	signal(SIGPIPE, SIG_IGN);
+	assert_int_equal(pipe(p), 0);
+	close(p[0]);
+	io = make(p[1], -1, 64, 8);
+	assert_int_equal(console_io_start_output(io), 0);
+	assert_int_equal(console_io_write(io, "abc", 3), 3);
+	for (uint64_t end = now_ms() + 2000; console_io_dropped(io) < 3 && now_ms() < end;)
+		sleep_ms(1);
+	assert_int_equal(console_io_dropped(io), 3);
+	assert_int_equal(console_io_write(io, "de", 2), 0);
+	assert_int_equal(console_io_dropped(io), 5);
+	console_io_destroy(io);
+	close(p[1]);
+}
+
+/* out_fd -1: output is discarded by configuration, not dropped. */
+static void test_output_discarded(void **state)
+{
+	struct console_io *io = make(-1, -1, 8, 8);
+
+	(void)state;
+	assert_int_equal(console_io_start_output(io), 0);
+	assert_int_equal(console_io_start_input(io), 0); /* no in_fd: nothing to start */
+	assert_int_equal(console_io_write(io, "0123456789abcdef", 16), 16);
+	assert_int_equal(console_io_dropped(io), 0);
+	console_io_destroy(io);
+}
+
+/* Input before output was started is refused; the threads start in order. */
+static void test_input_needs_output_first(void **state)
+{
+	int p[2];
+	struct console_io *io;
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	io = make(-1, p[0], 8, 8);
+	assert_int_equal(console_io_start_input(io), -EINVAL);
+	console_io_destroy(io); /* never started: nothing to stop */
+	close(p[0]);
+	close(p[1]);
+}
+
+/* A flood of input: the ring fills, the rest stays in the pipe (back-pressure), and all of it arrives in order. */
+static void test_input_backpressure(void **state)
+{
+	static uint8_t data[1000], got[1000];
+	struct console_io *io;
+	int p[2], pending = 0;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)('a' + i % 26);
+	assert_int_equal(pipe(p), 0);
+	io = make(-1, p[0], 8, 64);
+	assert_int_equal(console_io_start_output(io), 0);
+	assert_int_equal(console_io_start_input(io), 0);
+	assert_int_equal(write(p[1], data, sizeof(data)), (ssize_t)sizeof(data));
+	assert_int_equal(wait_pending(io, 64), 64);
+	sleep_ms(20);
+	assert_int_equal(console_io_pending(io), 64);
+	assert_int_equal(ioctl(p[0], FIONREAD, &pending), 0);
+	assert_int_equal(pending, (int)sizeof(data) - 64);
+	take(io, got, sizeof(got));
+	assert_memory_equal(data, got, sizeof(data));
+	console_io_stop(io, 100);
+	console_io_destroy(io);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* Ctrl-A Ctrl-A sends one Ctrl-A, Ctrl-A y sends both, Ctrl-A x quits (input goes on), also split across reads. */
+static void test_escape(void **state)
+{
+	static const uint8_t seq[] = {0x01, 0x01, 'z', 0x01, 'y', 0x01, 'x', 'w', 0x01};
+	static const uint8_t want[] = {0x01, 'z', 0x01, 'y', 'w', 0x01, 'v'};
+	uint8_t got[sizeof(want)];
+	struct console_io *io;
+	int p[2];
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	io = make(-1, p[0], 8, 4); /* a ring smaller than the sequence: the escape's reserved byte matters */
+	assert_int_equal(console_io_start_output(io), 0);
+	assert_int_equal(console_io_start_input(io), 0);
+	assert_int_equal(write(p[1], seq, sizeof(seq)), (ssize_t)sizeof(seq));
+	take(io, got, 5);
+	sleep_ms(20); /* the trailing Ctrl-A was read alone: it waits for its partner */
+	assert_int_equal(console_io_pending(io), 0);
+	assert_int_equal(write(p[1], "v", 1), 1); /* Ctrl-A v: both bytes */
+	take(io, got + 5, 2);
+	assert_memory_equal(got, want, sizeof(want));
+	assert_int_equal(get_quits(), 1);
+	assert_int_equal(write(p[1], "\x01x", 2), 2); /* every Ctrl-A x asks again: the first request wins */
+	for (uint64_t end = now_ms() + 2000; get_quits() < 2 && now_ms() < end;)
+		sleep_ms(1);
+	assert_int_equal(get_quits(), 2);
+	console_io_stop(io, 100);
+	console_io_destroy(io);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* EOF on input ends the input thread only; stop still returns at once. */
+static void test_input_eof(void **state)
+{
+	struct console_io *io;
+	uint8_t b[2];
+	int p[2];
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	io = make(-1, p[0], 8, 8);
+	assert_int_equal(console_io_start_output(io), 0);
+	assert_int_equal(console_io_start_input(io), 0);
+	assert_int_equal(write(p[1], "hi", 2), 2);
+	close(p[1]);
+	take(io, b, 2);
+	assert_memory_equal(b, "hi", 2);
+	console_io_stop(io, 100);
+	console_io_destroy(io);
+	close(p[0]);
+}
+
+/* Raw mode on a terminal while input runs; stop (and console_io_restore_tty) put the settings back. */
+static void test_raw_tty(void **state)
+{
+	struct console_io_opts o = {.name = "t", .out_fd = -1, .out_size = 8, .in_size = 8, .ops = &cb_ops};
+	struct termios before, during, after;
+	struct console_io *io;
+	int master, slave;
+
+	(void)state;
+	master = posix_openpt(O_RDWR | O_NOCTTY);
+	if (master < 0 || grantpt(master) || unlockpt(master)) {
+		skip();
+		return;
+	}
+	slave = open(ptsname(master), O_RDWR | O_NOCTTY);
+	assert_true(slave >= 0);
+	assert_int_equal(tcgetattr(slave, &before), 0);
+	assert_true(before.c_lflag & ICANON);
+	o.in_fd = slave;
+	o.raw_tty = 1;
+	io = console_io_create(&o);
+	assert_non_null(io);
+	assert_int_equal(console_io_start_output(io), 0);
+	assert_int_equal(console_io_start_input(io), 0);
+	assert_int_equal(tcgetattr(slave, &during), 0);
+	assert_false(during.c_lflag & (ICANON | ECHO | ISIG));
+	assert_true(during.c_oflag & OPOST); /* brisk's own log lines keep their column */
+	/* the guest reads nothing: the terminal is still read, beyond the ring dropped, and Ctrl-A x works */
+	pthread_mutex_lock(&cb_lock);
+	quit_calls = 0;
+	pthread_mutex_unlock(&cb_lock);
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(write(master, "0123456789", 10), 10);
+	assert_int_equal(write(master, "\x01x", 2), 2);
+	for (uint64_t end = now_ms() + 2000; get_quits() == 0 && now_ms() < end;)
+		sleep_ms(1);
+	assert_int_equal(get_quits(), 1);
+	assert_int_equal(console_io_pending(io), 8);
+	assert_int_equal(console_io_input_dropped(io), 100 - 8);
+	console_io_stop(io, 100);
+	assert_int_equal(tcgetattr(slave, &after), 0);
+	assert_int_equal(after.c_lflag, before.c_lflag);
+	assert_int_equal(after.c_iflag, before.c_iflag);
+	console_io_restore_tty(); /* already restored: nothing happens */
+	console_io_destroy(io);
+	close(slave);
+	close(master);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_create_rejects_bad_opts),
+	    cmocka_unit_test(test_output_order_and_wrap),
+	    cmocka_unit_test(test_output_stalled),
+	    cmocka_unit_test(test_output_epipe),
+	    cmocka_unit_test(test_output_discarded),
+	    cmocka_unit_test(test_input_needs_output_first),
+	    cmocka_unit_test(test_input_backpressure),
+	    cmocka_unit_test(test_escape),
+	    cmocka_unit_test(test_input_eof),
+	    cmocka_unit_test(test_raw_tty),
+	};
+
+	log_set_level(LOG_ERROR); /* the dropped-input warning is expected here */
+	return cmocka_run_group_tests_name("console_io", tests, NULL, NULL);
+}
