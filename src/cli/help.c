@@ -56,7 +56,7 @@ static const char run_usage[] =
     "      --log-level LEVEL  error, warn (default), info or debug; logs go to stderr\n"
     "  -h, --help             this text\n"
     "\n"
-    "The console: host stdin is forwarded to the guest's COM1; Ctrl-A x stops the VM.\n"
+    "The console: host stdin goes to the guest's COM1 (hvc0 with --console virtio); Ctrl-A x stops the VM.\n"
     "Exit status: the guest's (0 on power-off/reset, odd values from the debug-exit\n"
     "port), or brisk's own even codes: 2 usage, 4 host, 6 image, 8 triple fault,\n"
     "10 KVM internal error, 12 entry failure, 14 unknown exit, 16 stopped.\n";
