@@ -101,6 +101,7 @@ MAIN_OBJS := $(patsubst %.S,%.o,$(MAIN_SRCS:.c=.o))
 UNIT_TESTS := \
 	test_bus \
 	test_virtio_mmio \
+	test_virtio_blk \
 	test_log \
 	test_mem \
 	test_size \

@@ -12,6 +12,11 @@
  *                   (default 0: RO must not be offered and writes must succeed)
  *   event_idx=0|1   accept VIRTIO_F_EVENT_IDX when offered (default 1)
  *   indirect=0|1    accept VIRTIO_F_INDIRECT_DESC when offered (default 1)
+ *   window=N        use the block device among the virtio_mmio.device= words from the Nth on (0-based;
+ *                   default 0): with several disks, window=1 tests the second one
+ *   hold=1          after the poll-mode checks (sectors 2-3 written, flushed), print "virtio-blk: HOLD" and
+ *                   wait for one byte on the UART (bounded, ~10^6 polls) before going on: the host can
+ *                   kill the VM or change the image at a known point
  *
  * What a read-write run leaves in the image: sectors 2, 3, 4 and 5 hold the
  * write pattern, byte j of sector N = (0xa5 + N + j) & 0xff; every other
@@ -289,6 +294,40 @@ static void run_poll(void)
 	check_flush("poll", 0);
 }
 
+/* hold=1: the host acts (kill -9, truncates the image) while the guest waits for one byte on the UART. */
+static void hold(const char *cmdline)
+{
+	uint64_t on = 0;
+	unsigned long polls = 0;
+
+	cmdline_get_u64(cmdline, "hold", &on);
+	if (!on)
+		return;
+	gprintf("%s: HOLD\n", NAME);
+	while (serial_trygetc() < 0 && ++polls < 1000000ul)
+		cpu_relax();
+	gprintf("%s: %s\n", NAME, polls < 1000000ul ? "GO" : "hold timed out");
+}
+
+/* window=N: the command line from the Nth virtio_mmio.device= word on (virtio_find takes the first match). */
+static const char *from_window(const char *cmdline)
+{
+	static const char word[] = "virtio_mmio.device=";
+	uint64_t n = 0;
+	const char *p = cmdline;
+
+	cmdline_get_u64(cmdline, "window", &n);
+	for (; *p; p++) {
+		size_t i = 0;
+
+		while (word[i] && p[i] == word[i])
+			i++;
+		if (!word[i] && (p == cmdline || p[-1] == ' ') && n-- == 0)
+			return p;
+	}
+	return cmdline;
+}
+
 static void run_irq(void)
 {
 	blk.irq_status = 0;
@@ -334,7 +373,7 @@ void guest_main(struct hvm_start_info *si)
 	conf_check(want.have_pattern, "pattern_given", "pattern=0x%llx", (unsigned long long)want.pattern);
 	feats = VIRTIO_BLK_F_SIZE_MAX | VIRTIO_BLK_F_SEG_MAX | VIRTIO_BLK_F_RO | VIRTIO_BLK_F_BLK_SIZE |
 		VIRTIO_BLK_F_FLUSH | (event_idx ? VIRTIO_F_EVENT_IDX : 0) | (indirect ? VIRTIO_F_INDIRECT_DESC : 0);
-	if (!want.have_pattern || virtio_start(&blk, cmdline, VIRTIO_ID_BLOCK, feats, 1)) {
+	if (!want.have_pattern || virtio_start(&blk, from_window(cmdline), VIRTIO_ID_BLOCK, feats, 1)) {
 		conf_check(0, "bringup", "see above");
 		conf_end();
 	}
@@ -345,6 +384,7 @@ void guest_main(struct hvm_start_info *si)
 		conf_end();
 	check_get_id(cmdline);
 	run_poll();
+	hold(cmdline);
 	run_irq();
 	run_indirect();
 	gprintf("%s: %u notifies, %u suppressed, %u interrupts\n", NAME, blk.vq[0].notifies, blk.vq[0].suppressed,

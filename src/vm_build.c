@@ -262,10 +262,17 @@ static int create_virtio(struct vm *vm, const struct devctx *ctx, struct vm_erro
 		return fail(e, kind_of(-errno, VM_ERR_HOST), -errno, "creating the I/O event loop failed: %s",
 			    strerror(errno));
 	for (unsigned i = 0; i < vm->cfg.nr_disks; i++, slot++) {
-		err =
-		    virtio_blk_create(ctx, &vm->bus, &vm->devmgr.slot[slot], &vm->cfg.disk[i], e->msg, sizeof(e->msg));
+		char why[sizeof(e->msg) / 2];
+		bool image;
+
+		err = virtio_blk_create(ctx, &vm->bus, &vm->devmgr.slot[slot], &vm->cfg.disk[i], why, sizeof(why));
+		/* The image's fault (missing, locked, read-only, size, kind): usage (2); anything else: host. */
+		image = err == -ENOENT || err == -ENOTDIR || err == -EACCES || err == -EPERM || err == -EROFS ||
+			err == -EAGAIN || err == -EINVAL || err == -EISDIR || err == -ELOOP || err == -ENAMETOOLONG ||
+			err == -ENXIO;
 		if (err)
-			return fail(e, kind_of(err, VM_ERR_USAGE), err, "--disk %s: %s", vm->cfg.disk[i].path, e->msg);
+			return fail(e, image ? VM_ERR_USAGE : VM_ERR_HOST, err, "--disk %s: %s", vm->cfg.disk[i].path,
+				    why);
 	}
 	if (vm->cfg.rng_rate && (err = virtio_rng_create(ctx, &vm->bus, &vm->devmgr.slot[slot++], vm->cfg.rng_rate)))
 		return fail(e, VM_ERR_HOST, err, "creating the virtio entropy device failed: %s", strerror(-err));

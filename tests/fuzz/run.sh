@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh - builds the libFuzzer harnesses with clang and runs each for a bounded time.
 #
-#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage symbols virtq"   CLANG=clang   BUILD=build
+#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage symbols virtq blk"   CLANG=clang   BUILD=build
 #
 # Each target gets build/fuzz/fuzz_<t>, a corpus build/fuzz/corpus-<t>/ (seeded
 # on every run, kept between runs) and crash artifacts in build/fuzz/artifacts-<t>/.
@@ -11,7 +11,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage symbols virtq}
+FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage symbols virtq blk}
 CLANG=${CLANG:-clang}
 OUT=${BUILD:-build}/fuzz
 CFLAGS="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 -std=gnu11 -Iinclude -D_GNU_SOURCE
@@ -28,6 +28,10 @@ sources() {
 		;;
 	symbols) echo tests/fuzz/fuzz_symbols.c src/profile/symbols.c src/util/file.c ;;
 	virtq) echo tests/fuzz/fuzz_virtq.c src/virtio/queue.c src/mem.c src/util/log.c ;;
+	blk)
+		echo tests/fuzz/fuzz_blk.c src/virtio/blk.c src/virtio/queue.c src/mem.c src/util/log.c src/util/errmsg.c \
+			src/util/file.c
+		;;
 	*) echo "run.sh: unknown fuzz target '$1'" >&2; return 1 ;;
 	esac
 }
@@ -57,6 +61,10 @@ seed() {
 	virtq)
 		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_virtq_seeds" tests/fuzz/gen_virtq_seeds.c
 		"$OUT/gen_virtq_seeds" "$corpus"
+		;;
+	blk)
+		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_blk_seeds" tests/fuzz/gen_blk_seeds.c
+		"$OUT/gen_blk_seeds" "$corpus"
 		;;
 	esac
 }
