@@ -38,6 +38,8 @@ LIB_SRCS := \
 	src/virtio/mmio.c \
 	src/virtio/rng.c \
 	src/virtio/blk.c \
+	src/virtio/blk_req.c \
+	src/virtio/blk_io.c \
 	src/virtio/console.c \
 	src/vcpu.c \
 	src/timeline.c \

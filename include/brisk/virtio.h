@@ -91,15 +91,16 @@ struct virtio_dev_ops {
 };
 
 /*
- * Creates the transport for device `dev` in window `slot` and adds it to
- * `bus` (which owns both from then on; the transport destroys `dev` through
+ * Creates the transport for device `dev` in window `slot`, offering the
+ * device-specific feature bits `features` (a disk's depend on its image: RO,
+ * DISCARD), and adds it to `bus` (which owns both from then on; the transport destroys `dev` through
  * ops->destroy, also when this fails after taking it). Wires each queue's
  * QueueNotify to an eventfd (KVM_IOEVENTFD, datamatch = queue index) watched
  * by the event loop, and the interrupt line to an eventfd (KVM_IRQFD).
  * Returns 0 and *out (may be NULL), or -errno.
  */
 int virtio_mmio_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_slot *slot,
-		       const struct virtio_dev_ops *ops, void *dev, struct virtio_mmio **out);
+		       const struct virtio_dev_ops *ops, void *dev, uint64_t features, struct virtio_mmio **out);
 
 /* Queue `q` of the device (valid between activate and reset). */
 struct virtq *virtio_queue(struct virtio_mmio *t, unsigned q);

@@ -64,6 +64,12 @@ struct blk_limits {
 	uint64_t features; /* negotiated device feature bits (FLUSH, DISCARD, WRITE_ZEROES decide) */
 };
 
+/* Whether feature `bit` was negotiated. */
+static inline bool blk_negotiated(const struct blk_limits *l, unsigned bit)
+{
+	return l->features & (1ull << bit);
+}
+
 /* One parsed request: everything the I/O engine needs, copied out of or pointing into guest RAM. */
 struct blk_req {
 	uint32_t type;

@@ -18,7 +18,6 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blk_impl.h"
 #include "brisk/devices.h"
 #include "brisk/errmsg.h"
 #include "brisk/file.h"
@@ -40,484 +40,7 @@
 #include "brisk/virtio_blk.h"
 #include "brisk/vm.h"
 
-#define BLK_WORKERS	  4u	      /* threads per disk, started as requests need them (measured: more hurt) */
-#define BLK_INLINE_MAX	  (64u << 10) /* reads up to this size are first tried on the loop, RWF_NOWAIT */
-#define BLK_BOUNCE_SIZE	  (1u << 20)  /* cache=none: a worker's aligned buffer for unaligned guest buffers */
-#define BLK_RESET_WAIT_MS 3000	      /* a reset waits this long for requests in flight */
-#define BLK_DEFAULT_ALIGN 512u	      /* O_DIRECT alignment when statx cannot say */
-#define BLK_PROBE_LEN	  4096	      /* bytes past the end of the image the hole-punch probe uses */
-
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "virtio-blk fields are read without byte swapping");
-
-/* ---- the request parser (include/brisk/virtio_blk.h) ------------------------------------------------ */
-
-struct blk_hdr {
-	uint32_t type;
-	uint32_t reserved;
-	uint64_t sector;
-};
-_Static_assert(sizeof(struct blk_hdr) == VIRTIO_BLK_HDR_SIZE, "virtio_blk_req header is 16 bytes");
-
-struct blk_dwz {
-	uint64_t sector;
-	uint32_t num_sectors;
-	uint32_t flags;
-};
-_Static_assert(sizeof(struct blk_dwz) == VIRTIO_BLK_DWZ_SIZE, "virtio_blk_discard_write_zeroes is 16 bytes");
-
-/* iov[] := `len` bytes of segments seg[0 .. n) from byte `skip` on; returns how many entries (<= n). */
-static unsigned gather(const struct virtq_seg *seg, unsigned n, uint64_t skip, uint64_t len, struct iovec *iov)
-{
-	unsigned k = 0;
-
-	for (unsigned i = 0; i < n && len; i++) {
-		uint64_t l = seg[i].len;
-
-		if (skip >= l) {
-			skip -= l;
-			continue;
-		}
-		l -= skip;
-		if (l > len)
-			l = len;
-		if (l)
-			iov[k++] = (struct iovec){.iov_base = seg[i].ptr + skip, .iov_len = (size_t)l};
-		skip = 0;
-		len -= l;
-	}
-	return k;
-}
-
-static enum blk_parse_result done(struct blk_req *r, uint8_t status, const char *why)
-{
-	r->result = status;
-	r->why = why;
-	return BLK_REQ_DONE;
-}
-
-static bool negotiated(const struct blk_limits *l, unsigned bit)
-{
-	return l->features & (1ull << bit);
-}
-
-/* [sector, sector + n) within the capacity, without overflow. */
-static bool in_range(const struct blk_limits *l, uint64_t sector, uint64_t n)
-{
-	return sector <= l->capacity && n <= l->capacity - sector;
-}
-
-/* IN and OUT: the data between header and status, a whole number of sectors inside the disk. */
-static enum blk_parse_result parse_rw(const struct blk_limits *l, const struct virtq_chain *c, struct blk_req *r)
-{
-	bool out = r->type == VIRTIO_BLK_T_OUT;
-
-	if (out && l->ro)
-		return done(r, VIRTIO_BLK_S_IOERR, NULL); /* 5.2.6.2: and no data written */
-	r->len = out ? c->out_bytes - VIRTIO_BLK_HDR_SIZE : c->in_bytes - 1;
-	if (r->len % VIRTIO_BLK_SECTOR)
-		return done(r, VIRTIO_BLK_S_IOERR, "data length not a multiple of 512");
-	if (!in_range(l, r->sector, r->len / VIRTIO_BLK_SECTOR))
-		return done(r, VIRTIO_BLK_S_IOERR, NULL); /* past the end: the driver's mistake, not malformed */
-	if (out)
-		r->niov = gather(c->seg, c->nr_out, VIRTIO_BLK_HDR_SIZE, r->len, r->iov);
-	else
-		r->niov = gather(c->seg + c->nr_out, c->nr_in, 0, r->len, r->iov);
-	return BLK_REQ_IO;
-}
-
-/* DISCARD and WRITE_ZEROES (5.2.6): one struct virtio_blk_discard_write_zeroes after the header. */
-static enum blk_parse_result parse_dwz(const struct blk_limits *l, const struct virtq_chain *c, struct blk_req *r)
-{
-	bool discard = r->type == VIRTIO_BLK_T_DISCARD;
-	struct blk_dwz seg;
-
-	if (!negotiated(l, discard ? VIRTIO_BLK_F_DISCARD : VIRTIO_BLK_F_WRITE_ZEROES))
-		return done(r, VIRTIO_BLK_S_UNSUPP, NULL);
-	if (l->ro)
-		return done(r, VIRTIO_BLK_S_IOERR, NULL);
-	if (c->out_bytes - VIRTIO_BLK_HDR_SIZE != VIRTIO_BLK_DWZ_SIZE)
-		return done(r, VIRTIO_BLK_S_IOERR, "discard/write-zeroes data is not one 16-byte segment (max_seg 1)");
-	if (virtq_copy_from(c, VIRTIO_BLK_HDR_SIZE, &seg, sizeof(seg)) != sizeof(seg))
-		return done(r, VIRTIO_BLK_S_IOERR, "discard/write-zeroes segment unreadable");
-	r->sector = seg.sector;
-	r->nr_sectors = seg.num_sectors;
-	r->flags = seg.flags;
-	/* 5.2.6.2: unknown flags, and UNMAP on a discard, are UNSUPP. */
-	if ((seg.flags & ~VIRTIO_BLK_DWZ_F_UNMAP) || (discard && (seg.flags & VIRTIO_BLK_DWZ_F_UNMAP)))
-		return done(r, VIRTIO_BLK_S_UNSUPP, NULL);
-	if (seg.num_sectors > BLK_DWZ_MAX || !in_range(l, seg.sector, seg.num_sectors))
-		return done(r, VIRTIO_BLK_S_IOERR, NULL);
-	return BLK_REQ_IO;
-}
-
-/* The status byte: the last byte of the last non-empty writable segment. */
-static uint8_t *status_byte(const struct virtq_chain *c)
-{
-	for (unsigned i = c->nr_out + c->nr_in; i > c->nr_out; i--) {
-		const struct virtq_seg *s = &c->seg[i - 1];
-
-		if (s->len)
-			return s->ptr + s->len - 1;
-	}
-	return NULL;
-}
-
-enum blk_parse_result blk_parse(const struct blk_limits *l, const struct virtq_chain *c, struct blk_req *r)
-{
-	struct blk_hdr hdr;
-
-	r->why = NULL;
-	r->len = 0;
-	r->niov = 0;
-	r->status = c->in_bytes ? status_byte(c) : NULL;
-	if (!r->status) {
-		r->why = "no writable status byte";
-		return BLK_REQ_BAD_CHAIN;
-	}
-	r->used = (uint32_t)c->in_bytes; /* virtq_pop keeps a chain below 4 GiB */
-	if (c->out_bytes < VIRTIO_BLK_HDR_SIZE || virtq_copy_from(c, 0, &hdr, sizeof(hdr)) != sizeof(hdr))
-		return done(r, VIRTIO_BLK_S_IOERR, "request header shorter than 16 bytes");
-	r->type = hdr.type;
-	r->sector = hdr.sector;
-	switch (hdr.type) {
-	case VIRTIO_BLK_T_IN:
-	case VIRTIO_BLK_T_OUT:
-		return parse_rw(l, c, r);
-	case VIRTIO_BLK_T_FLUSH:
-		return negotiated(l, VIRTIO_BLK_F_FLUSH) ? BLK_REQ_IO : done(r, VIRTIO_BLK_S_UNSUPP, NULL);
-	case VIRTIO_BLK_T_GET_ID:
-		r->len = c->in_bytes - 1 < VIRTIO_BLK_ID_BYTES ? c->in_bytes - 1 : VIRTIO_BLK_ID_BYTES;
-		r->niov = gather(c->seg + c->nr_out, c->nr_in, 0, r->len, r->iov);
-		return BLK_REQ_IO;
-	case VIRTIO_BLK_T_DISCARD:
-	case VIRTIO_BLK_T_WRITE_ZEROES:
-		return parse_dwz(l, c, r);
-	default:
-		return done(r, VIRTIO_BLK_S_UNSUPP, NULL);
-	}
-}
-
-/* ---- the device ------------------------------------------------------------------------------------- */
-
-/* A request in flight: owned by the loop while on the free list or being parsed, by the pool in between. */
-struct slot {
-	struct blk_req req;
-	uint16_t head;
-	unsigned gen;	   /* the device generation it was started in: stale after a reset */
-	bool writethrough; /* FLUSH not negotiated: a write is synced before it completes (5.2.5) */
-	struct slot *next;
-};
-
-/* The worker pool: a FIFO of requests to do and one of requests done, under one mutex. */
-struct pool {
-	pthread_mutex_t mu;
-	pthread_cond_t work; /* a request was queued, or stop */
-	pthread_cond_t idle; /* running dropped to 0 */
-	struct slot *todo, *todo_tail, *done, *done_tail;
-	unsigned queued, running, waiting, threads;
-	bool stop;
-	pthread_t th[BLK_WORKERS];
-	int efd; /* written when `done` becomes non-empty; watched by the loop */
-};
-
-struct blk {
-	struct virtio_mmio *t;
-	struct virtio_dev_ops ops; /* blk_ops with this disk's features (fixed at creation) */
-	char *path;
-	int fd;
-	bool direct;	    /* cache=none: O_DIRECT */
-	bool nowait;	    /* RWF_NOWAIT reads work on this file */
-	bool zero_range;    /* FALLOC_FL_ZERO_RANGE works (else write-zeroes punches a hole) */
-	bool regular;	    /* a regular file (its size can shrink under us) */
-	uint32_t mem_align; /* cache=none: guest buffers aligned so go straight to the file */
-	uint8_t id[VIRTIO_BLK_ID_BYTES];
-	uint8_t config[VIRTIO_BLK_CFG_SIZE];
-	struct blk_limits lim;
-	/* loop thread (or reset, under the transport's I/O lock) */
-	struct slot *slots, *free;
-	unsigned gen;
-	bool stalled; /* every slot in flight: chains wait in the ring */
-	struct pool pool;
-	struct {
-		uint64_t reads, inline_reads, writes, flushes, other, ioerr, unsupp, bad;
-	} n;
-	_Atomic uint64_t host_errors;
-};
-
-static bool should_log(uint64_t n)
-{
-	return n < 8 || (n & (n - 1)) == 0;
-}
-
-/* A host-side failure of one request (worker thread): logged rate-limited, the guest gets IOERR. err 0: no errno. */
-static uint8_t host_error(struct blk *b, const char *what, int err)
-{
-	uint64_t n = atomic_fetch_add(&b->host_errors, 1);
-
-	if (should_log(n))
-		log_warn("virtio-blk %s: %s%s%s (the guest gets IOERR; %llu so far)", b->path, what, err ? ": " : "",
-			 err ? strerror(err) : "", (unsigned long long)n + 1);
-	return VIRTIO_BLK_S_IOERR;
-}
-
-/* ---- I/O (worker threads) ------------------------------------------------------------------------------ */
-
-/* Drops the first `n` bytes of the vector. */
-static void advance(struct iovec **iov, unsigned *cnt, size_t n)
-{
-	while (*cnt && n >= (*iov)->iov_len) {
-		n -= (*iov)->iov_len;
-		(*iov)++;
-		(*cnt)--;
-	}
-	if (*cnt && n) {
-		(*iov)->iov_base = (uint8_t *)(*iov)->iov_base + n;
-		(*iov)->iov_len -= n;
-	}
-}
-
-/*
- * All `len` bytes between the file at `off` and the vector, through short
- * transfers. End of file (the image shrank) is -ENODATA. Each round moves
- * at least one byte, so the loop is bounded by `len`.
- */
-static int xfer(int fd, bool write, struct iovec *iov, unsigned cnt, uint64_t off, uint64_t len)
-{
-	uint64_t moved = 0;
-
-	while (moved < len) {
-		ssize_t n = write ? pwritev(fd, iov, (int)cnt, (off_t)(off + moved))
-				  : preadv(fd, iov, (int)cnt, (off_t)(off + moved));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -ENODATA;
-		moved += (uint64_t)n;
-		advance(&iov, &cnt, (size_t)n);
-	}
-	return 0;
-}
-
-/* Copies between the vector from byte `off` on and buf[0 .. len), either way. */
-static void iov_copy(const struct iovec *iov, unsigned cnt, uint64_t off, uint8_t *buf, uint64_t len, bool to_iov)
-{
-	for (unsigned i = 0; i < cnt && len; i++) {
-		uint64_t l = iov[i].iov_len;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		l -= off;
-		if (l > len)
-			l = len;
-		if (to_iov)
-			memcpy((uint8_t *)iov[i].iov_base + off, buf, l);
-		else
-			memcpy(buf, (uint8_t *)iov[i].iov_base + off, l);
-		buf += l;
-		len -= l;
-		off = 0;
-	}
-}
-
-/* cache=none with guest buffers O_DIRECT cannot take: through the worker's aligned buffer, 1 MiB at a time. */
-static int bounced(struct blk *b, struct blk_req *r, bool write, uint8_t **bounce)
-{
-	uint64_t off = r->sector * VIRTIO_BLK_SECTOR;
-
-	if (!*bounce && posix_memalign((void **)bounce, 4096, BLK_BOUNCE_SIZE))
-		return -ENOMEM;
-	for (uint64_t pos = 0; pos < r->len; pos += BLK_BOUNCE_SIZE) {
-		uint64_t n = r->len - pos < BLK_BOUNCE_SIZE ? r->len - pos : BLK_BOUNCE_SIZE;
-		struct iovec one = {.iov_base = *bounce, .iov_len = (size_t)n};
-		int err;
-
-		if (write)
-			iov_copy(r->iov, r->niov, pos, *bounce, n, false);
-		err = xfer(b->fd, write, &one, 1, off + pos, n);
-		if (err)
-			return err;
-		if (!write)
-			iov_copy(r->iov, r->niov, pos, *bounce, n, true);
-	}
-	return 0;
-}
-
-static bool dio_aligned(const struct blk *b, const struct blk_req *r)
-{
-	for (unsigned i = 0; i < r->niov; i++) {
-		if (((uintptr_t)r->iov[i].iov_base | r->iov[i].iov_len) & (b->mem_align - 1))
-			return false;
-	}
-	return true;
-}
-
-/* A write must not grow an image that shrank under us (SECURITY.md 21): the guest gets IOERR instead. */
-static bool fits(struct blk *b, uint64_t end)
-{
-	struct stat st;
-
-	if (!b->regular || fstat(b->fd, &st) != 0 || (uint64_t)st.st_size >= end)
-		return true;
-	host_error(b, "write past the end of the image (truncated while running?)", 0);
-	return false;
-}
-
-static uint8_t do_rw(struct blk *b, struct slot *s, uint8_t **bounce)
-{
-	struct blk_req *r = &s->req;
-	bool write = r->type == VIRTIO_BLK_T_OUT;
-	uint64_t off = r->sector * VIRTIO_BLK_SECTOR;
-	int err;
-
-	if (write && !fits(b, off + r->len))
-		return VIRTIO_BLK_S_IOERR;
-	if (b->direct && !dio_aligned(b, r))
-		err = bounced(b, r, write, bounce);
-	else
-		err = xfer(b->fd, write, r->iov, r->niov, off, r->len);
-	if (err == -ENODATA)
-		return host_error(b, "read past the end of the image (truncated while running?)", 0);
-	if (err)
-		return host_error(b, write ? "pwritev" : "preadv", -err);
-	if (write && s->writethrough && fdatasync(b->fd) != 0)
-		return host_error(b, "fdatasync", errno);
-	return VIRTIO_BLK_S_OK;
-}
-
-/* DISCARD: punch a hole. WRITE_ZEROES: zero the range, or punch (reads give zeroes) when UNMAP allows. */
-static uint8_t do_dwz(struct blk *b, struct slot *s)
-{
-	const struct blk_req *r = &s->req;
-	bool punch = r->type == VIRTIO_BLK_T_DISCARD || (r->flags & VIRTIO_BLK_DWZ_F_UNMAP) || !b->zero_range;
-	int mode = FALLOC_FL_KEEP_SIZE | (punch ? FALLOC_FL_PUNCH_HOLE : FALLOC_FL_ZERO_RANGE);
-
-	if (r->nr_sectors == 0)
-		return VIRTIO_BLK_S_OK;
-	if (fallocate(b->fd, mode, (off_t)(r->sector * VIRTIO_BLK_SECTOR),
-		      (off_t)((uint64_t)r->nr_sectors * VIRTIO_BLK_SECTOR)) != 0)
-		return host_error(b, punch ? "fallocate(PUNCH_HOLE)" : "fallocate(ZERO_RANGE)", errno);
-	if (s->writethrough && fdatasync(b->fd) != 0)
-		return host_error(b, "fdatasync", errno);
-	return VIRTIO_BLK_S_OK;
-}
-
-static uint8_t execute(struct blk *b, struct slot *s, uint8_t **bounce)
-{
-	switch (s->req.type) {
-	case VIRTIO_BLK_T_IN:
-	case VIRTIO_BLK_T_OUT:
-		return do_rw(b, s, bounce);
-	case VIRTIO_BLK_T_FLUSH:
-		/* "No acknowledged write is lost": the FLUSH completes only once fdatasync has returned. */
-		return fdatasync(b->fd) == 0 ? VIRTIO_BLK_S_OK : host_error(b, "fdatasync", errno);
-	case VIRTIO_BLK_T_DISCARD:
-	case VIRTIO_BLK_T_WRITE_ZEROES:
-		return do_dwz(b, s);
-	default:
-		return VIRTIO_BLK_S_UNSUPP;
-	}
-}
-
-/* ---- the worker pool ----------------------------------------------------------------------------------- */
-
-static void *worker(void *arg)
-{
-	struct blk *b = arg;
-	struct pool *p = &b->pool;
-	uint8_t *bounce = NULL;
-	uint64_t one = 1;
-
-	pthread_mutex_lock(&p->mu);
-	while (!p->stop) {
-		struct slot *s = p->todo;
-
-		if (!s) {
-			p->waiting++;
-			pthread_cond_wait(&p->work, &p->mu);
-			p->waiting--;
-			continue;
-		}
-		p->todo = s->next;
-		p->queued--;
-		p->running++;
-		pthread_mutex_unlock(&p->mu);
-		s->req.result = execute(b, s, &bounce);
-		pthread_mutex_lock(&p->mu);
-		s->next = NULL;
-		if (p->done) {
-			p->done_tail->next = s;
-		} else {
-			p->done = s; /* the loop is told once per batch: it takes the whole list */
-			if (write(p->efd, &one, sizeof(one)) < 0)
-				log_warn("virtio-blk %s: completion eventfd: %s", b->path, strerror(errno));
-		}
-		p->done_tail = s;
-		if (--p->running == 0)
-			pthread_cond_broadcast(&p->idle);
-	}
-	pthread_mutex_unlock(&p->mu);
-	free(bounce);
-	return NULL;
-}
-
-/* Another worker, with every signal blocked (vCPU kicks and SIGINT belong to other threads). p->mu held. */
-static int spawn(struct blk *b)
-{
-	struct pool *p = &b->pool;
-	sigset_t all, old;
-	int err;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&p->th[p->threads], NULL, worker, b);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (err)
-		return -err;
-	p->threads++;
-	return 0;
-}
-
-/* Queues `s` for a worker, starting one while all are busy and fewer than BLK_WORKERS run. Returns 0 or -errno. */
-static int submit(struct blk *b, struct slot *s)
-{
-	struct pool *p = &b->pool;
-	int err = 0;
-
-	pthread_mutex_lock(&p->mu);
-	if (p->queued + 1 > p->waiting && p->threads < BLK_WORKERS)
-		err = spawn(b);
-	if (err && p->threads == 0) {
-		pthread_mutex_unlock(&p->mu);
-		return err;
-	}
-	s->next = NULL;
-	if (p->todo)
-		p->todo_tail->next = s;
-	else
-		p->todo = s;
-	p->todo_tail = s;
-	p->queued++;
-	pthread_cond_signal(&p->work);
-	pthread_mutex_unlock(&p->mu);
-	return 0;
-}
-
-/* Stops and joins the workers: each finishes the request it is doing; queued ones are abandoned. */
-static void pool_stop(struct pool *p)
-{
-	pthread_mutex_lock(&p->mu);
-	p->stop = true;
-	pthread_cond_broadcast(&p->work);
-	pthread_mutex_unlock(&p->mu);
-	for (unsigned i = 0; i < p->threads; i++)
-		pthread_join(p->th[i], NULL);
-	p->threads = 0;
-}
 
 /* ---- the queue (event loop, under the transport's I/O lock) ---------------------------------------------- */
 
@@ -611,11 +134,11 @@ static void start(struct blk *b, struct virtq *q, struct slot *s, const struct v
 		b->free = s->next;
 		s->head = c->head;
 		s->gen = b->gen;
-		s->writethrough = !negotiated(&b->lim, VIRTIO_BLK_F_FLUSH);
-		if (submit(b, s) == 0)
+		s->writethrough = !blk_negotiated(&b->lim, VIRTIO_BLK_F_FLUSH);
+		if (blk_submit(b, s) == 0)
 			return;
 		put_slot(b, s);
-		host_error(b, "no I/O thread could be started", 0);
+		blk_host_error(b, "no I/O thread could be started", 0);
 		complete(b, q, c->head, r, VIRTIO_BLK_S_IOERR);
 	}
 }
@@ -765,7 +288,7 @@ static void blk_stop(void *dev)
 {
 	struct blk *b = dev;
 
-	pool_stop(&b->pool);
+	blk_pool_stop(&b->pool);
 	log_info("virtio-blk %s: %llu reads (%llu from the page cache on the loop), %llu writes, %llu flushes, "
 		 "%llu other, %llu IOERR, %llu UNSUPP, %llu malformed, %llu host errors",
 		 b->path, (unsigned long long)b->n.reads, (unsigned long long)b->n.inline_reads,
@@ -778,7 +301,7 @@ static void blk_destroy(void *dev)
 {
 	struct blk *b = dev;
 
-	pool_stop(&b->pool);
+	blk_pool_stop(&b->pool);
 	if (b->fd >= 0)
 		close(b->fd); /* also drops the OFD lock */
 	if (b->pool.efd >= 0)
@@ -931,8 +454,7 @@ static void describe(struct blk *b, uint64_t size, uint32_t blk_size, bool punch
 	else if (punch)
 		f |= (1ull << VIRTIO_BLK_F_DISCARD) | (1ull << VIRTIO_BLK_F_WRITE_ZEROES);
 	b->lim.capacity = capacity;
-	b->ops = blk_ops;
-	b->ops.features = f;
+	b->features = f;
 	memcpy(b->config + VIRTIO_BLK_CFG_CAPACITY, &capacity, 8);
 	put32(b->config, VIRTIO_BLK_CFG_SIZE_MAX, BLK_SIZE_MAX);
 	put32(b->config, VIRTIO_BLK_CFG_SEG_MAX, BLK_SEG_MAX);
@@ -1029,7 +551,7 @@ int virtio_blk_create(const struct devctx *ctx, struct bus *bus, const struct de
 		blk_destroy(b);
 		return ret;
 	}
-	ret = virtio_mmio_create(ctx, bus, slot, &b->ops, b, &b->t); /* owns b from here on */
+	ret = virtio_mmio_create(ctx, bus, slot, &blk_ops, b, b->features, &b->t); /* owns b from here on */
 	if (!ret)
 		ret = virtio_watch(b->t, b->pool.efd, EPOLLIN, completed, b);
 	if (ret)

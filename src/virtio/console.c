@@ -287,7 +287,6 @@ static const struct virtio_dev_ops con_ops = {
     .device_id = VIRTIO_ID_CONSOLE,
     .nr_queues = 2, /* port 0's receiveq and transmitq; no control queues without MULTIPORT */
     .queue_max = CON_QUEUE_SIZE,
-    .features = 0, /* no SIZE, MULTIPORT or EMERG_WRITE (see the top comment) */
     .config_size = CON_CONFIG_SIZE,
     .config_read = con_config_read,
     .activate = con_activate,
@@ -327,7 +326,7 @@ int virtio_console_create_io(const struct devctx *ctx, struct bus *bus, const st
 		free(c);
 		return err;
 	}
-	err = virtio_mmio_create(ctx, bus, slot, &con_ops, c, &c->t); /* owns c from here on */
+	err = virtio_mmio_create(ctx, bus, slot, &con_ops, c, 0, &c->t); /* owns c from here on */
 	if (!err)
 		err = virtio_watch(c->t, c->input_fd, EPOLLIN, input_signalled, c);
 	return err;

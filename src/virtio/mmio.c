@@ -81,6 +81,7 @@ struct virtio_mmio {
 	struct devctx ctx;
 	const struct virtio_dev_ops *ops;
 	void *dev;
+	uint64_t features; /* the device-specific bits offered */
 	uint64_t base;
 	unsigned irq;
 	int irq_fd;		 /* eventfd for KVM_IRQFD, or -1: KVM_IRQ_LINE pulses */
@@ -277,7 +278,7 @@ static void reset_locked(struct virtio_mmio *t)
 
 static uint64_t offered(const struct virtio_mmio *t)
 {
-	return t->ops->features | TRANSPORT_FEATURES;
+	return t->features | TRANSPORT_FEATURES;
 }
 
 /* FEATURES_OK sticks only for a set the device accepts (3.1.1 step 5, 6.1: VERSION_1 is required). */
@@ -708,14 +709,20 @@ static int wire_irq(struct virtio_mmio *t)
 }
 
 static struct virtio_mmio *transport_new(const struct devctx *ctx, const struct devmgr_slot *slot,
-					 const struct virtio_dev_ops *ops, void *dev)
+					 const struct virtio_dev_ops *ops, void *dev, uint64_t features)
 {
 	struct virtio_mmio *t = calloc(1, sizeof(*t));
 
 	if (!t)
 		return NULL;
-	*t = (struct virtio_mmio){
-	    .ctx = *ctx, .ops = ops, .dev = dev, .base = slot->base, .irq = slot->irq, .irq_fd = -1, .ioeventfd = true};
+	*t = (struct virtio_mmio){.ctx = *ctx,
+				  .ops = ops,
+				  .dev = dev,
+				  .features = features,
+				  .base = slot->base,
+				  .irq = slot->irq,
+				  .irq_fd = -1,
+				  .ioeventfd = true};
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_mutex_init(&t->io_lock, NULL);
 	for (unsigned i = 0; i < VIRTIO_MMIO_MAX_QUEUES; i++)
@@ -724,7 +731,7 @@ static struct virtio_mmio *transport_new(const struct devctx *ctx, const struct 
 }
 
 int virtio_mmio_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_slot *slot,
-		       const struct virtio_dev_ops *ops, void *dev, struct virtio_mmio **out)
+		       const struct virtio_dev_ops *ops, void *dev, uint64_t features, struct virtio_mmio **out)
 {
 	struct virtio_mmio *t;
 	struct bus_device *d;
@@ -734,7 +741,7 @@ int virtio_mmio_create(const struct devctx *ctx, struct bus *bus, const struct d
 	    ops->queue_max > VIRTQ_MAX_SIZE || (ops->queue_max & (ops->queue_max - 1)) ||
 	    ops->config_size > LAYOUT_VIRTIO_MMIO_SIZE - VIRTIO_MMIO_CONFIG)
 		err = -EINVAL;
-	t = err ? NULL : transport_new(ctx, slot, ops, dev);
+	t = err ? NULL : transport_new(ctx, slot, ops, dev, features);
 	if (!t) {
 		if (ops->destroy)
 			ops->destroy(dev);

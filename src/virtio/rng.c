@@ -196,7 +196,6 @@ static const struct virtio_dev_ops rng_ops = {
     .device_id = VIRTIO_ID_RNG,
     .nr_queues = 1,
     .queue_max = RNG_QUEUE_SIZE,
-    .features = 0,
     .config_size = 0, /* section 5.4.4: no configuration */
     .activate = rng_activate,
     .notify = rng_notify,
@@ -221,7 +220,7 @@ int virtio_rng_create(const struct devctx *ctx, struct bus *bus, const struct de
 		free(r);
 		return err;
 	}
-	err = virtio_mmio_create(ctx, bus, slot, &rng_ops, r, &r->t); /* owns r from here on */
+	err = virtio_mmio_create(ctx, bus, slot, &rng_ops, r, 0, &r->t); /* owns r from here on */
 	if (!err)
 		err = virtio_watch(r->t, r->timer_fd, EPOLLIN, timer_fired, r);
 	return err;

@@ -11,39 +11,6 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* blk.c's device half needs the transport; the parser does not. These are never called here. */
-int virtio_mmio_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_slot *slot,
-		       const struct virtio_dev_ops *ops, void *dev, struct virtio_mmio **out)
-{
-	(void)ctx, (void)bus, (void)slot, (void)ops, (void)dev, (void)out;
-	abort();
-}
-struct virtq *virtio_queue(struct virtio_mmio *t, unsigned q)
-{
-	(void)t, (void)q;
-	abort();
-}
-void virtio_queue_done(struct virtio_mmio *t, unsigned q)
-{
-	(void)t, (void)q;
-	abort();
-}
-void virtio_needs_reset(struct virtio_mmio *t, const char *why)
-{
-	(void)t, (void)why;
-	abort();
-}
-void virtio_bad_request(struct virtio_mmio *t, const char *why)
-{
-	(void)t, (void)why;
-	abort();
-}
-int virtio_watch(struct virtio_mmio *t, int fd, uint32_t events, evloop_fn fn, void *arg)
-{
-	(void)t, (void)fd, (void)events, (void)fn, (void)arg;
-	abort();
-}
-
 static struct blk_req req;
 
 /* The segment holding [p, p + len), searched among seg[from .. to); -1 if none holds all of it. */

@@ -29,8 +29,7 @@ sources() {
 	symbols) echo tests/fuzz/fuzz_symbols.c src/profile/symbols.c src/util/file.c ;;
 	virtq) echo tests/fuzz/fuzz_virtq.c src/virtio/queue.c src/mem.c src/util/log.c ;;
 	blk)
-		echo tests/fuzz/fuzz_blk.c src/virtio/blk.c src/virtio/queue.c src/mem.c src/util/log.c src/util/errmsg.c \
-			src/util/file.c
+		echo tests/fuzz/fuzz_blk.c src/virtio/blk_req.c src/virtio/queue.c src/mem.c src/util/log.c
 		;;
 	*) echo "run.sh: unknown fuzz target '$1'" >&2; return 1 ;;
 	esac

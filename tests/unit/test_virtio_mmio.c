@@ -116,7 +116,6 @@ static const struct virtio_dev_ops fake_dev_ops = {
     .device_id = 42,
     .nr_queues = 2,
     .queue_max = 64,
-    .features = FAKE_FEATURE,
     .config_size = 8,
     .config_read = fd_config_read,
     .activate = fd_activate,
@@ -151,7 +150,7 @@ static int setup(void **state)
 	bus_init(&f.bus);
 	slot = devmgr_alloc(&f.mgr, "fake");
 	f.base = slot->base;
-	assert_int_equal(virtio_mmio_create(&ctx, &f.bus, slot, &fake_dev_ops, &f.dev, NULL), 0);
+	assert_int_equal(virtio_mmio_create(&ctx, &f.bus, slot, &fake_dev_ops, &f.dev, FAKE_FEATURE, NULL), 0);
 	assert_int_equal(evloop_start(loop), 0);
 	irq_pulses = 0;
 	*state = &f;

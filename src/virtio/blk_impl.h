@@ -1,0 +1,81 @@
+/* blk_impl.h - the virtio-blk device's state, shared by blk.c (queue, transport callbacks, opening) and blk_io.c (the
+ * I/O). */
+#ifndef BRISK_VIRTIO_BLK_IMPL_H
+#define BRISK_VIRTIO_BLK_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "brisk/virtio.h"
+#include "brisk/virtio_blk.h"
+
+#define BLK_WORKERS	  4u	      /* threads per disk, started as requests need them (measured: more hurt) */
+#define BLK_INLINE_MAX	  (64u << 10) /* reads up to this size are first tried on the loop, RWF_NOWAIT */
+#define BLK_BOUNCE_SIZE	  (1u << 20)  /* cache=none: a worker's aligned buffer for unaligned guest buffers */
+#define BLK_RESET_WAIT_MS 3000	      /* a reset waits this long for requests in flight */
+#define BLK_DEFAULT_ALIGN 512u	      /* O_DIRECT alignment when statx cannot say */
+#define BLK_PROBE_LEN	  4096	      /* bytes past the end of the image the hole-punch probe uses */
+
+/* A request in flight: owned by the loop while on the free list or being parsed, by the pool in between. */
+struct slot {
+	struct blk_req req;
+	uint16_t head;
+	unsigned gen;	   /* the device generation it was started in: stale after a reset */
+	bool writethrough; /* FLUSH not negotiated: a write is synced before it completes (5.2.5) */
+	struct slot *next;
+};
+
+/* The worker pool: a FIFO of requests to do and one of requests done, under one mutex. */
+struct pool {
+	pthread_mutex_t mu;
+	pthread_cond_t work; /* a request was queued, or stop */
+	pthread_cond_t idle; /* running dropped to 0 */
+	struct slot *todo, *todo_tail, *done, *done_tail;
+	unsigned queued, running, waiting, threads;
+	bool stop;
+	pthread_t th[BLK_WORKERS];
+	int efd; /* written when `done` becomes non-empty; watched by the loop */
+};
+
+struct blk {
+	struct virtio_mmio *t;
+	uint64_t features; /* the device-specific bits this disk offers (fixed at creation) */
+	char *path;
+	int fd;
+	bool direct;	    /* cache=none: O_DIRECT */
+	bool nowait;	    /* RWF_NOWAIT reads work on this file */
+	bool zero_range;    /* FALLOC_FL_ZERO_RANGE works (else write-zeroes punches a hole) */
+	bool regular;	    /* a regular file (its size can shrink under us) */
+	uint32_t mem_align; /* cache=none: guest buffers aligned so go straight to the file */
+	uint8_t id[VIRTIO_BLK_ID_BYTES];
+	uint8_t config[VIRTIO_BLK_CFG_SIZE];
+	struct blk_limits lim;
+	/* loop thread (or reset, under the transport's I/O lock) */
+	struct slot *slots, *free;
+	unsigned gen;
+	bool stalled; /* every slot in flight: chains wait in the ring */
+	struct pool pool;
+	struct {
+		uint64_t reads, inline_reads, writes, flushes, other, ioerr, unsupp, bad;
+	} n;
+	_Atomic uint64_t host_errors;
+};
+
+/* Rate limit for a kind of log line: the first 8, then the 16th, 32nd, ... (n: how many came before). */
+static inline bool blk_should_log(uint64_t n)
+{
+	uint64_t nth = n + 1;
+
+	return nth <= 8 || (nth & (nth - 1)) == 0;
+}
+
+/* blk_io.c: hands slot `s` to the worker pool (starting a worker if none is idle). Returns 0 or -errno. */
+int blk_submit(struct blk *b, struct slot *s);
+/* blk_io.c: stops and joins the workers: each finishes the request it is doing; queued ones are abandoned. */
+void blk_pool_stop(struct pool *p);
+/* blk_io.c: a host-side failure of one request: logged rate-limited, the guest gets IOERR. err 0: no errno. */
+uint8_t blk_host_error(struct blk *b, const char *what, int err);
+
+#endif
