@@ -50,17 +50,6 @@ static uint64_t rnd(void)
 	return seed;
 }
 
-static int looks_random(const uint8_t *p, uint32_t n)
-{
-	int zero = 1, equal = 1;
-
-	for (uint32_t i = 0; i < n; i++) {
-		zero &= p[i] == 0;
-		equal &= p[i] == p[0];
-	}
-	return !zero && !equal;
-}
-
 static int start(void)
 {
 	if (virtio_start(&rng, cmdline, VIRTIO_ID_RNG, VIRTIO_F_EVENT_IDX | VIRTIO_F_INDIRECT_DESC, 1))
@@ -78,7 +67,7 @@ static void works(const char *what, unsigned int flags)
 	memset(buf[INFLIGHT], 0, 16);
 	ok = virtio_transfer(&rng, 0, &b, 0, 1, flags, &len) == 0;
 	/* 5.4.6.1: one or more bytes; fewer than asked when brisk's rate limit is drained (--rng=64 cases). */
-	conf_check(ok && len >= 1 && len <= 16 && (len < 16 || looks_random(buf[INFLIGHT], 16)), what,
+	conf_check(ok && len >= 1 && len <= 16 && (len < 16 || virtio_looks_random(buf[INFLIGHT], 16)), what,
 		   "%s %s, used length %u, status 0x%x", flags & VIRTIO_XFER_IRQ ? "interrupt mode" : "poll mode",
 		   ok ? "completed" : "no completion", len, virtio_status(&rng));
 }

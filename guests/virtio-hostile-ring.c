@@ -80,18 +80,6 @@ static uint64_t B(unsigned int i)
 	return (uintptr_t)buf[i];
 }
 
-/* Neither all zero nor all one value: for 16 random bytes that fails once in 2^120. */
-static int looks_random(const uint8_t *p, uint32_t n)
-{
-	int zero = 1, equal = 1;
-
-	for (uint32_t i = 0; i < n; i++) {
-		zero &= p[i] == 0;
-		equal &= p[i] == p[0];
-	}
-	return !zero && !equal;
-}
-
 /* buf[0..2] hold PATTERN before an attack; a chain the device refused must leave them so. */
 static void fill_pattern(void)
 {
@@ -131,7 +119,7 @@ static void works(const char *what, unsigned int flags)
 
 	memset(buf[3], 0, 16);
 	ok = virtio_transfer(&rng, 0, &b, 0, 1, flags, &len) == 0;
-	conf_check(ok && len == 16 && looks_random(buf[3], 16), what, "%s %s, used length %u, status 0x%x",
+	conf_check(ok && len == 16 && virtio_looks_random(buf[3], 16), what, "%s %s, used length %u, status 0x%x",
 		   flags & VIRTIO_XFER_IRQ ? "interrupt mode" : "poll mode", ok ? "completed" : "no completion", len,
 		   virtio_status(&rng));
 }

@@ -20,18 +20,6 @@
 static struct virtio_dev rng; /* in .bss: its queues are 4 KiB-aligned pages */
 static uint8_t buf[2][BUF_MAX] __attribute__((aligned(64)));
 
-/* Neither all zero nor all one value: for 16 random bytes that fails once in 2^120. */
-static int looks_random(const uint8_t *p, uint32_t n)
-{
-	int zero = 1, equal = 1;
-
-	for (uint32_t i = 0; i < n; i++) {
-		zero &= p[i] == 0;
-		equal &= p[i] == p[0];
-	}
-	return !zero && !equal;
-}
-
 /* One request of `size` bytes split over nbufs buffers; checks the used length and the bytes. */
 static void request(const char *what, uint32_t size, unsigned int nbufs, unsigned int flags)
 {
@@ -44,8 +32,9 @@ static void request(const char *what, uint32_t size, unsigned int nbufs, unsigne
 	conf_check(ok && len >= 1 && len <= size, what, "%s, %u bytes asked in %u buffer(s), used length %u",
 		   ok ? "completed" : "no completion", size, nbufs, len);
 	if (ok && len >= 16 && len <= size)
-		conf_check(looks_random(buf[0], len), what, "bytes look random: first 0x%02x 0x%02x 0x%02x 0x%02x",
-			   buf[0][0], buf[0][1], buf[0][2], buf[0][3]);
+		conf_check(virtio_looks_random(buf[0], len), what,
+			   "bytes look random: first 0x%02x 0x%02x 0x%02x 0x%02x", buf[0][0], buf[0][1], buf[0][2],
+			   buf[0][3]);
 }
 
 /* Two 64-byte requests must differ. */

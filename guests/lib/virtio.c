@@ -878,3 +878,14 @@ uint32_t virtio_irq_wait(struct virtio_dev *dev, uint32_t bits, unsigned int tim
 	pin_route(dev, 1);
 	return dev->irq_status;
 }
+
+int virtio_looks_random(const uint8_t *p, uint32_t n)
+{
+	int zero = 1, equal = 1;
+
+	for (uint32_t i = 0; i < n; i++) {
+		zero &= p[i] == 0;
+		equal &= p[i] == p[0];
+	}
+	return !zero && !equal;
+}

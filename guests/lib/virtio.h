@@ -358,4 +358,10 @@ void virtio_irq_arm(struct virtio_dev *dev);
  */
 uint32_t virtio_irq_wait(struct virtio_dev *dev, uint32_t bits, unsigned int timeout_ms);
 
+/*
+ * Bytes from an entropy device: neither all zero nor all one value (for 16
+ * random bytes that fails once in 2^120). Returns 1 when they look random.
+ */
+int virtio_looks_random(const uint8_t *p, uint32_t n);
+
 #endif

@@ -29,6 +29,7 @@
 #include "brisk/virtio.h"
 #include "brisk/virtio_blk.h"
 #include "brisk/vm.h"
+#include "fake_vm.h"
 #include "virtq_test.h"
 
 #define HDR    0x50000ULL /* request headers, 32 bytes per head */
@@ -259,44 +260,6 @@ static void test_parse_header_copied(void **state)
 }
 
 /* ---- the device, behind the real transport and event loop ------------------------------------------------------ */
-
-static struct evloop *loop;
-
-static void fake_irq_line(void *vm, unsigned irq, int level)
-{
-	(void)vm, (void)irq, (void)level;
-}
-
-static void fake_request_exit(void *vm, int code, const char *reason)
-{
-	(void)vm, (void)code, (void)reason;
-}
-
-static int no_ioeventfd(void *vm, uint64_t addr, unsigned len, bool has_match, uint64_t m, int fd, bool assign)
-{
-	(void)vm, (void)addr, (void)len, (void)has_match, (void)m, (void)fd, (void)assign;
-	return -ENOTSUP;
-}
-
-static int no_irqfd(void *vm, unsigned gsi, int fd, bool assign)
-{
-	(void)vm, (void)gsi, (void)fd, (void)assign;
-	return -ENOTSUP;
-}
-
-static struct evloop *fake_loop(void *vm)
-{
-	(void)vm;
-	return loop;
-}
-
-static const struct devctx_ops fake_ops = {
-    .irq_line = fake_irq_line,
-    .request_exit = fake_request_exit,
-    .ioeventfd = no_ioeventfd,
-    .irqfd = no_irqfd,
-    .loop = fake_loop,
-};
 
 struct fx {
 	struct drv *d;

@@ -17,54 +17,7 @@
 #include "brisk/log.h"
 #include "brisk/mem.h"
 #include "brisk/virtio.h"
-
-/* ---- a fake VM: no ioeventfd/irqfd (the transport falls back), a real event loop -------------------- */
-
-static struct evloop *loop;
-static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned irq_pulses;
-
-static void fake_irq_line(void *vm, unsigned irq, int level)
-{
-	(void)vm;
-	(void)irq;
-	pthread_mutex_lock(&fake_lock);
-	irq_pulses += level == 1;
-	pthread_mutex_unlock(&fake_lock);
-}
-
-static void fake_request_exit(void *vm, int code, const char *reason)
-{
-	(void)vm;
-	(void)code;
-	(void)reason;
-}
-
-static int no_ioeventfd(void *vm, uint64_t addr, unsigned len, bool has_match, uint64_t m, int fd, bool assign)
-{
-	(void)vm, (void)addr, (void)len, (void)has_match, (void)m, (void)fd, (void)assign;
-	return -ENOTSUP;
-}
-
-static int no_irqfd(void *vm, unsigned gsi, int fd, bool assign)
-{
-	(void)vm, (void)gsi, (void)fd, (void)assign;
-	return -ENOTSUP;
-}
-
-static struct evloop *fake_loop(void *vm)
-{
-	(void)vm;
-	return loop;
-}
-
-static const struct devctx_ops fake_ops = {
-    .irq_line = fake_irq_line,
-    .request_exit = fake_request_exit,
-    .ioeventfd = no_ioeventfd,
-    .irqfd = no_irqfd,
-    .loop = fake_loop,
-};
+#include "fake_vm.h"
 
 /* ---- a fake device: two queues, 8 bytes of config, counts its callbacks ------------------------------------ */
 
