@@ -37,7 +37,11 @@ static void request(const char *what, uint32_t size, unsigned int nbufs, unsigne
 			   buf[0][3]);
 }
 
-/* Two 64-byte requests must differ. */
+/*
+ * Two 64-byte requests must differ. Only when both answers are long enough
+ * to tell (16 bytes or more): a rate-limited device (brisk's --rng=64) may
+ * answer 1 byte each, and two random bytes are equal once in 256.
+ */
 static void differ(unsigned int flags)
 {
 	struct virtio_buf b0 = {buf[0], 64}, b1 = {buf[1], 64};
@@ -47,8 +51,11 @@ static void differ(unsigned int flags)
 	memset(buf, 0, sizeof(buf));
 	ok = virtio_transfer(&rng, 0, &b0, 0, 1, flags, &l0) == 0 &&
 	     virtio_transfer(&rng, 0, &b1, 0, 1, flags, &l1) == 0;
-	conf_check(ok && l0 == l1 && memcmp(buf[0], buf[1], l0), "two_requests_differ", "used lengths %u and %u", l0,
-		   l1);
+	if (ok && (l0 < 16 || l1 < 16)) {
+		gprintf("%s: SKIP two_requests_differ (used lengths %u and %u: too short to compare)\n", NAME, l0, l1);
+		return;
+	}
+	conf_check(ok && memcmp(buf[0], buf[1], 16), "two_requests_differ", "used lengths %u and %u", l0, l1);
 }
 
 static void check_reset(void)
