@@ -68,6 +68,8 @@ LIB_SRCS := \
 	src/arch/x86/kernel.c \
 	src/arch/x86/entry.c \
 	src/arch/x86/mptable.c \
+	src/arch/x86/aml.c \
+	src/arch/x86/acpi.c \
 	src/arch/x86/cpuid.c \
 	src/arch/x86/cpuid_template.c \
 	src/arch/x86/cpuid_topology.c \
@@ -96,6 +98,7 @@ MAIN_SRCS := \
 	src/cli/trace.c \
 	src/cli/bench.c \
 	src/cli/compare.c \
+	src/cli/acpi.c \
 	src/demo_guest.S
 
 MAIN_OBJS := $(patsubst %.S,%.o,$(MAIN_SRCS:.c=.o))
@@ -119,6 +122,8 @@ UNIT_TESTS := \
 	test_bzimage \
 	test_kernel \
 	test_mptable \
+	test_aml \
+	test_acpi \
 	test_reports \
 	test_cpuid \
 	test_cpuid_fixtures \

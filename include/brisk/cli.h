@@ -31,6 +31,8 @@ struct vm_config;
 int cli_vm_create(const struct vm_config *cfg, struct vm **vm);
 int cmd_bench(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+/* brisk acpi --dump DIR [RUN-OPTIONS]: the ACPI tables of that machine, one file each (src/cli/acpi.c). */
+int cmd_acpi(int argc, char **argv);
 
 /* Prints the usage of `command` (NULL: the overview). Returns -1 if unknown. */
 int cli_usage(FILE *f, const char *command);

@@ -16,6 +16,7 @@
  *   0x0002_0000  kernel command line
  *   0x0009_fc00  EBDA: MP floating pointer and configuration table (reserved)
  *   0x000a_0000  VGA / option ROM / BIOS area (reserved)
+ *   0x000e_0000  ACPI tables: RSDP, XSDT, FADT, MADT, DSDT (reserved)
  *   0x000f_0000  system BIOS area: MP configuration table above 37 vCPUs
  *   0x0010_0000  first byte of high RAM: kernel, initrd
  *   0xc000_0000  32-bit MMIO hole: boot marker, virtio-mmio, IOAPIC, LAPIC,
@@ -64,6 +65,34 @@
 
 #define LAYOUT_HIGH_RAM 0x100000UL /* kernels load at or above this */
 
+/*
+ * ACPI tables (acpi.c, docs/acpi.md): the RSDP at the first byte, where
+ * Linux's legacy scan of [0xe0000, 0x100000) on 16-byte boundaries
+ * (drivers/acpi/acpica/tbxfroot.c) finds it first, then XSDT, FADT, MADT
+ * and DSDT. Inside [EBDA, 1 MiB), reserved in the memory map; 254 vCPUs
+ * and every virtio window need about 4 KiB of the 64.
+ */
+#define LAYOUT_ACPI	     0xe0000UL
+#define LAYOUT_ACPI_SIZE     0x10000UL
+#define LAYOUT_ACPI_SCAN     0xe0000UL /* the legacy RSDP scan window (ACPI 6.3 section 5.2.5.1) */
+#define LAYOUT_ACPI_SCAN_END 0x100000UL
+
+/*
+ * ACPI power-management registers (FADT, hardware-reduced: ACPI 6.3
+ * sections 4.8.3.7 and 4.8.3.6), 8-bit I/O ports:
+ *   SLEEP_CONTROL_REG  write (SLP_TYP << 2) | SLP_EN (0x20); SLP_TYP 5 is S5 (the DSDT's \_S5)
+ *   SLEEP_STATUS_REG   bit 7 WAK_STS, written 1 to clear before sleeping
+ *   RESET_REG          write LAYOUT_ACPI_RESET_VALUE to reset the machine
+ * Port 0x600, where QEMU's q35 puts its ACPI PM block too: free of the
+ * PC's legacy ports and of every port brisk and KVM's irqchip/PIT claim.
+ */
+#define LAYOUT_ACPI_PM_PORT	0x600
+#define LAYOUT_ACPI_PM_SIZE	3
+#define LAYOUT_ACPI_SLEEP_CTL	0x600
+#define LAYOUT_ACPI_SLEEP_STS	0x601
+#define LAYOUT_ACPI_RESET	0x602
+#define LAYOUT_ACPI_RESET_VALUE 0x01
+
 #define LAYOUT_MMIO_HOLE     0xc0000000ULL
 #define LAYOUT_MMIO_HOLE_END 0x100000000ULL
 #define LAYOUT_RAM_ABOVE_4G  0x100000000ULL
@@ -106,6 +135,35 @@ _Static_assert(LAYOUT_END(LAYOUT_EBDA, LAYOUT_EBDA_SIZE) <= LAYOUT_MPTABLE_BIOS 
 		   LAYOUT_END(LAYOUT_MPTABLE_BIOS, LAYOUT_MPTABLE_BIOS_SIZE) <= LAYOUT_LEGACY_END,
 	       "MP table BIOS area inside the reserved legacy window");
 _Static_assert(LAYOUT_HIGH_RAM == BRISK_GUEST_LOAD_ADDR, "test guests load at high RAM");
+_Static_assert(LAYOUT_END(LAYOUT_EBDA, LAYOUT_EBDA_SIZE) <= LAYOUT_ACPI &&
+		   LAYOUT_END(LAYOUT_ACPI, LAYOUT_ACPI_SIZE) <= LAYOUT_MPTABLE_BIOS,
+	       "ACPI tables between the EBDA and the MP table BIOS area, inside the reserved legacy window");
+_Static_assert(LAYOUT_ACPI >= LAYOUT_ACPI_SCAN && LAYOUT_ACPI % 16 == 0 &&
+		   LAYOUT_END(LAYOUT_ACPI, 36) <= LAYOUT_ACPI_SCAN_END,
+	       "the RSDP where the legacy scan finds it");
+_Static_assert(LAYOUT_ACPI_SLEEP_CTL >= LAYOUT_ACPI_PM_PORT && LAYOUT_ACPI_SLEEP_STS >= LAYOUT_ACPI_PM_PORT &&
+		   LAYOUT_ACPI_RESET >= LAYOUT_ACPI_PM_PORT &&
+		   LAYOUT_ACPI_SLEEP_CTL < LAYOUT_ACPI_PM_PORT + LAYOUT_ACPI_PM_SIZE &&
+		   LAYOUT_ACPI_SLEEP_STS < LAYOUT_ACPI_PM_PORT + LAYOUT_ACPI_PM_SIZE &&
+		   LAYOUT_ACPI_RESET < LAYOUT_ACPI_PM_PORT + LAYOUT_ACPI_PM_SIZE &&
+		   LAYOUT_ACPI_SLEEP_CTL != LAYOUT_ACPI_SLEEP_STS && LAYOUT_ACPI_SLEEP_CTL != LAYOUT_ACPI_RESET &&
+		   LAYOUT_ACPI_SLEEP_STS != LAYOUT_ACPI_RESET,
+	       "three distinct ACPI PM registers in their block");
+/* The PM block against every other port: COM1, i8042, CMOS, debug-exit, boot marker, and KVM's PIC, PIT, ELCR. */
+_Static_assert(LAYOUT_DISJOINT(LAYOUT_ACPI_PM_PORT, LAYOUT_ACPI_PM_SIZE, BRISK_COM1_PORT, 8) &&
+		   LAYOUT_DISJOINT(LAYOUT_ACPI_PM_PORT, LAYOUT_ACPI_PM_SIZE, BRISK_I8042_DATA_PORT, 5) &&
+		   LAYOUT_DISJOINT(LAYOUT_ACPI_PM_PORT, LAYOUT_ACPI_PM_SIZE, 0x70, 2) &&
+		   LAYOUT_DISJOINT(LAYOUT_ACPI_PM_PORT, LAYOUT_ACPI_PM_SIZE, BRISK_DEBUG_EXIT_PORT,
+				   BRISK_DEBUG_EXIT_SIZE) &&
+		   LAYOUT_DISJOINT(LAYOUT_ACPI_PM_PORT, LAYOUT_ACPI_PM_SIZE, BRISK_BOOTMARK_PORT,
+				   BRISK_BOOTMARK_PORT_SIZE) &&
+		   LAYOUT_DISJOINT(LAYOUT_ACPI_PM_PORT, LAYOUT_ACPI_PM_SIZE, 0x20, 2) &&
+		   LAYOUT_DISJOINT(LAYOUT_ACPI_PM_PORT, LAYOUT_ACPI_PM_SIZE, 0xa0, 2) &&
+		   LAYOUT_DISJOINT(LAYOUT_ACPI_PM_PORT, LAYOUT_ACPI_PM_SIZE, 0x40, 4) &&
+		   LAYOUT_DISJOINT(LAYOUT_ACPI_PM_PORT, LAYOUT_ACPI_PM_SIZE, 0x61, 1) &&
+		   LAYOUT_DISJOINT(LAYOUT_ACPI_PM_PORT, LAYOUT_ACPI_PM_SIZE, 0x4d0, 2),
+	       "ACPI PM registers/other ports");
+
 _Static_assert(LAYOUT_MMIO_HOLE <= BRISK_BOOTMARK_MMIO, "boot marker inside the hole");
 _Static_assert(LAYOUT_DISJOINT(BRISK_BOOTMARK_MMIO, BRISK_BOOTMARK_MMIO_SIZE, LAYOUT_VIRTIO_MMIO,
 			       LAYOUT_VIRTIO_SLOTS *LAYOUT_VIRTIO_MMIO_SIZE),
