@@ -2,6 +2,8 @@
 
 Environment:
   BRISK                 the brisk binary (default build/brisk)
+  BUILD, BRISK_BUILD    the build directory (default build; run.sh passes BRISK_BUILD into the nested VM,
+                        which passes on BRISK_* variables only)
   BRISK_LINUX_DIR       where fetch-kernel.sh / mkinitramfs.sh left their output (default build/linux)
   BRISK_LINUX_TIMEOUT   seconds one Linux boot may take (default 300: a boot under nested TCG takes 10-30 s
                         on an idle machine, more on a loaded one)
@@ -21,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 import hangdiag  # noqa: E402  (tests/hangdiag.py: a timed-out boot is looked at before it is killed)
 
-BUILD = ROOT / os.environ.get("BUILD", "build")
+BUILD = ROOT / (os.environ.get("BUILD") or os.environ.get("BRISK_BUILD") or "build")
 BRISK = Path(os.environ.get("BRISK", BUILD / "brisk")).resolve()
 LINUX = Path(os.environ.get("BRISK_LINUX_DIR", BUILD / "linux")).resolve()
 INT3PROBE = BUILD / "guests" / "int3probe.elf"
@@ -93,6 +95,25 @@ def initramfs():
     if not path.exists():
         pytest.skip(f"{path} missing: run make check-linux (tests/linux/mkinitramfs.sh)")
     return path
+
+
+def brisk_run_help():
+    """`brisk run --help` (its text names the options this brisk has and its default Linux command line)."""
+    p = subprocess.run([str(BRISK), "run", "--help"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=60)
+    return p.stdout + p.stderr
+
+
+def brisk_default_cmdline(help_text):
+    """brisk's default Linux command line as its help states it; DEFAULT_CMDLINE when the help does not say."""
+    m = re.search(r'which is\s+"([^"]+)"\s+for a Linux kernel', help_text)
+    return m.group(1) if m else DEFAULT_CMDLINE
+
+
+def kernel_config():
+    """The kernel's build configuration (build/linux/config from the package) as {CONFIG_X: value}."""
+    path = LINUX / "config"
+    return dict(re.findall(r"^(CONFIG_\w+)=(.*)$", path.read_text(), re.M)) if path.exists() else {}
 
 
 def kernel(name):

@@ -9,12 +9,26 @@
 #                   compressed payload (xz, zstd or gzip), only when it carries
 #                   the PVH note (XEN_ELFNOTE_PHYS32_ENTRY; Debian: CONFIG_PVH=y)
 #   kernel.version  e.g. 6.1.0-57-amd64
+#   modules/        the modules the virtio tests load (WANT_MODULES below) and
+#                   their dependencies, as NAME.ko, uncompressed (a package's
+#                   .ko.xz/.ko.zst/.ko.gz are decompressed here, so the init
+#                   needs no MODULE_INIT_COMPRESSED_FILE; Debian 12's 6.1 has
+#                   CONFIG_MODULE_COMPRESS_NONE=y: plain .ko), and
+#   modules/order   their names in load order (dependencies first), one a
+#                   line; modules/builtin: wanted ones built into the kernel
+# The rest of the package's lib/ (~400 MiB of modules) is not kept.
 # Reuses the kernel scripts/nested-kvm.sh already unpacked in build/nested/
 # (same package) instead of downloading it twice. Cached and idempotent: a
 # second run does nothing unless linux-image-amd64 now names another version.
 # BRISK_LINUX_NO_REUSE=1: download and extract here even when build/nested/ has it.
 # Exit status 0 on success; 1 with a one-line reason otherwise.
 set -euo pipefail
+# Dependencies ("depends" in each module's .modinfo, what depmod writes into
+# modules.dep; the package ships no modules.dep, depmod makes it at install)
+# are added before each module. Soft dependencies are not followed: ext4 and
+# jbd2 ask for "crypto-crc32c" (metadata_csum, on by default in mkfs.ext4),
+# so crc32c_generic is named here.
+WANT_MODULES="virtio virtio_ring virtio_mmio virtio_blk virtio-rng virtio_console crc32c_generic crc16 mbcache jbd2 ext4"
 die() { echo "fetch-kernel: $*" >&2; exit 1; }
 ROOT=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd -P)
 BUILD=${BUILD:-build}
@@ -25,7 +39,7 @@ mkdir -p "$OUT"
 exec 9>"$OUT/.fetch.lock"
 flock 9
 
-for t in apt-get apt-cache dpkg-deb; do command -v $t >/dev/null || die "$t not found (Debian/Ubuntu host needed)"; done
+for t in apt-get apt-cache dpkg-deb modinfo; do command -v $t >/dev/null || die "$t not found (Debian/Ubuntu host needed)"; done
 
 # Which package? The one linux-image-amd64 depends on (re-resolved only when
 # the apt lists changed since the last run: apt-cache is slow).
@@ -44,18 +58,78 @@ fi
 [[ -n $kpkg ]] || die "cannot determine the kernel package (apt-cache depends linux-image-amd64)"
 kver=${kpkg#linux-image-}
 
-if [[ -f $OUT/.done && $(cat "$OUT/kernel.version" 2>/dev/null) = "$kver" && -f $OUT/vmlinuz ]]; then
+modules_stamp="$kver: $WANT_MODULES"
+modules_done() { [[ -f $OUT/modules/.done && $(cat "$OUT/modules/.done") = "$modules_stamp" ]]; }
+kernel_done() { [[ -f $OUT/.done && $(cat "$OUT/kernel.version" 2>/dev/null) = "$kver" && -f $OUT/vmlinuz ]]; }
+if kernel_done && modules_done; then
 	echo "fetch-kernel: $kpkg cached in $OUT" >&2
 	exit 0
 fi
-rm -f "$OUT/.done" "$OUT/vmlinuz" "$OUT/vmlinux" "$OUT/kernel.version" "$OUT/config"
+
+# The wanted modules and their dependencies from $1 (lib/modules/VER of the package) into $OUT/modules.
+extract_modules() {
+	local mdir=$1 tmp f
+	[[ -d $mdir/kernel ]] || { echo "fetch-kernel: warning: no modules in the package ($mdir)" >&2; return 1; }
+	tmp=$OUT/modules.tmp
+	rm -rf "$tmp"
+	mkdir -p "$tmp"
+	local -A path=() seen=()
+	local order=() builtin=()
+	# module name (with _ for -) -> its file
+	while IFS= read -r f; do
+		local b=${f##*/}
+		b=${b%%.ko*}
+		path[${b//-/_}]=$f
+	done < <(find "$mdir/kernel" -name '*.ko' -o -name '*.ko.xz' -o -name '*.ko.zst' -o -name '*.ko.gz')
+	add_mod() {
+		local key=${1//-/_} f name d
+		[[ -n ${seen[$key]:-} ]] && return 0
+		seen[$key]=1
+		f=${path[$key]:-}
+		if [[ -z $f ]]; then
+			if grep -qE "/(${key}|${key//_/-})\.ko" "$mdir/modules.builtin" 2>/dev/null; then
+				builtin+=("$1")
+				return 0
+			fi
+			echo "fetch-kernel: module $1 is neither in the package nor built in" >&2
+			return 1
+		fi
+		name=${f##*/}
+		name=${name%%.ko*}
+		case $f in
+		*.ko.xz) xz -dc "$f" > "$tmp/$name.ko" ;;
+		*.ko.zst) zstd -dcq "$f" > "$tmp/$name.ko" ;;
+		*.ko.gz) gzip -dc "$f" > "$tmp/$name.ko" ;;
+		*) cp "$f" "$tmp/$name.ko" ;;
+		esac
+		for d in $(modinfo -F depends "$tmp/$name.ko" | tr , ' '); do add_mod "$d" || return 1; done
+		order+=("$name")
+	}
+	local m
+	for m in $WANT_MODULES; do add_mod "$m" || { rm -rf "$tmp"; return 1; }; done
+	printf '%s\n' "${order[@]}" > "$tmp/order"
+	printf '%s\n' "${builtin[@]}" > "$tmp/builtin"
+	echo "$modules_stamp" > "$tmp/.done"
+	rm -rf "$OUT/modules"
+	mv "$tmp" "$OUT/modules"
+	echo "fetch-kernel: $OUT/modules: ${order[*]} ($(du -sh "$OUT/modules" | cut -f1))" >&2
+}
+
+kernel_done || rm -f "$OUT/.done" "$OUT/vmlinuz" "$OUT/vmlinux" "$OUT/kernel.version" "$OUT/config"
 
 # 1. the package's files: from scripts/nested-kvm.sh's cache, or download
 kdir=$NESTED/kernel-$kver
-if [[ ${BRISK_LINUX_NO_REUSE:-0} != 1 && -f $kdir/.done && -f $kdir/boot/vmlinuz-$kver ]]; then
+mdir=lib/modules/$kver
+if [[ ${BRISK_LINUX_NO_REUSE:-0} != 1 && -f $kdir/.done && -f $kdir/boot/vmlinuz-$kver && -d $kdir/$mdir/kernel ]]; then
 	echo "fetch-kernel: reusing $kpkg unpacked by scripts/nested-kvm.sh ($kdir)" >&2
+	modules_done || extract_modules "$kdir/$mdir" || die "cannot extract the modules from $kdir/$mdir"
 else
 	kdir=$OUT/pkg-$kver
+	# (a copy unpacked before the modules were kept has no lib/: unpack again)
+	if [[ -f $kdir/.done && ! -d $kdir/$mdir/kernel ]] && ! modules_done; then
+		echo "fetch-kernel: $kdir was unpacked without its modules: unpacking $kpkg again" >&2
+		rm -f "$kdir/.done"
+	fi
 	if [[ ! -f $kdir/.done ]]; then
 		echo "fetch-kernel: downloading $kpkg (apt-get download; nothing is installed)" >&2
 		rm -rf "$kdir" "$OUT/dl"
@@ -68,9 +142,16 @@ else
 		mv "$kdir.tmp" "$kdir"
 		rm -rf "$OUT/dl"
 		# keep only what the tier uses (the modules are ~400 MiB)
+		extract_modules "$kdir/$mdir" || die "cannot extract the modules from $kpkg"
 		rm -rf "${kdir:?}/lib" "${kdir:?}/usr"
 		touch "$kdir/.done"
 	fi
+	modules_done || die "no modules extracted from $kpkg (remove $kdir to unpack it again)"
+fi
+if kernel_done; then # only the modules were missing
+	[[ -f $OUT/config || ! -f $kdir/boot/config-$kver ]] || cp "$kdir/boot/config-$kver" "$OUT/config"
+	echo "fetch-kernel: $kpkg cached in $OUT, modules added" >&2
+	exit 0
 fi
 vmlinuz=$kdir/boot/vmlinuz-$kver
 [[ -f $vmlinuz ]] || die "no $vmlinuz in $kpkg"

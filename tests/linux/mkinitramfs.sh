@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mkinitramfs.sh -- build the initramfs of brisk's real-kernel tier.
 #
-# Usage: tests/linux/mkinitramfs.sh [--busybox] OUT.cpio.gz
+# Usage: tests/linux/mkinitramfs.sh [--busybox] [--modules DIR] OUT.cpio.gz
 #
 # A gzip'd newc cpio holding
 #   /init                  tests/linux/init.c, built static (gcc -static -O2)
@@ -12,14 +12,28 @@
 # With --busybox (make demo-linux): /bin/busybox from Debian's busybox-static
 # (apt-get installed when missing) and its applet links in /bin, so
 # "brisk.shell=1" on the kernel command line drops into /bin/sh.
+# With --modules DIR (build/linux/modules from fetch-kernel.sh: NAME.ko files
+# and their load order in DIR/order): /lib/modules/NAME.ko and
+# /lib/modules/order, which the init loads with "brisk.virtio=1"
+# (tests/linux/run.sh builds build/linux/initramfs-virtio.cpio.gz that way;
+# the plain initramfs stays small for the other boots).
+# The static init is also left next to OUT as "init" (tests/linux/mkrootfs.sh
+# puts it on the root disk as /sbin/init).
 # Rebuilt only when init.c, this script or busybox changed. Needs root for the
 # device nodes; without root they are left out (init mknods or mounts them).
 set -euo pipefail
 die() { echo "mkinitramfs: $*" >&2; exit 1; }
 HERE=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd -P)
-busybox=0
-[[ ${1:-} = --busybox ]] && { busybox=1; shift; }
-[[ $# -eq 1 ]] || die "usage: $0 [--busybox] OUT.cpio.gz"
+busybox=0 modules=
+while [[ $# -gt 1 ]]; do
+	case $1 in
+	--busybox) busybox=1; shift ;;
+	--modules) modules=$(readlink -f "$2"); shift 2 ;;
+	*) break ;;
+	esac
+done
+[[ $# -eq 1 ]] || die "usage: $0 [--busybox] [--modules DIR] OUT.cpio.gz"
+[[ -z $modules || -f $modules/order ]] || die "--modules $modules: no $modules/order (run tests/linux/fetch-kernel.sh)"
 out=$(readlink -f "$1")
 dir=$(dirname "$out")
 mkdir -p "$dir"
@@ -45,7 +59,13 @@ if [[ $busybox = 1 ]]; then
 	[[ -x $bb ]] || die "busybox-static installed but no busybox binary found"
 fi
 
-stamp="$(cat "$init" "$HERE/mkinitramfs.sh" ${bb:+"$bb"} | sha256sum | cut -c1-16)-$(id -u)"
+mods=()
+if [[ -n $modules ]]; then
+	while read -r m; do
+		[[ -z $m || $m = \#* ]] || mods+=("$modules/$m.ko")
+	done < "$modules/order"
+fi
+stamp="$(cat "$init" "$HERE/mkinitramfs.sh" ${bb:+"$bb"} ${modules:+"$modules/order"} "${mods[@]}" | sha256sum | cut -c1-16)-$(id -u)"
 if [[ -f $out && $(cat "$out.stamp" 2>/dev/null) = "$stamp" ]]; then
 	exit 0
 fi
@@ -60,6 +80,10 @@ if [[ $(id -u) = 0 ]]; then
 	mknod -m 666 "$tmp/dev/null" c 1 3
 	mknod -m 660 "$tmp/dev/ttyS0" c 4 64
 fi
+if [[ -n $modules ]]; then
+	mkdir -p "$tmp/lib/modules"
+	cp "${mods[@]}" "$modules/order" "$tmp/lib/modules/"
+fi
 if [[ -n $bb ]]; then
 	cp "$bb" "$tmp/bin/busybox"
 	for a in $("$bb" --list); do
@@ -69,4 +93,4 @@ fi
 (cd "$tmp" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet | gzip -9n) > "$out.tmp"
 mv "$out.tmp" "$out"
 echo "$stamp" > "$out.stamp"
-echo "mkinitramfs: $out ($(stat -c %s "$out") bytes${bb:+, with busybox})" >&2
+echo "mkinitramfs: $out ($(stat -c %s "$out") bytes${bb:+, with busybox}${modules:+, ${#mods[@]} modules})" >&2

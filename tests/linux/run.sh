@@ -2,8 +2,12 @@
 # run.sh -- the real-kernel tier: `make check-linux` (and the last step of `make check`).
 #
 # 1. tests/linux/fetch-kernel.sh   Debian's stock kernel -> build/linux/vmlinuz (+ vmlinux with PVH)
-# 2. tests/linux/mkinitramfs.sh    static init (tests/linux/init.c) -> build/linux/initramfs.cpio.gz
-# 3. pytest tests/linux            boots it with brisk (bzImage, PVH, SMP)
+#    and the virtio tests' modules -> build/linux/modules/
+# 2. tests/linux/mkinitramfs.sh    static init (tests/linux/init.c) -> build/linux/initramfs.cpio.gz,
+#                                  and with the modules -> build/linux/initramfs-virtio.cpio.gz
+# 3. pytest tests/linux            boots it with brisk (bzImage, PVH, SMP; test_linux.py), and on
+#                                  virtio-blk/rng/console (test_virtio_linux.py: makes its root disk
+#                                  with tests/linux/mkrootfs.sh)
 #
 # Where this host's KVM cannot run Linux (no /dev/kvm, or one whose KVM
 # cannot emulate what Linux executes: scripts/linux-probe.sh finds out by
@@ -14,7 +18,7 @@
 # nested VM) ends as pytest skips with a one-line reason, so the summary line
 # is always a pytest one (scripts/check.sh counts it).
 #
-# Environment: BRISK (brisk binary, default build/brisk), BRISK_LINUX_TIMEOUT
+# Environment: BUILD (default build), BRISK (brisk binary, default $BUILD/brisk), BRISK_LINUX_TIMEOUT
 # (seconds per boot, default 300), NESTED_KVM_TIMEOUT (default here 900),
 # BRISK_LINUX_NESTED=0 (never use the nested VM), PYTHON (default /usr/bin/python3).
 set -uo pipefail
@@ -23,12 +27,16 @@ BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
 export BRISK=${BRISK:-$BUILD/brisk}
 OUT=$BUILD/linux
+# (the nested VM passes on BRISK_* variables only)
+export BRISK_BUILD=$BUILD BRISK_LINUX_DIR=${BRISK_LINUX_DIR:-$OUT}
 
 skip=
 if ! tests/linux/fetch-kernel.sh; then
 	skip="Debian's kernel could not be fetched (tests/linux/fetch-kernel.sh failed; apt-get download needs the network)"
 elif ! tests/linux/mkinitramfs.sh "$OUT/initramfs.cpio.gz"; then
 	skip="the initramfs could not be built (tests/linux/mkinitramfs.sh failed)"
+elif ! tests/linux/mkinitramfs.sh --modules "$OUT/modules" "$OUT/initramfs-virtio.cpio.gz"; then
+	rm -f "$OUT/initramfs-virtio.cpio.gz" # test_virtio_linux.py skips, naming it
 fi
 [ -z "$skip" ] || export BRISK_LINUX_SKIP="$skip"
 
