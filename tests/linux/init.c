@@ -30,6 +30,8 @@
  *
  * Kernel command-line words (read from /proc/cmdline):
  *   brisk.poweroff=1  try RB_POWER_OFF first (to observe that behaviour)
+ *   brisk.poweroff=auto  RB_POWER_OFF when the kernel's log says it supports
+ *                     ACPI S5 ("ACPI: PM: (supports S0 S5)"), else RB_AUTOBOOT
  *   brisk.shell=1     exec /bin/sh (busybox, for make demo-linux) instead of
  *                     rebooting, and reboot when the shell exits
  *   brisk.virtio=1    virtio mode (tests/linux/test_virtio_linux.py), after
@@ -57,7 +59,8 @@
  * "brisk-wrote id=TOKEN\n" to /brisk-wrote, fsync()s it and /, sync()s,
  * remounts / read-only (which checkpoints ext4's journal, so debugfs on the
  * host sees the file without a journal replay), prints
- * "brisk-init: wrote /brisk-wrote id=TOKEN" and ends the VM as above.
+ * "brisk-init: wrote /brisk-wrote id=TOKEN" and ends the VM as above
+ * (test_virtio_linux.py passes brisk.poweroff=auto).
  * Every failure is printed as a "brisk-init: ..." line; the VM still ends.
  */
 #include <dirent.h>
@@ -69,6 +72,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/klog.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
@@ -489,11 +493,31 @@ static void virtio_mode(const char *cmdline)
 	}
 }
 
+/* Whether the kernel can power off through ACPI S5: its log says "ACPI: PM: (supports S0 S5)" (acpi_sleep_init).
+ * Without that, RB_POWER_OFF is a halt and the VM would never end. */
+static int kernel_has_s5(void)
+{
+	static char log[1 << 18];
+	int n = klogctl(3 /* SYSLOG_ACTION_READ_ALL */, log, sizeof(log) - 1);
+	if (n <= 0)
+		return 0;
+	log[n] = 0;
+	const char *p = strstr(log, "ACPI: PM: (supports");
+	if (!p)
+		return 0;
+	size_t len = strcspn(p, "\n");
+	const char *s5 = strstr(p, " S5");
+	return s5 && s5 < p + len;
+}
+
 __attribute__((noreturn)) static void finish(const char *cmdline)
 {
 	marker(5);
 	sync();
-	if (has_arg(cmdline, "brisk.poweroff=1")) {
+	int s5 = has_arg(cmdline, "brisk.poweroff=auto") && kernel_has_s5();
+	if (has_arg(cmdline, "brisk.poweroff=auto"))
+		say("brisk-init: power-off through ACPI S5 %s\n", s5 ? "supported" : "not supported: rebooting");
+	if (s5 || has_arg(cmdline, "brisk.poweroff=1")) {
 		say("brisk-init: reboot(RB_POWER_OFF)\n");
 		reboot(RB_POWER_OFF);
 		say("brisk-init: RB_POWER_OFF returned: %s\n", strerror(errno));

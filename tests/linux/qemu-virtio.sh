@@ -49,7 +49,7 @@ timeout 180 qemu-system-x86_64 -machine microvm,acpi=on,rtc=on -accel $accel -cp
 	-device virtio-rng-device \
 	-device virtio-serial-device -chardev file,id=hvc,path="$out/hvc0.out" -device virtconsole,chardev=hvc \
 	-kernel "$L/vmlinuz" -initrd "$L/initramfs-virtio.cpio.gz" \
-	-append "$consoles reboot=k panic=1 pci=off brisk.virtio=1 brisk.root=/dev/vda brisk.id=$id" \
+	-append "$consoles reboot=k panic=1 pci=off brisk.virtio=1 brisk.root=/dev/vda brisk.id=$id brisk.poweroff=auto" \
 	</dev/null >"$out/ttyS0.out" 2>&1 || echo "qemu-virtio: QEMU exited with status $?" >&2
 echo "qemu-virtio: QEMU ran $(echo "$(date +%s.%N) - $t0" | bc) s; ttyS0 in $out/ttyS0.out, hvc0 in $out/hvc0.out" >&2
 grep -h '^brisk-' "$out/ttyS0.out" "$out/hvc0.out" >&2 || true

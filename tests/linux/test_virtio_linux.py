@@ -7,11 +7,11 @@ virtio_blk, virtio-rng, virtio_console, ext4 modules: fetch-kernel.sh, mkinitram
   --rng
   --console virtio
 and the command line brisk's default (less acpi=off when the devices are found through ACPI) plus
-  brisk.virtio=1 brisk.root=/dev/vda brisk.id=<random> console=ttyS0 console=hvc0
+  brisk.virtio=1 brisk.root=/dev/vda brisk.id=<random> brisk.poweroff=auto console=ttyS0 console=hvc0
 The initramfs's init loads the modules, lists the virtio devices the kernel bound, writes a line straight to
 /dev/hvc0 and reopens /dev/console (hvc0 from then on), reads 64 bytes from /dev/hwrng, mounts /dev/vda and
 switch_roots into it; the init on the disk writes /brisk-wrote, fsync()s, syncs, remounts / read-only and
-reboots (exit status 0). The tests then read the image back on the host (e2fsck -fn, debugfs).
+powers off (ACPI S5, exit status 0; a reboot through the i8042 where the kernel reports no S5). The tests then read the image back on the host (e2fsck -fn, debugfs).
 Both consoles are on the command line: ttyS0 carries the kernel's log and the init's first lines, so a boot
 that fails before hvc0 exists still says why; hvc0 is the last, so it is /dev/console once registered.
 
@@ -125,7 +125,7 @@ def virtio_boot(tmp_path_factory):
     if acpi:
         words = [w for w in words if w != "acpi=off"]
     words = [w for w in words if not w.startswith("console=")] + ["console=ttyS0"]
-    words += ["brisk.virtio=1", f"brisk.id={token}"]
+    words += ["brisk.virtio=1", f"brisk.id={token}", "brisk.poweroff=auto"]
     args, image = [], None
     if not missing["disk"]:
         image = tmp / "root.img"
@@ -159,7 +159,12 @@ def test_root_on_virtio_blk(virtio_boot):
     assert "brisk-init: disk stage: pid 1, / is /dev/vda (ext4)" in out, vb.boot.describe()
     assert (f"brisk-init: wrote /brisk-wrote id={token} (fsync, sync; read back the same; "
             "/ remounted read-only: yes)") in out, vb.boot.describe()
-    assert "reboot: Restarting system" in out, vb.boot.describe()
+    # brisk.poweroff=auto: a power-off through ACPI S5 where the kernel supports it, else the i8042 reset
+    if re.search(r"ACPI: PM: \(supports[^\n]* S5", out):
+        assert "brisk-init: power-off through ACPI S5 supported" in out and "reboot: Power down" in out, \
+            vb.boot.describe()
+    else:
+        assert "reboot: Restarting system" in out, vb.boot.describe()
     # the file system the guest left is clean (its journal checkpointed by the read-only remount)
     fsck = run_tool("e2fsck", "-fn", str(vb.image))
     assert fsck.returncode == 0, f"e2fsck -fn after the boot: exit {fsck.returncode}\n{fsck.stdout}{fsck.stderr}"
