@@ -57,6 +57,7 @@ LIB_SRCS := \
 	src/devices/debugexit.c \
 	src/devices/bootmark.c \
 	src/devices/cmos.c \
+	src/devices/acpi_pm.c \
 	src/virtio/queue.c \
 	src/arch/x86/image.c \
 	src/arch/x86/elf.c \

@@ -144,6 +144,17 @@ int parse_rng(const char *s, struct vm_config *cfg)
 	return 0;
 }
 
+int parse_acpi(const char *s, struct vm_config *cfg)
+{
+	if (strcmp(s, "on") == 0)
+		cfg->no_acpi = false;
+	else if (strcmp(s, "off") == 0)
+		cfg->no_acpi = true;
+	else
+		return -EINVAL;
+	return 0;
+}
+
 int parse_console(const char *s, struct vm_config *cfg)
 {
 	if (strcmp(s, "serial") == 0)

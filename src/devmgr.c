@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "brisk/devmgr.h"
+#include "brisk/vm.h"
 
 static const unsigned irqs[LAYOUT_VIRTIO_SLOTS] = LAYOUT_VIRTIO_IRQS;
 
@@ -21,6 +22,17 @@ const struct devmgr_slot *devmgr_alloc(struct devmgr *m, const char *what)
 	};
 	m->nr++;
 	return s;
+}
+
+void devmgr_plan(struct devmgr *m, const struct vm_config *cfg)
+{
+	*m = (struct devmgr){0};
+	for (unsigned i = 0; i < cfg->nr_disks; i++)
+		devmgr_alloc(m, "virtio-blk");
+	if (cfg->rng_rate)
+		devmgr_alloc(m, "virtio-rng");
+	if (cfg->console == CONSOLE_VIRTIO)
+		devmgr_alloc(m, "virtio-console");
 }
 
 int devmgr_cmdline(const struct devmgr *m, const char *base, char *out, size_t outlen)

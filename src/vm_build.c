@@ -13,6 +13,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "brisk/acpi.h"
 #include "brisk/cpuid.h"
 #include "brisk/devices.h"
 #include "brisk/devmgr.h"
@@ -112,32 +113,95 @@ static int create_vm(struct vm *vm, struct vm_error *e)
 }
 
 /*
+ * Whether the guest finds devices through ACPI: a Linux kernel, unless
+ * --acpi off. Other kernels (the test guests, unikernels) read the
+ * command-line words whether or not the tables are there.
+ */
+static bool acpi_describes_devices(const struct vm *vm)
+{
+	return !vm->cfg.no_acpi && vm->kernel.is_linux;
+}
+
+/* The default command line: KERNEL_LINUX_CMDLINE (+ " " KERNEL_LINUX_NOACPI without ACPI) or KERNEL_OTHER_CMDLINE. */
+static const char *noacpi_suffix(const struct vm *vm)
+{
+	return !vm->cfg.cmdline && vm->kernel.is_linux && vm->cfg.no_acpi ? " " KERNEL_LINUX_NOACPI : "";
+}
+
+#define DEVMGR_WORD_MAX 48 /* " virtio_mmio.device=4K@0xd0012000:23": what one device adds, at most */
+
+/*
+ * Step 2a: the vCPUs' APIC IDs, once, for the MADT (step 3b) and the vCPU
+ * ids (step 10). config_validate checked this topology; KVM's vCPU id is the
+ * APIC ID (its LAPIC's initial ID).
+ */
+static int plan_cpus(struct vm *vm, struct vm_error *e)
+{
+	char err[256];
+	int ret = cpuid_topology_init(&vm->topo, vm->cfg.cpus, vm->cfg.topology.sockets, vm->cfg.topology.cores,
+				      vm->cfg.topology.threads, err, sizeof(err));
+
+	return ret ? fail(e, VM_ERR_USAGE, ret, "%s", err) : 0;
+}
+
+/*
  * Step 2b: the virtio devices planned (windows and interrupt lines from the
  * device manager, in the order users expect: disks as given, so the first
- * --disk is vda; then entropy; then the console) and the command line that
- * tells the guest where they are, for every kernel (devmgr.h).
+ * --disk is vda; then entropy; then the console) and the command line: the
+ * default or --cmdline, and, unless the ACPI tables describe the devices to
+ * a Linux kernel, a virtio_mmio.device= word for each (devmgr.h). Kernels
+ * built without CONFIG_VIRTIO_MMIO_CMDLINE_DEVICES (Debian's) see the
+ * devices only through ACPI. Its length is the loader's to check (step 5:
+ * the kernel's own limit, with a message naming it).
  */
 static int plan_devices(struct vm *vm, struct vm_error *e)
 {
-	const char *base = vm->cfg.cmdline ? vm->cfg.cmdline : kernel_default_cmdline(&vm->kernel);
+	const char *user = vm->cfg.cmdline ? vm->cfg.cmdline : kernel_default_cmdline(&vm->kernel);
+	const struct devmgr none = {0};
+	size_t cap;
+	char *base;
 	int n;
 
-	for (unsigned i = 0; i < vm->cfg.nr_disks; i++)
-		devmgr_alloc(&vm->devmgr, "virtio-blk");
-	if (vm->cfg.rng_rate)
-		devmgr_alloc(&vm->devmgr, "virtio-rng");
-	if (vm->cfg.console == CONSOLE_VIRTIO)
-		devmgr_alloc(&vm->devmgr, "virtio-console");
-	if (!vm->devmgr.nr)
-		return 0; /* config_validate kept the count within the windows */
-	vm->cmdline = malloc(LAYOUT_CMDLINE_MAX);
-	if (!vm->cmdline)
+	devmgr_plan(&vm->devmgr, &vm->cfg);
+	cap = strlen(user) + sizeof(KERNEL_LINUX_NOACPI) + vm->devmgr.nr * DEVMGR_WORD_MAX + 1;
+	base = malloc(cap);
+	vm->cmdline = malloc(cap);
+	if (!base || !vm->cmdline) {
+		free(base);
 		return fail(e, VM_ERR_HOST, -ENOMEM, "out of memory for the command line");
-	n = devmgr_cmdline(&vm->devmgr, base, vm->cmdline, LAYOUT_CMDLINE_MAX);
-	if (n < 0)
-		return fail(e, VM_ERR_USAGE, n,
-			    "the kernel command line with the %u virtio devices' words is longer than %lu bytes",
-			    vm->devmgr.nr, LAYOUT_CMDLINE_MAX - 1);
+	}
+	snprintf(base, cap, "%s%s", user, noacpi_suffix(vm));
+	n = devmgr_cmdline(acpi_describes_devices(vm) ? &none : &vm->devmgr, base, vm->cmdline, cap);
+	free(base);
+	return n < 0 ? fail(e, VM_ERR_HOST, n, "composing the kernel command line failed") : 0;
+}
+
+/*
+ * Step 3b: the ACPI tables (acpi.h: RSDP, XSDT, FADT, MADT, DSDT at
+ * LAYOUT_ACPI, in the reserved legacy window), built from what the VM will
+ * be: the vCPUs by APIC ID, the virtio windows, the legacy devices. No KVM
+ * needed. The boot structures written in step 5 point at the RSDP.
+ */
+static int write_acpi(struct vm *vm, struct vm_error *e)
+{
+	uint32_t ids[ACPI_MAX_CPUS];
+	struct acpi_machine m = {
+	    .cpus = vm->cfg.cpus,
+	    .apic_ids = ids,
+	    .nr_virtio = vm->devmgr.nr,
+	    .virtio = vm->devmgr.slot,
+	    .legacy = ACPI_DEV_COM1 | ACPI_DEV_I8042 | ACPI_DEV_RTC,
+	};
+	char err[256];
+	int ret;
+
+	if (vm->cfg.no_acpi)
+		return 0;
+	for (unsigned i = 0; i < vm->cfg.cpus && i < ACPI_MAX_CPUS; i++)
+		ids[i] = cpuid_apic_id(&vm->topo, i);
+	ret = acpi_write(&vm->mem, &m, &vm->kernel.rsdp_addr, err, sizeof(err));
+	if (ret)
+		return fail(e, ret == -EINVAL ? VM_ERR_USAGE : VM_ERR_HOST, ret, "ACPI tables: %s", err);
 	return 0;
 }
 
@@ -224,21 +288,14 @@ static int open_outputs(struct vm *vm, struct vm_error *e)
  */
 static int start_vcpus(struct vm *vm, struct vm_error *e)
 {
-	struct cpuid_topology topo;
-	char err[256];
 	int ret;
 
-	/* config_validate checked this topology; KVM's vCPU id is the APIC ID (its LAPIC's initial ID). */
-	ret = cpuid_topology_init(&topo, vm->cfg.cpus, vm->cfg.topology.sockets, vm->cfg.topology.cores,
-				  vm->cfg.topology.threads, err, sizeof(err));
-	if (ret)
-		return fail(e, VM_ERR_USAGE, ret, "%s", err);
 	vm->nr_vcpus = vm->cfg.cpus;
 	vm->vcpus = calloc(vm->nr_vcpus, sizeof(*vm->vcpus));
 	if (!vm->vcpus)
 		return fail(e, VM_ERR_HOST, -ENOMEM, "out of memory for %u vCPUs", vm->nr_vcpus);
 	for (unsigned i = 0; i < vm->nr_vcpus; i++)
-		vm->vcpus[i] = (struct vcpu){.vm = vm, .index = i, .apic_id = cpuid_apic_id(&topo, i), .fd = -1};
+		vm->vcpus[i] = (struct vcpu){.vm = vm, .index = i, .apic_id = cpuid_apic_id(&vm->topo, i), .fd = -1};
 	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
 		struct vcpu *v = &vm->vcpus[i];
 		ret = pthread_create(&v->thread, NULL, vcpu_thread, v);
@@ -296,7 +353,7 @@ static int create_devices(struct vm *vm, struct vm_error *e)
 	}
 	if ((err = serial8250_create(&ctx, &vm->bus, &so, NULL)) || (err = i8042_create(&ctx, &vm->bus)) ||
 	    (err = debugexit_create(&ctx, &vm->bus)) || (err = bootmark_create(&vm->bus)) ||
-	    (err = cmos_create(&vm->bus)))
+	    (err = cmos_create(&vm->bus)) || (!vm->cfg.no_acpi && (err = acpi_pm_create(&ctx, &vm->bus))))
 		return fail(e, VM_ERR_HOST, err, "creating the platform devices failed: %s", strerror(-err));
 	return create_virtio(vm, &ctx, e);
 }
@@ -310,8 +367,7 @@ static int create_devices(struct vm *vm, struct vm_error *e)
 static int load_kernel(struct vm *vm, struct vm_error *e)
 {
 	char err[BOOT_ERR_MAX];
-	int ret = kernel_load(&vm->kernel, &vm->mem, vm->cmdline ? vm->cmdline : vm->cfg.cmdline, &vm->entry, err,
-			      sizeof(err));
+	int ret = kernel_load(&vm->kernel, &vm->mem, vm->cmdline, &vm->entry, err, sizeof(err));
 
 	if (!ret && vm->kernel.initrd.size)
 		log_debug("initrd: %zu bytes at 0x%llx", vm->kernel.initrd.size,
@@ -408,8 +464,8 @@ int vm_create(const struct vm_config *cfg, struct vm **out, struct vm_error *e)
 		goto fail;
 	}
 	/* Steps 1-5 need no KVM: every input the user gave is checked before KVM is used. */
-	if ((ret = load_image(vm, e)) || (ret = open_outputs(vm, e)) || (ret = plan_devices(vm, e)) ||
-	    (ret = alloc_memory(vm, e)))
+	if ((ret = load_image(vm, e)) || (ret = open_outputs(vm, e)) || (ret = plan_cpus(vm, e)) ||
+	    (ret = plan_devices(vm, e)) || (ret = alloc_memory(vm, e)) || (ret = write_acpi(vm, e)))
 		goto fail;
 	open_kvm(vm);
 	if ((ret = load_kernel(vm, e)) || (ret = check_kvm(vm, e)) || (ret = create_vm(vm, e)) ||

@@ -42,6 +42,9 @@ __attribute__((warn_unused_result)) int parse_disk(const char *s, struct vm_conf
 /* Parses --rng[=RATE]: NULL = the default rate; RATE a size per second ("1M", "64K"). Returns 0 or -EINVAL. */
 __attribute__((warn_unused_result)) int parse_rng(const char *s, struct vm_config *cfg);
 
+/* Parses --acpi: "on" or "off". Returns 0 or -EINVAL. */
+__attribute__((warn_unused_result)) int parse_acpi(const char *s, struct vm_config *cfg);
+
 /* Parses --console: "serial" or "virtio". Returns 0 or -EINVAL. */
 __attribute__((warn_unused_result)) int parse_console(const char *s, struct vm_config *cfg);
 

@@ -95,5 +95,11 @@ __attribute__((warn_unused_result)) int bootmark_create(struct bus *bus);
  * writes ignored; 128 bytes of CMOS RAM.
  */
 __attribute__((warn_unused_result)) int cmos_create(struct bus *bus);
+/*
+ * The ACPI power-management registers the FADT names (acpi_pm.c, acpi.h):
+ * an S5 write to SLEEP_CONTROL_REG or the reset value to RESET_REG ends the
+ * VM with status 0. Only where the VM has ACPI tables.
+ */
+__attribute__((warn_unused_result)) int acpi_pm_create(const struct devctx *ctx, struct bus *bus);
 
 #endif

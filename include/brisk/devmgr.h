@@ -23,6 +23,16 @@ struct devmgr {
 	struct devmgr_slot slot[LAYOUT_VIRTIO_SLOTS];
 };
 
+struct vm_config;
+
+/*
+ * The slots of the virtio devices `cfg` asks for, in the one order users
+ * expect (the VM recipe and `brisk acpi --dump` both use it): each --disk as
+ * given (the first is vda), then --rng, then --console virtio.
+ * config_validate keeps the count within LAYOUT_VIRTIO_SLOTS.
+ */
+void devmgr_plan(struct devmgr *m, const struct vm_config *cfg);
+
 /* Takes the next window and line. Returns the slot, or NULL when all LAYOUT_VIRTIO_SLOTS are taken. */
 const struct devmgr_slot *devmgr_alloc(struct devmgr *m, const char *what);
 

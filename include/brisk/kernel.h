@@ -11,10 +11,14 @@ struct gmem;
 
 /*
  * The default command line for a Linux kernel (docs/boot.md explains each
- * option). --cmdline replaces it entirely.
+ * option). With ACPI (the default) the kernel powers off through the FADT's
+ * sleep control register and reboots through its reset register; with
+ * --acpi off, " " KERNEL_LINUX_NOACPI is appended: the kernel then finds CPUs in
+ * the MP table and virtio devices in virtio_mmio.device= words, and reboots
+ * through the i8042. --cmdline replaces it entirely.
  */
-#define KERNEL_LINUX_CMDLINE                                                                                           \
-	"console=ttyS0 reboot=k panic=1 pci=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd acpi=off"
+#define KERNEL_LINUX_CMDLINE "console=ttyS0 panic=1 pci=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd"
+#define KERNEL_LINUX_NOACPI  "reboot=k acpi=off"
 /* The default for any other kernel (brisk's test guests, unikernels). */
 #define KERNEL_OTHER_CMDLINE "console=ttyS0"
 
@@ -70,6 +74,8 @@ struct kernel {
 	/* Filled by kernel_load: */
 	uint64_t kernel_start, kernel_end; /* guest range the kernel occupies (bzImage: the init_size window) */
 	uint64_t initrd_addr;		   /* 0 when there is no initrd */
+	/* Set by the caller before kernel_load: */
+	uint64_t rsdp_addr; /* the ACPI RSDP the boot structures point at (zero page, PVH start info), or 0 */
 };
 
 /*

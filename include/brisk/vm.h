@@ -61,6 +61,7 @@ struct vm_config {
 	struct vm_disk disk[VM_MAX_DISKS];
 	uint64_t rng_rate;	      /* --rng: bytes per second; 0: no entropy device */
 	enum console_mode console;    /* --console */
+	bool no_acpi;		      /* --acpi off: no ACPI tables, MP table and command-line words only */
 	const struct vm_hooks *hooks; /* NULL: none */
 };
 

@@ -45,23 +45,6 @@ static int split_args(int argc, char **argv, const char **dir, char **run_argv, 
 	return 0;
 }
 
-/*
- * The virtio slots in the order vm_build.c's plan_devices() allocates them
- * (disks as given, then entropy, then the console), so the dump names the
- * windows and lines the VM would get. config_validate kept the count
- * within LAYOUT_VIRTIO_SLOTS.
- */
-static void plan_slots(const struct vm_config *cfg, struct devmgr *dm)
-{
-	*dm = (struct devmgr){0};
-	for (unsigned i = 0; i < cfg->nr_disks; i++)
-		devmgr_alloc(dm, "virtio-blk");
-	if (cfg->rng_rate)
-		devmgr_alloc(dm, "virtio-rng");
-	if (cfg->console == CONSOLE_VIRTIO)
-		devmgr_alloc(dm, "virtio-console");
-}
-
 /* Writes buf[0..len) to DIR/NAME.dat. Returns 0 or an exit status after a message. */
 static int write_table(const char *dir, const char *name, const uint8_t *buf, size_t len)
 {
@@ -116,7 +99,7 @@ static int dump(const struct vm_config *cfg, const char *dir)
 	}
 	for (unsigned i = 0; i < cfg->cpus; i++)
 		ids[i] = cpuid_apic_id(&topo, i);
-	plan_slots(cfg, &dm);
+	devmgr_plan(&dm, cfg);
 	m.cpus = cfg->cpus;
 	m.apic_ids = ids;
 	m.nr_virtio = dm.nr;

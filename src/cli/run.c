@@ -30,7 +30,8 @@ enum {
 	OPT_REPORT_JSON,
 	OPT_DISK,
 	OPT_RNG,
-	OPT_CONSOLE
+	OPT_CONSOLE,
+	OPT_ACPI
 };
 
 static const struct option options[] = {
@@ -49,6 +50,7 @@ static const struct option options[] = {
     {"disk", required_argument, NULL, OPT_DISK},
     {"rng", optional_argument, NULL, OPT_RNG},
     {"console", required_argument, NULL, OPT_CONSOLE},
+    {"acpi", required_argument, NULL, OPT_ACPI},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -127,6 +129,8 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 					   : 0;
 	case OPT_CONSOLE:
 		return parse_console(arg, cfg) ? bad_value("--console", arg, "serial or virtio") : 0;
+	case OPT_ACPI:
+		return parse_acpi(arg, cfg) ? bad_value("--acpi", arg, "on or off") : 0;
 	case OPT_LOG_LEVEL:
 		if (log_parse_level(arg, &level))
 			return bad_value("--log-level", arg, "error, warn, info or debug");

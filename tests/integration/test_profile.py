@@ -370,9 +370,16 @@ def test_trace_returns_brisk_run_status():
     assert p.returncode == debug_exit_status(5) == 11, p.stderr
 
 
+def default_signals():
+    """A shell runs background jobs with SIGINT/SIGQUIT ignored, and brisk hands the command the signal
+    state it was started with: reset them, so the test does not depend on how the suite was started."""
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def start_trace(*cmd):
     p = subprocess.Popen([str(BRISK), "trace", "--", *cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+                         stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=default_signals)
     deadline = time.monotonic() + 30
     while not os.path.exists(os.path.join(TRACEFS, "instances", f"brisk-{p.pid}")) and time.monotonic() < deadline:
         assert p.poll() is None, p.communicate()

@@ -228,6 +228,7 @@ int bzimage_load(struct kernel *k, const struct gmem *mem, const char *cmdline, 
 	    .code32_start = bz->load_addr,
 	    .initrd_addr = k->initrd_addr,
 	    .initrd_size = k->initrd.size,
+	    .rsdp_addr = k->rsdp_addr,
 	};
 	return boot64_setup(mem, &zp, cmdline, bz->load_addr + BZ_64BIT_ENTRY, entry, err, errlen);
 }

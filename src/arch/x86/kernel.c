@@ -242,9 +242,12 @@ static int load_elf(struct kernel *k, const struct gmem *mem, const char *cmdlin
 	if (ret)
 		return ret;
 	if (k->format == KERNEL_PVH)
-		return pvh_setup_initrd(mem, &k->elf, cmdline, k->initrd_addr, k->initrd.size, entry, err, errlen);
-	zp = (struct zeropage){
-	    .cmdline_len = (uint32_t)len, .initrd_addr = k->initrd_addr, .initrd_size = k->initrd.size};
+		return pvh_setup_initrd(mem, &k->elf, cmdline, k->initrd_addr, k->initrd.size, k->rsdp_addr, entry, err,
+					errlen);
+	zp = (struct zeropage){.cmdline_len = (uint32_t)len,
+			       .initrd_addr = k->initrd_addr,
+			       .initrd_size = k->initrd.size,
+			       .rsdp_addr = k->rsdp_addr};
 	return boot64_setup(mem, &zp, cmdline, k->entry64, entry, err, errlen);
 }
 

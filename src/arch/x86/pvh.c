@@ -35,8 +35,8 @@ static int write_memmap(const struct gmem *mem)
 	return (int)n;
 }
 
-/* Version 1 start info: the map, the command line, no ACPI tables (rsdp 0), and 0 or 1 module. */
-static int write_start_info(const struct gmem *mem, unsigned memmap_entries, unsigned nr_modules)
+/* Version 1 start info: the map, the command line, the ACPI RSDP (0: none), and 0 or 1 module. */
+static int write_start_info(const struct gmem *mem, unsigned memmap_entries, unsigned nr_modules, uint64_t rsdp)
 {
 	struct hvm_start_info si = {
 	    .magic = XEN_HVM_START_MAGIC_VALUE,
@@ -44,7 +44,7 @@ static int write_start_info(const struct gmem *mem, unsigned memmap_entries, uns
 	    .nr_modules = nr_modules,
 	    .modlist_paddr = nr_modules ? LAYOUT_MODLIST : 0,
 	    .cmdline_paddr = LAYOUT_CMDLINE,
-	    .rsdp_paddr = 0,
+	    .rsdp_paddr = rsdp,
 	    .memmap_paddr = LAYOUT_MEMMAP,
 	    .memmap_entries = memmap_entries,
 	};
@@ -61,7 +61,7 @@ static int write_modlist(const struct gmem *mem, uint64_t addr, uint64_t size)
 }
 
 int pvh_setup_initrd(const struct gmem *mem, const struct elf_info *info, const char *cmdline, uint64_t initrd_addr,
-		     uint64_t initrd_size, struct boot_entry *entry, char *err, size_t errlen)
+		     uint64_t initrd_size, uint64_t rsdp, struct boot_entry *entry, char *err, size_t errlen)
 {
 	unsigned nr_modules = initrd_size ? 1 : 0;
 	int ret, n;
@@ -74,7 +74,7 @@ int pvh_setup_initrd(const struct gmem *mem, const struct elf_info *info, const 
 	n = ret ? ret : write_memmap(mem);
 	if (n >= 0 && nr_modules && write_modlist(mem, initrd_addr, initrd_size))
 		n = -EFAULT;
-	if (n < 0 || write_start_info(mem, (unsigned)n, nr_modules) || x86_write_gdt(mem, BOOT_PVH32))
+	if (n < 0 || write_start_info(mem, (unsigned)n, nr_modules, rsdp) || x86_write_gdt(mem, BOOT_PVH32))
 		return boot_fail(err, errlen, -EINVAL,
 				 "guest RAM (%llu bytes) does not cover the boot structures below 1 MiB",
 				 (unsigned long long)mem->size);
@@ -85,5 +85,5 @@ int pvh_setup_initrd(const struct gmem *mem, const struct elf_info *info, const 
 int pvh_setup(const struct gmem *mem, const struct elf_info *info, const char *cmdline, struct boot_entry *entry,
 	      char *err, size_t errlen)
 {
-	return pvh_setup_initrd(mem, info, cmdline, 0, 0, entry, err, errlen);
+	return pvh_setup_initrd(mem, info, cmdline, 0, 0, 0, entry, err, errlen);
 }

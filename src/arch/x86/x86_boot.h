@@ -61,8 +61,8 @@ int boot_fail(char *err, size_t errlen, int ret, const char *fmt, ...) __attribu
  */
 __attribute__((warn_unused_result)) int pvh_setup_initrd(const struct gmem *mem, const struct elf_info *info,
 							 const char *cmdline, uint64_t initrd_addr,
-							 uint64_t initrd_size, struct boot_entry *entry, char *err,
-							 size_t errlen);
+							 uint64_t initrd_size, uint64_t rsdp, struct boot_entry *entry,
+							 char *err, size_t errlen);
 
 /* ---- bzImage (bzimage.c) -------------------------------------------------- */
 
@@ -104,6 +104,7 @@ struct zeropage {
 	uint64_t code32_start;	  /* bzImage: load address of the protected-mode part */
 	uint32_t cmdline_len;	  /* ELF only: written to cmdline_size, as Firecracker does */
 	uint64_t initrd_addr, initrd_size;
+	uint64_t rsdp_addr; /* the ACPI RSDP, or 0: boot_params.acpi_rsdp_addr (protocol 2.14) */
 };
 
 /*

@@ -17,6 +17,7 @@ _Static_assert(sizeof(struct boot_params) == 4096, "boot_params is one page");
 _Static_assert(sizeof(struct boot_params) <= LAYOUT_ZERO_PAGE_SIZE, "boot_params fits its slot");
 _Static_assert(offsetof(struct boot_params, hdr) == BZ_HDR_OFF, "setup header at 0x1f1");
 _Static_assert(offsetof(struct boot_params, ext_ramdisk_image) == 0x0c0, "ext_ramdisk_image at 0x0c0");
+_Static_assert(offsetof(struct boot_params, acpi_rsdp_addr) == 0x070, "acpi_rsdp_addr at 0x070");
 _Static_assert(offsetof(struct boot_params, ext_cmd_line_ptr) == 0x0c8, "ext_cmd_line_ptr at 0x0c8");
 _Static_assert(offsetof(struct boot_params, e820_entries) == 0x1e8, "e820_entries at 0x1e8");
 _Static_assert(offsetof(struct boot_params, e820_table) == 0x2d0, "e820_table at 0x2d0");
@@ -74,7 +75,8 @@ static void fill_loader_fields(struct boot_params *bp, const struct zeropage *zp
 	bp->ext_ramdisk_image = (uint32_t)(zp->initrd_addr >> 32);
 	bp->ext_ramdisk_size = (uint32_t)(zp->initrd_size >> 32);
 	h->hardware_subarch = X86_SUBARCH_PC;
-	h->setup_data = 0; /* no setup_data list: nothing brisk passes needs one */
+	h->setup_data = 0;		    /* no setup_data list: nothing brisk passes needs one */
+	bp->acpi_rsdp_addr = zp->rsdp_addr; /* 0: Linux scans 0xe0000-0xfffff itself */
 }
 
 /* E820 from the one memory-map builder (zero-page.rst: e820_entries at 0x1e8, e820_table at 0x2d0). */
