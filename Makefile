@@ -6,6 +6,7 @@
 #   make demo-linux   boot Debian's kernel to a busybox shell (where KVM can run Linux)
 #   make bench    start-up benchmark (bench/README.md)
 #   make bench-order  which order of the VM set-up ioctls is cheapest on this host (bench/setup_order.c)
+#   make bench-acpi   what ACPI costs start-up: acpi_build alone, and boots with --acpi off vs on (bench/acpi.sh)
 #   make fuzz     bounded libFuzzer run of the image parsers
 #   make format   apply .clang-format
 
@@ -137,7 +138,7 @@ UNIT_TESTS := \
 .DEFAULT_GOAL := all
 include guests/guests.mk
 
-.PHONY: all demo check check-unit check-guest check-asan check-linux demo-linux deps bench bench-order fuzz format clean
+.PHONY: all demo check check-unit check-guest check-asan check-linux demo-linux deps bench bench-order bench-acpi fuzz format clean
 all: $(BUILD)/brisk
 
 # ---- plain and sanitizer builds of the same sources ------------------------
@@ -191,6 +192,9 @@ bench: all guests
 
 bench-order:
 	@bench/setup-order.sh
+
+bench-acpi: all guests
+	@BUILD=$(BUILD) bench/acpi.sh
 
 fuzz:
 	@scripts/deps.sh fuzz
