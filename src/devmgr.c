@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "brisk/acpi.h"
+#include "brisk/cpuid.h"
 #include "brisk/devmgr.h"
 #include "brisk/vm.h"
 
@@ -33,6 +35,20 @@ void devmgr_plan(struct devmgr *m, const struct vm_config *cfg)
 		devmgr_alloc(m, "virtio-rng");
 	if (cfg->console == CONSOLE_VIRTIO)
 		devmgr_alloc(m, "virtio-console");
+}
+
+void devmgr_acpi_machine(const struct devmgr *m, const struct vm_config *cfg, const struct cpuid_topology *topo,
+			 uint32_t *ids, struct acpi_machine *out)
+{
+	for (unsigned i = 0; i < cfg->cpus; i++)
+		ids[i] = cpuid_apic_id(topo, i);
+	*out = (struct acpi_machine){
+	    .cpus = cfg->cpus,
+	    .apic_ids = ids,
+	    .nr_virtio = m->nr,
+	    .virtio = m->slot,
+	    .legacy = ACPI_DEV_COM1 | ACPI_DEV_I8042 | ACPI_DEV_RTC,
+	};
 }
 
 int devmgr_cmdline(const struct devmgr *m, const char *base, char *out, size_t outlen)

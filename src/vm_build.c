@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "brisk/acpi.h"
+#include "brisk/config.h"
 #include "brisk/cpuid.h"
 #include "brisk/devices.h"
 #include "brisk/devmgr.h"
@@ -184,21 +185,14 @@ static int plan_devices(struct vm *vm, struct vm_error *e)
  */
 static int write_acpi(struct vm *vm, struct vm_error *e)
 {
-	uint32_t ids[ACPI_MAX_CPUS];
-	struct acpi_machine m = {
-	    .cpus = vm->cfg.cpus,
-	    .apic_ids = ids,
-	    .nr_virtio = vm->devmgr.nr,
-	    .virtio = vm->devmgr.slot,
-	    .legacy = ACPI_DEV_COM1 | ACPI_DEV_I8042 | ACPI_DEV_RTC,
-	};
+	uint32_t ids[CONFIG_MAX_CPUS];
+	struct acpi_machine m;
 	char err[256];
 	int ret;
 
 	if (vm->cfg.no_acpi)
 		return 0;
-	for (unsigned i = 0; i < vm->cfg.cpus && i < ACPI_MAX_CPUS; i++)
-		ids[i] = cpuid_apic_id(&vm->topo, i);
+	devmgr_acpi_machine(&vm->devmgr, &vm->cfg, &vm->topo, ids, &m);
 	ret = acpi_write(&vm->mem, &m, &vm->kernel.rsdp_addr, err, sizeof(err));
 	if (ret)
 		return fail(e, ret == -EINVAL ? VM_ERR_USAGE : VM_ERR_HOST, ret, "ACPI tables: %s", err);

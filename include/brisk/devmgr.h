@@ -24,6 +24,8 @@ struct devmgr {
 };
 
 struct vm_config;
+struct cpuid_topology;
+struct acpi_machine;
 
 /*
  * The slots of the virtio devices `cfg` asks for, in the one order users
@@ -32,6 +34,17 @@ struct vm_config;
  * config_validate keeps the count within LAYOUT_VIRTIO_SLOTS.
  */
 void devmgr_plan(struct devmgr *m, const struct vm_config *cfg);
+
+/*
+ * The machine the ACPI tables describe (acpi.h) for `cfg` with the planned
+ * slots `m`: its vCPUs with the APIC IDs of `topo` (written to ids[0..cfg->cpus)),
+ * the virtio windows, and the legacy devices every brisk VM has (the UART,
+ * the i8042 and the CMOS RTC: vm_build.c create_devices). The VM recipe and
+ * `brisk acpi --dump` both describe their machine through it. `out` points
+ * into `m` and `ids`.
+ */
+void devmgr_acpi_machine(const struct devmgr *m, const struct vm_config *cfg, const struct cpuid_topology *topo,
+			 uint32_t *ids, struct acpi_machine *out);
 
 /* Takes the next window and line. Returns the slot, or NULL when all LAYOUT_VIRTIO_SLOTS are taken. */
 const struct devmgr_slot *devmgr_alloc(struct devmgr *m, const char *what);

@@ -87,7 +87,7 @@ static int dump(const struct vm_config *cfg, const char *dir)
 	uint32_t ids[CONFIG_MAX_CPUS];
 	struct cpuid_topology topo;
 	struct devmgr dm;
-	struct acpi_machine m = {.legacy = ACPI_DEV_COM1 | ACPI_DEV_I8042 | ACPI_DEV_RTC};
+	struct acpi_machine m;
 	struct acpi_layout l;
 	char err[512];
 	int ret;
@@ -97,14 +97,8 @@ static int dump(const struct vm_config *cfg, const char *dir)
 		fprintf(stderr, "brisk acpi: %s\n", err);
 		return EXIT_USAGE;
 	}
-	for (unsigned i = 0; i < cfg->cpus; i++)
-		ids[i] = cpuid_apic_id(&topo, i);
 	devmgr_plan(&dm, cfg);
-	m.cpus = cfg->cpus;
-	m.apic_ids = ids;
-	m.nr_virtio = dm.nr;
-	m.virtio = dm.slot;
-	/* Every machine brisk builds has the UART, the i8042 and the CMOS RTC (vm_build.c, create_devices). */
+	devmgr_acpi_machine(&dm, cfg, &topo, ids, &m);
 	ret = acpi_build(&m, LAYOUT_ACPI, buf, sizeof(buf), &l, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "brisk acpi: %s\n", err);
@@ -141,7 +135,10 @@ int cmd_acpi(int argc, char **argv)
 	if (ret)
 		goto out;
 	ret = cli_parse_run_options(run_argc, run_argv, cfg);
-	if (ret == 0)
+	if (ret == 0 && cfg->no_acpi) {
+		fprintf(stderr, "brisk acpi: --acpi off: a VM started with these options gets no ACPI tables\n");
+		ret = EXIT_USAGE;
+	} else if (ret == 0)
 		ret = dump(cfg, dir);
 	else if (ret < 0)
 		ret = 0;

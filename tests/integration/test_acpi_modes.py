@@ -56,3 +56,15 @@ def test_bad_acpi_value(value):
     assert p.returncode == EXIT_USAGE
     assert f"invalid --acpi '{value}': expected on or off" in p.stderr
     assert p.stdout == ""
+
+
+def test_dump_refuses_acpi_off(tmp_path):
+    """brisk acpi --dump describes a VM's tables; one started with --acpi off has none: refused, nothing written."""
+    out = tmp_path / "tables"
+    p = run_brisk("acpi", "--dump", str(out), "--acpi", "off")
+    assert p.returncode == EXIT_USAGE
+    assert "--acpi off: a VM started with these options gets no ACPI tables" in p.stderr
+    assert not out.exists()
+    p = run_brisk("acpi", "--dump", str(out), "--acpi", "on")
+    assert p.returncode == 0, p.stderr
+    assert sorted(f.name for f in out.iterdir()) == ["apic.dat", "dsdt.dat", "facp.dat", "rsdp.dat", "xsdt.dat"]
