@@ -414,7 +414,7 @@ static int write_platform_tables(struct vm *vm, struct vm_error *e)
 	if (!ids)
 		return fail(e, VM_ERR_HOST, -ENOMEM, "out of memory for the MP table");
 	for (unsigned i = 0; i < vm->cfg.cpus; i++)
-		ids[i] = cpuid_apic_id(&vm->cpuid_vm.topo, i);
+		ids[i] = cpuid_apic_id(&vm->topo, i);
 	ret = mptable_write(&vm->mem, vm->cfg.cpus, ids, err, sizeof(err));
 	free(ids);
 	if (ret)
