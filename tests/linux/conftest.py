@@ -32,6 +32,7 @@ TIMEOUT = float(os.environ.get("BRISK_LINUX_TIMEOUT", "300"))
 EXIT_INTERNAL_ERROR = 10  # include/brisk/exitcode.h: KVM_EXIT_INTERNAL_ERROR
 
 # brisk's default Linux command line (KERNEL_LINUX_CMDLINE, include/brisk/kernel.h); --cmdline replaces it.
+# As `brisk run --help` states it (below, once brisk_default_cmdline exists); this when it does not.
 DEFAULT_CMDLINE = ("console=ttyS0 reboot=k panic=1 pci=off i8042.noaux i8042.nomux i8042.nopnp "
                    "i8042.dumbkbd acpi=off")
 MEMORY = "256M"  # Debian's 6.1 kernel needs [16 MiB, 80 MiB) for its init_size window, then room to run
@@ -108,6 +109,13 @@ def brisk_default_cmdline(help_text):
     """brisk's default Linux command line as its help states it; DEFAULT_CMDLINE when the help does not say."""
     m = re.search(r'which is\s+"([^"]+)"\s+for a Linux kernel', help_text)
     return m.group(1) if m else DEFAULT_CMDLINE
+
+
+if BRISK.exists():
+    try:
+        DEFAULT_CMDLINE = brisk_default_cmdline(brisk_run_help())
+    except (OSError, subprocess.SubprocessError):
+        pass
 
 
 def kernel_config():
