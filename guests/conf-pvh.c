@@ -12,6 +12,8 @@
  *                   reserved legacy window [0x9fc00, 1 MiB) (layout.h)
  *   initrd_size=S   bytes of the --initrd file, module 0
  *   initrd_sum=H    its FNV-1a 32
+ *   acpi_off=1      brisk runs with --acpi off: no RSDP (start_info.rsdp_paddr
+ *                   0, none in the legacy scan); else both name the same one
  * and compares the printed command line with what it passed.
  */
 #define NAME	    "conf-pvh"
@@ -85,6 +87,7 @@ void guest_main(struct hvm_start_info *si)
 	gprintf("%s: cmdline [%s] len %u\n", NAME, cmdline, (unsigned int)strlen(cmdline));
 	check_memmap(si, cmdline);
 	check_initrd(si, cmdline);
+	conf_check_rsdp(cmdline, si->rsdp_paddr);
 	if (cmdline_get_u64(cmdline, "cpus", &cpus))
 		conf_check(0, "mptable_cpus", "cpus= missing from the command line");
 	else

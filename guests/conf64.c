@@ -6,7 +6,7 @@
  * What Linux's startup_64 relies on (Documentation/arch/x86/boot.rst,
  * "64-bit Boot Protocol", "Details of Header Fields", "The zero page"), read
  * from inside the guest; command-line parameters as for conf-pvh
- * (cpus=, mem_mib=, initrd_size=, initrd_sum=). CONF_BZIMAGE selects the
+ * (cpus=, mem_mib=, initrd_size=, initrd_sum=, acpi_off=). CONF_BZIMAGE selects the
  * bzImage checks: the setup header copied from our own image and a load
  * address honouring kernel_alignment.
  */
@@ -26,6 +26,7 @@
 #define E820_ENTRY_SZ 20
 
 /* struct boot_params offsets (arch/x86/include/uapi/asm/bootparam.h). */
+#define BP_ACPI_RSDP_ADDR    0x070
 #define BP_EXT_RAMDISK_IMAGE 0x0c0
 #define BP_EXT_RAMDISK_SIZE  0x0c4
 #define BP_EXT_CMD_LINE_PTR  0x0c8
@@ -167,6 +168,7 @@ void guest_main64(uint8_t *bp)
 	check_e820(bp, cmdline);
 	conf_check_initrd(cmdline, u32(bp, BP_RAMDISK_IMAGE) | (uint64_t)u32(bp, BP_EXT_RAMDISK_IMAGE) << 32,
 			  u32(bp, BP_RAMDISK_SIZE) | (uint64_t)u32(bp, BP_EXT_RAMDISK_SIZE) << 32);
+	conf_check_rsdp(cmdline, u64(bp, BP_ACPI_RSDP_ADDR));
 	if (cmdline_get_u64(cmdline, "cpus", &cpus))
 		conf_check(0, "mptable_cpus", "cpus= missing from the command line");
 	else

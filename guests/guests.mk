@@ -4,8 +4,8 @@
 BUILD    ?= build
 GUEST_CC ?= gcc
 
-GUEST_NAMES := demo hello echo reset exitcode triple unhandled smp flood markers int3probe serialirq smpboot conf-pvh cpuid cpuid-storm msr-storm virtio-rng virtio-blk virtio-console virtio-hostile-ring virtio-hostile-mmio virtio-hostile-storm
-GUEST_LIB   := entry lib idt ap mp conf virtio
+GUEST_NAMES := demo hello echo reset exitcode triple unhandled smp flood markers int3probe serialirq smpboot conf-pvh cpuid cpuid-storm msr-storm virtio-rng virtio-blk virtio-console virtio-hostile-ring virtio-hostile-mmio virtio-hostile-storm acpi
+GUEST_LIB   := entry lib idt ap mp conf virtio acpi
 
 GUEST_DIR := $(BUILD)/guests
 GUEST_OBJ := $(GUEST_DIR)/obj
@@ -50,7 +50,7 @@ $(GUEST_ELFS): $(GUEST_DIR)/%.elf: $(GUEST_OBJ)/%.o $(GUEST_LIB_OBJS) $(GUEST_DI
 # ---- 64-bit boot protocol guests: conf-elf64 (ELF64 without the PVH note) and conf-bzimage ----
 # conf64.c built twice; conf-bzimage's payload is compiled -fpie so that it runs where the loader puts it
 # (relocatable_kernel), and the build refuses any absolute relocation in it.
-GUEST64_LIB	:= entry64 lib mp conf
+GUEST64_LIB	:= entry64 lib mp conf acpi
 GUEST64_LDFLAGS := -m64 -nostdlib -static -no-pie -Wl,--gc-sections -Wl,-z,max-page-size=4096 \
 	-Wl,-z,noexecstack -Wl,--build-id=none
 GUEST_PIE_CFLAGS := $(filter-out -fno-pic -fno-pie,$(GUEST_CFLAGS)) -fpie

@@ -10,61 +10,22 @@
  * must route (default 0xffff as brisk does; QEMU's qboot omits IRQ 2, the
  * PIC cascade: 0xfffb).
  */
-#define ARRIVE_POLLS (1u << 22)
-
-struct arrival {
-	unsigned int apic_id;
-	uint64_t efer, cr0;
-};
-
-static volatile unsigned int arrived;
-static volatile unsigned int current_slot;
-static struct arrival seen[GUEST_AP_MAX];
-
-#define EFER_LMA (1u << 10)
-#define CR0_PG	 (1ull << 31)
-#define MSR_EFER 0xc0000080
-
-/* Runs on each AP, alone (the BSP starts one at a time), in long mode. */
-void ap_main(unsigned int apic_id)
-{
-	struct arrival *a = &seen[current_slot];
-
-	a->apic_id = apic_id;
-	a->efer = rdmsr(MSR_EFER);
-	a->cr0 = read_cr0();
-	__asm__ volatile("" ::: "memory");
-	arrived = arrived + 1;
-	for (;;)
-		__asm__ volatile("cli; hlt");
-}
-
-static int wait_arrival(unsigned int want)
-{
-	for (unsigned int i = 0; i < ARRIVE_POLLS; i++) {
-		if (arrived >= want)
-			return 0;
-		cpu_relax();
-	}
-	return -1;
-}
-
 /* Start every AP the table lists; returns how many reported from long mode. */
 static unsigned int start_aps(const struct mp_info *mp, unsigned int bsp)
 {
 	unsigned int slot = 0, good = 0;
+	struct ap_arrival a;
 
 	for (unsigned int i = 0; i < mp->ncpus && slot < GUEST_AP_MAX; i++) {
 		if (mp->apic_id[i] == bsp)
 			continue;
-		current_slot = slot;
-		if (smp_start_ap(mp->apic_id[i], slot) || wait_arrival(slot + 1)) {
+		if (smp_bring_up_ap(mp->apic_id[i], slot, &a)) {
 			gprintf("smpboot: FAIL: apic id %u did not arrive\n", mp->apic_id[i]);
 			return good;
 		}
-		gprintf("smpboot: cpu %u apic id %u online (efer 0x%llx cr0 0x%llx)\n", i, seen[slot].apic_id,
-			(unsigned long long)seen[slot].efer, (unsigned long long)seen[slot].cr0);
-		if (seen[slot].apic_id == mp->apic_id[i] && (seen[slot].efer & EFER_LMA) && (seen[slot].cr0 & CR0_PG))
+		gprintf("smpboot: cpu %u apic id %u online (efer 0x%llx cr0 0x%llx)\n", i, a.apic_id,
+			(unsigned long long)a.efer, (unsigned long long)a.cr0);
+		if (a.apic_id == mp->apic_id[i] && a.long_mode)
 			good++;
 		slot++;
 	}

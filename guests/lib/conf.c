@@ -28,10 +28,15 @@ void conf_check(int ok, const char *what, const char *fmt, ...)
 	serial_puts(")\n");
 }
 
-void conf_end(void)
+unsigned int conf_summary(void)
 {
 	gprintf("%s: %u checks, %u failed\n", conf_name, conf_checks, conf_failures);
-	if (conf_failures)
+	return conf_failures;
+}
+
+void conf_end(void)
+{
+	if (conf_summary())
 		guest_fail(conf_name, "see the CHECK lines above");
 	guest_pass(conf_name);
 }
@@ -97,6 +102,20 @@ void conf_check_mptable(unsigned int cpus)
 	for (unsigned int i = 0; i < 16; i++)
 		pins &= !(mp.isa_irqs & (1u << i)) || mp.isa_pin[i] == i;
 	conf_check(pins, "mptable_irq_n_to_pin_n", "%s", pins ? "yes" : "no");
+}
+
+void conf_check_rsdp(const char *cmdline, uint64_t handed)
+{
+	uint64_t off = 0, found = acpi_find_rsdp();
+
+	if (cmdline_get_u64(cmdline, "acpi_off", &off) == 0 && off) {
+		conf_check(handed == 0 && found == 0, "rsdp_absent_without_acpi", "handed 0x%llx, scan found 0x%llx",
+			   (unsigned long long)handed, (unsigned long long)found);
+		return;
+	}
+	conf_check(handed != 0, "rsdp_handed", "0x%llx", (unsigned long long)handed);
+	conf_check(found != 0 && found == handed, "rsdp_scan_equals_handed", "scan 0x%llx, handed 0x%llx",
+		   (unsigned long long)found, (unsigned long long)handed);
 }
 
 void conf_check_initrd(const char *cmdline, uint64_t addr, uint64_t size)

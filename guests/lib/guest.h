@@ -146,6 +146,37 @@ static inline void mmio_write64(uintptr_t addr, uint64_t v)
 	*(volatile uint64_t *)addr = v;
 }
 
+/*
+ * Low physical memory (the BDA, the BIOS area, firmware tables). Addresses
+ * below 4 KiB are constants to gcc, which then warns (-Warray-bounds) or
+ * assumes address 0 is never read: phys_launder hides the value.
+ */
+static inline uintptr_t phys_launder(uintptr_t p)
+{
+	__asm__("" : "+r"(p));
+	return p;
+}
+
+static inline uint8_t phys_read8(uintptr_t p)
+{
+	return *(const volatile uint8_t *)phys_launder(p);
+}
+
+static inline uint16_t phys_read16(uintptr_t p)
+{
+	return *(const volatile uint16_t *)phys_launder(p);
+}
+
+static inline uint32_t phys_read32(uintptr_t p)
+{
+	return *(const volatile uint32_t *)phys_launder(p);
+}
+
+static inline uint64_t phys_read64(uintptr_t p)
+{
+	return *(const volatile uint64_t *)phys_launder(p);
+}
+
 /* ---- CPU --------------------------------------------------------------------- */
 
 static inline void cpuid(uint32_t leaf, uint32_t subleaf, uint32_t *a, uint32_t *b, uint32_t *c, uint32_t *d)
@@ -315,8 +346,22 @@ unsigned int lapic_id(void);
  * Returns 0, or -1 if the ICR never reported the IPIs as sent.
  */
 int smp_start_ap(unsigned int apic_id, unsigned int slot);
-/* Provided by guests that start APs. */
+/* What an AP reported from long mode (mp.c's ap_main). */
+struct ap_arrival {
+	unsigned int apic_id; /* its xAPIC ID, read by the trampoline */
+	uint64_t efer, cr0;
+	int long_mode; /* EFER.LMA and CR0.PG both set */
+};
+/*
+ * smp_start_ap, then wait (bounded) for the AP to report; *a is what it
+ * reported. Returns 0, or -1 if the IPIs failed or it never arrived.
+ */
+int smp_bring_up_ap(unsigned int apic_id, unsigned int slot, struct ap_arrival *a);
+/* The AP side of smp_bring_up_ap (mp.c): records its arrival and halts. */
 void ap_main(unsigned int apic_id);
+
+/* Sum of the n bytes at physical address p, modulo 256 (MP and ACPI checksums). */
+uint8_t phys_sum(uintptr_t p, size_t n);
 
 /* ---- Intel MultiProcessor Specification 1.4 tables (mp.c) ------------------------- */
 
@@ -351,12 +396,68 @@ struct mp_info {
  */
 int mp_parse(struct mp_info *mp, const char **why);
 
+/* ---- ACPI tables (acpi.c) ---------------------------------------------------------------- */
+
+#define ACPI_RSDP_SCAN	   0xe0000  /* the legacy RSDP scan window (ACPI 6.3 section 5.2.5.1) */
+#define ACPI_RSDP_SCAN_END 0x100000 /* ... on 16-byte boundaries, up to 1 MiB */
+#define ACPI_RSDP_LEN	   36	    /* revision 2: the extended checksum covers these */
+#define ACPI_HEADER_LEN	   36	    /* System Description Table Header (5.2.6) */
+#define ACPI_TABLE_MAX	   0x10000  /* a longer table is taken as corrupt */
+
+/*
+ * An RSDP at p: "RSD PTR ", bytes 0..19 sum to 0, and for revision 2 and
+ * later all ACPI_RSDP_LEN bytes sum to 0. Returns 1 or 0.
+ */
+int acpi_rsdp_valid(uintptr_t p);
+/* The first valid RSDP of the legacy scan, or 0. */
+uint64_t acpi_find_rsdp(void);
+/* The 4-byte signature at p equals sig. */
+int acpi_sig_is(uint64_t p, const char *sig);
+/* The header's length when p is nonzero and the table lies below 4 GiB and in [36, ACPI_TABLE_MAX] bytes; else 0. */
+uint32_t acpi_table_len(uint64_t p);
+/* A table at p with signature sig (NULL: any), a sane length, and all its bytes summing to 0. */
+int acpi_table_ok(uint64_t p, const char *sig);
+/* Entries of the XSDT at xsdt (0 when its length is not sane), and entry i (64-bit address). */
+unsigned int acpi_xsdt_count(uint64_t xsdt);
+uint64_t acpi_xsdt_entry(uint64_t xsdt, unsigned int i);
+/* The first table the XSDT lists with signature sig, or 0; *count (if not NULL) = how many it lists. */
+uint64_t acpi_xsdt_find(uint64_t xsdt, const char *sig, unsigned int *count);
+
+/* A Device (5B 82) found in AML: its last NameSeg and its TermList. */
+struct acpi_aml_device {
+	char name[5];
+	const uint8_t *body;
+	size_t len;
+};
+/*
+ * PkgLength at p[0..n) (20.2.4): returns the bytes it takes (1..4), or 0 when
+ * malformed; *value is the length it encodes (which counts itself).
+ */
+size_t acpi_aml_pkglen(const uint8_t *p, size_t n, size_t *value);
+/* An integer data object (Zero, One, Ones, Byte/Word/DWord/QWordPrefix): returns its length or 0. */
+size_t acpi_aml_int(const uint8_t *p, size_t n, uint64_t *v);
+/*
+ * Walk the TermList aml[0..len) (a definition block after its header):
+ * Name, Scope, Device and Method, into every Scope and Device, every
+ * PkgLength within its parent. Devices go into dev[0..max) in AML order.
+ * Returns how many Devices there are (may exceed max), or -1 with *why on
+ * anything else (an opcode brisk's DSDT does not use, a length overrun).
+ */
+int acpi_aml_devices(const uint8_t *aml, size_t len, struct acpi_aml_device *dev, unsigned int max, const char **why);
+/*
+ * The data object of Name(SEG, ...) among the terms of p[0..n) at that level
+ * (not inside a Scope or Device), or NULL; *objlen = its encoded length.
+ */
+const uint8_t *acpi_aml_find_name(const uint8_t *p, size_t n, const char *seg, size_t *objlen);
+
 /* ---- conformance reporting (conf.c) --------------------------------------------------- */
 
 /* Print "NAME: CHECK what: PASS (value)" or "... FAIL (value, expected ...)"; counts failures. */
 __attribute__((format(printf, 3, 4))) void conf_check(int ok, const char *what, const char *fmt, ...);
 void conf_begin(const char *name);
-/* Overall verdict: guest_pass or guest_fail, after a summary line. */
+/* Print the summary line "NAME: N checks, M failed"; returns M. */
+unsigned int conf_summary(void);
+/* Overall verdict: guest_pass or guest_fail, after the summary line. */
 __attribute__((noreturn)) void conf_end(void);
 /* FNV-1a, 32 bits (the pytest computes the same over the initrd file). */
 uint32_t fnv1a32(const void *p, size_t n);
@@ -372,6 +473,12 @@ void conf_check_mptable(unsigned int cpus);
 enum conf_seg { CONF_SEG_CODE32, CONF_SEG_CODE64, CONF_SEG_DATA };
 /* Check the entry GDT's descriptor for `sel` is a flat segment of `kind` (64-bit code: L=1, no base/limit check). */
 void conf_check_segment(const struct guest_entry_state *es, const char *what, uint16_t sel, enum conf_seg kind);
+/*
+ * Check the RSDP address the loader handed over (PVH start_info.rsdp_paddr,
+ * boot_params.acpi_rsdp_addr) against the legacy scan: equal and nonzero;
+ * both 0 / not found when the command line has acpi_off=1 (brisk --acpi off).
+ */
+void conf_check_rsdp(const char *cmdline, uint64_t handed);
 /* Check initrd bytes [addr, addr+size) against initrd_size= and initrd_sum= from the command line. */
 void conf_check_initrd(const char *cmdline, uint64_t addr, uint64_t size);
 

@@ -83,44 +83,62 @@ int smp_start_ap(unsigned int apic_id, unsigned int slot)
 	return send_ipi(apic_id, sipi);
 }
 
-/* ---- MP table ----------------------------------------------------------------------- */
+/* ---- AP arrival ---------------------------------------------------------------------- */
 
-/*
- * Physical addresses below 4 KiB are constants to gcc, which then warns
- * (-Warray-bounds) or assumes address 0 is never read; hide the value.
- */
-static uintptr_t launder(uintptr_t p)
+#define ARRIVE_POLLS (1u << 22)
+#define EFER_MSR     0xc0000080
+#define EFER_LMA     (1ULL << 10)
+#define CR0_PG	     (1ULL << 31)
+
+static volatile unsigned int arrived;
+static struct ap_arrival last_arrival;
+
+/* Runs on each AP, alone (smp_bring_up_ap starts one at a time), in long mode. */
+void ap_main(unsigned int apic_id)
 {
-	__asm__("" : "+r"(p));
-	return p;
+	last_arrival.apic_id = apic_id;
+	last_arrival.efer = rdmsr(EFER_MSR);
+	last_arrival.cr0 = read_cr0();
+	last_arrival.long_mode = (last_arrival.efer & EFER_LMA) && (last_arrival.cr0 & CR0_PG);
+	__asm__ volatile("" ::: "memory"); /* the report before the count (x86 stores are not reordered) */
+	arrived = arrived + 1;
+	for (;;)
+		__asm__ volatile("cli; hlt");
 }
 
-static uint8_t byte_sum(uintptr_t p, size_t n)
+int smp_bring_up_ap(unsigned int apic_id, unsigned int slot, struct ap_arrival *a)
+{
+	unsigned int before = arrived;
+
+	if (smp_start_ap(apic_id, slot))
+		return -1;
+	for (unsigned int i = 0; i < ARRIVE_POLLS; i++) {
+		if (arrived != before) {
+			__asm__ volatile("" ::: "memory");
+			*a = last_arrival;
+			return 0;
+		}
+		cpu_relax();
+	}
+	return -1;
+}
+
+/* ---- MP table ----------------------------------------------------------------------- */
+
+uint8_t phys_sum(uintptr_t p, size_t n)
 {
 	uint8_t s = 0;
 
-	p = launder(p);
 	while (n--)
-		s = (uint8_t)(s + *(const volatile uint8_t *)p++);
+		s = (uint8_t)(s + phys_read8(p++));
 	return s;
-}
-
-static uint16_t rd16(uintptr_t p)
-{
-	return *(const volatile uint16_t *)launder(p);
-}
-
-static uint32_t rd32(uintptr_t p)
-{
-	return *(const volatile uint32_t *)launder(p);
 }
 
 /* A floating pointer in [start, start+len) on a 16-byte boundary (MP spec 1.4, 4.1), or 0. */
 static uintptr_t scan(uintptr_t start, size_t len)
 {
 	for (uintptr_t p = start; p + 16 <= start + len; p += 16) {
-		if (rd32(p) == 0x5f504d5f /* "_MP_" */ && *(const volatile uint8_t *)launder(p + 8) == 1 &&
-		    byte_sum(p, 16) == 0)
+		if (phys_read32(p) == 0x5f504d5f /* "_MP_" */ && phys_read8(p + 8) == 1 && phys_sum(p, 16) == 0)
 			return p;
 	}
 	return 0;
@@ -128,7 +146,7 @@ static uintptr_t scan(uintptr_t start, size_t len)
 
 static uintptr_t find_fps(void)
 {
-	uintptr_t ebda = (uintptr_t)rd16(0x40e) << 4, p;
+	uintptr_t ebda = (uintptr_t)phys_read16(0x40e) << 4, p;
 
 	if ((p = scan(0, 0x400)) || (p = scan(639 * 0x400, 0x400)) || (p = scan(0xf0000, 0x10000)))
 		return p;
@@ -158,7 +176,7 @@ static unsigned int entry(struct mp_info *mp, uintptr_t p)
 		mp->nioapic++;
 		mp->ioapic_id = e[1];
 		mp->ioapic_ver = e[2];
-		mp->ioapic_addr = rd32(p + 4);
+		mp->ioapic_addr = phys_read32(p + 4);
 		return 8;
 	case 3: /* I/O interrupt assignment (4.3.4): INT from the ISA bus to this I/O APIC */
 		if (e[1] == 0 && (int)e[4] == mp->isa_bus && e[5] < 16 && e[6] == mp->ioapic_id) {
@@ -185,18 +203,18 @@ int mp_parse(struct mp_info *mp, const char **why)
 		return *why = "no \"_MP_\" floating pointer with a valid checksum", -1;
 	mp->fps_addr = fps;
 	mp->fps_rev = *(const volatile uint8_t *)(fps + 9);
-	cfg = rd32(fps + 4);
+	cfg = phys_read32(fps + 4);
 	mp->config_addr = cfg;
 	if (!cfg || cfg >= 0x100000)
 		return *why = "configuration table pointer 0 or above 1 MiB", -1;
-	if (rd32(cfg) != 0x504d4350 /* "PCMP" */)
+	if (phys_read32(cfg) != 0x504d4350 /* "PCMP" */)
 		return *why = "no \"PCMP\" signature", -1;
-	mp->config_len = rd16(cfg + 4);
-	mp->entries = rd16(cfg + 34);
-	mp->lapic_addr = rd32(cfg + 36);
+	mp->config_len = phys_read16(cfg + 4);
+	mp->entries = phys_read16(cfg + 34);
+	mp->lapic_addr = phys_read32(cfg + 36);
 	if (mp->config_len < 44 || cfg + mp->config_len > 0x100000)
 		return *why = "configuration table length out of range", -1;
-	if (byte_sum(cfg, mp->config_len))
+	if (phys_sum(cfg, mp->config_len))
 		return *why = "configuration table checksum", -1;
 	/*
 	 * Walk by the length, as Linux's smp_read_mpc() does (it ignores the

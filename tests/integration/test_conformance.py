@@ -4,7 +4,9 @@ Each conformance guest (guests/conf-pvh.c, guests/conf64.c) prints one
 "NAME: CHECK what: PASS|FAIL (values)" line per check and ends with
 "NAME: PASS" (i8042 reset, status 0) or "NAME: FAIL: ..." (status 255). The
 host side of every check travels on the command line: cpus=, mem_mib=,
-initrd_size= and initrd_sum= (FNV-1a 32 of the initrd file).
+initrd_size= and initrd_sum= (FNV-1a 32 of the initrd file), and acpi_off=1
+with brisk's --acpi off (then no RSDP may be handed over or found by the
+legacy scan; otherwise both must name the same one).
 """
 import os
 import re
@@ -61,17 +63,21 @@ def image(name):
     return str(path)
 
 
-def run_conf(name, cpus, memory, mib, initrd):
+def run_conf(name, cpus, memory, mib, initrd, acpi=True):
     path, size, digest = initrd
     if mib > host_mem_mib():
         pytest.skip(f"--memory {memory} exceeds this host's RAM + swap")
     cmdline = f"conf cpus={cpus} mem_mib={mib} initrd_size={size} initrd_sum={digest:#x}"
+    extra = []
+    if not acpi:
+        cmdline += " acpi_off=1"
+        extra = ["--acpi", "off"]
     p = run_brisk("run", "--kernel", image(name), "--cpus", str(cpus), "--memory", memory, "--initrd", path,
-                  "--cmdline", cmdline, timeout=90)
+                  "--cmdline", cmdline, *extra, timeout=90)
     return p, cmdline
 
 
-def assert_conformant(name, p, cmdline):
+def assert_conformant(name, p, cmdline, acpi=True):
     out = p.stdout
     failed = [line for line in out.splitlines() if "FAIL" in line]
     assert not failed, "\n".join(failed) + "\n---\n" + out + p.stderr
@@ -80,8 +86,11 @@ def assert_conformant(name, p, cmdline):
     # the command line arrived byte for byte, with its length
     assert f"{name}: cmdline [{cmdline}] len {len(cmdline)}" in out, out
     checks = re.findall(rf"^{name}: CHECK (\S+): PASS", out, re.M)
-    for must in ("memmap_ram_total", "initrd_fnv1a32", "mptable_cpus", "mptable_isa_irqs"):
+    rsdp = ("rsdp_handed", "rsdp_scan_equals_handed") if acpi else ("rsdp_absent_without_acpi",)
+    for must in ("memmap_ram_total", "initrd_fnv1a32", "mptable_cpus", "mptable_isa_irqs", *rsdp):
         assert must in checks, f"{must} not checked:\n{out}"
+    if acpi:  # the RSDP where docs/acpi.md puts it (LAYOUT_ACPI)
+        assert re.search(rf"^{name}: CHECK rsdp_handed: PASS \(0xe0000\)$", out, re.M), out
 
 
 @pytest.mark.parametrize("memory,mib", MEMORY, ids=[m for m, _ in MEMORY])
@@ -90,6 +99,14 @@ def assert_conformant(name, p, cmdline):
 def test_conformance(name, cpus, memory, mib, initrd):
     p, cmdline = run_conf(name, cpus, memory, mib, initrd)
     assert_conformant(name, p, cmdline)
+
+
+@pytest.mark.parametrize("cpus", [1, 4])
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_conformance_without_acpi(name, cpus, initrd):
+    """--acpi off: no RSDP in start_info / boot_params nor in the legacy scan; the rest as with ACPI."""
+    p, cmdline = run_conf(name, cpus, "128M", 128, initrd, acpi=False)
+    assert_conformant(name, p, cmdline, acpi=False)
 
 
 @pytest.mark.parametrize("cpus", CPUS)
