@@ -123,10 +123,12 @@ static bool acpi_describes_devices(const struct vm *vm)
 	return !vm->cfg.no_acpi && vm->kernel.is_linux;
 }
 
-/* The default command line: KERNEL_LINUX_CMDLINE (+ " " KERNEL_LINUX_NOACPI without ACPI) or KERNEL_OTHER_CMDLINE. */
-static const char *noacpi_suffix(const struct vm *vm)
+/* What follows a Linux kernel's default command line (kernel.h): the words of the ACPI mode; else nothing. */
+static const char *mode_words(const struct vm *vm)
 {
-	return !vm->cfg.cmdline && vm->kernel.is_linux && vm->cfg.no_acpi ? " " KERNEL_LINUX_NOACPI : "";
+	if (vm->cfg.cmdline || !vm->kernel.is_linux)
+		return "";
+	return vm->cfg.no_acpi ? " " KERNEL_LINUX_NOACPI : " " KERNEL_LINUX_ACPI;
 }
 
 #define DEVMGR_WORD_MAX 48 /* " virtio_mmio.device=4K@0xd0012000:23": what one device adds, at most */
@@ -171,7 +173,7 @@ static int plan_devices(struct vm *vm, struct vm_error *e)
 		free(base);
 		return fail(e, VM_ERR_HOST, -ENOMEM, "out of memory for the command line");
 	}
-	snprintf(base, cap, "%s%s", user, noacpi_suffix(vm));
+	snprintf(base, cap, "%s%s", user, mode_words(vm));
 	n = devmgr_cmdline(acpi_describes_devices(vm) ? &none : &vm->devmgr, base, vm->cmdline, cap);
 	free(base);
 	return n < 0 ? fail(e, VM_ERR_HOST, n, "composing the kernel command line failed") : 0;

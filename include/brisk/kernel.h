@@ -11,13 +11,17 @@ struct gmem;
 
 /*
  * The default command line for a Linux kernel (docs/boot.md explains each
- * option). With ACPI (the default) the kernel powers off through the FADT's
- * sleep control register and reboots through its reset register; with
- * --acpi off, " " KERNEL_LINUX_NOACPI is appended: the kernel then finds CPUs in
+ * option): KERNEL_LINUX_CMDLINE, then a word for each mode. With ACPI (the
+ * default) KERNEL_LINUX_ACPI: the kernel powers off through the FADT's
+ * sleep control register and reboots through its reset register (without a
+ * reboot= word, x86 Linux on a hardware-reduced ACPI machine tries EFI and
+ * then a jump to the BIOS reset vector, which hangs a machine with no
+ * firmware). With --acpi off KERNEL_LINUX_NOACPI: the kernel finds CPUs in
  * the MP table and virtio devices in virtio_mmio.device= words, and reboots
  * through the i8042. --cmdline replaces it entirely.
  */
 #define KERNEL_LINUX_CMDLINE "console=ttyS0 panic=1 pci=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd"
+#define KERNEL_LINUX_ACPI    "reboot=acpi"
 #define KERNEL_LINUX_NOACPI  "reboot=k acpi=off"
 /* The default for any other kernel (brisk's test guests, unikernels). */
 #define KERNEL_OTHER_CMDLINE "console=ttyS0"

@@ -2,8 +2,8 @@
 
 conf-bzimage is a bzImage, so brisk treats it as Linux: it gets the Linux default command line, which the
 guest prints ("conf-bzimage: cmdline [...]"). With ACPI (the default) the DSDT describes the virtio devices
-and the kernel powers off and reboots through the FADT's registers, so neither acpi=off, reboot=k nor a
-virtio_mmio.device= word is on the line; with --acpi off all three are. A non-Linux kernel (the PVH test
+and the kernel powers off and reboots through the FADT's registers: reboot=acpi, no virtio_mmio.device=
+word; with --acpi off, reboot=k acpi=off and the words. A non-Linux kernel (the PVH test
 guests) gets the virtio_mmio.device= words in both modes.
 """
 import re
@@ -25,7 +25,8 @@ def bzimage_cmdline(*opts):
 
 @pytest.mark.usefixtures("kvm")
 def test_linux_default_with_acpi():
-    assert bzimage_cmdline("--rng") == LINUX_DEFAULT
+    assert bzimage_cmdline("--rng") == f"{LINUX_DEFAULT} reboot=acpi"
+    assert bzimage_cmdline("--acpi", "on") == f"{LINUX_DEFAULT} reboot=acpi"
 
 
 @pytest.mark.usefixtures("kvm")

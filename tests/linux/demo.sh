@@ -11,7 +11,9 @@ cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.."
 BUILD=${BUILD:-build}
 BRISK=${BRISK:-$BUILD/brisk}
 OUT=$BUILD/linux
-DEF="console=ttyS0 reboot=k panic=1 pci=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd acpi=off"
+# brisk's default Linux command line as `brisk run --help` states it (KERNEL_LINUX_CMDLINE + KERNEL_LINUX_ACPI)
+DEF=$("$BRISK" run --help | sed -n 's/^ *"\(console=ttyS0 [^"]*\)"$/\1/p' | head -n 1)
+[ -n "$DEF" ] || { echo "demo-linux: cannot read the default command line from $BRISK run --help" >&2 && exit 1; }
 
 tests/linux/fetch-kernel.sh || { echo "demo-linux: Debian's kernel could not be fetched; nothing to boot"; exit 0; }
 tests/linux/mkinitramfs.sh --busybox "$OUT/initramfs-busybox.cpio.gz"

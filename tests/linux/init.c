@@ -21,12 +21,14 @@
  * one byte with pwrite(fd, &b, 1, 0x440). By MMIO the full 32 bits arrive
  * (a volatile 32-bit store into an mmap of /dev/mem at 0xd0000000).
  *
- * Why RB_AUTOBOOT and not RB_POWER_OFF: with acpi=off (or ACPI tables without
- * an S5 sleep state) Linux has no power-off method (no pm_power_off), so the
- * kernel turns LINUX_REBOOT_CMD_POWER_OFF into a halt (kernel/reboot.c): the
- * CPUs stop with interrupts off and the VM never ends. A reboot with brisk's
- * default "reboot=k" goes through the keyboard controller (0xfe to port
- * 0x64), which brisk turns into a clean exit with status 0.
+ * Why RB_AUTOBOOT and not RB_POWER_OFF by default: with acpi=off (brisk's
+ * --acpi off, or ACPI tables without an S5 sleep state) Linux has no
+ * power-off method (no pm_power_off), so the kernel turns
+ * LINUX_REBOOT_CMD_POWER_OFF into a halt (kernel/reboot.c): the CPUs stop
+ * with interrupts off and the VM never ends. A reboot ends it in both of
+ * brisk's modes: "reboot=acpi" (ACPI, the default) writes the FADT's reset
+ * register, "reboot=k" (--acpi off) sends 0xfe to the keyboard controller;
+ * brisk turns either into a clean exit with status 0.
  *
  * Kernel command-line words (read from /proc/cmdline):
  *   brisk.poweroff=1  try RB_POWER_OFF first (to observe that behaviour)

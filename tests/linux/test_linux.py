@@ -22,7 +22,7 @@ def check_init_ran(b):
     # the 32-bit marker through /dev/mem (Debian: CONFIG_DEVMEM=y) arrives whole when init says it wrote it
     if "32-bit MMIO marker 0xb15c0004 written" in b.stdout:
         assert MMIO_MARKER in seen, f"MMIO marker missing: {[hex(v) for v in seen]}"
-    # reboot(RB_AUTOBOOT) with reboot=k: the i8042 reset ends the VM (exit 0 above)
+    # reboot(RB_AUTOBOOT): reboot=acpi (ACPI reset register) or reboot=k (i8042) ends the VM (exit 0 above)
     assert "reboot: Restarting system" in b.stdout, b.describe()
 
 
