@@ -16,13 +16,15 @@ struct gmem;
  * sleep control register and reboots through its reset register (without a
  * reboot= word, x86 Linux on a hardware-reduced ACPI machine tries EFI and
  * then a jump to the BIOS reset vector, which hangs a machine with no
- * firmware). With --acpi off KERNEL_LINUX_NOACPI: the kernel finds CPUs in
- * the MP table and virtio devices in virtio_mmio.device= words, and reboots
- * through the i8042. --cmdline replaces it entirely.
+ * firmware); the i8042 driver takes its ports and IRQ 1 from the DSDT (on a
+ * hardware-reduced machine Linux maps no legacy IRQ it is not told about, so
+ * i8042.nopnp there fails its request_irq(1) with -EINVAL). With --acpi off
+ * KERNEL_LINUX_NOACPI: the kernel finds CPUs in the MP table and virtio
+ * devices in virtio_mmio.device= words, and reboots through the i8042. --cmdline replaces it entirely.
  */
-#define KERNEL_LINUX_CMDLINE "console=ttyS0 panic=1 pci=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd"
+#define KERNEL_LINUX_CMDLINE "console=ttyS0 panic=1 pci=off i8042.noaux i8042.nomux i8042.dumbkbd"
 #define KERNEL_LINUX_ACPI    "reboot=acpi"
-#define KERNEL_LINUX_NOACPI  "reboot=k acpi=off"
+#define KERNEL_LINUX_NOACPI  "i8042.nopnp reboot=k acpi=off"
 /* The default for any other kernel (brisk's test guests, unikernels). */
 #define KERNEL_OTHER_CMDLINE "console=ttyS0"
 

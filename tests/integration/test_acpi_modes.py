@@ -12,7 +12,7 @@ import pytest
 
 from conftest import EXIT_USAGE, GUESTS, boot, run_brisk
 
-LINUX_DEFAULT = "console=ttyS0 panic=1 pci=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd"
+LINUX_DEFAULT = "console=ttyS0 panic=1 pci=off i8042.noaux i8042.nomux i8042.dumbkbd"
 RNG_WORD = "virtio_mmio.device=4K@0xd0001000:5"  # the first window and line (LAYOUT_VIRTIO_MMIO, devmgr.c)
 
 
@@ -31,8 +31,8 @@ def test_linux_default_with_acpi():
 
 @pytest.mark.usefixtures("kvm")
 def test_linux_default_without_acpi():
-    assert bzimage_cmdline("--rng", "--acpi", "off") == f"{LINUX_DEFAULT} reboot=k acpi=off {RNG_WORD}"
-    assert bzimage_cmdline("--acpi", "off") == f"{LINUX_DEFAULT} reboot=k acpi=off"
+    assert bzimage_cmdline("--rng", "--acpi", "off") == f"{LINUX_DEFAULT} i8042.nopnp reboot=k acpi=off {RNG_WORD}"
+    assert bzimage_cmdline("--acpi", "off") == f"{LINUX_DEFAULT} i8042.nopnp reboot=k acpi=off"
 
 
 @pytest.mark.usefixtures("kvm")

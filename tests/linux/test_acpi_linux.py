@@ -32,8 +32,11 @@ def test_acpi_four_cpus_power_off(initramfs):
     """--cpus 4 through the MADT; the init's reboot(RB_POWER_OFF) reaches brisk as ACPI S5."""
     b = boot_linux(kernel("vmlinuz"), initramfs, "--cpus", "4", "--log-level", "info", "--cmdline",
                    DEFAULT_CMDLINE + " brisk.poweroff=1", label="bzImage, ACPI, --cpus 4, power off")
-    for line in (RSDP_LINE, MADT_SMP, "smp: Brought up 1 node, 4 CPUs", S5, "reboot: Power down"):
+    for line in (RSDP_LINE, MADT_SMP, "smp: Brought up 1 node, 4 CPUs", S5, "reboot: Power down",
+                 "pnp: PnP ACPI: found 3 devices",  # the DSDT's COM1, PS2K and RTC (no virtio device here)
+                 "i8042: PNP: PS/2 Controller [PNP0303:PS2K] at 0x60,0x64", "serio: i8042 KBD port at 0x60,0x64"):
         assert line in b.stdout, f"{line!r} missing\n{b.describe()}"
+    assert "probe of i8042 failed" not in b.stdout, b.describe()  # i8042.nopnp with ACPI: request_irq(1) fails
     ended(b, "guest powered off (ACPI S5)")
 
 
@@ -54,7 +57,7 @@ def test_mp_table_mode(initramfs):
     the reboot through the i8042."""
     b = boot_linux(kernel("vmlinuz"), initramfs, "--cpus", "2", "--acpi", "off", "--log-level", "info",
                    label="bzImage, --acpi off, --cpus 2, reboot")
-    mp_cmdline = DEFAULT_CMDLINE.replace("reboot=acpi", "reboot=k acpi=off")
+    mp_cmdline = DEFAULT_CMDLINE.replace("reboot=acpi", "i8042.nopnp reboot=k acpi=off")
     assert f"brisk-init: cmdline {mp_cmdline}" in b.stdout, b.describe()
     assert RSDP_LINE not in b.stdout and MADT_SMP not in b.stdout, b.describe()
     for line in ("smp: Brought up 1 node, 2 CPUs", "reboot: Restarting system"):
