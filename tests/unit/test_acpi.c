@@ -17,6 +17,8 @@
 #include "brisk/layout.h"
 #include "brisk/mem.h"
 
+#include "guest_ram.h"
+
 #define MiB (1ULL << 20)
 
 static char err[256];
@@ -37,31 +39,6 @@ static uint64_t le64(const uint8_t *p)
 	return le32(p) | (uint64_t)le32(p + 4) << 32;
 }
 
-static uint8_t sum(const uint8_t *p, size_t n)
-{
-	uint8_t s = 0;
-
-	while (n--)
-		s = (uint8_t)(s + *p++);
-	return s;
-}
-
-static int mem_setup(void **state)
-{
-	static struct gmem mem;
-
-	if (gmem_init(&mem, 128 * MiB, 0))
-		return -1;
-	*state = &mem;
-	return 0;
-}
-
-static int mem_teardown(void **state)
-{
-	gmem_destroy(*state);
-	return 0;
-}
-
 /* A table in guest RAM: signature, length inside the ACPI region, checksum 0. Returns its bytes. */
 static const uint8_t *table_at(const struct gmem *mem, uint64_t gpa, const char *sig)
 {
@@ -74,7 +51,7 @@ static const uint8_t *table_at(const struct gmem *mem, uint64_t gpa, const char 
 	assert_true(gpa >= LAYOUT_ACPI && gpa + len <= LAYOUT_ACPI + LAYOUT_ACPI_SIZE);
 	assert_int_equal(gpa % 16, 0);
 	h = gmem_ptr(mem, gpa, len);
-	assert_int_equal(sum(h, len), 0);
+	assert_int_equal(byte_sum(h, len), 0);
 	assert_memory_equal(h + 10, "BRISK ", 6);
 	assert_memory_equal(h + 28, "BRSK", 4);
 	return h;
@@ -93,8 +70,8 @@ static struct walk walk(const struct gmem *mem, uint64_t rsdp_gpa)
 	assert_int_equal(rsdp_gpa, LAYOUT_ACPI);
 	assert_non_null(r);
 	assert_memory_equal(r, "RSD PTR ", 8);
-	assert_int_equal(sum(r, 20), 0);
-	assert_int_equal(sum(r, 36), 0);
+	assert_int_equal(byte_sum(r, 20), 0);
+	assert_int_equal(byte_sum(r, 36), 0);
 	assert_int_equal(r[15], 2);	    /* revision */
 	assert_int_equal(le32(r + 16), 0);  /* no RSDT */
 	assert_int_equal(le32(r + 20), 36); /* length */
@@ -490,11 +467,11 @@ static void test_table_names(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_walk_and_fadt, mem_setup, mem_teardown),
-	    cmocka_unit_test_setup_teardown(test_no_legacy, mem_setup, mem_teardown),
-	    cmocka_unit_test_setup_teardown(test_madt_topologies, mem_setup, mem_teardown),
-	    cmocka_unit_test_setup_teardown(test_dsdt_golden, mem_setup, mem_teardown),
-	    cmocka_unit_test_setup_teardown(test_dsdt_names_each_window, mem_setup, mem_teardown),
+	    cmocka_unit_test_setup_teardown(test_walk_and_fadt, guest_ram_setup, guest_ram_teardown),
+	    cmocka_unit_test_setup_teardown(test_no_legacy, guest_ram_setup, guest_ram_teardown),
+	    cmocka_unit_test_setup_teardown(test_madt_topologies, guest_ram_setup, guest_ram_teardown),
+	    cmocka_unit_test_setup_teardown(test_dsdt_golden, guest_ram_setup, guest_ram_teardown),
+	    cmocka_unit_test_setup_teardown(test_dsdt_names_each_window, guest_ram_setup, guest_ram_teardown),
 	    cmocka_unit_test(test_build_bounds),
 	    cmocka_unit_test(test_refuses),
 	    cmocka_unit_test(test_small_ram),

@@ -15,6 +15,8 @@
 #include "brisk/layout.h"
 #include "brisk/mem.h"
 
+#include "guest_ram.h"
+
 #define MiB (1ULL << 20)
 #define GiB (1ULL << 30)
 
@@ -83,22 +85,6 @@ static void test_memmap_exact_entries(void **state)
 	assert_int_equal(memmap_build(&mem, map, 2), 2);
 	assert_int_equal(memmap_build(&mem, map, 0), 0);
 	gmem_destroy(&mem);
-}
-
-static int mem_setup(void **state)
-{
-	static struct gmem mem;
-
-	if (gmem_init(&mem, 128 * MiB, 0))
-		return -1;
-	*state = &mem;
-	return 0;
-}
-
-static int mem_teardown(void **state)
-{
-	gmem_destroy(*state);
-	return 0;
 }
 
 static const struct elf_info pvh_info = {.elf_class = 64, .has_pvh = 1, .pvh_entry = 0x1000040};
@@ -218,11 +204,11 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_memmap_sizes),
 	    cmocka_unit_test(test_memmap_exact_entries),
-	    cmocka_unit_test_setup_teardown(test_pvh_start_info, mem_setup, mem_teardown),
-	    cmocka_unit_test_setup_teardown(test_pvh_cmdline_limits, mem_setup, mem_teardown),
-	    cmocka_unit_test_setup_teardown(test_pvh_rejects_non_pvh, mem_setup, mem_teardown),
-	    cmocka_unit_test_setup_teardown(test_boot_gdt, mem_setup, mem_teardown),
-	    cmocka_unit_test_setup_teardown(test_identity_map, mem_setup, mem_teardown),
+	    cmocka_unit_test_setup_teardown(test_pvh_start_info, guest_ram_setup, guest_ram_teardown),
+	    cmocka_unit_test_setup_teardown(test_pvh_cmdline_limits, guest_ram_setup, guest_ram_teardown),
+	    cmocka_unit_test_setup_teardown(test_pvh_rejects_non_pvh, guest_ram_setup, guest_ram_teardown),
+	    cmocka_unit_test_setup_teardown(test_boot_gdt, guest_ram_setup, guest_ram_teardown),
+	    cmocka_unit_test_setup_teardown(test_identity_map, guest_ram_setup, guest_ram_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,6 +14,8 @@
 #include "brisk/mem.h"
 #include "brisk/mptable.h"
 
+#include "guest_ram.h"
+
 #define MiB (1ULL << 20)
 
 static char err[BOOT_ERR_MAX];
@@ -29,31 +31,6 @@ static uint32_t le32(const uint8_t *p)
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static uint8_t sum(const uint8_t *p, size_t n)
-{
-	uint8_t s = 0;
-
-	while (n--)
-		s = (uint8_t)(s + *p++);
-	return s;
-}
-
-static int mem_setup(void **state)
-{
-	static struct gmem mem;
-
-	if (gmem_init(&mem, 128 * MiB, 0))
-		return -1;
-	*state = &mem;
-	return 0;
-}
-
-static int mem_teardown(void **state)
-{
-	gmem_destroy(*state);
-	return 0;
-}
-
 /* Floating pointer (MP spec 1.4, 4.1): returns the configuration table's address. */
 static uint32_t check_fps(const struct gmem *mem)
 {
@@ -63,7 +40,7 @@ static uint32_t check_fps(const struct gmem *mem)
 	assert_memory_equal(f, "_MP_", 4);
 	assert_int_equal(f[8], 1); /* length in paragraphs */
 	assert_int_equal(f[9], 4); /* spec rev 1.4 */
-	assert_int_equal(sum(f, 16), 0);
+	assert_int_equal(byte_sum(f, 16), 0);
 	assert_int_equal(f[11], 0); /* feature 1: table present, no default config */
 	assert_int_equal(f[12], 0); /* IMCRP clear */
 	return le32(f + 4);
@@ -91,7 +68,7 @@ static void check_ids(const struct gmem *mem, unsigned cpus, const uint32_t *ids
 	assert_int_equal(le16(h + 40), 0); /* no extended table */
 	assert_int_equal(count, cpus + 2 + MPTABLE_IRQS + 2);
 	assert_non_null(gmem_ptr(mem, addr, len));
-	assert_int_equal(sum(h, len), 0);
+	assert_int_equal(byte_sum(h, len), 0);
 
 	/* The table stays in its area: EBDA after the floating pointer, or the BIOS area. */
 	if (addr == LAYOUT_EBDA + MPTABLE_FPS_SIZE)
@@ -218,10 +195,10 @@ static void test_mptable_small_ram(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_mptable_topology_ids, mem_setup, mem_teardown),
-	    cmocka_unit_test_setup_teardown(test_mptable_cpu_counts, mem_setup, mem_teardown),
+	    cmocka_unit_test_setup_teardown(test_mptable_topology_ids, guest_ram_setup, guest_ram_teardown),
+	    cmocka_unit_test_setup_teardown(test_mptable_cpu_counts, guest_ram_setup, guest_ram_teardown),
 	    cmocka_unit_test(test_mptable_placement),
-	    cmocka_unit_test_setup_teardown(test_mptable_refuses_counts, mem_setup, mem_teardown),
+	    cmocka_unit_test_setup_teardown(test_mptable_refuses_counts, guest_ram_setup, guest_ram_teardown),
 	    cmocka_unit_test(test_mptable_small_ram),
 	};
 
