@@ -304,20 +304,30 @@ static ssize_t write_once(const struct console_io *io, const uint8_t *p, size_t 
 	return write(io->out_fd, p, n);
 }
 
+/*
+ * Waits until fd is ready for `events` or stop_fd is readable. Returns 1
+ * (ready: the caller's non-blocking call may still get EAGAIN), 0 (stopped)
+ * or -errno.
+ */
+static int wait_or_stop(int fd, short events, int stop_fd)
+{
+	struct pollfd pfd[2] = {{.fd = fd, .events = events}, {.fd = stop_fd, .events = POLLIN}};
+
+	while (poll(pfd, 2, -1) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return pfd[1].revents ? 0 : 1;
+}
+
 /* Writes some of p[0..n): returns bytes written, 0 when aborted, or -errno. */
 static ssize_t write_some(struct console_io *io, const uint8_t *p, size_t n)
 {
-	struct pollfd pfd[2] = {{.fd = io->out_fd, .events = POLLOUT}, {.fd = io->out_abort_fd, .events = POLLIN}};
 	ssize_t w;
+	int ready;
 
 	for (;;) {
-		if (poll(pfd, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (pfd[1].revents)
-			return 0;
+		if ((ready = wait_or_stop(io->out_fd, POLLOUT, io->out_abort_fd)) <= 0)
+			return ready;
 		w = write_once(io, p, n);
 		if (w > 0)
 			return w;
@@ -404,17 +414,12 @@ static bool wait_for_room(struct console_io *io, bool esc, size_t *room)
 /* Reads at most n bytes once in_fd is readable. Returns the count, 0 at EOF or stop, or -errno. */
 static ssize_t read_some(struct console_io *io, uint8_t *buf, size_t n)
 {
-	struct pollfd pfd[2] = {{.fd = io->opts.in_fd, .events = POLLIN}, {.fd = io->in_stop_fd, .events = POLLIN}};
 	ssize_t r;
+	int ready;
 
 	for (;;) {
-		if (poll(pfd, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (pfd[1].revents)
-			return 0;
+		if ((ready = wait_or_stop(io->opts.in_fd, POLLIN, io->in_stop_fd)) <= 0)
+			return ready;
 		r = read(io->opts.in_fd, buf, n);
 		if (r >= 0)
 			return r;
