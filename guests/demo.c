@@ -1,4 +1,4 @@
-/* demo.c - the default guest embedded in brisk: banner, command line, PVH memory map, two boot markers. */
+/* demo.c - the default guest embedded in brisk: banner, command line, ACPI RSDP, PVH memory map, two boot markers. */
 #include "guest.h"
 
 void guest_main(struct hvm_start_info *si)
@@ -10,6 +10,8 @@ void guest_main(struct hvm_start_info *si)
 	bootmark(1);
 	gprintf("brisk demo guest\n");
 	gprintf("cmdline: %s\n", guest_cmdline(si));
+	if (si && si->magic == BRISK_PVH_START_MAGIC)
+		gprintf("acpi: RSDP at 0x%lx%s\n", si->rsdp_paddr, si->rsdp_paddr ? "" : " (none: --acpi off)");
 	/* memmap_paddr exists from start_info version 1 on. */
 	if (si && si->magic == BRISK_PVH_START_MAGIC && si->version >= 1)
 		n = si->memmap_entries;
