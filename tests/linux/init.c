@@ -11,6 +11,8 @@
  *   0xb15c0004    a 32-bit marker through /dev/mem (MMIO 0xd0000000), when the
  *                 kernel allows mapping it (CONFIG_DEVMEM); else skipped
  *   (virtio mode, below)
+ *   marker 4      the root disk's init started (disk stage, below: PID 1 after
+ *                 switch_root)
  *   marker 5      about to reboot
  * then prints "brisk-init: hello from init" (the line the tests look for),
  * and ends the VM with reboot(RB_AUTOBOOT).
@@ -55,7 +57,30 @@
  *        /sbin/init, and switch_root into it: the initramfs emptied, /dev
  *        /proc /sys moved into the new root, the new root moved onto /,
  *        chroot, exec /sbin/init with argument "brisk.stage=disk"
+ *     3b. with brisk.blkbench=DEV (e.g. /dev/vda, a raw disk that is not the
+ *        root: its first N MiB are overwritten): the block benchmark below
  *   brisk.id=TOKEN    the token the disk stage writes (default "none")
+ *   brisk.blkbench.mib=N   MiB the sequential rows move (default 64, at most
+ *                     the device's size)
+ *   brisk.blkbench.rand=N  4 KiB random reads (default 4096)
+ *
+ * Host mode, "init --blkbench FILE [brisk.blkbench.* words]": the same rows on
+ * a file of the host (O_DIRECT where its file system allows it, buffered
+ * otherwise: o_direct=0 on the last line), bench/blk-linux.sh's reference.
+ *
+ * Block benchmark (bench/blk-linux.sh), one thread, queue depth 1, every
+ * transfer O_DIRECT (the guest's page cache is bypassed; the host's is the
+ * VMM's business) from a posix_memalign'd buffer, timed with CLOCK_MONOTONIC:
+ *   seqread     N MiB in 1 MiB pread()s from offset 0
+ *   seqwrite    N MiB in 1 MiB pwrite()s from offset 0, then fdatasync (timed
+ *               with it: the device's FLUSH); the data is the pattern seqread got
+ *   randread4k  COUNT 4 KiB pread()s at 4 KiB-aligned offsets over the whole
+ *               device, from a fixed xorshift64 sequence (the same every run)
+ * Output: "brisk-blkbench: queue ..." (the queue limits the driver set), then
+ * one line "brisk-blkbench: ROW key=value ..." per row, with the block layer's
+ * own count of the requests it sent the device for that row (from
+ * /sys/block/NAME/stat), so a VMM's request-size limits show, then
+ * "brisk-blkbench: done ...".
  *
  * Disk stage (argv[1] = "brisk.stage=disk", PID 1 on the root disk): writes
  * "brisk-wrote id=TOKEN\n" to /brisk-wrote, fsync()s it and /, sync()s,
@@ -65,6 +90,7 @@
  * (test_virtio_linux.py passes brisk.poweroff=auto).
  * Every failure is printed as a "brisk-init: ..." line; the VM still ends.
  */
+#define _GNU_SOURCE /* O_DIRECT */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -96,6 +122,8 @@
 #define HWRNG_WAIT	  10	/* seconds for 64 bytes from /dev/hwrng */
 #define VIRTIO_ID_BLOCK	  2	/* virtio 1.2 section 5 */
 #define VIRTIO_ID_CONSOLE 3
+#define BENCH_CHUNK	  (1u << 20) /* sequential rows: bytes per request */
+#define BENCH_SMALL	  4096u	     /* random row: bytes per request */
 
 static int port_fd = -1;
 
@@ -473,6 +501,199 @@ static unsigned list_virtio(void) /* returns a bit per device type bound */
 	return types;
 }
 
+/* ---- the block benchmark (brisk.blkbench=DEV; the header comment says what each row does) ---- */
+
+struct bench {
+	const char *dev;
+	char name[128]; /* DEV's /sys/block name; empty for a file (host mode): no block-layer counts */
+	int fd;
+	int direct;    /* opened O_DIRECT (a file on a file system without it, e.g. tmpfs before 6.6: not) */
+	uint64_t size; /* bytes */
+	uint8_t *buf;  /* BENCH_CHUNK bytes, 4 KiB aligned (O_DIRECT) */
+};
+
+/* The block layer's counters of a disk (/sys/block/NAME/stat, Documentation/block/stat.rst): [0] read
+ * requests, [2] sectors read, [4] write requests, [6] sectors written, [15] flush requests. */
+struct blkstat {
+	unsigned long long v[17];
+};
+
+static void read_blkstat(const struct bench *b, struct blkstat *st)
+{
+	char path[160], line[512];
+	const char *p = line;
+	memset(st, 0, sizeof(*st));
+	if (!b->name[0])
+		return;
+	snprintf(path, sizeof(path), "/sys/block/%s/stat", b->name);
+	read_file(path, line, sizeof(line));
+	for (size_t i = 0; i < sizeof(st->v) / sizeof(st->v[0]); i++) {
+		char *end;
+		st->v[i] = strtoull(p, &end, 10);
+		if (end == p)
+			break;
+		p = end;
+	}
+}
+
+/* " requests=R sectors=S flushes=F" for a row that moved data in direction w (0 read, 4 write); "" for a file. */
+static const char *stat_words(const struct bench *b, const struct blkstat *s0, const struct blkstat *s1, int w,
+			      char *out, size_t size)
+{
+	out[0] = 0;
+	if (b->name[0])
+		snprintf(out, size, " requests=%llu sectors=%llu flushes=%llu", s1->v[w] - s0->v[w],
+			 s1->v[w + 2] - s0->v[w + 2], s1->v[15] - s0->v[15]);
+	return out;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One 1 MiB or 4 KiB transfer; 0 or -errno (-EIO for a short one). */
+static int bench_io(const struct bench *b, int write, size_t len, uint64_t off)
+{
+	ssize_t n = write ? pwrite(b->fd, b->buf, len, (off_t)off) : pread(b->fd, b->buf, len, (off_t)off);
+	return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
+}
+
+/* seqread / seqwrite: `bytes` from offset 0 in BENCH_CHUNK requests (a write ends with fdatasync). */
+static void bench_seq(const struct bench *b, int write, uint64_t bytes)
+{
+	const char *row = write ? "seqwrite" : "seqread";
+	struct blkstat s0, s1;
+	char words[128];
+	int err = 0;
+	read_blkstat(b, &s0);
+	double t0 = now_s();
+	for (uint64_t off = 0; off < bytes && !err; off += BENCH_CHUNK)
+		err = bench_io(b, write, BENCH_CHUNK, off);
+	if (!err && write && fdatasync(b->fd) != 0)
+		err = -errno;
+	double secs = now_s() - t0;
+	read_blkstat(b, &s1);
+	if (err) {
+		say("brisk-blkbench: %s dev=%s failed: %s\n", row, b->dev, strerror(-err));
+		return;
+	}
+	say("brisk-blkbench: %s dev=%s MiB=%llu s=%.6f MiB/s=%.1f%s\n", row, b->dev, (unsigned long long)(bytes >> 20),
+	    secs, (double)bytes / 1048576.0 / secs, stat_words(b, &s0, &s1, write ? 4 : 0, words, sizeof(words)));
+}
+
+/* randread4k: `count` 4 KiB reads at 4 KiB-aligned offsets over the whole device, a fixed xorshift64 sequence. */
+static void bench_rand(const struct bench *b, unsigned count)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ull, blocks = b->size / BENCH_SMALL;
+	struct blkstat s0, s1;
+	char words[128];
+	int err = 0;
+	read_blkstat(b, &s0);
+	double t0 = now_s();
+	for (unsigned i = 0; i < count && !err; i++) {
+		x ^= x << 13; /* xorshift64 (Marsaglia 2003) */
+		x ^= x >> 7;
+		x ^= x << 17;
+		err = bench_io(b, 0, BENCH_SMALL, x % blocks * BENCH_SMALL);
+	}
+	double secs = now_s() - t0;
+	read_blkstat(b, &s1);
+	if (err) {
+		say("brisk-blkbench: randread4k dev=%s failed: %s\n", b->dev, strerror(-err));
+		return;
+	}
+	say("brisk-blkbench: randread4k dev=%s count=%u s=%.6f iops=%.0f%s\n", b->dev, count, secs, count / secs,
+	    stat_words(b, &s0, &s1, 0, words, sizeof(words)));
+}
+
+/* The queue limits the driver set (virtio-blk's seg_max and size_max end up in max_segments, max_segment_size). */
+static void bench_queue(const struct bench *b)
+{
+	static const char *const keys[] = {"max_sectors_kb",   "max_hw_sectors_kb",  "max_segments",
+					   "max_segment_size", "logical_block_size", "scheduler"};
+	char line[512] = "", path[200], v[128];
+	int used = 0;
+	for (size_t i = 0; b->name[0] && i < sizeof(keys) / sizeof(keys[0]); i++) {
+		snprintf(path, sizeof(path), "/sys/block/%s/queue/%s", b->name, keys[i]);
+		read_file(path, v, sizeof(v));
+		for (char *c = v; *c; c++)
+			if (*c == ' ')
+				*c = ','; /* "[none] mq-deadline": one word */
+		used += snprintf(line + used, sizeof(line) - (size_t)used, " %s=%s", keys[i], v[0] ? v : "?");
+		if (used >= (int)sizeof(line))
+			break;
+	}
+	say("brisk-blkbench: queue dev=%s size_MiB=%llu%s\n", b->dev, (unsigned long long)(b->size >> 20), line);
+}
+
+/* Opens DEV (a block device; a regular file in host mode) O_DIRECT, a file without it where refused. */
+static int bench_open(struct bench *b)
+{
+	struct stat st;
+	if (stat(b->dev, &st) != 0)
+		return -errno;
+	if (S_ISBLK(st.st_mode)) {
+		const char *slash = strrchr(b->dev, '/');
+		snprintf(b->name, sizeof(b->name), "%s", slash ? slash + 1 : b->dev);
+	}
+	b->direct = 1;
+	b->fd = open(b->dev, O_RDWR | O_DIRECT | O_CLOEXEC);
+	if (b->fd < 0 && errno == EINVAL && S_ISREG(st.st_mode)) {
+		b->direct = 0;
+		b->fd = open(b->dev, O_RDWR | O_CLOEXEC);
+	}
+	if (b->fd < 0)
+		return -errno;
+	off_t end = lseek(b->fd, 0, SEEK_END);
+	if (end <= 0)
+		return end < 0 ? -errno : -ENOSPC;
+	b->size = (uint64_t)end;
+	if (posix_memalign((void **)&b->buf, 4096, BENCH_CHUNK))
+		return -ENOMEM;
+	memset(b->buf, 0x5a, BENCH_CHUNK); /* the pages present before the clock starts */
+	return 0;
+}
+
+/* The benchmark on DEV with the brisk.blkbench.* words of `cmdline`. */
+static void blkbench(const char *cmdline, const char *dev)
+{
+	char num[32], root[128];
+	struct bench b = {.dev = dev, .fd = -1};
+	if (arg_value(cmdline, "brisk.root=", root, sizeof(root), NULL) && !strcmp(root, dev)) {
+		say("brisk-blkbench: %s is the root disk (brisk.root=): not overwriting it\n", dev);
+		return;
+	}
+	struct stat st;
+	if ((stat(dev, &st) != 0 || !S_ISREG(st.st_mode)) && wait_for_node(dev, S_IFBLK) < 0) {
+		say("brisk-blkbench: %s did not appear within %d ms\n", dev, DEV_WAIT_MS);
+		return;
+	}
+	int err = bench_open(&b);
+	if (err) {
+		say("brisk-blkbench: %s: %s\n", dev, strerror(-err));
+	} else {
+		uint64_t mib = strtoull(arg_value(cmdline, "brisk.blkbench.mib=", num, sizeof(num), "64"), NULL, 0);
+		if (mib == 0 || mib > (b.size >> 20))
+			mib = b.size >> 20;
+		unsigned count =
+		    (unsigned)strtoul(arg_value(cmdline, "brisk.blkbench.rand=", num, sizeof(num), "4096"), NULL, 0);
+		bench_queue(&b);
+		if (mib) {
+			bench_seq(&b, 0, mib << 20);
+			bench_seq(&b, 1, mib << 20);
+		}
+		if (count && b.size >= BENCH_SMALL)
+			bench_rand(&b, count);
+		say("brisk-blkbench: done dev=%s threads=1 qd=1 o_direct=%d\n", dev, b.direct);
+	}
+	free(b.buf);
+	if (b.fd >= 0)
+		close(b.fd);
+}
+
 static void virtio_mode(const char *cmdline)
 {
 	char id[128], root[128], fstype[32];
@@ -487,6 +708,13 @@ static void virtio_mode(const char *cmdline)
 			say("brisk-init: hvc0: no virtio console bound\n");
 	}
 	read_hwrng();
+	char bench_dev[128];
+	if (arg_value(cmdline, "brisk.blkbench=", bench_dev, sizeof(bench_dev), NULL)) {
+		if (types & (1u << VIRTIO_ID_BLOCK) || strncmp(bench_dev, "/dev/vd", 7))
+			blkbench(cmdline, bench_dev);
+		else
+			say("brisk-blkbench: no virtio block device bound for %s\n", bench_dev);
+	}
 	if (arg_value(cmdline, "brisk.root=", root, sizeof(root), NULL)) {
 		if (strncmp(root, "/dev/vd", 7) || (types & (1u << VIRTIO_ID_BLOCK)))
 			switch_root(root, arg_value(cmdline, "brisk.rootfstype=", fstype, sizeof(fstype), "ext4"));
@@ -535,6 +763,7 @@ __attribute__((noreturn)) static void finish(const char *cmdline)
 __attribute__((noreturn)) static void disk_stage(void)
 {
 	char cmdline[4096], id[128], mnt[512] = "?";
+	marker(4); /* the root disk's init runs: the end of a boot with its root on the disk */
 	/* /proc, /sys and /dev were moved here by the initramfs's init */
 	read_file("/proc/cmdline", cmdline, sizeof(cmdline));
 	arg_value(cmdline, "brisk.id=", id, sizeof(id), "none");
@@ -587,12 +816,31 @@ __attribute__((noreturn)) static void disk_stage(void)
 	finish(cmdline);
 }
 
+/* Host mode, "init --blkbench FILE [brisk.blkbench.* words]": the same rows on a file or block device of the
+ * host (bench/blk-linux.sh's reference: the host's own read of the image the guests use). */
+static int host_blkbench(int argc, char **argv)
+{
+	char words[1024] = "";
+	size_t used = 0;
+	for (int i = 1; i < argc && used < sizeof(words); i++)
+		used += (size_t)snprintf(words + used, sizeof(words) - used, "%s%s", i > 1 ? " " : "", argv[i]);
+	blkbench(words, argv[0]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char uptime[128], cmdline[4096], release[128];
 
 	if (argc > 1 && !strcmp(argv[1], STAGE_DISK))
 		disk_stage(); /* does not return */
+	if (argc > 2 && !strcmp(argv[1], "--blkbench"))
+		return host_blkbench(argc - 2, argv + 2);
+	if (getpid() != 1) { /* run by hand on a host: the rest mounts, and ends by rebooting the machine */
+		fprintf(stderr, "usage: %s --blkbench FILE [brisk.blkbench.* words] (otherwise only PID 1 of a VM)\n",
+			argv[0]);
+		return 2;
+	}
 
 	setup_dev();
 	marker(1);
