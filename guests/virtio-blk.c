@@ -14,6 +14,9 @@
  *   indirect=0|1    accept VIRTIO_F_INDIRECT_DESC when offered (default 1)
  *   window=N        use the block device among the virtio_mmio.device= words from the Nth on (0-based;
  *                   default 0): with several disks, window=1 tests the second one
+ *   stress=N        after the other checks, N single-sector reads in interrupt mode, one at a time (what a
+ *                   Linux guest's queue-depth-1 random reads do), each checked: a lost notification or
+ *                   interrupt shows as a timeout at request K (check "stress")
  *   hold=1          after the poll-mode checks (sectors 2-3 written, flushed), print "virtio-blk: HOLD" and
  *                   wait for one byte on the UART (bounded, ~10^6 polls) before going on: the host can
  *                   kill the VM or change the image at a known point
@@ -348,6 +351,27 @@ static void run_indirect(void)
 	check_write("indirect", 5, 1, VIRTIO_XFER_IRQ | VIRTIO_XFER_INDIRECT);
 }
 
+/* stress=N: N interrupt-mode reads of scattered sectors; stops at the first failure. */
+static void run_stress(const char *cmdline)
+{
+	uint64_t n = 0, i, sector = 0;
+	unsigned int irqs = blk.irq_count;
+
+	cmdline_get_u64(cmdline, "stress", &n);
+	if (!n)
+		return;
+	for (i = 0; i < n; i++) {
+		uint32_t used;
+
+		sector = (i * 7919 + 3) % want.capacity;
+		if (request(VIRTIO_BLK_T_IN, sector, SECTOR, 1, VIRTIO_XFER_IRQ, &used) || status != VIRTIO_BLK_S_OK ||
+		    mismatch(sector, 1, !want.ro && sector >= 2 && sector <= 5) >= 0)
+			break;
+	}
+	conf_check(i == n, "stress", "%llu of %llu interrupt-mode reads completed (last sector %llu), %u interrupts",
+		   (unsigned long long)i, (unsigned long long)n, (unsigned long long)sector, blk.irq_count - irqs);
+}
+
 static void check_reset(void)
 {
 	uint32_t ready;
@@ -387,6 +411,7 @@ void guest_main(struct hvm_start_info *si)
 	hold(cmdline);
 	run_irq();
 	run_indirect();
+	run_stress(cmdline);
 	gprintf("%s: %u notifies, %u suppressed, %u interrupts\n", NAME, blk.vq[0].notifies, blk.vq[0].suppressed,
 		blk.irq_count);
 	check_reset();

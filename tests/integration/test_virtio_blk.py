@@ -61,6 +61,18 @@ def offered(p):
 # ---- conformance ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("words", ["", "event_idx=0"])
+def test_interrupt_stress(tmp_path, words):
+    """400 interrupt-mode reads one after the other (a Linux guest's queue-depth-1 reads): none lost, each read
+    right, one interrupt each (a lost notification or interrupt would be a timeout at some request)."""
+    img = make_image(tmp_path / "d.img", 0x30, sectors=2048)
+    p = run_guest([img], f"pattern=0x30 sectors=2048 stress=400 {words}".strip(), timeout=300)
+    assert_pass(p)
+    m = re.search(r"CHECK stress: PASS \((\d+) of (\d+) interrupt-mode reads completed \(last sector \d+\), (\d+) "
+                  r"interrupts\)", p.stdout)
+    assert m and m.group(1) == m.group(2) == "400" and int(m.group(3)) >= 400, p.stdout
+
+
 @pytest.mark.parametrize("words", ["", "event_idx=0", "indirect=0", "event_idx=0 indirect=0"])
 def test_conformance_rw(tmp_path, words):
     """Poll and interrupt mode, direct and indirect chains; the image afterwards holds exactly what the guest
