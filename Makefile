@@ -42,12 +42,21 @@ LIB_SRCS := \
 	src/virtio/blk_req.c \
 	src/virtio/blk_io.c \
 	src/virtio/console.c \
+	src/virtio/net.c \
+	src/virtio/net_frame.c \
+	src/virtio/net_tap.c \
+	src/virtio/net_user.c \
+	src/virtio/vsock.c \
+	src/virtio/vsock_conn.c \
+	src/virtio/vsock_pkt.c \
 	src/vcpu.c \
 	src/timeline.c \
 	src/timeline_json.c \
 	src/profile/stats.c \
 	src/profile/bench_runs.c \
 	src/config.c \
+	src/config_net.c \
+	src/config_vsock.c \
 	src/util/log.c \
 	src/util/size.c \
 	src/util/file.c \
@@ -116,6 +125,8 @@ UNIT_TESTS := \
 	test_serial8250 \
 	test_console_io \
 	test_virtio_console \
+	test_virtio_vsock \
+	test_virtio_net \
 	test_cmos \
 	test_virtq \
 	test_virtq_ring \
@@ -139,7 +150,7 @@ UNIT_TESTS := \
 include guests/guests.mk
 
 .PHONY: all demo check check-unit check-guest check-asan check-linux demo-linux deps bench bench-order bench-acpi fuzz format clean
-all: $(BUILD)/brisk
+all: $(BUILD)/brisk $(BUILD)/brisk-slirp
 
 # ---- plain and sanitizer builds of the same sources ------------------------
 define build_variant # $(1)=dir $(2)=extra cflags $(3)=extra link flags for brisk itself
@@ -154,6 +165,9 @@ $(1)/libbrisk.a: $(LIB_SRCS:%.c=$(1)/obj/%.o)
 	ar rcs $$@ $$^
 $(1)/brisk: $(addprefix $(1)/obj/,$(MAIN_OBJS)) $(1)/libbrisk.a
 	$$(CC) $(2) $(3) -o $$@ $$(filter %.o,$$^) $(1)/libbrisk.a $$(LDLIBS)
+# --net user's helper: dynamically linked (libslirp is a shared library only), see src/virtio/net_user.c
+$(1)/brisk-slirp: src/net/slirp_helper.c
+	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$< -lslirp
 $(1)/tests/%: tests/unit/%.c $(1)/libbrisk.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$< $(1)/libbrisk.a -lcmocka $$(LDLIBS)
@@ -172,7 +186,7 @@ demo: deps
 	@scripts/demo.sh
 
 check: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/asan/brisk guests
+	@$(MAKE) --no-print-directory all $(BUILD)/asan/brisk $(BUILD)/asan/brisk-slirp guests
 	@scripts/check.sh
 
 check-unit: all $(UNIT_TESTS:%=$(BUILD)/tests/%) $(UNIT_TESTS:%=$(BUILD)/asan/tests/%)

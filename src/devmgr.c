@@ -31,6 +31,10 @@ void devmgr_plan(struct devmgr *m, const struct vm_config *cfg)
 	*m = (struct devmgr){0};
 	for (unsigned i = 0; i < cfg->nr_disks; i++)
 		devmgr_alloc(m, "virtio-blk");
+	for (unsigned i = 0; i < cfg->nr_nets; i++)
+		devmgr_alloc(m, "virtio-net");
+	if (cfg->vsock.cid)
+		devmgr_alloc(m, "virtio-vsock");
 	if (cfg->rng_rate)
 		devmgr_alloc(m, "virtio-rng");
 	if (cfg->console == CONSOLE_VIRTIO)

@@ -25,6 +25,7 @@
 #include "brisk/log.h"
 #include "brisk/mptable.h"
 #include "brisk/timeline.h"
+#include "brisk/virtio_vsock.h"
 #include "vm_impl.h"
 
 /* The built-in demo guest, linked in by src/demo_guest.S. */
@@ -326,6 +327,25 @@ static int create_virtio(struct vm *vm, const struct devctx *ctx, struct vm_erro
 		if (err)
 			return fail(e, image ? VM_ERR_USAGE : VM_ERR_HOST, err, "--disk %s: %s", vm->cfg.disk[i].path,
 				    why);
+	}
+	for (unsigned i = 0; i < vm->cfg.nr_nets; i++, slot++) {
+		char why[sizeof(e->msg) / 2];
+		const struct vm_net *n = &vm->cfg.net[i];
+
+		/* The backend's fault (tap missing or busy, helper missing, hostfwd port taken): usage (2). */
+		if ((err = virtio_net_create(ctx, &vm->bus, &vm->devmgr.slot[slot], n, i, why, sizeof(why))))
+			return fail(e, err == -ENOMEM ? VM_ERR_HOST : VM_ERR_USAGE, err, "--net %s%s: %s",
+				    n->kind == NET_TAP ? "tap=" : "user", n->kind == NET_TAP ? n->tap : "", why);
+	}
+	if (vm->cfg.vsock.cid) {
+		char why[sizeof(e->msg) / 2];
+
+		/* The socket path's fault (not a socket, in use, no permission): usage (2). */
+		err = virtio_vsock_create(ctx, &vm->bus, &vm->devmgr.slot[slot++], vm->cfg.vsock.cid, vm->cfg.vsock.uds,
+					  why, sizeof(why), NULL);
+		if (err)
+			return fail(e, err == -ENOMEM ? VM_ERR_HOST : VM_ERR_USAGE, err, "--vsock uds=%s: %s",
+				    vm->cfg.vsock.uds, why);
 	}
 	if (vm->cfg.rng_rate && (err = virtio_rng_create(ctx, &vm->bus, &vm->devmgr.slot[slot++], vm->cfg.rng_rate)))
 		return fail(e, VM_ERR_HOST, err, "creating the virtio entropy device failed: %s", strerror(-err));

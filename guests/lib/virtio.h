@@ -80,7 +80,7 @@
 
 /* Driver limits: small on purpose (CPL-0 code may run emulated, ENVIRONMENT.md). */
 #define VIRTIO_MAX_DEVICES 8	/* command-line words looked at */
-#define VIRTIO_MAX_QUEUES  2	/* per device: blk and rng use 1, console (single port) 2 */
+#define VIRTIO_MAX_QUEUES  3	/* per device: blk and rng use 1, console (single port) 2, vsock 3 */
 #define VIRTQ_MAX_SIZE	   16	/* QueueNum used: min(QueueNumMax, this); a power of two */
 #define VIRTQ_MAX_INDIRECT 8	/* entries of one chain's indirect table */
 #define VIRTIO_IRQ_VECTOR0 0x30 /* IDT vector of device slot s: VIRTIO_IRQ_VECTOR0 + s */

@@ -39,6 +39,30 @@ __attribute__((warn_unused_result)) int parse_topology(const char *s, struct vm_
  */
 __attribute__((warn_unused_result)) int parse_disk(const char *s, struct vm_config *cfg, char *err, size_t errlen);
 
+/*
+ * Parses one --net "tap=NAME[,mac=MAC]" or "user[,net=CIDR][,hostfwd=[tcp|udp]:[HOSTADDR]:HOSTPORT-[GUESTADDR]:GUESTPORT]
+ * ...[,mac=MAC]" into the next cfg->net[] (config_net.c). Returns 0, -EINVAL (with what is wrong in err) or
+ * -E2BIG (more than VM_MAX_NETS).
+ */
+__attribute__((warn_unused_result)) int parse_net(const char *s, struct vm_config *cfg, char *err, size_t errlen);
+
+/*
+ * The MAC of interface `index` (0-based, --net order): n->mac when given, else
+ * a stable locally administered unicast address, 02 followed by five bytes of
+ * an FNV-1a hash of the index and the backend ("tap:NAME" or "user"): the same
+ * on every boot, different per interface (docs/devices.md, "virtio-net").
+ */
+void config_net_mac(const struct vm_net *n, unsigned index, uint8_t mac[6]);
+
+/*
+ * Parses --vsock "cid=N,uds=PATH" (any order, both required, each once; N in 3..0xfffffffe, PATH 1..
+ * VM_VSOCK_UDS_MAX bytes) into cfg->vsock. Returns 0 or -EINVAL with what is wrong in err; a second
+ * --vsock is -EINVAL too. config_validate checks that PATH's directory exists.
+ */
+__attribute__((warn_unused_result)) int parse_vsock(const char *s, struct vm_config *cfg, char *err, size_t errlen);
+/* config_validate's part for --vsock: PATH's directory exists. Returns 0 or -EINVAL with a message in err. */
+__attribute__((warn_unused_result)) int config_vsock_check(const struct vm_config *cfg, char *err, size_t errlen);
+
 /* Parses --rng[=RATE]: NULL = the default rate; RATE a size per second ("1M", "64K"). Returns 0 or -EINVAL. */
 __attribute__((warn_unused_result)) int parse_rng(const char *s, struct vm_config *cfg);
 

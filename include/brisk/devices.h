@@ -80,6 +80,17 @@ __attribute__((warn_unused_result)) int virtio_console_create_io(const struct de
 								 const struct devmgr_slot *slot,
 								 const struct serial_opts *io);
 
+struct vm_net;
+/*
+ * Network (section 5.1) on the backend `net` describes (a tap or user-mode
+ * networking), interface `index` in --net order (its default MAC derives
+ * from it); on failure `err` says what is wrong with the backend (the tap
+ * missing or busy, the helper missing, a hostfwd port in use).
+ */
+__attribute__((warn_unused_result)) int virtio_net_create(const struct devctx *ctx, struct bus *bus,
+							  const struct devmgr_slot *slot, const struct vm_net *net,
+							  unsigned index, char *err, size_t errlen);
+
 /* The constructors below add their device to `bus` (which owns it from then on) and return 0 or -errno. */
 
 /* i8042 at 0x60/0x64: 0xfe to 0x64 ends the VM with EXIT_GUEST_OK. */

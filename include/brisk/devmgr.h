@@ -30,7 +30,7 @@ struct acpi_machine;
 /*
  * The slots of the virtio devices `cfg` asks for, in the one order users
  * expect (the VM recipe and `brisk acpi --dump` both use it): each --disk as
- * given (the first is vda), then --rng, then --console virtio.
+ * given (the first is vda), then each --net as given, then --vsock, then --rng, then --console virtio.
  * config_validate keeps the count within LAYOUT_VIRTIO_SLOTS.
  */
 void devmgr_plan(struct devmgr *m, const struct vm_config *cfg);

@@ -30,6 +30,40 @@ struct vm_disk {
 	enum disk_cache cache;
 };
 
+/* One --net tap=NAME[,mac=MAC] or --net user[,net=CIDR][,hostfwd=...][,mac=MAC] (docs/devices.md, "virtio-net"). */
+#define VM_MAX_NETS	    8  /* --net: at most this many interfaces */
+#define VM_NET_MAX_FWDS	    16 /* hostfwd= per user-mode interface */
+#define VM_NET_IFNAME_MAX   15 /* IFNAMSIZ - 1 */
+#define VM_NET_USER_DEFAULT 0xc0a84c00u /* 192.168.76.0/24: the user-mode network when net= is absent */
+
+enum net_kind { NET_TAP = 0, NET_USER };
+
+struct vm_net_fwd {
+	bool udp;
+	uint32_t host_addr;  /* host byte order; default 127.0.0.1 */
+	uint32_t guest_addr; /* host byte order; 0: the first DHCP address */
+	uint16_t host_port, guest_port;
+};
+
+struct vm_net {
+	enum net_kind kind;
+	char tap[VM_NET_IFNAME_MAX + 1]; /* NET_TAP */
+	uint8_t mac[6];
+	bool has_mac;	       /* false: derived (config_net_mac) */
+	uint32_t user_net;     /* NET_USER: network address, host byte order */
+	unsigned user_prefix;  /* NET_USER: prefix length */
+	unsigned nr_fwds;
+	struct vm_net_fwd fwd[VM_NET_MAX_FWDS];
+};
+
+/* --vsock cid=N,uds=PATH (docs/devices.md, "virtio-vsock"). */
+#define VM_VSOCK_UDS_MAX 96 /* sun_path (108) less "_4294967295" and the NUL: PATH_P always fits */
+
+struct vm_vsock {
+	uint32_t cid;			/* 0: no vsock device; else 3..0xfffffffe */
+	char uds[VM_VSOCK_UDS_MAX + 1]; /* the hybrid-vsock socket brisk listens on */
+};
+
 struct vm;
 
 /* Callbacks for the profiler (brisk profile); a plain run has none. */
@@ -59,6 +93,9 @@ struct vm_config {
 	} topology;
 	unsigned nr_disks;
 	struct vm_disk disk[VM_MAX_DISKS];
+	unsigned nr_nets;
+	struct vm_net net[VM_MAX_NETS]; /* --net, in order */
+	struct vm_vsock vsock;		/* --vsock; cid 0: none */
 	uint64_t rng_rate;	      /* --rng: bytes per second; 0: no entropy device */
 	enum console_mode console;    /* --console */
 	bool no_acpi;		      /* --acpi off: no ACPI tables, MP table and command-line words only */

@@ -29,6 +29,8 @@ enum {
 	OPT_CPU_TEMPLATE,
 	OPT_REPORT_JSON,
 	OPT_DISK,
+	OPT_NET,
+	OPT_VSOCK,
 	OPT_RNG,
 	OPT_CONSOLE,
 	OPT_ACPI
@@ -48,6 +50,8 @@ static const struct option options[] = {
     {"timeline", no_argument, NULL, OPT_TIMELINE},
     {"report-json", required_argument, NULL, OPT_REPORT_JSON},
     {"disk", required_argument, NULL, OPT_DISK},
+    {"net", required_argument, NULL, OPT_NET},
+    {"vsock", required_argument, NULL, OPT_VSOCK},
     {"rng", optional_argument, NULL, OPT_RNG},
     {"console", required_argument, NULL, OPT_CONSOLE},
     {"acpi", required_argument, NULL, OPT_ACPI},
@@ -71,6 +75,28 @@ static int disk_option_arg(const char *arg, struct vm_config *cfg)
 
 	if (parse_disk(arg, cfg, err, sizeof(err))) {
 		fprintf(stderr, "brisk run: invalid --disk '%s': %s\n", arg, err);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+static int net_option_arg(const char *arg, struct vm_config *cfg)
+{
+	char err[256];
+
+	if (parse_net(arg, cfg, err, sizeof(err))) {
+		fprintf(stderr, "brisk run: invalid --net '%s': %s\n", arg, err);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+static int vsock_option_arg(const char *arg, struct vm_config *cfg)
+{
+	char err[256];
+
+	if (parse_vsock(arg, cfg, err, sizeof(err))) {
+		fprintf(stderr, "brisk run: invalid --vsock '%s': %s\n", arg, err);
 		return EXIT_USAGE;
 	}
 	return 0;
@@ -124,6 +150,10 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 		return 0;
 	case OPT_DISK:
 		return disk_option_arg(arg, cfg);
+	case OPT_NET:
+		return net_option_arg(arg, cfg);
+	case OPT_VSOCK:
+		return vsock_option_arg(arg, cfg);
 	case OPT_RNG:
 		return parse_rng(arg, cfg) ? bad_value("--rng", arg, "a rate in bytes per second such as 1M or 65536")
 					   : 0;

@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh - builds the libFuzzer harnesses with clang and runs each for a bounded time.
 #
-#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage symbols virtq blk"   CLANG=clang   BUILD=build
+#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage symbols virtq blk net vsock"   CLANG=clang   BUILD=build
 #
 # Each target gets build/fuzz/fuzz_<t>, a corpus build/fuzz/corpus-<t>/ (seeded
 # on every run, kept between runs) and crash artifacts in build/fuzz/artifacts-<t>/.
@@ -11,7 +11,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage symbols virtq blk}
+FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage symbols virtq blk net vsock}
 CLANG=${CLANG:-clang}
 OUT=${BUILD:-build}/fuzz
 CFLAGS="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 -std=gnu11 -Iinclude -D_GNU_SOURCE
@@ -31,6 +31,8 @@ sources() {
 	blk)
 		echo tests/fuzz/fuzz_blk.c src/virtio/blk_req.c src/virtio/queue.c src/mem.c src/util/log.c
 		;;
+	net) echo tests/fuzz/fuzz_net.c src/virtio/net_frame.c src/virtio/queue.c src/mem.c src/util/log.c ;;
+	vsock) echo tests/fuzz/fuzz_vsock.c src/virtio/vsock_pkt.c src/virtio/queue.c src/mem.c src/util/log.c ;;
 	*) echo "run.sh: unknown fuzz target '$1'" >&2; return 1 ;;
 	esac
 }
@@ -64,6 +66,14 @@ seed() {
 	blk)
 		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_blk_seeds" tests/fuzz/gen_blk_seeds.c
 		"$OUT/gen_blk_seeds" "$corpus"
+		;;
+	net)
+		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_net_seeds" tests/fuzz/gen_net_seeds.c
+		"$OUT/gen_net_seeds" "$corpus"
+		;;
+	vsock)
+		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_vsock_seeds" tests/fuzz/gen_vsock_seeds.c
+		"$OUT/gen_vsock_seeds" "$corpus"
 		;;
 	esac
 }

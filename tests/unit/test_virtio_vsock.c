@@ -1,0 +1,651 @@
+/*
+ * test_virtio_vsock.c - virtio-vsock's pure parts: the transmit packet parser on well-formed, split and
+ * malformed chains (SECURITY.md case 11), the credit arithmetic at its boundaries and across the 2^32
+ * wrap (virtio 1.2 section 5.10.6.3), the hybrid "CONNECT <port>" line, --vsock's parsing and
+ * validation; and the device behind the virtio-mmio transport and a real event loop (no KVM), driven as a
+ * guest driver against real AF_UNIX peers: both directions, device reset and transport reset.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+
+#include "brisk/bus.h"
+#include "brisk/config.h"
+#include "brisk/devmgr.h"
+#include "brisk/evloop.h"
+#include "brisk/layout.h"
+#include "brisk/mem.h"
+#include "brisk/virtio.h"
+#include "brisk/virtio_vsock.h"
+#include "fake_vm.h"
+
+#define CID 42u
+
+static uint8_t pktbuf[2][VSOCK_HDR_SIZE + 128];
+static struct virtq_seg segs[4];
+
+static struct virtio_vsock_hdr good(void)
+{
+	return (struct virtio_vsock_hdr){.src_cid = CID,
+					 .dst_cid = VSOCK_HOST_CID,
+					 .src_port = 1000,
+					 .dst_port = 5000,
+					 .len = 16,
+					 .type = VSOCK_TYPE_STREAM,
+					 .op = VSOCK_OP_RW,
+					 .buf_alloc = 4096};
+}
+
+/* A chain of the header h plus `data` bytes, cut into readable segments at `cut` (0: one segment). */
+static struct virtq_chain chain(const struct virtio_vsock_hdr *h, uint32_t data, uint32_t cut)
+{
+	struct virtq_chain c = {.seg = segs};
+	uint32_t total = VSOCK_HDR_SIZE + data;
+
+	memcpy(pktbuf[0], h, VSOCK_HDR_SIZE);
+	memset(pktbuf[0] + VSOCK_HDR_SIZE, 0x5a, data);
+	if (cut && cut < total) {
+		memcpy(pktbuf[1], pktbuf[0] + cut, total - cut);
+		segs[0] = (struct virtq_seg){pktbuf[0], cut};
+		segs[1] = (struct virtq_seg){pktbuf[1], total - cut};
+		c.nr_out = 2;
+	} else {
+		segs[0] = (struct virtq_seg){pktbuf[0], total};
+		c.nr_out = 1;
+	}
+	c.out_bytes = total;
+	return c;
+}
+
+static enum vsock_fault parse(const struct virtio_vsock_hdr *h, uint32_t data, uint32_t cut,
+			      struct virtio_vsock_hdr *out)
+{
+	struct virtq_chain c = chain(h, data, cut);
+
+	return vsock_parse(&c, CID, out);
+}
+
+static void test_parse_good(void **state)
+{
+	struct virtio_vsock_hdr h = good(), out;
+
+	(void)state;
+	assert_int_equal(parse(&h, 16, 0, &out), VSOCK_OK);
+	assert_memory_equal(&out, &h, VSOCK_HDR_SIZE);
+	/* a header spread over two buffers (2.7.4: no framing assumed), at every cut */
+	for (uint32_t cut = 1; cut < VSOCK_HDR_SIZE + 16; cut++) {
+		assert_int_equal(parse(&h, 16, cut, &out), VSOCK_OK);
+		assert_memory_equal(&out, &h, VSOCK_HDR_SIZE);
+	}
+	/* len 0 with a header alone; len smaller than what the chain carries */
+	h.len = 0;
+	assert_int_equal(parse(&h, 0, 0, &out), VSOCK_OK);
+	assert_int_equal(parse(&h, 100, 0, &out), VSOCK_OK);
+	/* every op */
+	for (uint16_t op = VSOCK_OP_REQUEST; op <= VSOCK_OP_CREDIT_REQUEST; op++) {
+		h.op = op;
+		assert_int_equal(parse(&h, 0, 0, &out), VSOCK_OK);
+	}
+}
+
+static void test_parse_malformed(void **state)
+{
+	struct virtio_vsock_hdr h = good(), out;
+	struct virtq_chain c;
+
+	(void)state;
+	/* shorter than the header: nothing read */
+	c = chain(&h, 0, 0);
+	c.out_bytes = segs[0].len = VSOCK_HDR_SIZE - 1;
+	assert_int_equal(vsock_parse(&c, CID, &out), VSOCK_SHORT);
+	c.nr_out = 0;
+	c.out_bytes = 0;
+	assert_int_equal(vsock_parse(&c, CID, &out), VSOCK_SHORT);
+	/* a writable buffer on the transmit queue */
+	c = chain(&h, 16, 0);
+	c.nr_in = 1;
+	c.in_bytes = 8;
+	segs[1] = (struct virtq_seg){pktbuf[1], 8};
+	assert_int_equal(vsock_parse(&c, CID, &out), VSOCK_BAD_CHAIN);
+	/* len: above 64 KiB, past the data (by one), with the header filled for the caller's RST */
+	h.len = VSOCK_MAX_PKT + 1;
+	assert_int_equal(parse(&h, 16, 0, &out), VSOCK_LEN_TOO_BIG);
+	assert_int_equal(out.src_port, 1000);
+	assert_int_equal(out.dst_port, 5000);
+	h.len = 0xffffffffu;
+	assert_int_equal(parse(&h, 16, 0, &out), VSOCK_LEN_TOO_BIG);
+	h.len = 17;
+	assert_int_equal(parse(&h, 16, 0, &out), VSOCK_LEN_PAST_DATA);
+	assert_int_equal(parse(&h, 16, 30, &out), VSOCK_LEN_PAST_DATA);
+	h.len = 16;
+	/* addresses */
+	h.src_cid = CID + 1;
+	assert_int_equal(parse(&h, 16, 0, &out), VSOCK_BAD_SRC_CID);
+	h.src_cid = CID | (1ull << 32); /* the reserved upper half */
+	assert_int_equal(parse(&h, 16, 0, &out), VSOCK_BAD_SRC_CID);
+	h.src_cid = CID;
+	h.dst_cid = 3;
+	assert_int_equal(parse(&h, 16, 0, &out), VSOCK_BAD_DST_CID);
+	h.dst_cid = VSOCK_HOST_CID;
+	/* type and op */
+	h.type = VSOCK_TYPE_SEQPACKET;
+	assert_int_equal(parse(&h, 16, 0, &out), VSOCK_BAD_TYPE);
+	h.type = 0;
+	assert_int_equal(parse(&h, 16, 0, &out), VSOCK_BAD_TYPE);
+	h.type = VSOCK_TYPE_STREAM;
+	h.op = 0;
+	assert_int_equal(parse(&h, 16, 0, &out), VSOCK_BAD_OP);
+	h.op = 8;
+	assert_int_equal(parse(&h, 16, 0, &out), VSOCK_BAD_OP);
+	h.op = 0xffff;
+	assert_int_equal(parse(&h, 16, 0, &out), VSOCK_BAD_OP);
+	for (int f = 0; f <= VSOCK_FAULT__COUNT; f++)
+		assert_non_null(vsock_fault_name((enum vsock_fault)f));
+}
+
+static void test_credit(void **state)
+{
+	(void)state;
+	assert_int_equal(vsock_credit(VSOCK_BUF_ALLOC, 0, 0), VSOCK_BUF_ALLOC);
+	assert_int_equal(vsock_credit(VSOCK_BUF_ALLOC, 0, VSOCK_BUF_ALLOC), 0);
+	assert_int_equal(vsock_credit(VSOCK_BUF_ALLOC, 0, VSOCK_BUF_ALLOC - 1), 1);
+	assert_int_equal(vsock_credit(VSOCK_BUF_ALLOC, 100, 100), VSOCK_BUF_ALLOC);
+	assert_int_equal(vsock_credit(0, 0, 0), 0);
+	/* across the 2^32 wrap of the counters */
+	assert_int_equal(vsock_credit(4096, 0xfffffff0u, 0x10u), 4096 - 0x20);
+	assert_int_equal(vsock_credit(4096, 0xfffff800u, 0x800u), 0);
+	/* numbers that do not add up: in flight above buf_alloc, fwd_cnt ahead of what was sent */
+	assert_int_equal(vsock_credit(4096, 0, 5000), 0);
+	assert_int_equal(vsock_credit(4096, 10, 5), 0);
+	/* the receiver's side */
+	assert_true(vsock_credit_allows(4096, 0, 0, 4096));
+	assert_false(vsock_credit_allows(4096, 0, 0, 4097));
+	assert_true(vsock_credit_allows(4096, 1000, 5000, 96));
+	assert_false(vsock_credit_allows(4096, 1000, 5000, 97));
+	assert_true(vsock_credit_allows(4096, 0xffffff00u, 0x100u, 4096 - 0x200));
+	assert_false(vsock_credit_allows(4096, 0xffffff00u, 0x100u, 4096 - 0x1ff));
+	assert_true(vsock_credit_allows(4096, 0, 4096, 0));
+}
+
+static void test_connect_line(void **state)
+{
+	static const char *const bad[] = {
+	    "",		  "CONNECT",	   "CONNECT ",	 "connect 1",	 "CONNECT -1", "CONNECT 4294967296",
+	    "CONNECT 1 ", "CONNECT 1\r\r", " CONNECT 1", "CONNECT 0x10", "CONNECT  1", "CONNECT 99999999999999999999",
+	    "CONNECTX 1", "OK 1"};
+	uint32_t port;
+
+	(void)state;
+	assert_int_equal(vsock_parse_connect("CONNECT 0", 9, &port), 0);
+	assert_int_equal(port, 0);
+	assert_int_equal(vsock_parse_connect("CONNECT 52", 10, &port), 0);
+	assert_int_equal(port, 52);
+	assert_int_equal(vsock_parse_connect("CONNECT 4294967295", 18, &port), 0);
+	assert_int_equal(port, 4294967295u);
+	assert_int_equal(vsock_parse_connect("CONNECT 7\r", 10, &port), 0);
+	assert_int_equal(port, 7);
+	assert_int_equal(vsock_parse_connect("CONNECT 0007", 12, &port), 0);
+	assert_int_equal(port, 7);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(vsock_parse_connect(bad[i], strlen(bad[i]), &port), -1);
+	/* the length given is what counts, not a NUL */
+	assert_int_equal(vsock_parse_connect("CONNECT 12345", 9, &port), 0);
+	assert_int_equal(port, 1);
+}
+
+static int parse_opt(struct vm_config *c, const char *s, char *err)
+{
+	return parse_vsock(s, c, err, 256);
+}
+
+static void test_option(void **state)
+{
+	struct vm_config c;
+	char err[256], path[VM_VSOCK_UDS_MAX + 16];
+
+	(void)state;
+	config_defaults(&c);
+	assert_int_equal(c.vsock.cid, 0);
+	assert_int_equal(parse_opt(&c, "cid=3,uds=/tmp/v.sock", err), 0);
+	assert_int_equal(c.vsock.cid, 3);
+	assert_string_equal(c.vsock.uds, "/tmp/v.sock");
+	assert_int_equal(parse_opt(&c, "uds=/tmp/w.sock,cid=4", err), -EINVAL); /* once */
+	assert_non_null(strstr(err, "only one"));
+	config_defaults(&c);
+	assert_int_equal(parse_opt(&c, "uds=/tmp/w.sock,cid=4294967294", err), 0);
+	assert_int_equal(c.vsock.cid, 4294967294u);
+
+	static const char *const bad[] = {"cid=2,uds=/tmp/x",
+					  "cid=0,uds=/tmp/x",
+					  "cid=4294967295,uds=/tmp/x",
+					  "cid=-3,uds=/tmp/x",
+					  "cid=3",
+					  "uds=/tmp/x",
+					  "cid=3,uds=",
+					  "cid=3,uds=/tmp/x,",
+					  "cid=3,,uds=/tmp/x",
+					  "cid=3,uds=/a,uds=/b",
+					  "cid=3,cid=3,uds=/tmp/x",
+					  "cid=3,uds=/tmp/x,ro",
+					  "",
+					  "cid=99999999999999999999,uds=/x"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		config_defaults(&c);
+		err[0] = '\0';
+		assert_int_equal(parse_opt(&c, bad[i], err), -EINVAL);
+		assert_true(err[0] != '\0');
+		assert_int_equal(c.vsock.cid, 0); /* nothing half-set */
+	}
+	/* the path's length: PATH_<port> must fit a socket address */
+	memset(path, 0, sizeof(path));
+	memcpy(path, "cid=3,uds=/", 11);
+	memset(path + 11, 'a', VM_VSOCK_UDS_MAX - 1);
+	config_defaults(&c);
+	assert_int_equal(parse_opt(&c, path, err), 0);
+	assert_int_equal(strlen(c.vsock.uds), VM_VSOCK_UDS_MAX);
+	path[11 + VM_VSOCK_UDS_MAX - 1] = 'a';
+	config_defaults(&c);
+	assert_int_equal(parse_opt(&c, path, err), -EINVAL);
+	assert_non_null(strstr(err, "at most"));
+	_Static_assert(VM_VSOCK_UDS_MAX + VSOCK_PORT_SUFFIX_MAX < 108, "PATH_<port> fits sun_path");
+}
+
+static void test_validate(void **state)
+{
+	struct vm_config c;
+	char err[256];
+
+	(void)state;
+	config_defaults(&c);
+	assert_int_equal(parse_vsock("cid=3,uds=/tmp/v.sock", &c, err, sizeof(err)), 0);
+	assert_int_equal(config_validate(&c, 2, 1ULL << 34, err, sizeof(err)), 0);
+	config_defaults(&c);
+	assert_int_equal(parse_vsock("cid=3,uds=v.sock", &c, err, sizeof(err)), 0); /* relative: the cwd */
+	assert_int_equal(config_validate(&c, 2, 1ULL << 34, err, sizeof(err)), 0);
+	config_defaults(&c);
+	assert_int_equal(parse_vsock("cid=3,uds=/nonexistent-brisk-dir/v.sock", &c, err, sizeof(err)), 0);
+	assert_int_equal(config_validate(&c, 2, 1ULL << 34, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "--vsock"));
+	assert_non_null(strstr(err, "directory"));
+	config_defaults(&c);
+	assert_int_equal(parse_vsock("cid=3,uds=/tmp/", &c, err, sizeof(err)), 0);
+	assert_int_equal(config_validate(&c, 2, 1ULL << 34, err, sizeof(err)), -EINVAL);
+	/* it takes a virtio window */
+	config_defaults(&c);
+	assert_int_equal(parse_vsock("cid=3,uds=/tmp/v.sock", &c, err, sizeof(err)), 0);
+	c.nr_disks = LAYOUT_VIRTIO_SLOTS - 2;
+	c.rng_rate = 1;
+	c.console = CONSOLE_VIRTIO;
+	assert_int_equal(config_validate(&c, 2, 1ULL << 34, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "--vsock"));
+	c.console = CONSOLE_SERIAL;
+	assert_int_equal(config_validate(&c, 2, 1ULL << 34, err, sizeof(err)), 0);
+}
+
+/* ---- the device, driven as a guest driver (fake guest RAM, no KVM) ------------------------------------------ */
+
+#define QSIZE	16
+#define BUFS	0x400000 /* rx buffers 4 KiB per slot; tx buffers from BUFS + 0x10000 */
+#define DSTATUS (VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK)
+#define DEV_CID 7u
+#define RXLEN	4096u
+
+struct drvq {
+	uint64_t desc; /* avail at +0x1000, used at +0x2000 */
+	uint16_t avail_idx, used_seen, next;
+};
+
+struct desc {
+	uint64_t addr;
+	uint32_t len;
+	uint16_t flags, next;
+};
+
+static struct {
+	struct gmem mem;
+	struct bus bus;
+	struct devmgr mgr;
+	uint64_t base;
+	struct virtio_vsock *dev;
+	struct drvq q[3];
+	char dir[64], path[96];
+} fx;
+
+static uint32_t rd(uint64_t off)
+{
+	uint32_t v = 0xdeadbeef;
+
+	bus_read(&fx.bus, BUS_MMIO, fx.base + off, &v, 4);
+	return v;
+}
+
+static void wr(uint64_t off, uint32_t v)
+{
+	bus_write(&fx.bus, BUS_MMIO, fx.base + off, &v, 4);
+}
+
+static void *gpa(uint64_t a, uint64_t len)
+{
+	void *p = gmem_ptr(&fx.mem, a, len);
+
+	assert_non_null(p);
+	return p;
+}
+
+static void setup_queue(unsigned q, uint64_t desc)
+{
+	fx.q[q] = (struct drvq){.desc = desc};
+	memset(gpa(desc, 0x3000), 0, 0x3000);
+	wr(0x030, q);
+	wr(0x038, QSIZE);
+	wr(0x080, (uint32_t)desc);
+	wr(0x084, 0);
+	wr(0x090, (uint32_t)(desc + 0x1000));
+	wr(0x094, 0);
+	wr(0x0a0, (uint32_t)(desc + 0x2000));
+	wr(0x0a4, 0);
+	wr(0x044, 1);
+}
+
+static void bring_up(void)
+{
+	wr(0x070, VIRTIO_STATUS_ACKNOWLEDGE);
+	wr(0x070, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER);
+	wr(0x024, 1);
+	wr(0x020, 1); /* VERSION_1 */
+	wr(0x070, DSTATUS);
+	assert_int_equal(rd(0x070), DSTATUS);
+	for (unsigned q = 0; q < 3; q++)
+		setup_queue(q, 0x100000 * (q + 1));
+	wr(0x070, DSTATUS | VIRTIO_STATUS_DRIVER_OK);
+	assert_int_equal(rd(0x070), DSTATUS | VIRTIO_STATUS_DRIVER_OK);
+}
+
+static uint16_t post(unsigned q, uint64_t buf, uint32_t len, uint16_t flags)
+{
+	struct drvq *d = &fx.q[q];
+	uint16_t head = d->next++ % QSIZE;
+	struct desc *dt = gpa(d->desc, QSIZE * sizeof(struct desc));
+	uint16_t *avail = gpa(d->desc + 0x1000, 4 + 2 * QSIZE);
+
+	dt[head] = (struct desc){.addr = buf, .len = len, .flags = flags};
+	avail[2 + d->avail_idx % QSIZE] = head;
+	__atomic_store_n(&avail[1], ++d->avail_idx, __ATOMIC_RELEASE);
+	wr(0x050, q);
+	return head;
+}
+
+/* The next used entry of queue q within `ms`: its length and head, or -1. */
+static int64_t wait_used(unsigned q, int ms, uint32_t *id)
+{
+	struct drvq *d = &fx.q[q];
+	uint16_t *used = gpa(d->desc + 0x2000, 4 + 8 * QSIZE);
+	struct timespec one = {.tv_nsec = 1000000};
+
+	for (int i = 0; i < ms; i++) {
+		if (__atomic_load_n(&used[1], __ATOMIC_ACQUIRE) != d->used_seen) {
+			uint32_t *e = (uint32_t *)(used + 2) + 2 * (d->used_seen++ % QSIZE);
+
+			if (id)
+				*id = e[0];
+			return e[1];
+		}
+		nanosleep(&one, NULL);
+	}
+	return -1;
+}
+
+/* Transmits one packet: header and `len` bytes of data in one buffer. */
+static void send_pkt(uint16_t op, uint32_t src_port, uint32_t dst_port, const void *data, uint32_t len)
+{
+	uint64_t buf = BUFS + 0x10000 + (fx.q[VSOCK_TX_Q].next % QSIZE) * 0x1000;
+	struct virtio_vsock_hdr h = {.src_cid = DEV_CID,
+				     .dst_cid = VSOCK_HOST_CID,
+				     .src_port = src_port,
+				     .dst_port = dst_port,
+				     .len = len,
+				     .type = VSOCK_TYPE_STREAM,
+				     .op = op,
+				     .buf_alloc = 65536};
+	uint8_t *p = gpa(buf, VSOCK_HDR_SIZE + len);
+
+	memcpy(p, &h, VSOCK_HDR_SIZE);
+	if (len)
+		memcpy(p + VSOCK_HDR_SIZE, data, len);
+	post(VSOCK_TX_Q, buf, VSOCK_HDR_SIZE + len, 0);
+	assert_int_equal(wait_used(VSOCK_TX_Q, 2000, NULL), 0);
+}
+
+/* Posts a receive buffer and returns the packet the device put in it (header in *h, data into data). */
+static int64_t recv_pkt(struct virtio_vsock_hdr *h, void *data, int ms)
+{
+	uint64_t buf = BUFS + (fx.q[VSOCK_RX_Q].next % QSIZE) * 0x1000;
+	int64_t n;
+
+	memset(gpa(buf, RXLEN), 0, RXLEN);
+	post(VSOCK_RX_Q, buf, RXLEN, VIRTQ_DESC_F_WRITE);
+	n = wait_used(VSOCK_RX_Q, ms, NULL);
+	if (n >= (int64_t)VSOCK_HDR_SIZE) {
+		memcpy(h, gpa(buf, VSOCK_HDR_SIZE), VSOCK_HDR_SIZE);
+		if (data)
+			memcpy(data, gpa(buf + VSOCK_HDR_SIZE, (uint64_t)n - VSOCK_HDR_SIZE),
+			       (size_t)n - VSOCK_HDR_SIZE);
+	}
+	return n;
+}
+
+static int unix_listen(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 8), 0);
+	return fd;
+}
+
+static int unix_connect(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct timeval tv = {.tv_sec = 2};
+
+	assert_true(fd >= 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+static int dev_setup(void **state)
+{
+	struct devctx ctx = {.ops = &fake_ops};
+	const struct devmgr_slot *slot;
+	const char *failed;
+	char err[256];
+
+	(void)state;
+	memset(&fx, 0, sizeof(fx));
+	snprintf(fx.dir, sizeof(fx.dir), "/tmp/brisk-vsock-XXXXXX");
+	assert_non_null(mkdtemp(fx.dir));
+	snprintf(fx.path, sizeof(fx.path), "%s/v.sock", fx.dir);
+	assert_int_equal(gmem_init(&fx.mem, 16 << 20, 0), 0);
+	ctx.mem = &fx.mem;
+	loop = evloop_create();
+	assert_non_null(loop);
+	bus_init(&fx.bus);
+	slot = devmgr_alloc(&fx.mgr, "virtio-vsock");
+	fx.base = slot->base;
+	assert_int_equal(virtio_vsock_create(&ctx, &fx.bus, slot, DEV_CID, fx.path, err, sizeof(err), &fx.dev), 0);
+	assert_int_equal(evloop_start(loop), 0);
+	assert_int_equal(bus_start(&fx.bus, &failed), 0);
+	assert_int_equal(bus_late_start(&fx.bus, &failed), 0);
+	return 0;
+}
+
+static int dev_teardown(void **state)
+{
+	char p[128];
+
+	(void)state;
+	evloop_stop(loop);
+	bus_destroy(&fx.bus);
+	evloop_destroy(loop);
+	gmem_destroy(&fx.mem);
+	assert_int_equal(access(fx.path, F_OK), -1); /* the listening socket went with the device */
+	snprintf(p, sizeof(p), "%s_5000", fx.dir);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/v.sock_5000", fx.dir);
+	unlink(p);
+	rmdir(fx.dir);
+	return 0;
+}
+
+/* Device ID 19, stream only, guest_cid in the config space, three queues. */
+static void test_dev_identity(void **state)
+{
+	uint32_t lo, hi;
+
+	(void)state;
+	assert_int_equal(rd(0x008), VIRTIO_ID_VSOCK);
+	wr(0x014, 0);
+	/* device bits (0..23): STREAM only, no SEQPACKET (bit 1) */
+	assert_int_equal(rd(0x010) & 0xffffffu, 1u << VIRTIO_VSOCK_F_STREAM);
+	lo = rd(0x100);
+	hi = rd(0x104);
+	assert_int_equal(lo, DEV_CID);
+	assert_int_equal(hi, 0);
+	wr(0x030, 2);
+	assert_int_equal(rd(0x034), VSOCK_QUEUE_SIZE);
+	wr(0x030, 3);
+	assert_int_equal(rd(0x034), 0);
+}
+
+/* A guest connection bridged both ways to PATH_5000; its RST closes the host side. */
+static void test_dev_guest_to_host(void **state)
+{
+	struct virtio_vsock_hdr h;
+	char p[128], data[RXLEN];
+	int lfd, c;
+
+	(void)state;
+	snprintf(p, sizeof(p), "%s_5000", fx.path);
+	lfd = unix_listen(p);
+	bring_up();
+	send_pkt(VSOCK_OP_REQUEST, 1000, 5000, NULL, 0);
+	assert_int_equal(recv_pkt(&h, NULL, 2000), VSOCK_HDR_SIZE);
+	assert_int_equal(h.op, VSOCK_OP_RESPONSE);
+	assert_int_equal(h.src_port, 5000);
+	assert_int_equal(h.dst_port, 1000);
+	assert_int_equal(h.dst_cid, DEV_CID);
+	assert_int_equal(h.buf_alloc, VSOCK_BUF_ALLOC);
+	c = accept(lfd, NULL, NULL);
+	assert_true(c >= 0);
+	send_pkt(VSOCK_OP_RW, 1000, 5000, "hello", 5);
+	assert_int_equal(recv(c, data, sizeof(data), 0), 5);
+	assert_memory_equal(data, "hello", 5);
+	assert_int_equal(send(c, "world!", 6, 0), 6);
+	assert_int_equal(recv_pkt(&h, data, 2000), VSOCK_HDR_SIZE + 6);
+	assert_int_equal(h.op, VSOCK_OP_RW);
+	assert_int_equal(h.len, 6);
+	assert_memory_equal(data, "world!", 6);
+	/* a port nobody listens on: RST */
+	send_pkt(VSOCK_OP_REQUEST, 1001, 5001, NULL, 0);
+	assert_int_equal(recv_pkt(&h, NULL, 2000), VSOCK_HDR_SIZE);
+	assert_int_equal(h.op, VSOCK_OP_RST);
+	assert_int_equal(h.dst_port, 1001);
+	/* the guest resets: the host sees EOF */
+	send_pkt(VSOCK_OP_RST, 1000, 5000, NULL, 0);
+	assert_int_equal(recv(c, data, sizeof(data), 0), 0);
+	close(c);
+	close(lfd);
+	unlink(p);
+}
+
+/* A host client's CONNECT becomes a REQUEST; the guest's RESPONSE becomes "OK <port>". A device reset closes it. */
+static void test_dev_host_to_guest_and_reset(void **state)
+{
+	struct virtio_vsock_hdr h;
+	char line[32] = {0};
+	int c;
+
+	(void)state;
+	bring_up();
+	c = unix_connect(fx.path);
+	assert_int_equal(send(c, "CONNECT 77\n", 11, 0), 11);
+	assert_int_equal(recv_pkt(&h, NULL, 2000), VSOCK_HDR_SIZE);
+	assert_int_equal(h.op, VSOCK_OP_REQUEST);
+	assert_int_equal(h.dst_port, 77);
+	assert_true(h.src_port >= 1u << 30);
+	send_pkt(VSOCK_OP_RESPONSE, 77, h.src_port, NULL, 0);
+	assert_true(recv(c, line, sizeof(line) - 1, 0) > 0);
+	assert_int_equal(strtoul(line + 3, NULL, 10), h.src_port);
+	assert_memory_equal(line, "OK ", 3);
+	wr(0x070, 0); /* device reset: the driver's connections are gone */
+	assert_int_equal(recv(c, line, sizeof(line), 0), 0);
+	close(c);
+}
+
+/* virtio_vsock_transport_reset: the event in the driver's buffer, every connection dropped. */
+static void test_dev_transport_reset(void **state)
+{
+	struct virtio_vsock_hdr h;
+	char p[128], b;
+	uint32_t *ev;
+	int lfd, c;
+
+	(void)state;
+	snprintf(p, sizeof(p), "%s_5000", fx.path);
+	lfd = unix_listen(p);
+	bring_up();
+	ev = gpa(BUFS + 0x20000, 8);
+	ev[0] = 0xffffffffu;
+	post(VSOCK_EVT_Q, BUFS + 0x20000, 8, VIRTQ_DESC_F_WRITE);
+	send_pkt(VSOCK_OP_REQUEST, 1000, 5000, NULL, 0);
+	assert_int_equal(recv_pkt(&h, NULL, 2000), VSOCK_HDR_SIZE);
+	assert_int_equal(h.op, VSOCK_OP_RESPONSE);
+	c = accept(lfd, NULL, NULL);
+	assert_true(c >= 0);
+	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){.tv_sec = 2}, sizeof(struct timeval));
+	assert_int_equal(virtio_vsock_transport_reset(fx.dev), 0);
+	assert_int_equal(wait_used(VSOCK_EVT_Q, 2000, NULL), 4);
+	assert_int_equal(ev[0], VSOCK_EVENT_TRANSPORT_RESET);
+	assert_int_equal(recv(c, &b, 1, 0), 0);
+	close(c);
+	close(lfd);
+	unlink(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_parse_good),
+	    cmocka_unit_test(test_parse_malformed),
+	    cmocka_unit_test(test_credit),
+	    cmocka_unit_test(test_connect_line),
+	    cmocka_unit_test(test_option),
+	    cmocka_unit_test(test_validate),
+	    cmocka_unit_test_setup_teardown(test_dev_identity, dev_setup, dev_teardown),
+	    cmocka_unit_test_setup_teardown(test_dev_guest_to_host, dev_setup, dev_teardown),
+	    cmocka_unit_test_setup_teardown(test_dev_host_to_guest_and_reset, dev_setup, dev_teardown),
+	    cmocka_unit_test_setup_teardown(test_dev_transport_reset, dev_setup, dev_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
