@@ -155,9 +155,10 @@ class Boot:
         return f"exit status {self.status}\n--- stdout (tail) ---\n{tail}\n--- stderr ---\n{self.stderr[-3000:]}"
 
 
-def boot_linux(kernel_path, initrd, *args, label, timeout=TIMEOUT):
-    """Boots kernel_path with brisk, --timeline on; returns a Boot. Records a report line."""
-    cmd = [str(BRISK), "run", "--kernel", str(kernel_path), "--initrd", str(initrd), "--memory", MEMORY,
+def boot_linux(kernel_path, initrd, *args, label, timeout=TIMEOUT, wrap=()):
+    """Boots kernel_path with brisk, --timeline on; returns a Boot. Records a report line.
+    `wrap`: a command brisk runs under (e.g. `ip netns exec NS`)."""
+    cmd = [*wrap, str(BRISK), "run", "--kernel", str(kernel_path), "--initrd", str(initrd), "--memory", MEMORY,
            "--timeline", *args]
     if _hung:
         pytest.fail(f"not booted: an earlier boot ({_hung[0]}) did not end within {TIMEOUT:.0f} s")

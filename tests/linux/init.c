@@ -59,6 +59,8 @@
  *        chroot, exec /sbin/init with argument "brisk.stage=disk"
  *     3b. with brisk.blkbench=DEV (e.g. /dev/vda, a raw disk that is not the
  *        root: its first N MiB are overwritten): the block benchmark below
+ *     3c. the network and vsock words (brisk.ip=, brisk.tcp=, brisk.tcplisten=,
+ *        brisk.vsock=, brisk.vsocklisten=): init_net.c says what each does
  *   brisk.id=TOKEN    the token the disk stage writes (default "none")
  *   brisk.blkbench.mib=N   MiB the sequential rows move (default 64, at most
  *                     the device's size)
@@ -111,6 +113,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "init.h"
+
 #define BOOTMARK_PORT 0x440	   /* BRISK_BOOTMARK_PORT, include/brisk/abi.h */
 #define BOOTMARK_MMIO 0xd0000000UL /* BRISK_BOOTMARK_MMIO */
 
@@ -118,7 +122,6 @@
 #define NEWROOT		  "/newroot"
 #define STAGE_DISK	  "brisk.stage=disk"
 #define WROTE_PATH	  "/brisk-wrote"
-#define DEV_WAIT_MS	  30000 /* for /dev/vda and /dev/hvc0: a nested boot is slow, a missing device is a failure */
 #define HWRNG_WAIT	  10	/* seconds for 64 bytes from /dev/hwrng */
 #define VIRTIO_ID_BLOCK	  2	/* virtio 1.2 section 5 */
 #define VIRTIO_ID_CONSOLE 3
@@ -127,7 +130,7 @@
 
 static int port_fd = -1;
 
-static void say(const char *fmt, ...)
+void say(const char *fmt, ...)
 {
 	char buf[1024];
 	va_list ap;
@@ -181,7 +184,7 @@ static void read_file(const char *path, char *buf, size_t size)
 		*nl = 0;
 }
 
-static int has_arg(const char *cmdline, const char *arg)
+int has_arg(const char *cmdline, const char *arg)
 {
 	size_t len = strlen(arg);
 	for (const char *p = cmdline; (p = strstr(p, arg)); p += len)
@@ -191,7 +194,7 @@ static int has_arg(const char *cmdline, const char *arg)
 }
 
 /* The value of the last "key=value" word (key given with its '='), or def. */
-static const char *arg_value(const char *cmdline, const char *key, char *out, size_t size, const char *def)
+const char *arg_value(const char *cmdline, const char *key, char *out, size_t size, const char *def)
 {
 	size_t len = strlen(key);
 	const char *found = NULL;
@@ -235,7 +238,7 @@ static void setup_dev(void)
 	}
 }
 
-static long now_ms(void)
+long now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -708,6 +711,7 @@ static void virtio_mode(const char *cmdline)
 			say("brisk-init: hvc0: no virtio console bound\n");
 	}
 	read_hwrng();
+	net_mode(cmdline); /* brisk.ip=, brisk.tcp=, brisk.vsock=, ...: init_net.c */
 	char bench_dev[128];
 	if (arg_value(cmdline, "brisk.blkbench=", bench_dev, sizeof(bench_dev), NULL)) {
 		if (types & (1u << VIRTIO_ID_BLOCK) || strncmp(bench_dev, "/dev/vd", 7))

@@ -4,7 +4,7 @@
 # Usage: tests/linux/mkinitramfs.sh [--busybox] [--modules DIR] OUT.cpio.gz
 #
 # A gzip'd newc cpio holding
-#   /init                  tests/linux/init.c, built static (gcc -static -O2)
+#   /init                  tests/linux/init.c + init_net.c, built static (gcc -static -O2)
 #   /dev/console, /dev/port, /dev/mem, /dev/null, /dev/ttyS0
 #                          device nodes (init mounts devtmpfs over /dev anyway;
 #                          the nodes are for a kernel without devtmpfs)
@@ -19,7 +19,7 @@
 # the plain initramfs stays small for the other boots).
 # The static init is also left next to OUT as "init" (tests/linux/mkrootfs.sh
 # puts it on the root disk as /sbin/init).
-# Rebuilt only when init.c, this script or busybox changed. Needs root for the
+# Rebuilt only when the init's sources, this script or busybox changed. Needs root for the
 # device nodes; without root they are left out (init mknods or mounts them).
 set -euo pipefail
 die() { echo "mkinitramfs: $*" >&2; exit 1; }
@@ -40,8 +40,11 @@ mkdir -p "$dir"
 CC=${CC:-gcc}
 
 init=$dir/init
-if [[ ! -x $init || $HERE/init.c -nt $init ]]; then
-	$CC -static -O2 -Wall -Wextra -Werror -o "$init.tmp" "$HERE/init.c" ||
+srcs=("$HERE/init.c" "$HERE/init_net.c")
+stale=0
+for f in "${srcs[@]}" "$HERE/init.h"; do [[ $f -nt $init ]] && stale=1; done
+if [[ ! -x $init || $stale = 1 ]]; then
+	$CC -static -O2 -Wall -Wextra -Werror -o "$init.tmp" "${srcs[@]}" ||
 		die "cannot build a static init (is libc6-dev installed?)"
 	mv "$init.tmp" "$init"
 fi

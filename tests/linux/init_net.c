@@ -1,0 +1,421 @@
+/*
+ * init_net.c - the test init's network and vsock mode (tests/linux/test_net_linux.py, issue 10): brings up
+ * the interfaces the command line names and exchanges data with the host over TCP and vsock, checked byte
+ * for byte, timed. Part of tests/linux/init.c's static binary (mkinitramfs.sh builds both).
+ *
+ * Command-line words (each may repeat where it says so):
+ *   brisk.ip=IF,ADDR/PREFIX[,GW]   (repeatable) wait (bounded) for interface IF, give it the IPv4 address,
+ *                                  bring it and lo up; with GW a default route through it
+ *   brisk.tcp=ADDR:PORT:BYTES      (repeatable) connect to ADDR:PORT, exchange BYTES each way (connector)
+ *   brisk.vsock=PORT:BYTES         (repeatable) connect to the host (CID 2) port PORT over AF_VSOCK, exchange
+ *   brisk.tcplisten=PORT:COUNT     listen on TCP PORT (all addresses), accept COUNT connections one after the
+ *                                  other, exchange on each (acceptor; the connector chooses the size)
+ *   brisk.vsocklisten=PORT:COUNT   the same on vsock PORT
+ * Connections are made first, in the order given; then both listeners are opened, each announced with
+ * "brisk-net: tcp listening on port P" / "brisk-net: vsock listening on port P", and the init waits up to
+ * NET_ACCEPT_MS for the host to make all the connections.
+ *
+ * The exchange (the same in tests/linux/netpeer.py, the host's side): the connector sends N as 8 bytes
+ * big-endian, then N bytes of pattern(0x11); the acceptor reads and checks them, then sends N bytes of
+ * pattern(0x22), which the connector reads and checks. pattern(seed)[i] = (i % 251 + seed) & 0xff: a prime
+ * period, so a lost, repeated or reordered chunk of any power-of-two size shows. Each side times what it
+ * receives (first byte to last). Output, one line per exchange:
+ *   "brisk-net: KIND WHERE: sent N received N ok, recv MS ms (MIB/s MiB/s)"  or  "... FAIL (why)"
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/vm_sockets.h>
+#include <net/if.h>
+#include <net/route.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "init.h"
+
+#define NET_ACCEPT_MS  120000 /* the host connects after it saw the "listening" line; a nested boot is slow */
+#define NET_IO_TIMEOUT 60     /* seconds a read or write may block: a stuck peer ends the test, not the VM */
+#define NET_MAX_BYTES  (1ull << 30)
+#define NET_CHUNK      65536
+#define SEED_CONNECTOR 0x11
+#define SEED_ACCEPTOR  0x22
+
+static uint8_t pat(uint64_t i, uint8_t seed)
+{
+	return (uint8_t)(i % 251 + seed);
+}
+
+/* Every value of the repeatable word `key` (with '='), in order: calls fn(value) for each. */
+static void each_value(const char *cmdline, const char *key, void (*fn)(const char *value))
+{
+	size_t len = strlen(key);
+	for (const char *p = cmdline; (p = strstr(p, key)); p += len) {
+		if (p != cmdline && p[-1] != ' ')
+			continue;
+		char v[160];
+		size_t n = strcspn(p + len, " ");
+		if (n >= sizeof(v))
+			n = sizeof(v) - 1;
+		memcpy(v, p + len, n);
+		v[n] = 0;
+		fn(v);
+	}
+}
+
+static double now_sec(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- interfaces ---- */
+
+static int set_addr(int s, const char *ifname, unsigned long req, in_addr_t a)
+{
+	struct ifreq ifr = {0};
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = a};
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+	memcpy(&ifr.ifr_addr, &sin, sizeof(sin));
+	return ioctl(s, req, &ifr);
+}
+
+static int set_up(int s, const char *ifname)
+{
+	struct ifreq ifr = {0};
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) != 0)
+		return -1;
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	return ioctl(s, SIOCSIFFLAGS, &ifr);
+}
+
+static void mac_of(int s, const char *ifname, char *out, size_t size)
+{
+	struct ifreq ifr = {0};
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+	if (ioctl(s, SIOCGIFHWADDR, &ifr) != 0) {
+		snprintf(out, size, "?");
+		return;
+	}
+	const uint8_t *m = (const uint8_t *)ifr.ifr_hwaddr.sa_data;
+	snprintf(out, size, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+}
+
+static int add_default_route(int s, in_addr_t gw)
+{
+	struct rtentry rt = {0};
+	struct sockaddr_in any = {.sin_family = AF_INET}, via = {.sin_family = AF_INET, .sin_addr.s_addr = gw};
+	memcpy(&rt.rt_dst, &any, sizeof(any));
+	memcpy(&rt.rt_genmask, &any, sizeof(any));
+	memcpy(&rt.rt_gateway, &via, sizeof(via));
+	rt.rt_flags = RTF_UP | RTF_GATEWAY;
+	return ioctl(s, SIOCADDRT, &rt);
+}
+
+/* brisk.ip=IF,ADDR/PREFIX[,GW] */
+static void configure_ip(const char *v)
+{
+	char ifname[IFNAMSIZ] = "", addr[64] = "", gw[64] = "", mac[32];
+	unsigned prefix = 33;
+	if (sscanf(v, "%15[^,],%63[^/]/%u,%63s", ifname, addr, &prefix, gw) < 3 || prefix > 32) {
+		say("brisk-net: ip %s: FAIL (not IF,ADDR/PREFIX[,GW])\n", v);
+		return;
+	}
+	struct in_addr a, g;
+	if (inet_pton(AF_INET, addr, &a) != 1 || (gw[0] && inet_pton(AF_INET, gw, &g) != 1)) {
+		say("brisk-net: ip %s: FAIL (bad address)\n", v);
+		return;
+	}
+	long t0 = now_ms();
+	while (!if_nametoindex(ifname) && now_ms() - t0 < DEV_WAIT_MS)
+		usleep(10000);
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0 || !if_nametoindex(ifname)) {
+		say("brisk-net: ip %s: FAIL (no interface %s after %ld ms)\n", v, ifname, now_ms() - t0);
+		if (s >= 0)
+			close(s);
+		return;
+	}
+	in_addr_t mask = prefix ? htonl(~0u << (32 - prefix)) : 0;
+	const char *what = set_up(s, "lo")				? "lo up"
+			   : set_addr(s, ifname, SIOCSIFADDR, a.s_addr) ? "SIOCSIFADDR"
+			   : set_addr(s, ifname, SIOCSIFNETMASK, mask)	? "SIOCSIFNETMASK"
+			   : set_up(s, ifname)				? "SIOCSIFFLAGS"
+			   : gw[0] && add_default_route(s, g.s_addr)	? "SIOCADDRT"
+									: NULL;
+	mac_of(s, ifname, mac, sizeof(mac));
+	if (what)
+		say("brisk-net: ip %s: FAIL (%s: %s)\n", v, what, strerror(errno));
+	else
+		say("brisk-net: %s %s up %s/%u%s%s (%ld ms)\n", ifname, mac, addr, prefix, gw[0] ? " via " : "", gw,
+		    now_ms() - t0);
+	close(s);
+}
+
+/* ---- the exchange ---- */
+
+static void timeouts(int fd)
+{
+	struct timeval tv = {.tv_sec = NET_IO_TIMEOUT};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+static int write_all(int fd, const uint8_t *p, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int send_pattern(int fd, uint64_t bytes, uint8_t seed)
+{
+	static uint8_t buf[NET_CHUNK];
+	for (uint64_t off = 0; off < bytes;) {
+		size_t n = bytes - off < NET_CHUNK ? (size_t)(bytes - off) : NET_CHUNK;
+		for (size_t i = 0; i < n; i++)
+			buf[i] = pat(off + i, seed);
+		int err = write_all(fd, buf, n);
+		if (err)
+			return err;
+		off += n;
+	}
+	return 0;
+}
+
+/* Reads `bytes` and checks them against pattern(seed); the receive time (first byte to last) in *secs. */
+static int recv_pattern(int fd, uint64_t bytes, uint8_t seed, double *secs, char *why, size_t whylen)
+{
+	static uint8_t buf[NET_CHUNK];
+	double t0 = 0;
+	for (uint64_t off = 0; off < bytes;) {
+		size_t want = bytes - off < NET_CHUNK ? (size_t)(bytes - off) : NET_CHUNK;
+		ssize_t n = read(fd, buf, want);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			snprintf(why, whylen, "%s after %llu bytes", n ? strerror(errno) : "EOF",
+				 (unsigned long long)off);
+			return -1;
+		}
+		if (!off)
+			t0 = now_sec();
+		for (ssize_t i = 0; i < n; i++)
+			if (buf[i] != pat(off + (uint64_t)i, seed)) {
+				snprintf(why, whylen, "byte %llu is 0x%02x, not 0x%02x",
+					 (unsigned long long)(off + (uint64_t)i), buf[i], pat(off + (uint64_t)i, seed));
+				return -1;
+			}
+		off += (uint64_t)n;
+	}
+	*secs = bytes ? now_sec() - t0 : 0;
+	return 0;
+}
+
+static void report(const char *kind, const char *where, uint64_t bytes, int ok, double secs, const char *why)
+{
+	if (ok)
+		say("brisk-net: %s %s: sent %llu received %llu ok, recv %.1f ms (%.1f MiB/s)\n", kind, where,
+		    (unsigned long long)bytes, (unsigned long long)bytes, secs * 1e3,
+		    secs > 0 ? (double)bytes / 1048576.0 / secs : 0.0);
+	else
+		say("brisk-net: %s %s: FAIL (%s)\n", kind, where, why);
+}
+
+/* The connector's side on a connected fd (closes it). */
+static void exchange_connector(int fd, const char *kind, const char *where, uint64_t bytes)
+{
+	uint8_t hdr[8];
+	char why[160] = "";
+	double secs = 0;
+	for (int i = 0; i < 8; i++)
+		hdr[i] = (uint8_t)(bytes >> (56 - 8 * i));
+	int err = write_all(fd, hdr, sizeof(hdr));
+	if (!err)
+		err = send_pattern(fd, bytes, SEED_CONNECTOR);
+	if (err)
+		snprintf(why, sizeof(why), "send: %s", strerror(-err));
+	int ok = !err && recv_pattern(fd, bytes, SEED_ACCEPTOR, &secs, why, sizeof(why)) == 0;
+	report(kind, where, bytes, ok, secs, why);
+	close(fd);
+}
+
+/* The acceptor's side on an accepted fd (closes it). */
+static void exchange_acceptor(int fd, const char *kind, const char *where)
+{
+	uint8_t hdr[8];
+	uint64_t bytes = 0;
+	double secs = 0;
+	char why[160] = "";
+	int ok = 0;
+	timeouts(fd);
+	if (recv(fd, hdr, sizeof(hdr), MSG_WAITALL) != (ssize_t)sizeof(hdr)) {
+		snprintf(why, sizeof(why), "no length: %s", strerror(errno));
+	} else {
+		for (int i = 0; i < 8; i++)
+			bytes = bytes << 8 | hdr[i];
+		if (bytes > NET_MAX_BYTES)
+			snprintf(why, sizeof(why), "length %llu is more than %llu", (unsigned long long)bytes,
+				 NET_MAX_BYTES);
+		else if (recv_pattern(fd, bytes, SEED_CONNECTOR, &secs, why, sizeof(why)) == 0) {
+			int err = send_pattern(fd, bytes, SEED_ACCEPTOR);
+			ok = !err;
+			if (err)
+				snprintf(why, sizeof(why), "send: %s", strerror(-err));
+		}
+	}
+	report(kind, where, bytes, ok, secs, why);
+	close(fd);
+}
+
+/* "A:B:BYTES" or "B:BYTES" -> the parts; 0 on success. */
+static int parse_target(const char *v, char *host, size_t hostlen, unsigned *port, uint64_t *bytes)
+{
+	char h[64] = "";
+	unsigned long long b;
+	if (host) {
+		if (sscanf(v, "%63[^:]:%u:%llu", h, port, &b) != 3)
+			return -1;
+		snprintf(host, hostlen, "%s", h);
+	} else if (sscanf(v, "%u:%llu", port, &b) != 2) {
+		return -1;
+	}
+	if (*port == 0 || b > NET_MAX_BYTES || (host && *port > 65535))
+		return -1;
+	*bytes = b;
+	return 0;
+}
+
+static void tcp_connect(const char *v)
+{
+	char host[64], where[96];
+	unsigned port;
+	uint64_t bytes;
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	if (parse_target(v, host, sizeof(host), &port, &bytes) || inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+		report("tcp connect", v, 0, 0, 0, "not ADDR:PORT:BYTES");
+		return;
+	}
+	snprintf(where, sizeof(where), "%s:%u", host, port);
+	sa.sin_port = htons((uint16_t)port);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || (timeouts(fd), connect(fd, (struct sockaddr *)&sa, sizeof(sa))) != 0) {
+		char why[96];
+		snprintf(why, sizeof(why), "connect: %s", strerror(errno));
+		report("tcp connect", where, bytes, 0, 0, why);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	exchange_connector(fd, "tcp connect", where, bytes);
+}
+
+static void vsock_connect(const char *v)
+{
+	char where[64];
+	unsigned port;
+	uint64_t bytes;
+	struct sockaddr_vm sa = {.svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_HOST};
+	if (parse_target(v, NULL, 0, &port, &bytes)) {
+		report("vsock connect", v, 0, 0, 0, "not PORT:BYTES");
+		return;
+	}
+	snprintf(where, sizeof(where), "2:%u", port);
+	sa.svm_port = port;
+	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || (timeouts(fd), connect(fd, (struct sockaddr *)&sa, sizeof(sa))) != 0) {
+		char why[96];
+		snprintf(why, sizeof(why), "%s: %s", fd < 0 ? "socket(AF_VSOCK)" : "connect", strerror(errno));
+		report("vsock connect", where, bytes, 0, 0, why);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	exchange_connector(fd, "vsock connect", where, bytes);
+}
+
+/* A listening socket for "PORT:COUNT" (*count connections to accept); -1 on failure. */
+static int listen_on(int family, const char *v, unsigned *port, uint64_t *count)
+{
+	const char *kind = family == AF_VSOCK ? "vsock" : "tcp";
+	if (parse_target(v, NULL, 0, port, count) || !*count) {
+		say("brisk-net: %s listen %s: FAIL (not PORT:COUNT)\n", kind, v);
+		return -1;
+	}
+	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons((uint16_t)*port)};
+	struct sockaddr_vm vm = {.svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY, .svm_port = *port};
+	if (fd >= 0 && family == AF_INET)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (fd < 0 ||
+	    (family == AF_INET ? bind(fd, (struct sockaddr *)&in, sizeof(in))
+			       : bind(fd, (struct sockaddr *)&vm, sizeof(vm))) ||
+	    listen(fd, 4)) {
+		say("brisk-net: %s listen %u: FAIL (%s)\n", kind, *port, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	say("brisk-net: %s listening on port %u\n", kind, *port);
+	return fd;
+}
+
+void net_mode(const char *cmdline)
+{
+	char v[2][64];
+	unsigned port[2] = {0, 0};
+	uint64_t left[2] = {0, 0};
+	struct pollfd p[2] = {{.fd = -1}, {.fd = -1}};
+	static const char *const kind[2] = {"tcp accept", "vsock accept"};
+
+	each_value(cmdline, "brisk.ip=", configure_ip);
+	each_value(cmdline, "brisk.tcp=", tcp_connect);
+	each_value(cmdline, "brisk.vsock=", vsock_connect);
+	if (arg_value(cmdline, "brisk.tcplisten=", v[0], sizeof(v[0]), NULL))
+		p[0].fd = listen_on(AF_INET, v[0], &port[0], &left[0]);
+	if (arg_value(cmdline, "brisk.vsocklisten=", v[1], sizeof(v[1]), NULL))
+		p[1].fd = listen_on(AF_VSOCK, v[1], &port[1], &left[1]);
+	long t0 = now_ms();
+	while ((p[0].fd >= 0 || p[1].fd >= 0) && now_ms() - t0 < NET_ACCEPT_MS) {
+		p[0].events = p[1].events = POLLIN;
+		if (poll(p, 2, 1000) <= 0)
+			continue;
+		for (int i = 0; i < 2; i++) {
+			if (p[i].fd < 0 || !(p[i].revents & POLLIN))
+				continue;
+			int c = accept4(p[i].fd, NULL, NULL, SOCK_CLOEXEC);
+			if (c < 0)
+				continue;
+			char where[32];
+			snprintf(where, sizeof(where), "port %u", port[i]);
+			exchange_acceptor(c, kind[i], where);
+			if (--left[i] == 0) {
+				close(p[i].fd);
+				p[i].fd = -1;
+			}
+		}
+	}
+	for (int i = 0; i < 2; i++)
+		if (p[i].fd >= 0) {
+			say("brisk-net: %s port %u: FAIL (%llu connections missing after %d s)\n", kind[i], port[i],
+			    (unsigned long long)left[i], NET_ACCEPT_MS / 1000);
+			close(p[i].fd);
+		}
+}
