@@ -233,6 +233,30 @@ def helper_pid(brisk_pid):
     raise AssertionError("no brisk-slirp child")
 
 
+def helper_recv_q(helper):
+    """Bytes waiting in the stopped helper's end of its socket to brisk (ss -x: Recv-Q), or None."""
+    p = subprocess.run(["ss", "-xpn"], capture_output=True, text=True, timeout=30)
+    for line in p.stdout.splitlines():
+        if f"pid={helper}," in line:
+            return int(line.split()[2])
+    return None
+
+
+def wait_socket_full(helper, timeout=60):
+    """Until the helper's receive queue has stopped growing for a second (brisk got EAGAIN and paused); a
+    fixed sleep is not enough where the guest is slow to get going (nested KVM). The guest's own deadline for a
+    transmission is 5 s, so the helper must run again soon after."""
+    last, since, t_end = None, time.monotonic(), time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        q = helper_recv_q(helper)
+        if q != last:
+            last, since = q, time.monotonic()
+        elif q and time.monotonic() - since >= 1.0:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the helper's socket never filled (Recv-Q {last})")
+
+
 def test_user_backpressure_helper_stopped():
     """The helper stops reading (SIGSTOP) while the guest transmits as fast as it can: the socket fills, brisk
     pauses the transmit queue (EAGAIN, counted) instead of dropping or blocking, and once the helper runs again
@@ -246,7 +270,7 @@ def test_user_backpressure_helper_stopped():
     try:
         helper = helper_pid(proc.pid)
         os.kill(helper, signal.SIGSTOP)
-        time.sleep(1.5)
+        wait_socket_full(helper)
         os.kill(helper, signal.SIGCONT)
         out, err = proc.communicate(timeout=120)
     finally:
