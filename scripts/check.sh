@@ -72,7 +72,7 @@ run_pytest() { # $1 = brisk binary, $2 = label
 # both times.
 run_nested_pytest() { # $1 = brisk binary, $2 = label
 	local rc
-	local -x NESTED_KVM_TIMEOUT=${NESTED_KVM_TIMEOUT:-480} # ~5x a normal suite run; this function only
+	local -x NESTED_KVM_TIMEOUT=${NESTED_KVM_TIMEOUT:-1200} # ~3x a normal suite run (~400 s with the net and vsock suites); this function only
 	suite() { # extra pytest arguments; output in $log/py.out, status in rc
 		NESTED_KVM_MEM=${NESTED_KVM_MEM:-6G} scripts/nested-kvm.sh -- env BRISK="$1" "$PYTHON" -m pytest -q -rs \
 			--timeout 300 "${@:2}" tests/integration 2>&1 | tee "$log/py.out"

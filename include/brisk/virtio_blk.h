@@ -52,7 +52,7 @@
 
 /* The device's limits (docs/devices.md, "virtio-blk"). */
 #define BLK_QUEUE_SIZE 256u				/* QueueNumMax, and the most requests in flight */
-#define BLK_SEG_MAX    128u				/* seg_max: data segments per request */
+#define BLK_SEG_MAX    (BLK_QUEUE_SIZE - 2u)		/* seg_max: data segments per request, as QEMU's */
 #define BLK_CHAIN_SEGS (BLK_SEG_MAX + 2u)		/* what a chain may hold: header, data, status */
 #define BLK_SIZE_MAX   (1u << 20)			/* size_max: bytes of one data segment (advertised) */
 #define BLK_DWZ_MAX    (UINT32_MAX / VIRTIO_BLK_SECTOR) /* max_discard/write_zeroes_sectors */
