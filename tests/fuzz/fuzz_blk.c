@@ -8,22 +8,11 @@
 #include "brisk/log.h"
 #include "brisk/virtio.h"
 #include "brisk/virtio_blk.h"
+#include "chain_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct blk_req req;
-
-/* The segment holding [p, p + len), searched among seg[from .. to); -1 if none holds all of it. */
-static int holder(const struct virtq_chain *c, unsigned from, unsigned to, const uint8_t *p, uint64_t len)
-{
-	for (unsigned i = from; i < to; i++) {
-		const uint8_t *s = c->seg[i].ptr;
-
-		if (p >= s && p <= s + c->seg[i].len && len <= (uint64_t)(s + c->seg[i].len - p))
-			return (int)i;
-	}
-	return -1;
-}
 
 /* Every data byte the parser hands out lies in a segment of the right direction, and is touched. */
 static void check_iov(const struct virtq_chain *c, bool device_writes)
@@ -37,7 +26,7 @@ static void check_iov(const struct virtq_chain *c, bool device_writes)
 	for (unsigned i = 0; i < req.niov; i++) {
 		uint8_t *p = req.iov[i].iov_base;
 
-		if (req.iov[i].iov_len == 0 || holder(c, from, to, p, req.iov[i].iov_len) < 0)
+		if (req.iov[i].iov_len == 0 || fuzz_seg_holder(c, from, to, p, req.iov[i].iov_len) < 0)
 			abort();
 		if (device_writes && p <= req.status && req.status < p + req.iov[i].iov_len)
 			abort(); /* data never overlaps the status byte */
@@ -61,7 +50,7 @@ static void check(const struct blk_limits *l, const struct virtq_chain *c, enum 
 			abort();
 		return;
 	}
-	if (holder(c, c->nr_out, c->nr_out + c->nr_in, req.status, 1) < 0 || req.used != c->in_bytes)
+	if (fuzz_seg_holder(c, c->nr_out, c->nr_out + c->nr_in, req.status, 1) < 0 || req.used != c->in_bytes)
 		abort();
 	*req.status = 0; /* writable */
 	if (res == BLK_REQ_DONE) {
@@ -103,46 +92,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct virtq_seg segs[2 * BF_MAX_SIDE];
 	struct virtq_chain c = {.seg = segs};
 	struct blk_limits l = {0};
-	const uint8_t *p;
-	size_t n;
-	unsigned total;
+	struct fuzz_input in = fuzz_input_split(data, size, hdr, BF_HDR);
 
 	log_set_level(LOG_ERROR);
-	memcpy(hdr, data, size < BF_HDR ? size : BF_HDR);
-	p = data + (size < BF_HDR ? size : BF_HDR);
-	n = size < BF_HDR ? 0 : size - BF_HDR;
 	l.ro = hdr[0] & BF_RO;
 	l.features = (hdr[0] & BF_FLUSH ? 1ull << VIRTIO_BLK_F_FLUSH : 0) |
 		     (hdr[0] & BF_DISCARD ? 1ull << VIRTIO_BLK_F_DISCARD : 0) |
 		     (hdr[0] & BF_WRITE_ZEROS ? 1ull << VIRTIO_BLK_F_WRITE_ZEROES : 0);
 	memcpy(&l.capacity, hdr + 1, 8);
-	c.nr_out = (hdr[9] & 0xf) % (BF_MAX_SIDE + 1);
-	c.nr_in = (hdr[9] >> 4) % (BF_MAX_SIDE + 1);
-	total = c.nr_out + c.nr_in;
-	for (unsigned i = 0; i < total; i++) {
-		uint16_t len = 0;
-
-		if (n >= 2) {
-			memcpy(&len, p, 2);
-			p += 2;
-			n -= 2;
-		}
-		segs[i].len = len & BF_LEN_MASK;
-		segs[i].ptr = malloc(segs[i].len ? segs[i].len : 1);
-		if (i < c.nr_out) {
-			size_t take = n < segs[i].len ? n : segs[i].len;
-
-			memset(segs[i].ptr, 0, segs[i].len);
-			memcpy(segs[i].ptr, p, take);
-			p += take;
-			n -= take;
-			c.out_bytes += segs[i].len;
-		} else {
-			c.in_bytes += segs[i].len;
-		}
-	}
+	fuzz_chain_read(&c, hdr[9], BF_MAX_SIDE, 0, BF_LEN_MASK, &in);
 	check(&l, &c, blk_parse(&l, &c, &req));
-	for (unsigned i = 0; i < total; i++)
-		free(segs[i].ptr);
+	fuzz_chain_free(&c);
 	return 0;
 }

@@ -6,23 +6,12 @@
 
 #include "brisk/log.h"
 #include "brisk/virtio_net.h"
+#include "chain_input.h"
 #include "net_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct net_tx tx;
-
-/* The readable segment holding [p, p + len), or -1. */
-static int holder(const struct virtq_chain *c, const uint8_t *p, uint64_t len)
-{
-	for (unsigned i = 0; i < c->nr_out; i++) {
-		const uint8_t *s = c->seg[i].ptr;
-
-		if (p >= s && p <= s + c->seg[i].len && len <= (uint64_t)(s + c->seg[i].len - p))
-			return (int)i;
-	}
-	return -1;
-}
 
 /* What an accepted frame must be: within the limits, its bytes all in readable segments, after the header. */
 static void check_ok(const struct net_limits *l, const struct virtq_chain *c)
@@ -45,7 +34,7 @@ static void check_ok(const struct net_limits *l, const struct virtq_chain *c)
 	for (unsigned i = 0; i < tx.niov; i++) {
 		const uint8_t *p = tx.iov[i].iov_base;
 
-		if (tx.iov[i].iov_len == 0 || holder(c, p, tx.iov[i].iov_len) < 0)
+		if (tx.iov[i].iov_len == 0 || fuzz_seg_holder(c, 0, c->nr_out, p, tx.iov[i].iov_len) < 0)
 			abort();
 		for (size_t j = 0; j < tx.iov[i].iov_len; j++)
 			sum = (uint8_t)(sum ^ p[j]);
@@ -62,47 +51,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct virtq_seg segs[2 * NF_MAX_SIDE];
 	struct virtq_chain c = {.seg = segs};
 	struct net_limits l = {0};
-	const uint8_t *p;
-	size_t n;
-	unsigned total;
+	struct fuzz_input in = fuzz_input_split(data, size, hdr, NF_HDR);
 
 	log_set_level(LOG_ERROR);
-	memcpy(hdr, data, size < NF_HDR ? size : NF_HDR);
-	p = data + (size < NF_HDR ? size : NF_HDR);
-	n = size < NF_HDR ? 0 : size - NF_HDR;
 	l.features = (hdr[0] & NF_CSUM ? VIRTIO_NET_F_CSUM : 0) | (hdr[0] & NF_HOST_TSO4 ? VIRTIO_NET_F_HOST_TSO4 : 0) |
 		     (hdr[0] & NF_HOST_TSO6 ? VIRTIO_NET_F_HOST_TSO6 : 0);
 	l.max_frame = net_max_frame(l.features, NET_MTU);
-	c.nr_out = (hdr[1] & 0xf) % (NF_MAX_SIDE + 1);
-	c.nr_in = (hdr[1] >> 4) % (NF_MAX_SIDE + 1);
-	total = c.nr_out + c.nr_in;
-	for (unsigned i = 0; i < total; i++) {
-		uint16_t len = 0;
-		size_t take;
-
-		if (n >= 2) {
-			memcpy(&len, p, 2);
-			p += 2;
-			n -= 2;
-		}
-		segs[i].len = len;
-		segs[i].ptr = malloc(len ? len : 1);
-		memset(segs[i].ptr, 0, len);
-		if (i < c.nr_out) {
-			take = n < len ? n : len;
-			memcpy(segs[i].ptr, p, take);
-			p += take;
-			n -= take;
-			c.out_bytes += len;
-		} else {
-			c.in_bytes += len;
-		}
-	}
+	fuzz_chain_read(&c, hdr[1], NF_MAX_SIDE, 0, 0xffff, &in);
 	if (net_tx_parse(&l, &c, &tx) == NET_TX_OK)
 		check_ok(&l, &c);
 	else if (!tx.why)
 		abort();
-	for (unsigned i = 0; i < total; i++)
-		free(segs[i].ptr);
+	fuzz_chain_free(&c);
 	return 0;
 }

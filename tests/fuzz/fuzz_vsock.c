@@ -7,6 +7,7 @@
 
 #include "brisk/log.h"
 #include "brisk/virtio_vsock.h"
+#include "chain_input.h"
 #include "vsock_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -44,44 +45,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct virtq_seg segs[2 * VF_MAX_SIDE];
 	struct virtq_chain c = {.seg = segs};
 	struct virtio_vsock_hdr h;
-	const uint8_t *p;
-	size_t n;
+	struct fuzz_input in = fuzz_input_split(data, size, hdr, VF_HDR);
 	uint32_t cid;
-	unsigned total;
 
 	log_set_level(LOG_ERROR);
-	memcpy(hdr, data, size < VF_HDR ? size : VF_HDR);
-	p = data + (size < VF_HDR ? size : VF_HDR);
-	n = size < VF_HDR ? 0 : size - VF_HDR;
 	memcpy(&cid, hdr, 4);
-	c.nr_out = (hdr[4] & 0xf) % (VF_MAX_SIDE + 1);
-	c.nr_in = (hdr[4] >> 4) % (VF_MAX_SIDE + 1);
-	total = c.nr_out + c.nr_in;
-	for (unsigned i = 0; i < total; i++) {
-		uint16_t len = 0;
-
-		if (n >= 2) {
-			memcpy(&len, p, 2);
-			p += 2;
-			n -= 2;
-		}
-		segs[i].len = ((uint32_t)len << 1) & VF_LEN_MASK;
-		segs[i].ptr = malloc(segs[i].len ? segs[i].len : 1);
-		memset(segs[i].ptr, 0, segs[i].len);
-		if (i < c.nr_out) {
-			size_t take = n < segs[i].len ? n : segs[i].len;
-
-			memcpy(segs[i].ptr, p, take);
-			p += take;
-			n -= take;
-			c.out_bytes += segs[i].len;
-		} else {
-			c.in_bytes += segs[i].len;
-		}
-	}
+	fuzz_chain_read(&c, hdr[4], VF_MAX_SIDE, 1, VF_LEN_MASK, &in);
 	check(&c, cid, vsock_parse(&c, cid, &h), &h);
-	check_rest(p, n);
-	for (unsigned i = 0; i < total; i++)
-		free(segs[i].ptr);
+	check_rest(in.p, in.n);
+	fuzz_chain_free(&c);
 	return 0;
 }

@@ -25,144 +25,48 @@
 #include "brisk/mem.h"
 #include "brisk/virtio.h"
 #include "fake_vm.h"
+#include "virtio_driver.h"
 
-/* ---- the driver's side: two split queues in fake guest RAM (section 2.7) ----------------------------------- */
+/* ---- the driver's side: two split queues in fake guest RAM (virtio_driver.h) ------------------------------- */
 
-#define QSIZE  16
-#define RX_Q   0
-#define TX_Q   1
-#define V1     (1ull << VIRTIO_F_VERSION_1)
-#define BUFS   0x400000 /* data buffers: 4 KiB per descriptor slot and queue */
-#define STATUS (VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK)
+#define RX_Q 0
+#define TX_Q 1
+#define BUFS 0x400000 /* data buffers: 4 KiB per descriptor slot and queue */
 
-struct drvq {
-	uint64_t desc; /* avail at +0x1000, used at +0x2000 */
-	uint16_t avail_idx, used_seen, next;
-};
-
-struct fx {
-	struct gmem mem;
-	struct bus bus;
-	struct devmgr mgr;
-	uint64_t base;
+static struct fx {
+	struct vdrv drv;
 	struct virtio_mmio *t;
-	struct drvq q[2];
 	int in[2], out[2]; /* pipes: the host's input (we write in[1]) and output (we read out[0]) */
-};
-
-static struct fx fx;
-
-static uint32_t rd(uint64_t off)
-{
-	uint32_t v = 0xdeadbeef;
-
-	bus_read(&fx.bus, BUS_MMIO, fx.base + off, &v, 4);
-	return v;
-}
-
-static void wr(uint64_t off, uint32_t v)
-{
-	bus_write(&fx.bus, BUS_MMIO, fx.base + off, &v, 4);
-}
-
-static void *gpa(uint64_t a, uint64_t len)
-{
-	void *p = gmem_ptr(&fx.mem, a, len);
-
-	assert_non_null(p);
-	return p;
-}
-
-static void setup_queue(unsigned q, uint64_t desc)
-{
-	fx.q[q] = (struct drvq){.desc = desc};
-	memset(gpa(desc, 0x3000), 0, 0x3000);
-	wr(0x030, q);
-	wr(0x038, QSIZE);
-	wr(0x080, (uint32_t)desc);
-	wr(0x084, 0);
-	wr(0x090, (uint32_t)(desc + 0x1000));
-	wr(0x094, 0);
-	wr(0x0a0, (uint32_t)(desc + 0x2000));
-	wr(0x0a4, 0);
-	wr(0x044, 1);
-}
+} fx;
 
 /* The driver's bring-up (3.1.1): VERSION_1 only, both queues, DRIVER_OK. */
 static void bring_up(void)
 {
-	wr(0x070, VIRTIO_STATUS_ACKNOWLEDGE);
-	wr(0x070, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER);
-	wr(0x024, 1);
-	wr(0x020, 1); /* VERSION_1 (bit 32) */
-	wr(0x070, STATUS);
-	assert_int_equal(rd(0x070), STATUS);
-	setup_queue(RX_Q, 0x100000);
-	setup_queue(TX_Q, 0x200000);
-	wr(0x070, STATUS | VIRTIO_STATUS_DRIVER_OK);
-	assert_int_equal(rd(0x070), STATUS | VIRTIO_STATUS_DRIVER_OK);
-}
-
-struct desc {
-	uint64_t addr;
-	uint32_t len;
-	uint16_t flags, next;
-};
-
-/* Adds a one-descriptor chain (flags: VIRTQ_DESC_F_WRITE or 0) of `len` bytes at `buf`, notifies; returns its head. */
-static uint16_t post(unsigned q, uint64_t buf, uint32_t len, uint16_t flags)
-{
-	struct drvq *d = &fx.q[q];
-	uint16_t head = d->next++ % QSIZE;
-	struct desc *dt = gpa(d->desc, QSIZE * sizeof(struct desc));
-	uint16_t *avail = gpa(d->desc + 0x1000, 4 + 2 * QSIZE);
-
-	dt[head] = (struct desc){.addr = buf, .len = len, .flags = flags};
-	avail[2 + d->avail_idx % QSIZE] = head;
-	__atomic_store_n(&avail[1], ++d->avail_idx, __ATOMIC_RELEASE);
-	wr(0x050, q);
-	return head;
-}
-
-/* Waits (bounded) for the next used entry of queue q; returns its length, or -1. */
-static int64_t wait_used(unsigned q, int ms)
-{
-	struct drvq *d = &fx.q[q];
-	uint16_t *used = gpa(d->desc + 0x2000, 4 + 8 * QSIZE);
-	struct timespec one = {.tv_nsec = 1000000};
-
-	for (int i = 0; i < ms; i++) {
-		if (__atomic_load_n(&used[1], __ATOMIC_ACQUIRE) != d->used_seen) {
-			uint32_t *e = (uint32_t *)(used + 2) + 2 * (d->used_seen++ % QSIZE);
-
-			return e[1];
-		}
-		nanosleep(&one, NULL);
-	}
-	return -1;
+	vdrv_bring_up(&fx.drv, 0, 2);
 }
 
 /* Sends `s` as one transmit buffer and waits for its completion. */
 static void transmit(const char *s)
 {
-	uint64_t buf = BUFS + 0x10000 + (fx.q[TX_Q].next % QSIZE) * 0x1000;
+	uint64_t buf = BUFS + 0x10000 + vdrv_next_head(&fx.drv, TX_Q) * 0x1000;
 
-	memcpy(gpa(buf, strlen(s)), s, strlen(s));
-	post(TX_Q, buf, (uint32_t)strlen(s), 0);
-	assert_int_equal(wait_used(TX_Q, 2000), 0); /* 5.3.6.2: nothing written into a transmit buffer */
+	memcpy(vdrv_gpa(&fx.drv, buf, strlen(s)), s, strlen(s));
+	vdrv_post(&fx.drv, TX_Q, buf, (uint32_t)strlen(s), 0);
+	assert_int_equal(vdrv_wait_used(&fx.drv, TX_Q, 2000, NULL),
+			 0); /* 5.3.6.2: nothing written into a transmit buffer */
 }
 
 /* Posts a receive buffer of `len` bytes and returns what the device put in it (NUL-terminated into out). */
 static int64_t receive(char *out, uint32_t len, int ms)
 {
-	uint64_t buf = BUFS + (fx.q[RX_Q].next % QSIZE) * 0x1000;
+	uint64_t buf = BUFS + vdrv_next_head(&fx.drv, RX_Q) * 0x1000;
 	int64_t n;
 
-	memset(gpa(buf, len), 0, len);
-	post(RX_Q, buf, len, VIRTQ_DESC_F_WRITE);
-	n = wait_used(RX_Q, ms);
+	memset(vdrv_gpa(&fx.drv, buf, len), 0, len);
+	vdrv_post(&fx.drv, RX_Q, buf, len, VIRTQ_DESC_F_WRITE);
+	n = vdrv_wait_used(&fx.drv, RX_Q, ms, NULL);
 	if (n >= 0) {
-		memcpy(out, gpa(buf, len), (size_t)n);
+		memcpy(out, vdrv_gpa(&fx.drv, buf, len), (size_t)n);
 		out[n] = 0;
 	}
 	return n;
@@ -201,7 +105,6 @@ static int setup_with_output(int out_fd)
 	struct devctx ctx = {.ops = &fake_ops};
 	const struct devmgr_slot *slot;
 	struct serial_opts io;
-	const char *failed;
 
 	memset(&fx, 0, sizeof(fx));
 	assert_int_equal(pipe(fx.in), 0);
@@ -212,18 +115,10 @@ static int setup_with_output(int out_fd)
 		fx.out[0] = fx.out[1] = -1;
 	}
 	io = (struct serial_opts){.out_fd = out_fd, .in_fd = fx.in[0]};
-	assert_int_equal(gmem_init(&fx.mem, 16 << 20, 0), 0);
-	ctx.mem = &fx.mem;
-	loop = evloop_create();
-	assert_non_null(loop);
-	bus_init(&fx.bus);
-	slot = devmgr_alloc(&fx.mgr, "virtio-console");
-	fx.base = slot->base;
-	assert_int_equal(virtio_console_create_io(&ctx, &fx.bus, slot, &io), 0);
-	fx.t = bus_find(&fx.bus, BUS_MMIO, fx.base, 4)->device->dev;
-	assert_int_equal(evloop_start(loop), 0);
-	assert_int_equal(bus_start(&fx.bus, &failed), 0);
-	assert_int_equal(bus_late_start(&fx.bus, &failed), 0);
+	slot = vdrv_open(&fx.drv, "virtio-console", &ctx);
+	assert_int_equal(virtio_console_create_io(&ctx, &fx.drv.bus, slot, &io), 0);
+	fx.t = bus_find(&fx.drv.bus, BUS_MMIO, fx.drv.base, 4)->device->dev;
+	vdrv_start(&fx.drv);
 	pthread_mutex_lock(&fake_lock);
 	exit_calls = 0;
 	exit_code = -1;
@@ -240,10 +135,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	evloop_stop(loop);
-	bus_destroy(&fx.bus);
-	evloop_destroy(loop);
-	gmem_destroy(&fx.mem);
+	vdrv_close(&fx.drv);
 	for (int i = 0; i < 2; i++) {
 		close(fx.in[i]);
 		if (fx.out[i] >= 0)
@@ -260,16 +152,16 @@ static void test_identity(void **state)
 	uint8_t cfg[12];
 
 	(void)state;
-	assert_int_equal(rd(0x008), VIRTIO_ID_CONSOLE);
-	wr(0x014, 0);
-	assert_int_equal(rd(0x010), (1u << VIRTIO_F_INDIRECT_DESC) | (1u << VIRTIO_F_EVENT_IDX));
-	wr(0x030, 0);
-	assert_int_equal(rd(0x034), 256);
-	wr(0x030, 2); /* no control queues without MULTIPORT */
-	assert_int_equal(rd(0x034), 0);
+	assert_int_equal(vdrv_rd(&fx.drv, 0x008), VIRTIO_ID_CONSOLE);
+	vdrv_wr(&fx.drv, 0x014, 0);
+	assert_int_equal(vdrv_rd(&fx.drv, 0x010), (1u << VIRTIO_F_INDIRECT_DESC) | (1u << VIRTIO_F_EVENT_IDX));
+	vdrv_wr(&fx.drv, 0x030, 0);
+	assert_int_equal(vdrv_rd(&fx.drv, 0x034), 256);
+	vdrv_wr(&fx.drv, 0x030, 2); /* no control queues without MULTIPORT */
+	assert_int_equal(vdrv_rd(&fx.drv, 0x034), 0);
 	memset(cfg, 0xee, sizeof(cfg));
 	for (unsigned i = 0; i < sizeof(cfg); i += 4)
-		bus_read(&fx.bus, BUS_MMIO, fx.base + 0x100 + i, cfg + i, 4);
+		bus_read(&fx.drv.bus, BUS_MMIO, fx.drv.base + 0x100 + i, cfg + i, 4);
 	for (unsigned i = 0; i < sizeof(cfg); i++)
 		assert_int_equal(cfg[i], 0);
 }
@@ -332,22 +224,22 @@ static void test_bad_chains(void **state)
 
 	(void)state;
 	bring_up();
-	post(TX_Q, BUFS, 8, VIRTQ_DESC_F_WRITE);
-	assert_int_equal(wait_used(TX_Q, 2000), 0);
+	vdrv_post(&fx.drv, TX_Q, BUFS, 8, VIRTQ_DESC_F_WRITE);
+	assert_int_equal(vdrv_wait_used(&fx.drv, TX_Q, 2000, NULL), 0);
 	assert_int_equal(stats().bad_chains, 1);
 	assert_int_equal(write(fx.in[1], "q", 1), 1);
 	nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
-	post(RX_Q, BUFS, 8, 0);
-	assert_int_equal(wait_used(RX_Q, 2000), 0);
+	vdrv_post(&fx.drv, RX_Q, BUFS, 8, 0);
+	assert_int_equal(vdrv_wait_used(&fx.drv, RX_Q, 2000, NULL), 0);
 	assert_int_equal(stats().bad_chains, 2);
 	/* a buffer outside guest RAM (SECURITY.md case 4) */
-	post(TX_Q, 0xfffff000, 8, 0);
-	assert_int_equal(wait_used(TX_Q, 2000), 0);
+	vdrv_post(&fx.drv, TX_Q, 0xfffff000, 8, 0);
+	assert_int_equal(vdrv_wait_used(&fx.drv, TX_Q, 2000, NULL), 0);
 	assert_int_equal(stats().bad_chains, 3);
 	/* the device goes on: the input is still there for a good buffer */
 	assert_int_equal(receive(buf, 8, 2000), 1);
 	assert_string_equal(buf, "q");
-	assert_int_equal(rd(0x070) & VIRTIO_STATUS_DEVICE_NEEDS_RESET, 0);
+	assert_int_equal(vdrv_rd(&fx.drv, 0x070) & VIRTIO_STATUS_DEVICE_NEEDS_RESET, 0);
 }
 
 /* Reset with input waiting and transmit buffers in the ring, then DRIVER_OK again: all served by the new driver. */
@@ -359,13 +251,13 @@ static void test_reset_during_io(void **state)
 	bring_up();
 	assert_int_equal(write(fx.in[1], "kept", 4), 4);
 	nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
-	memcpy(gpa(BUFS + 0x10000, 4), "zzzz", 4);
+	memcpy(vdrv_gpa(&fx.drv, BUFS + 0x10000, 4), "zzzz", 4);
 	for (int i = 0; i < 4; i++)
-		post(TX_Q, BUFS + 0x10000, 4, 0); /* possibly still being served when the reset comes */
-	wr(0x070, 0);
-	assert_int_equal(rd(0x070), 0);
-	wr(0x030, RX_Q);
-	assert_int_equal(rd(0x044), 0);
+		vdrv_post(&fx.drv, TX_Q, BUFS + 0x10000, 4, 0); /* possibly still being served when the reset comes */
+	vdrv_wr(&fx.drv, 0x070, 0);
+	assert_int_equal(vdrv_rd(&fx.drv, 0x070), 0);
+	vdrv_wr(&fx.drv, 0x030, RX_Q);
+	assert_int_equal(vdrv_rd(&fx.drv, 0x044), 0);
 	bring_up();
 	assert_int_equal(receive(buf, 32, 2000), 4);
 	assert_string_equal(buf, "kept");
@@ -378,7 +270,7 @@ static void test_reset_during_io(void **state)
 	assert_true(strlen(buf) >= 6 && !strcmp(buf + strlen(buf) - 6, "again\n"));
 	assert_int_equal(strspn(buf, "z"), strlen(buf) - 6);
 	/* and a second cycle */
-	wr(0x070, 0);
+	vdrv_wr(&fx.drv, 0x070, 0);
 	bring_up();
 	assert_int_equal(write(fx.in[1], "x", 1), 1);
 	assert_int_equal(receive(buf, 32, 2000), 1);
@@ -432,11 +324,11 @@ static void test_output_stalled(void **state)
 	(void)state;
 	bring_up();
 	for (int i = 0; i < 40; i++) { /* 40 x 4 KiB > the 64 KiB ring */
-		post(TX_Q, BUFS + 0x10000, 4096, 0);
-		assert_int_equal(wait_used(TX_Q, 2000), 0);
+		vdrv_post(&fx.drv, TX_Q, BUFS + 0x10000, 4096, 0);
+		assert_int_equal(vdrv_wait_used(&fx.drv, TX_Q, 2000, NULL), 0);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	bus_stop(&fx.bus); /* at most CON_FLUSH_MS (1 s) for the stalled reader */
+	bus_stop(&fx.drv.bus); /* at most CON_FLUSH_MS (1 s) for the stalled reader */
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	assert_true(t1.tv_sec - t0.tv_sec < 3);
 }

@@ -29,6 +29,7 @@
 #include "brisk/virtio.h"
 #include "brisk/virtio_net.h"
 #include "fake_vm.h"
+#include "virtio_driver.h"
 
 #define BIG (NET_GSO_FRAME_MAX + 64)
 
@@ -293,86 +294,24 @@ static void test_default_mac(void **state)
 	assert_memory_equal(m1, a.mac, 6);
 }
 
-/* ---- the device, driven as a guest driver (the pattern of test_virtio_console.c) ---------------------------- */
+/* ---- the device, driven as a guest driver (virtio_driver.h) ------------------------------------------------ */
 
-#define QSIZE 16
 #define RX_Q  0
 #define TX_Q  1
 #define BUFS  0x400000 /* buffers: 4 KiB per descriptor slot, rx then tx */
-#define DRV   (VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK)
 #define BASIC (VIRTIO_NET_F_MAC | VIRTIO_NET_F_STATUS | VIRTIO_NET_F_MTU)
 
 static const uint8_t MAC[6] = {0x02, 0x11, 0x22, 0x33, 0x44, 0x55};
 
-struct drvq {
-	uint64_t desc; /* avail at +0x1000, used at +0x2000 */
-	uint16_t avail_idx, used_seen, next;
-};
-
 static struct {
-	struct gmem mem;
-	struct bus bus;
-	struct devmgr mgr;
-	uint64_t base;
-	struct drvq q[2];
+	struct vdrv drv;
 	int sv[2]; /* sv[0]: the backend's (the device owns it); sv[1]: the "network" */
 } fx;
 
-static uint32_t rd(uint64_t off, unsigned len)
-{
-	uint32_t v = 0;
-
-	bus_read(&fx.bus, BUS_MMIO, fx.base + off, &v, len);
-	return v;
-}
-
-static void wr(uint64_t off, uint32_t v)
-{
-	bus_write(&fx.bus, BUS_MMIO, fx.base + off, &v, 4);
-}
-
-static void *gpa(uint64_t a, uint64_t len)
-{
-	void *p = gmem_ptr(&fx.mem, a, len);
-
-	assert_non_null(p);
-	return p;
-}
-
-static void setup_queue(unsigned q, uint64_t desc)
-{
-	fx.q[q] = (struct drvq){.desc = desc};
-	memset(gpa(desc, 0x3000), 0, 0x3000);
-	wr(0x030, q);
-	wr(0x038, QSIZE);
-	wr(0x080, (uint32_t)desc);
-	wr(0x090, (uint32_t)(desc + 0x1000));
-	wr(0x0a0, (uint32_t)(desc + 0x2000));
-	wr(0x044, 1);
-}
-
 static void bring_up(uint64_t features)
 {
-	wr(0x070, 0);
-	wr(0x070, VIRTIO_STATUS_ACKNOWLEDGE);
-	wr(0x070, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER);
-	wr(0x024, 0);
-	wr(0x020, (uint32_t)features);
-	wr(0x024, 1);
-	wr(0x020, 1); /* VERSION_1 */
-	wr(0x070, DRV);
-	assert_int_equal(rd(0x070, 4), DRV);
-	setup_queue(RX_Q, 0x100000);
-	setup_queue(TX_Q, 0x200000);
-	wr(0x070, DRV | VIRTIO_STATUS_DRIVER_OK);
-	assert_int_equal(rd(0x070, 4), DRV | VIRTIO_STATUS_DRIVER_OK);
+	vdrv_bring_up(&fx.drv, features, 2);
 }
-
-struct desc {
-	uint64_t addr;
-	uint32_t len;
-	uint16_t flags, next;
-};
 
 static uint64_t slot_buf(unsigned q, uint16_t head)
 {
@@ -382,48 +321,20 @@ static uint64_t slot_buf(unsigned q, uint16_t head)
 /* A one-descriptor chain of `len` bytes in the head's buffer slot; notifies; returns the head. */
 static uint16_t post(unsigned q, uint32_t len, uint16_t flags)
 {
-	struct drvq *d = &fx.q[q];
-	uint16_t head = d->next++ % QSIZE;
-	struct desc *dt = gpa(d->desc, QSIZE * sizeof(struct desc));
-	uint16_t *avail = gpa(d->desc + 0x1000, 4 + 2 * QSIZE);
-
-	dt[head] = (struct desc){.addr = slot_buf(q, head), .len = len, .flags = flags};
-	avail[2 + d->avail_idx % QSIZE] = head;
-	__atomic_store_n(&avail[1], ++d->avail_idx, __ATOMIC_RELEASE);
-	wr(0x050, q);
-	return head;
-}
-
-/* The next used entry of queue q within `ms` (id and length), or -1. */
-static int64_t wait_used(unsigned q, int ms, uint32_t *id)
-{
-	struct drvq *d = &fx.q[q];
-	uint16_t *used = gpa(d->desc + 0x2000, 4 + 8 * QSIZE);
-
-	for (int i = 0; i <= ms; i++) {
-		if (__atomic_load_n(&used[1], __ATOMIC_ACQUIRE) != d->used_seen) {
-			uint32_t *e = (uint32_t *)(used + 2) + 2 * (d->used_seen++ % QSIZE);
-
-			if (id)
-				*id = e[0];
-			return e[1];
-		}
-		nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
-	}
-	return -1;
+	return vdrv_post(&fx.drv, q, slot_buf(q, vdrv_next_head(&fx.drv, q)), len, flags);
 }
 
 /* Transmits header + `len` frame bytes (byte i = i + seed) in one buffer; returns the used length. */
 static int64_t transmit(uint32_t len, uint8_t seed)
 {
-	uint16_t head = fx.q[TX_Q].next % QSIZE;
-	uint8_t *p = gpa(slot_buf(TX_Q, head), NET_HDR_SIZE + len);
+	uint16_t head = vdrv_next_head(&fx.drv, TX_Q);
+	uint8_t *p = vdrv_gpa(&fx.drv, slot_buf(TX_Q, head), NET_HDR_SIZE + len);
 
 	memset(p, 0, NET_HDR_SIZE);
 	for (uint32_t i = 0; i < len; i++)
 		p[NET_HDR_SIZE + i] = (uint8_t)(i + seed);
 	post(TX_Q, NET_HDR_SIZE + len, 0);
-	return wait_used(TX_Q, 2000, NULL);
+	return vdrv_wait_used(&fx.drv, TX_Q, 2000, NULL);
 }
 
 /* A frame from the "network" of `len` bytes, byte i = i + seed. */
@@ -448,35 +359,23 @@ static int dev_setup(void **state)
 	struct devctx ctx = {.ops = &fake_ops};
 	const struct devmgr_slot *slot;
 	struct net_backend *be;
-	const char *failed;
 	char err[128];
 
 	(void)state;
 	memset(&fx, 0, sizeof(fx));
 	log_set_level(LOG_ERROR);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fx.sv), 0);
-	assert_int_equal(gmem_init(&fx.mem, 16 << 20, 0), 0);
-	ctx.mem = &fx.mem;
-	loop = evloop_create();
-	assert_non_null(loop);
-	bus_init(&fx.bus);
-	slot = devmgr_alloc(&fx.mgr, "virtio-net");
-	fx.base = slot->base;
+	slot = vdrv_open(&fx.drv, "virtio-net", &ctx);
 	assert_int_equal(net_seqpacket_backend(fx.sv[0], 0, "test", &be), 0);
-	assert_int_equal(virtio_net_create_on(&ctx, &fx.bus, slot, be, MAC, 0, err, sizeof(err)), 0);
-	assert_int_equal(evloop_start(loop), 0);
-	assert_int_equal(bus_start(&fx.bus, &failed), 0);
+	assert_int_equal(virtio_net_create_on(&ctx, &fx.drv.bus, slot, be, MAC, 0, err, sizeof(err)), 0);
+	vdrv_start(&fx.drv);
 	return 0;
 }
 
 static int dev_teardown(void **state)
 {
 	(void)state;
-	evloop_stop(loop);
-	bus_stop(&fx.bus);
-	bus_destroy(&fx.bus); /* closes sv[0] with the backend */
-	evloop_destroy(loop);
-	gmem_destroy(&fx.mem);
+	vdrv_close(&fx.drv); /* closes sv[0] with the backend */
 	if (fx.sv[1] >= 0)
 		close(fx.sv[1]);
 	return 0;
@@ -488,19 +387,19 @@ static void test_dev_identity(void **state)
 	uint32_t lo, hi;
 
 	(void)state;
-	assert_int_equal(rd(0x008, 4), VIRTIO_ID_NET);
-	wr(0x014, 0);
-	lo = rd(0x010, 4);
-	wr(0x014, 1);
-	hi = rd(0x010, 4);
+	assert_int_equal(vdrv_rd(&fx.drv, 0x008), VIRTIO_ID_NET);
+	vdrv_wr(&fx.drv, 0x014, 0);
+	lo = vdrv_rd(&fx.drv, 0x010);
+	vdrv_wr(&fx.drv, 0x014, 1);
+	hi = vdrv_rd(&fx.drv, 0x010);
 	assert_int_equal(lo & (uint32_t)(BASIC | VIRTIO_NET_F_MRG_RXBUF), (uint32_t)(BASIC | VIRTIO_NET_F_MRG_RXBUF));
 	assert_int_equal(lo & (uint32_t)(VIRTIO_NET_F_CSUM | VIRTIO_NET_F_HOST_TSO4 | VIRTIO_NET_F_GUEST_CSUM), 0);
 	assert_true(hi & 1); /* VERSION_1 */
 	for (unsigned i = 0; i < 6; i++)
-		assert_int_equal(rd(0x100 + VIRTIO_NET_CFG_MAC + i, 1), MAC[i]);
-	assert_int_equal(rd(0x100 + VIRTIO_NET_CFG_STATUS, 2), VIRTIO_NET_S_LINK_UP);
-	assert_int_equal(rd(0x100 + VIRTIO_NET_CFG_PAIRS, 2), 1);
-	assert_int_equal(rd(0x100 + VIRTIO_NET_CFG_MTU, 2), NET_MTU);
+		assert_int_equal(vdrv_rd_n(&fx.drv, 0x100 + VIRTIO_NET_CFG_MAC + i, 1), MAC[i]);
+	assert_int_equal(vdrv_rd_n(&fx.drv, 0x100 + VIRTIO_NET_CFG_STATUS, 2), VIRTIO_NET_S_LINK_UP);
+	assert_int_equal(vdrv_rd_n(&fx.drv, 0x100 + VIRTIO_NET_CFG_PAIRS, 2), 1);
+	assert_int_equal(vdrv_rd_n(&fx.drv, 0x100 + VIRTIO_NET_CFG_MTU, 2), NET_MTU);
 }
 
 /* Frames out, the header stripped for this backend; hostile ones dropped, nothing sent for them. */
@@ -532,16 +431,16 @@ static void test_dev_receive_single(void **state)
 	bring_up(BASIC);
 	head = post(RX_Q, 100, VIRTQ_DESC_F_WRITE);
 	network_send(200, 1);
-	assert_int_equal(wait_used(RX_Q, 2000, &id), 0);
+	assert_int_equal(vdrv_wait_used(&fx.drv, RX_Q, 2000, &id), 0);
 	assert_int_equal(id, head);
 	head = post(RX_Q, 300, VIRTQ_DESC_F_WRITE);
 	network_send(100, 9);
-	assert_int_equal(wait_used(RX_Q, 2000, &id), NET_HDR_SIZE + 100);
-	h = gpa(slot_buf(RX_Q, head), NET_HDR_SIZE);
+	assert_int_equal(vdrv_wait_used(&fx.drv, RX_Q, 2000, &id), NET_HDR_SIZE + 100);
+	h = vdrv_gpa(&fx.drv, slot_buf(RX_Q, head), NET_HDR_SIZE);
 	assert_int_equal(h->num_buffers, 1);
 	assert_int_equal(h->flags, 0);
 	assert_int_equal(h->gso_type, VIRTIO_NET_HDR_GSO_NONE);
-	check_frame(gpa(slot_buf(RX_Q, head) + NET_HDR_SIZE, 100), 100, 9);
+	check_frame(vdrv_gpa(&fx.drv, slot_buf(RX_Q, head) + NET_HDR_SIZE, 100), 100, 9);
 }
 
 /* Frames arriving with no buffer posted wait (in the device and the socket) and arrive in order later. */
@@ -552,12 +451,12 @@ static void test_dev_receive_waits(void **state)
 	for (int i = 0; i < 3; i++)
 		network_send(64, (uint8_t)(i * 50));
 	nanosleep(&(struct timespec){.tv_nsec = 50000000}, NULL);
-	assert_int_equal(wait_used(RX_Q, 0, NULL), -1);
+	assert_int_equal(vdrv_wait_used(&fx.drv, RX_Q, 0, NULL), -1);
 	for (int i = 0; i < 3; i++) {
 		uint16_t head = post(RX_Q, 2048, VIRTQ_DESC_F_WRITE);
 
-		assert_int_equal(wait_used(RX_Q, 2000, NULL), NET_HDR_SIZE + 64);
-		check_frame(gpa(slot_buf(RX_Q, head) + NET_HDR_SIZE, 64), 64, (uint8_t)(i * 50));
+		assert_int_equal(vdrv_wait_used(&fx.drv, RX_Q, 2000, NULL), NET_HDR_SIZE + 64);
+		check_frame(vdrv_gpa(&fx.drv, slot_buf(RX_Q, head) + NET_HDR_SIZE, 64), 64, (uint8_t)(i * 50));
 	}
 }
 
@@ -575,13 +474,13 @@ static void test_dev_receive_mergeable(void **state)
 	heads[1] = post(RX_Q, 512, VIRTQ_DESC_F_WRITE);
 	network_send(1400, 5);
 	nanosleep(&(struct timespec){.tv_nsec = 50000000}, NULL);
-	assert_int_equal(wait_used(RX_Q, 0, NULL), -1); /* two chains held, nothing returned yet */
+	assert_int_equal(vdrv_wait_used(&fx.drv, RX_Q, 0, NULL), -1); /* two chains held, nothing returned yet */
 	heads[2] = post(RX_Q, 512, VIRTQ_DESC_F_WRITE);
 	for (int i = 0; i < 3; i++) {
-		len = wait_used(RX_Q, 2000, &id);
+		len = vdrv_wait_used(&fx.drv, RX_Q, 2000, &id);
 		assert_int_equal(id, heads[i]);
 		assert_int_equal(len, i < 2 ? 512 : NET_HDR_SIZE + 1400 - 1024);
-		memcpy(all + off, gpa(slot_buf(RX_Q, heads[i]), (uint64_t)len), (size_t)len);
+		memcpy(all + off, vdrv_gpa(&fx.drv, slot_buf(RX_Q, heads[i]), (uint64_t)len), (size_t)len);
 		off += (uint32_t)len;
 	}
 	assert_int_equal(((const struct virtio_net_hdr *)all)->num_buffers, 3);
@@ -589,11 +488,11 @@ static void test_dev_receive_mergeable(void **state)
 	/* A chain shorter than the header is malformed with MRG_RXBUF: returned empty, the frame goes on. */
 	heads[0] = post(RX_Q, 8, VIRTQ_DESC_F_WRITE);
 	network_send(100, 2);
-	assert_int_equal(wait_used(RX_Q, 2000, &id), 0);
+	assert_int_equal(vdrv_wait_used(&fx.drv, RX_Q, 2000, &id), 0);
 	assert_int_equal(id, heads[0]);
 	heads[1] = post(RX_Q, 512, VIRTQ_DESC_F_WRITE);
-	assert_int_equal(wait_used(RX_Q, 2000, &id), NET_HDR_SIZE + 100);
-	check_frame(gpa(slot_buf(RX_Q, heads[1]) + NET_HDR_SIZE, 100), 100, 2);
+	assert_int_equal(vdrv_wait_used(&fx.drv, RX_Q, 2000, &id), NET_HDR_SIZE + 100);
+	check_frame(vdrv_gpa(&fx.drv, slot_buf(RX_Q, heads[1]) + NET_HDR_SIZE, 100), 100, 2);
 }
 
 /* A reset while a frame is half in the guest's chains forgets it; the driver that comes back works. */
@@ -606,13 +505,13 @@ static void test_dev_reset_mid_frame(void **state)
 	post(RX_Q, 512, VIRTQ_DESC_F_WRITE);
 	network_send(1400, 1);
 	nanosleep(&(struct timespec){.tv_nsec = 50000000}, NULL);
-	wr(0x070, 0);
-	assert_int_equal(rd(0x070, 4), 0);
+	vdrv_wr(&fx.drv, 0x070, 0);
+	assert_int_equal(vdrv_rd(&fx.drv, 0x070), 0);
 	bring_up(BASIC | VIRTIO_NET_F_MRG_RXBUF);
 	network_send(100, 4);
 	head = post(RX_Q, 512, VIRTQ_DESC_F_WRITE);
-	assert_int_equal(wait_used(RX_Q, 2000, NULL), NET_HDR_SIZE + 100);
-	check_frame(gpa(slot_buf(RX_Q, head) + NET_HDR_SIZE, 100), 100, 4);
+	assert_int_equal(vdrv_wait_used(&fx.drv, RX_Q, 2000, NULL), NET_HDR_SIZE + 100);
+	check_frame(vdrv_gpa(&fx.drv, slot_buf(RX_Q, head) + NET_HDR_SIZE, 100), 100, 4);
 	assert_int_equal(transmit(60, 0), 0);
 }
 
@@ -625,29 +524,29 @@ static void test_dev_transmit_backpressure(void **state)
 	(void)state;
 	assert_int_equal(setsockopt(fx.sv[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)), 0); /* the device's end */
 	bring_up(BASIC);
-	for (int i = 0; i < QSIZE; i++) {
-		uint16_t head = fx.q[TX_Q].next % QSIZE;
-		uint8_t *p = gpa(slot_buf(TX_Q, head), NET_HDR_SIZE + 1500);
+	for (int i = 0; i < VDRV_QSIZE; i++) {
+		uint16_t head = vdrv_next_head(&fx.drv, TX_Q);
+		uint8_t *p = vdrv_gpa(&fx.drv, slot_buf(TX_Q, head), NET_HDR_SIZE + 1500);
 
 		memset(p, 0, NET_HDR_SIZE);
 		memset(p + NET_HDR_SIZE, i, 1500);
 		post(TX_Q, NET_HDR_SIZE + 1500, 0);
 	}
-	while (wait_used(TX_Q, 100, NULL) == 0)
+	while (vdrv_wait_used(&fx.drv, TX_Q, 100, NULL) == 0)
 		sent++;
-	assert_true(sent < QSIZE); /* the socket is full: the rest wait in the ring */
-	for (int i = 0; i < 2000 && got < QSIZE; i++) {
+	assert_true(sent < VDRV_QSIZE); /* the socket is full: the rest wait in the ring */
+	for (int i = 0; i < 2000 && got < VDRV_QSIZE; i++) {
 		if (recv(fx.sv[1], f, sizeof(f), 0) == 1500)
 			got++;
 		else
 			nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
-		while (wait_used(TX_Q, 0, NULL) == 0)
+		while (vdrv_wait_used(&fx.drv, TX_Q, 0, NULL) == 0)
 			sent++;
 	}
-	assert_int_equal(got, QSIZE);
-	while (sent < QSIZE && wait_used(TX_Q, 2000, NULL) == 0)
+	assert_int_equal(got, VDRV_QSIZE);
+	while (sent < VDRV_QSIZE && vdrv_wait_used(&fx.drv, TX_Q, 2000, NULL) == 0)
 		sent++;
-	assert_int_equal(sent, QSIZE);
+	assert_int_equal(sent, VDRV_QSIZE);
 }
 
 /* The network end closes: link down in config space, frames still returned (dropped), no hang. */
@@ -660,13 +559,13 @@ static void test_dev_backend_gone(void **state)
 	post(RX_Q, 2048, VIRTQ_DESC_F_WRITE);
 	close(fx.sv[1]);
 	fx.sv[1] = -1;
-	for (i = 0; i < 2000 && rd(0x100 + VIRTIO_NET_CFG_STATUS, 2) != 0; i++)
+	for (i = 0; i < 2000 && vdrv_rd_n(&fx.drv, 0x100 + VIRTIO_NET_CFG_STATUS, 2) != 0; i++)
 		nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
-	assert_int_equal(rd(0x100 + VIRTIO_NET_CFG_STATUS, 2), 0);
-	assert_true(rd(0x060, 4) & VIRTIO_MMIO_INT_CONFIG);
+	assert_int_equal(vdrv_rd_n(&fx.drv, 0x100 + VIRTIO_NET_CFG_STATUS, 2), 0);
+	assert_true(vdrv_rd(&fx.drv, 0x060) & VIRTIO_MMIO_INT_CONFIG);
 	for (i = 0; i < 3; i++)
 		assert_int_equal(transmit(60, 0), 0);
-	assert_int_equal(wait_used(RX_Q, 20, NULL), -1); /* nothing arrives, nothing breaks */
+	assert_int_equal(vdrv_wait_used(&fx.drv, RX_Q, 20, NULL), -1); /* nothing arrives, nothing breaks */
 }
 
 int main(void)

@@ -32,6 +32,7 @@
 #include "brisk/virtio.h"
 #include "brisk/virtio_vsock.h"
 #include "fake_vm.h"
+#include "virtio_driver.h"
 
 #define CID 42u
 
@@ -298,121 +299,25 @@ static void test_validate(void **state)
 
 /* ---- the device, driven as a guest driver (fake guest RAM, no KVM) ------------------------------------------ */
 
-#define QSIZE	16
 #define BUFS	0x400000 /* rx buffers 4 KiB per slot; tx buffers from BUFS + 0x10000 */
-#define DSTATUS (VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK)
 #define DEV_CID 7u
 #define RXLEN	4096u
 
-struct drvq {
-	uint64_t desc; /* avail at +0x1000, used at +0x2000 */
-	uint16_t avail_idx, used_seen, next;
-};
-
-struct desc {
-	uint64_t addr;
-	uint32_t len;
-	uint16_t flags, next;
-};
-
 static struct {
-	struct gmem mem;
-	struct bus bus;
-	struct devmgr mgr;
-	uint64_t base;
+	struct vdrv drv;
 	struct virtio_vsock *dev;
-	struct drvq q[3];
 	char dir[64], path[96];
 } fx;
 
-static uint32_t rd(uint64_t off)
-{
-	uint32_t v = 0xdeadbeef;
-
-	bus_read(&fx.bus, BUS_MMIO, fx.base + off, &v, 4);
-	return v;
-}
-
-static void wr(uint64_t off, uint32_t v)
-{
-	bus_write(&fx.bus, BUS_MMIO, fx.base + off, &v, 4);
-}
-
-static void *gpa(uint64_t a, uint64_t len)
-{
-	void *p = gmem_ptr(&fx.mem, a, len);
-
-	assert_non_null(p);
-	return p;
-}
-
-static void setup_queue(unsigned q, uint64_t desc)
-{
-	fx.q[q] = (struct drvq){.desc = desc};
-	memset(gpa(desc, 0x3000), 0, 0x3000);
-	wr(0x030, q);
-	wr(0x038, QSIZE);
-	wr(0x080, (uint32_t)desc);
-	wr(0x084, 0);
-	wr(0x090, (uint32_t)(desc + 0x1000));
-	wr(0x094, 0);
-	wr(0x0a0, (uint32_t)(desc + 0x2000));
-	wr(0x0a4, 0);
-	wr(0x044, 1);
-}
-
 static void bring_up(void)
 {
-	wr(0x070, VIRTIO_STATUS_ACKNOWLEDGE);
-	wr(0x070, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER);
-	wr(0x024, 1);
-	wr(0x020, 1); /* VERSION_1 */
-	wr(0x070, DSTATUS);
-	assert_int_equal(rd(0x070), DSTATUS);
-	for (unsigned q = 0; q < 3; q++)
-		setup_queue(q, 0x100000 * (q + 1));
-	wr(0x070, DSTATUS | VIRTIO_STATUS_DRIVER_OK);
-	assert_int_equal(rd(0x070), DSTATUS | VIRTIO_STATUS_DRIVER_OK);
-}
-
-static uint16_t post(unsigned q, uint64_t buf, uint32_t len, uint16_t flags)
-{
-	struct drvq *d = &fx.q[q];
-	uint16_t head = d->next++ % QSIZE;
-	struct desc *dt = gpa(d->desc, QSIZE * sizeof(struct desc));
-	uint16_t *avail = gpa(d->desc + 0x1000, 4 + 2 * QSIZE);
-
-	dt[head] = (struct desc){.addr = buf, .len = len, .flags = flags};
-	avail[2 + d->avail_idx % QSIZE] = head;
-	__atomic_store_n(&avail[1], ++d->avail_idx, __ATOMIC_RELEASE);
-	wr(0x050, q);
-	return head;
-}
-
-/* The next used entry of queue q within `ms`: its length and head, or -1. */
-static int64_t wait_used(unsigned q, int ms, uint32_t *id)
-{
-	struct drvq *d = &fx.q[q];
-	uint16_t *used = gpa(d->desc + 0x2000, 4 + 8 * QSIZE);
-	struct timespec one = {.tv_nsec = 1000000};
-
-	for (int i = 0; i < ms; i++) {
-		if (__atomic_load_n(&used[1], __ATOMIC_ACQUIRE) != d->used_seen) {
-			uint32_t *e = (uint32_t *)(used + 2) + 2 * (d->used_seen++ % QSIZE);
-
-			if (id)
-				*id = e[0];
-			return e[1];
-		}
-		nanosleep(&one, NULL);
-	}
-	return -1;
+	vdrv_bring_up(&fx.drv, 0, 3);
 }
 
 /* Transmits one packet: header and `len` bytes of data in one buffer. */
 static void send_pkt(uint16_t op, uint32_t src_port, uint32_t dst_port, const void *data, uint32_t len)
 {
-	uint64_t buf = BUFS + 0x10000 + (fx.q[VSOCK_TX_Q].next % QSIZE) * 0x1000;
+	uint64_t buf = BUFS + 0x10000 + vdrv_next_head(&fx.drv, VSOCK_TX_Q) * 0x1000;
 	struct virtio_vsock_hdr h = {.src_cid = DEV_CID,
 				     .dst_cid = VSOCK_HOST_CID,
 				     .src_port = src_port,
@@ -421,28 +326,28 @@ static void send_pkt(uint16_t op, uint32_t src_port, uint32_t dst_port, const vo
 				     .type = VSOCK_TYPE_STREAM,
 				     .op = op,
 				     .buf_alloc = 65536};
-	uint8_t *p = gpa(buf, VSOCK_HDR_SIZE + len);
+	uint8_t *p = vdrv_gpa(&fx.drv, buf, VSOCK_HDR_SIZE + len);
 
 	memcpy(p, &h, VSOCK_HDR_SIZE);
 	if (len)
 		memcpy(p + VSOCK_HDR_SIZE, data, len);
-	post(VSOCK_TX_Q, buf, VSOCK_HDR_SIZE + len, 0);
-	assert_int_equal(wait_used(VSOCK_TX_Q, 2000, NULL), 0);
+	vdrv_post(&fx.drv, VSOCK_TX_Q, buf, VSOCK_HDR_SIZE + len, 0);
+	assert_int_equal(vdrv_wait_used(&fx.drv, VSOCK_TX_Q, 2000, NULL), 0);
 }
 
 /* Posts a receive buffer and returns the packet the device put in it (header in *h, data into data). */
 static int64_t recv_pkt(struct virtio_vsock_hdr *h, void *data, int ms)
 {
-	uint64_t buf = BUFS + (fx.q[VSOCK_RX_Q].next % QSIZE) * 0x1000;
+	uint64_t buf = BUFS + vdrv_next_head(&fx.drv, VSOCK_RX_Q) * 0x1000;
 	int64_t n;
 
-	memset(gpa(buf, RXLEN), 0, RXLEN);
-	post(VSOCK_RX_Q, buf, RXLEN, VIRTQ_DESC_F_WRITE);
-	n = wait_used(VSOCK_RX_Q, ms, NULL);
+	memset(vdrv_gpa(&fx.drv, buf, RXLEN), 0, RXLEN);
+	vdrv_post(&fx.drv, VSOCK_RX_Q, buf, RXLEN, VIRTQ_DESC_F_WRITE);
+	n = vdrv_wait_used(&fx.drv, VSOCK_RX_Q, ms, NULL);
 	if (n >= (int64_t)VSOCK_HDR_SIZE) {
-		memcpy(h, gpa(buf, VSOCK_HDR_SIZE), VSOCK_HDR_SIZE);
+		memcpy(h, vdrv_gpa(&fx.drv, buf, VSOCK_HDR_SIZE), VSOCK_HDR_SIZE);
 		if (data)
-			memcpy(data, gpa(buf + VSOCK_HDR_SIZE, (uint64_t)n - VSOCK_HDR_SIZE),
+			memcpy(data, vdrv_gpa(&fx.drv, buf + VSOCK_HDR_SIZE, (uint64_t)n - VSOCK_HDR_SIZE),
 			       (size_t)n - VSOCK_HDR_SIZE);
 	}
 	return n;
@@ -477,7 +382,6 @@ static int dev_setup(void **state)
 {
 	struct devctx ctx = {.ops = &fake_ops};
 	const struct devmgr_slot *slot;
-	const char *failed;
 	char err[256];
 
 	(void)state;
@@ -485,17 +389,9 @@ static int dev_setup(void **state)
 	snprintf(fx.dir, sizeof(fx.dir), "/tmp/brisk-vsock-XXXXXX");
 	assert_non_null(mkdtemp(fx.dir));
 	snprintf(fx.path, sizeof(fx.path), "%s/v.sock", fx.dir);
-	assert_int_equal(gmem_init(&fx.mem, 16 << 20, 0), 0);
-	ctx.mem = &fx.mem;
-	loop = evloop_create();
-	assert_non_null(loop);
-	bus_init(&fx.bus);
-	slot = devmgr_alloc(&fx.mgr, "virtio-vsock");
-	fx.base = slot->base;
-	assert_int_equal(virtio_vsock_create(&ctx, &fx.bus, slot, DEV_CID, fx.path, err, sizeof(err), &fx.dev), 0);
-	assert_int_equal(evloop_start(loop), 0);
-	assert_int_equal(bus_start(&fx.bus, &failed), 0);
-	assert_int_equal(bus_late_start(&fx.bus, &failed), 0);
+	slot = vdrv_open(&fx.drv, "virtio-vsock", &ctx);
+	assert_int_equal(virtio_vsock_create(&ctx, &fx.drv.bus, slot, DEV_CID, fx.path, err, sizeof(err), &fx.dev), 0);
+	vdrv_start(&fx.drv);
 	return 0;
 }
 
@@ -504,10 +400,7 @@ static int dev_teardown(void **state)
 	char p[128];
 
 	(void)state;
-	evloop_stop(loop);
-	bus_destroy(&fx.bus);
-	evloop_destroy(loop);
-	gmem_destroy(&fx.mem);
+	vdrv_close(&fx.drv);
 	assert_int_equal(access(fx.path, F_OK), -1); /* the listening socket went with the device */
 	snprintf(p, sizeof(p), "%s_5000", fx.dir);
 	unlink(p);
@@ -523,18 +416,18 @@ static void test_dev_identity(void **state)
 	uint32_t lo, hi;
 
 	(void)state;
-	assert_int_equal(rd(0x008), VIRTIO_ID_VSOCK);
-	wr(0x014, 0);
+	assert_int_equal(vdrv_rd(&fx.drv, 0x008), VIRTIO_ID_VSOCK);
+	vdrv_wr(&fx.drv, 0x014, 0);
 	/* device bits (0..23): STREAM only, no SEQPACKET (bit 1) */
-	assert_int_equal(rd(0x010) & 0xffffffu, 1u << VIRTIO_VSOCK_F_STREAM);
-	lo = rd(0x100);
-	hi = rd(0x104);
+	assert_int_equal(vdrv_rd(&fx.drv, 0x010) & 0xffffffu, 1u << VIRTIO_VSOCK_F_STREAM);
+	lo = vdrv_rd(&fx.drv, 0x100);
+	hi = vdrv_rd(&fx.drv, 0x104);
 	assert_int_equal(lo, DEV_CID);
 	assert_int_equal(hi, 0);
-	wr(0x030, 2);
-	assert_int_equal(rd(0x034), VSOCK_QUEUE_SIZE);
-	wr(0x030, 3);
-	assert_int_equal(rd(0x034), 0);
+	vdrv_wr(&fx.drv, 0x030, 2);
+	assert_int_equal(vdrv_rd(&fx.drv, 0x034), VSOCK_QUEUE_SIZE);
+	vdrv_wr(&fx.drv, 0x030, 3);
+	assert_int_equal(vdrv_rd(&fx.drv, 0x034), 0);
 }
 
 /* A guest connection bridged both ways to PATH_5000; its RST closes the host side. */
@@ -597,7 +490,7 @@ static void test_dev_host_to_guest_and_reset(void **state)
 	assert_true(recv(c, line, sizeof(line) - 1, 0) > 0);
 	assert_int_equal(strtoul(line + 3, NULL, 10), h.src_port);
 	assert_memory_equal(line, "OK ", 3);
-	wr(0x070, 0); /* device reset: the driver's connections are gone */
+	vdrv_wr(&fx.drv, 0x070, 0); /* device reset: the driver's connections are gone */
 	assert_int_equal(recv(c, line, sizeof(line), 0), 0);
 	close(c);
 }
@@ -614,9 +507,9 @@ static void test_dev_transport_reset(void **state)
 	snprintf(p, sizeof(p), "%s_5000", fx.path);
 	lfd = unix_listen(p);
 	bring_up();
-	ev = gpa(BUFS + 0x20000, 8);
+	ev = vdrv_gpa(&fx.drv, BUFS + 0x20000, 8);
 	ev[0] = 0xffffffffu;
-	post(VSOCK_EVT_Q, BUFS + 0x20000, 8, VIRTQ_DESC_F_WRITE);
+	vdrv_post(&fx.drv, VSOCK_EVT_Q, BUFS + 0x20000, 8, VIRTQ_DESC_F_WRITE);
 	send_pkt(VSOCK_OP_REQUEST, 1000, 5000, NULL, 0);
 	assert_int_equal(recv_pkt(&h, NULL, 2000), VSOCK_HDR_SIZE);
 	assert_int_equal(h.op, VSOCK_OP_RESPONSE);
@@ -624,7 +517,7 @@ static void test_dev_transport_reset(void **state)
 	assert_true(c >= 0);
 	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){.tv_sec = 2}, sizeof(struct timeval));
 	assert_int_equal(virtio_vsock_transport_reset(fx.dev), 0);
-	assert_int_equal(wait_used(VSOCK_EVT_Q, 2000, NULL), 4);
+	assert_int_equal(vdrv_wait_used(&fx.drv, VSOCK_EVT_Q, 2000, NULL), 4);
 	assert_int_equal(ev[0], VSOCK_EVENT_TRANSPORT_RESET);
 	assert_int_equal(recv(c, &b, 1, 0), 0);
 	close(c);
