@@ -8,6 +8,9 @@
  *                                  bring it and lo up; with GW a default route through it
  *   brisk.tcp=ADDR:PORT:BYTES      (repeatable) connect to ADDR:PORT, exchange BYTES each way (connector)
  *   brisk.vsock=PORT:BYTES         (repeatable) connect to the host (CID 2) port PORT over AF_VSOCK, exchange
+ *   brisk.vsockping=PORT:COUNT     connect to the host port PORT over AF_VSOCK and make COUNT round trips of
+ *                                  PING_BYTES (send, wait for the echo); prints the median and minimum
+ *   brisk.tcpping=ADDR:PORT:COUNT  the same over TCP (TCP_NODELAY)
  *   brisk.tcplisten=PORT:COUNT     listen on TCP PORT (all addresses), accept COUNT connections one after the
  *                                  other, exchange on each (acceptor; the connector chooses the size)
  *   brisk.vsocklisten=PORT:COUNT   the same on vsock PORT
@@ -46,6 +49,8 @@
 #define NET_IO_TIMEOUT 60     /* seconds a read or write may block: a stuck peer ends the test, not the VM */
 #define NET_MAX_BYTES  (1ull << 30)
 #define NET_CHUNK      65536
+#define PING_BYTES     64
+#define PING_MAX       100000
 #define SEED_CONNECTOR 0x11
 #define SEED_ACCEPTOR  0x22
 
@@ -351,6 +356,85 @@ static void vsock_connect(const char *v)
 	exchange_connector(fd, "vsock connect", where, bytes);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* COUNT round trips of PING_BYTES on a connected fd (closes it); the host echoes (tests/linux/netpeer.py). */
+static void ping(int fd, const char *kind, const char *where, unsigned count)
+{
+	static double rtt[PING_MAX];
+	uint8_t msg[PING_BYTES];
+	unsigned done = 0;
+	int one = 1;
+	if (!strcmp(kind, "tcp ping"))
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	for (; done < count; done++) {
+		double t0 = now_sec();
+		memset(msg, (int)(done & 0xff), sizeof(msg));
+		if (write_all(fd, msg, sizeof(msg)) ||
+		    recv(fd, msg, sizeof(msg), MSG_WAITALL) != (ssize_t)sizeof(msg) || msg[0] != (uint8_t)done ||
+		    msg[PING_BYTES - 1] != (uint8_t)done)
+			break;
+		rtt[done] = now_sec() - t0;
+	}
+	close(fd);
+	if (done < count || !count) {
+		say("brisk-net: %s %s: FAIL (%u of %u round trips: %s)\n", kind, where, done, count, strerror(errno));
+		return;
+	}
+	qsort(rtt, count, sizeof(rtt[0]), cmp_double);
+	say("brisk-net: %s %s: %u round trips of %d bytes, median %.1f us, min %.1f us\n", kind, where, count,
+	    PING_BYTES, rtt[count / 2] * 1e6, rtt[0] * 1e6);
+}
+
+static void vsock_ping(const char *v)
+{
+	char where[64];
+	unsigned port;
+	uint64_t count;
+	struct sockaddr_vm sa = {.svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_HOST};
+	if (parse_target(v, NULL, 0, &port, &count) || count > PING_MAX) {
+		say("brisk-net: vsock ping %s: FAIL (not PORT:COUNT, COUNT at most %d)\n", v, PING_MAX);
+		return;
+	}
+	snprintf(where, sizeof(where), "2:%u", port);
+	sa.svm_port = port;
+	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || (timeouts(fd), connect(fd, (struct sockaddr *)&sa, sizeof(sa))) != 0) {
+		say("brisk-net: vsock ping %s: FAIL (connect: %s)\n", where, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	ping(fd, "vsock ping", where, (unsigned)count);
+}
+
+static void tcp_ping(const char *v)
+{
+	char host[64], where[96];
+	unsigned port;
+	uint64_t count;
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	if (parse_target(v, host, sizeof(host), &port, &count) || count > PING_MAX ||
+	    inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+		say("brisk-net: tcp ping %s: FAIL (not ADDR:PORT:COUNT, COUNT at most %d)\n", v, PING_MAX);
+		return;
+	}
+	snprintf(where, sizeof(where), "%s:%u", host, port);
+	sa.sin_port = htons((uint16_t)port);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || (timeouts(fd), connect(fd, (struct sockaddr *)&sa, sizeof(sa))) != 0) {
+		say("brisk-net: tcp ping %s: FAIL (connect: %s)\n", where, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	ping(fd, "tcp ping", where, (unsigned)count);
+}
+
 /* A listening socket for "PORT:COUNT" (*count connections to accept); -1 on failure. */
 static int listen_on(int family, const char *v, unsigned *port, uint64_t *count)
 {
@@ -388,6 +472,8 @@ void net_mode(const char *cmdline)
 	each_value(cmdline, "brisk.ip=", configure_ip);
 	each_value(cmdline, "brisk.tcp=", tcp_connect);
 	each_value(cmdline, "brisk.vsock=", vsock_connect);
+	each_value(cmdline, "brisk.tcpping=", tcp_ping);
+	each_value(cmdline, "brisk.vsockping=", vsock_ping);
 	if (arg_value(cmdline, "brisk.tcplisten=", v[0], sizeof(v[0]), NULL))
 		p[0].fd = listen_on(AF_INET, v[0], &port[0], &left[0]);
 	if (arg_value(cmdline, "brisk.vsocklisten=", v[1], sizeof(v[1]), NULL))

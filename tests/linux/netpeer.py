@@ -95,6 +95,28 @@ def serve_once(listener, result, timeout):
         listener.close()
 
 
+def serve_echo(listener, result, timeout):
+    """Accept one connection and echo what arrives until EOF (the init's ping: brisk.vsockping=, brisk.tcpping=)."""
+    listener.settimeout(timeout)
+    try:
+        conn, _ = listener.accept()
+        with conn:
+            conn.settimeout(60)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1) if conn.family == socket.AF_INET else None
+            result.attempts, n = 1, 0
+            while True:
+                b = conn.recv(65536)
+                if not b:
+                    break
+                conn.sendall(b)
+                n += len(b)
+            result.ok, result.bytes, result.error = True, n, None
+    except Exception as e:
+        result.error = f"{type(e).__name__}: {e}"
+    finally:
+        listener.close()
+
+
 def connect_retrying(open_conn, n, result, deadline):
     """Connector with retries until `deadline` (monotonic): `open_conn()` returns a connected socket or raises.
     A refused or reset attempt before any data came back is retried (the guest is not listening yet)."""
