@@ -54,31 +54,56 @@ if [ -z "$skip" ] && [ -n "$host_why" ] && [ -x scripts/nested-kvm.sh ] &&
 	echo "== $host_why: booting Linux inside a nested KVM (scripts/nested-kvm.sh, QEMU TCG)"
 	errf=$(mktemp)
 	cache=(-o "cache_dir=$BUILD/linux/.pytest_cache")
-	nested_pytest() { # extra pytest arguments; sets rc
+	outf=$(mktemp)
+	nested_pytest() { # pytest arguments (ending with the test file); sets rc, output also in $outf
 		NESTED_KVM_TIMEOUT=${NESTED_KVM_TIMEOUT:-900} \
-			scripts/nested-kvm.sh -- env BRISK_IN_NESTED=1 "$PYTHON" -m pytest -rs "${cache[@]}" "$@" tests/linux \
-			2> >(tee "$errf" >&2)
-		rc=$?
+			scripts/nested-kvm.sh -- env BRISK_IN_NESTED=1 "$PYTHON" -m pytest -rs "${cache[@]}" "$@" \
+			2> >(tee "$errf" >&2) | tee "$outf"
+		rc=${PIPESTATUS[0]}
 		wait
 	}
 	# Died or timed out (125 after the command started), or tests failed: the harness,
 	# QEMU's TCG, has rare failures of its own (scripts/nested-kvm.md "Known problems"),
 	# and a Linux boot, with its tens of thousands of exits, meets them more often than
-	# any other test. So the tier gets up to three attempts, each in a fresh nested VM:
-	# the later ones run the tests that failed, or all when no attempt finished. Every
-	# result is shown and the last verdict counts: a brisk bug fails all three times.
+	# any other test. So each test file runs in its own nested VM (a VM that dies takes
+	# only that file's boots with it) and gets up to three attempts, each in a fresh
+	# nested VM: the later ones run the tests that failed, or all of the file's when the
+	# attempt did not finish. Every result is shown and the last verdict of each file
+	# counts: a brisk bug fails all three times. The tier's summary line adds up the
+	# files' last attempts.
 	vm_died() { [ $rc -eq 125 ] && grep -qE '^nested-kvm: (timed out|VM died while running)' "$errf"; }
-	rm -rf "$BUILD/linux/.pytest_cache" # no failures recorded by an earlier check run
-	nested_pytest
-	for attempt in 2 3; do
-		[ $rc -eq 1 ] || vm_died || break
-		echo "== real-kernel tier: attempt $attempt of 3, in a fresh nested VM (the failed tests, or all if none were recorded)"
-		nested_pytest --last-failed --last-failed-no-failures all
+	tier_rc=0 tot_p=0 tot_f=0 tot_s=0 t0=$(date +%s)
+	for file in tests/linux/test_*.py; do
+		rm -rf "$BUILD/linux/.pytest_cache" # no failures recorded by an earlier run
+		echo "== real-kernel tier: $file"
+		nested_pytest "$file"
+		for attempt in 2 3; do
+			[ $rc -eq 1 ] || vm_died || break
+			echo "== real-kernel tier: $file, attempt $attempt of 3, in a fresh nested VM (the failed tests, or all if none were recorded)"
+			nested_pytest --last-failed --last-failed-no-failures all "$file"
+		done
+		[ $rc -ne 125 ] || vm_died || break # the nested VM cannot run here at all: the skip path below
+		line=$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error|errors)\b.* in [0-9.]+s' "$outf" | tail -n 1)
+		n() { echo "$line" | grep -oE "[0-9]+ $1\b" | awk '{s += $1} END {print s + 0}'; }
+		tot_p=$((tot_p + $(n passed))) tot_s=$((tot_s + $(n skipped)))
+		tot_f=$((tot_f + $(n failed) + $(n error) + $(n errors)))
+		if [ $rc -ne 0 ]; then
+			tier_rc=1
+			if vm_died; then
+				echo "check-linux: FAILED: $file: the nested VM: $(grep '^nested-kvm:' "$errf" | tail -n1 | sed 's/^nested-kvm: //')"
+				[ -n "$line" ] || tot_f=$((tot_f + 1))
+			fi
+		fi
 	done
-	if [ $rc -ne 125 ]; then
-		rm -f "$errf"
-		exit $rc
+	if [ $rc -ne 125 ] || vm_died; then
+		rm -f "$errf" "$outf"
+		# pytest's form, for scripts/check.sh's count
+		echo "== $tot_p passed, $tot_f failed, $tot_s skipped in $(($(date +%s) - t0))s (real-kernel tier: each file's last attempt) =="
+		exit $tier_rc
 	fi
+	rm -f "$outf"
+	[ $tier_rc = 0 ] || { echo "check-linux: FAILED: a test file failed before the nested VM stopped starting"; exit 1; }
+
 	why=$(grep '^nested-kvm:' "$errf" | tail -n1 | sed 's/^nested-kvm: //')
 	rm -f "$errf"
 	case $why in
