@@ -85,7 +85,8 @@ if [ -z "$skip" ] && [ -n "$host_why" ] && [ -x scripts/nested-kvm.sh ] &&
 		[ $rc -ne 125 ] || vm_died || break # the nested VM cannot run here at all: the skip path below
 		line=$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error|errors)\b.* in [0-9.]+s' "$outf" | tail -n 1)
 		n() { echo "$line" | grep -oE "[0-9]+ $1\b" | awk '{s += $1} END {print s + 0}'; }
-		tot_p=$((tot_p + $(n passed))) tot_s=$((tot_s + $(n skipped)))
+		# a --last-failed attempt deselects what passed before: those count as passed
+		tot_p=$((tot_p + $(n passed) + $(n deselected))) tot_s=$((tot_s + $(n skipped)))
 		tot_f=$((tot_f + $(n failed) + $(n error) + $(n errors)))
 		if [ $rc -ne 0 ]; then
 			tier_rc=1
