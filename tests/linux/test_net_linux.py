@@ -32,7 +32,7 @@ from .conftest import LINUX, boot_linux, brisk_default_cmdline, brisk_run_help, 
 pytestmark = pytest.mark.usefixtures("linux_kvm")
 
 INITRD = LINUX / "initramfs-virtio.cpio.gz"
-BYTES = 4 << 20
+BYTES = 2 << 20
 TAP_HOST, TAP_GUEST, TAP_MAC = "192.0.2.1", "192.0.2.2", "02:b5:00:00:00:01"
 # brisk's user-mode network by default (docs/devices.md, "virtio-net"): the guest's address and the host's
 SLIRP_GUEST, SLIRP_PREFIX, SLIRP_HOST = "192.168.76.15", 24, "192.168.76.2"
