@@ -308,54 +308,6 @@ static int parse_target(const char *v, char *host, size_t hostlen, unsigned *por
 	return 0;
 }
 
-static void tcp_connect(const char *v)
-{
-	char host[64], where[96];
-	unsigned port;
-	uint64_t bytes;
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	if (parse_target(v, host, sizeof(host), &port, &bytes) || inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-		report("tcp connect", v, 0, 0, 0, "not ADDR:PORT:BYTES");
-		return;
-	}
-	snprintf(where, sizeof(where), "%s:%u", host, port);
-	sa.sin_port = htons((uint16_t)port);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || (timeouts(fd), connect(fd, (struct sockaddr *)&sa, sizeof(sa))) != 0) {
-		char why[96];
-		snprintf(why, sizeof(why), "connect: %s", strerror(errno));
-		report("tcp connect", where, bytes, 0, 0, why);
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	exchange_connector(fd, "tcp connect", where, bytes);
-}
-
-static void vsock_connect(const char *v)
-{
-	char where[64];
-	unsigned port;
-	uint64_t bytes;
-	struct sockaddr_vm sa = {.svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_HOST};
-	if (parse_target(v, NULL, 0, &port, &bytes)) {
-		report("vsock connect", v, 0, 0, 0, "not PORT:BYTES");
-		return;
-	}
-	snprintf(where, sizeof(where), "2:%u", port);
-	sa.svm_port = port;
-	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || (timeouts(fd), connect(fd, (struct sockaddr *)&sa, sizeof(sa))) != 0) {
-		char why[96];
-		snprintf(why, sizeof(why), "%s: %s", fd < 0 ? "socket(AF_VSOCK)" : "connect", strerror(errno));
-		report("vsock connect", where, bytes, 0, 0, why);
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	exchange_connector(fd, "vsock connect", where, bytes);
-}
-
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -390,56 +342,74 @@ static void ping(int fd, const char *kind, const char *where, unsigned count)
 	    PING_BYTES, rtt[count / 2] * 1e6, rtt[0] * 1e6);
 }
 
-static void vsock_ping(const char *v)
+/*
+ * Connects for a word's value `v` ("ADDR:PORT:N" over TCP, "PORT:N" over vsock to the host, CID 2) and hands
+ * the socket to use(fd, kind, where, N); N at most `max`. Every failure is one FAIL line.
+ */
+static void dial(const char *kind, int family, const char *v, uint64_t max,
+		 void (*use)(int, const char *, const char *, uint64_t))
 {
-	char where[64];
+	char host[64] = "", where[96];
 	unsigned port;
-	uint64_t count;
-	struct sockaddr_vm sa = {.svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_HOST};
-	if (parse_target(v, NULL, 0, &port, &count) || count > PING_MAX) {
-		say("brisk-net: vsock ping %s: FAIL (not PORT:COUNT, COUNT at most %d)\n", v, PING_MAX);
+	uint64_t n;
+	int tcp = family == AF_INET;
+	struct sockaddr_in in = {.sin_family = AF_INET};
+	struct sockaddr_vm vm = {.svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_HOST};
+	if (parse_target(v, tcp ? host : NULL, sizeof(host), &port, &n) || n > max ||
+	    (tcp && inet_pton(AF_INET, host, &in.sin_addr) != 1)) {
+		say("brisk-net: %s %s: FAIL (not %sPORT:N, N at most %llu)\n", kind, v, tcp ? "ADDR:" : "",
+		    (unsigned long long)max);
 		return;
 	}
-	snprintf(where, sizeof(where), "2:%u", port);
-	sa.svm_port = port;
-	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || (timeouts(fd), connect(fd, (struct sockaddr *)&sa, sizeof(sa))) != 0) {
-		say("brisk-net: vsock ping %s: FAIL (connect: %s)\n", where, strerror(errno));
+	if (tcp)
+		snprintf(where, sizeof(where), "%s:%u", host, port);
+	else
+		snprintf(where, sizeof(where), "2:%u", port);
+	in.sin_port = htons((uint16_t)port);
+	vm.svm_port = port;
+	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0)
+		timeouts(fd);
+	if (fd < 0 || (tcp ? connect(fd, (struct sockaddr *)&in, sizeof(in))
+			   : connect(fd, (struct sockaddr *)&vm, sizeof(vm))) != 0) {
+		say("brisk-net: %s %s: FAIL (%s: %s)\n", kind, where, fd < 0 ? "socket" : "connect", strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return;
 	}
-	ping(fd, "vsock ping", where, (unsigned)count);
+	use(fd, kind, where, n);
+}
+
+static void use_ping(int fd, const char *kind, const char *where, uint64_t count)
+{
+	ping(fd, kind, where, (unsigned)count);
+}
+
+static void tcp_connect(const char *v)
+{
+	dial("tcp connect", AF_INET, v, NET_MAX_BYTES, exchange_connector);
+}
+
+static void vsock_connect(const char *v)
+{
+	dial("vsock connect", AF_VSOCK, v, NET_MAX_BYTES, exchange_connector);
 }
 
 static void tcp_ping(const char *v)
 {
-	char host[64], where[96];
-	unsigned port;
-	uint64_t count;
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	if (parse_target(v, host, sizeof(host), &port, &count) || count > PING_MAX ||
-	    inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-		say("brisk-net: tcp ping %s: FAIL (not ADDR:PORT:COUNT, COUNT at most %d)\n", v, PING_MAX);
-		return;
-	}
-	snprintf(where, sizeof(where), "%s:%u", host, port);
-	sa.sin_port = htons((uint16_t)port);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || (timeouts(fd), connect(fd, (struct sockaddr *)&sa, sizeof(sa))) != 0) {
-		say("brisk-net: tcp ping %s: FAIL (connect: %s)\n", where, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	ping(fd, "tcp ping", where, (unsigned)count);
+	dial("tcp ping", AF_INET, v, PING_MAX, use_ping);
+}
+
+static void vsock_ping(const char *v)
+{
+	dial("vsock ping", AF_VSOCK, v, PING_MAX, use_ping);
 }
 
 /* A listening socket for "PORT:COUNT" (*count connections to accept); -1 on failure. */
 static int listen_on(int family, const char *v, unsigned *port, uint64_t *count)
 {
 	const char *kind = family == AF_VSOCK ? "vsock" : "tcp";
-	if (parse_target(v, NULL, 0, port, count) || !*count) {
+	if (parse_target(v, NULL, 0, port, count) || !*count || (family == AF_INET && *port > 65535)) {
 		say("brisk-net: %s listen %s: FAIL (not PORT:COUNT)\n", kind, v);
 		return -1;
 	}

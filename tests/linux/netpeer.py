@@ -102,7 +102,8 @@ def serve_echo(listener, result, timeout):
         conn, _ = listener.accept()
         with conn:
             conn.settimeout(60)
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1) if conn.family == socket.AF_INET else None
+            if conn.family == socket.AF_INET:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             result.attempts, n = 1, 0
             while True:
                 b = conn.recv(65536)
