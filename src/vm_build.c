@@ -150,8 +150,8 @@ static int plan_cpus(struct vm *vm, struct vm_error *e)
 
 /*
  * Step 2b: the virtio devices planned (windows and interrupt lines from the
- * device manager, in the order users expect: disks as given, so the first
- * --disk is vda; then entropy; then the console) and the command line: the
+ * device manager, in the order devmgr_plan gives: disks as given, so the first
+ * --disk is vda; then network interfaces, vsock, entropy, the console) and the command line: the
  * default or --cmdline, and, unless the ACPI tables describe the devices to
  * a Linux kernel, a virtio_mmio.device= word for each (devmgr.h). Kernels
  * built without CONFIG_VIRTIO_MMIO_CMDLINE_DEVICES (Debian's) see the
