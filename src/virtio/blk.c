@@ -143,6 +143,18 @@ static void start(struct blk *b, struct virtq *q, struct slot *s, const struct v
 	}
 }
 
+/*
+ * The free slot for the next chain, or NULL with all BLK_QUEUE_SIZE in flight. A slot is carved from the
+ * array the first time one is needed: a disk's 1 MiB of slots is not faulted in at start-up, only as deep
+ * as the guest's queue ever gets.
+ */
+static struct slot *take_slot(struct blk *b)
+{
+	if (!b->free && b->carved < BLK_QUEUE_SIZE)
+		put_slot(b, &b->slots[b->carved++]);
+	return b->free;
+}
+
 /* Takes chains while a slot is free; what completed here is published with one interrupt at most. */
 static void process(struct blk *b)
 {
@@ -155,7 +167,7 @@ static void process(struct blk *b)
 		struct virtq_chain c;
 		enum virtq_pop_result res;
 
-		if (!b->free) {
+		if (!take_slot(b)) {
 			b->stalled = true; /* a completion frees a slot and calls us again */
 			break;
 		}
@@ -531,9 +543,7 @@ static struct blk *blk_new(const struct vm_disk *d)
 		blk_destroy(b);
 		return NULL;
 	}
-	for (unsigned i = BLK_QUEUE_SIZE; i > 0; i--)
-		put_slot(b, &b->slots[i - 1]);
-	return b;
+	return b; /* the slots go on the free list as requests first need them (take_slot) */
 }
 
 int virtio_blk_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_slot *slot,

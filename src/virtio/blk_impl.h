@@ -54,6 +54,7 @@ struct blk {
 	struct blk_limits lim;
 	/* loop thread (or reset, under the transport's I/O lock) */
 	struct slot *slots, *free;
+	unsigned carved; /* slots[0..carved) have been on the free list; the rest were never touched (4 KiB each) */
 	unsigned gen;
 	bool stalled; /* every slot in flight: chains wait in the ring */
 	struct pool pool;
