@@ -57,10 +57,26 @@ LIB_SRCS := \
 	src/config.c \
 	src/config_net.c \
 	src/config_vsock.c \
+	src/api/fc_config.c \
+	src/api/fc_config_dev.c \
+	src/api/fc_config_file.c \
+	src/api/fc_config_get.c \
+	src/api/fc_config_json.c \
 	src/util/log.c \
 	src/util/size.c \
 	src/util/file.c \
 	src/util/errmsg.c \
+	src/util/helper.c \
+	src/api/api_wire.c \
+	src/api/api_link.c \
+	src/api/api.c \
+	src/api/api_vm.c \
+	src/api/api_metrics.c \
+	src/api/api_serve.c \
+	src/snapshot/snapfile.c \
+	src/snapshot/snap_config.c \
+	src/vm_snapshot.c \
+	src/arch/x86/kvm_state.c \
 	src/devices/serial8250.c \
 	src/devices/console_io.c \
 	src/devices/i8042.c \
@@ -89,6 +105,8 @@ LIB_SRCS := \
 	src/profile/report_perfetto.c \
 	src/profile/report_svg.c \
 	src/arch/x86/msr.c \
+	src/arch/x86/kvm_state.c \
+	src/snapshot/snapfile.c \
 	src/profile/exits.c \
 	src/profile/kvmstats.c \
 	src/profile/symbols.c \
@@ -122,6 +140,7 @@ UNIT_TESTS := \
 	test_mem \
 	test_size \
 	test_config \
+	test_fc_config \
 	test_serial8250 \
 	test_console_io \
 	test_virtio_console \
@@ -143,14 +162,16 @@ UNIT_TESTS := \
 	test_stats \
 	test_tracefs \
 	test_symbols \
-	test_profile_json
+	test_profile_json \
+	test_snapfile \
+	test_api_link
 
 # `make` alone builds brisk: guests.mk's first rule must not become the default goal.
 .DEFAULT_GOAL := all
 include guests/guests.mk
 
 .PHONY: all demo check check-unit check-guest check-asan check-linux demo-linux deps bench bench-order bench-acpi fuzz format clean
-all: $(BUILD)/brisk $(BUILD)/brisk-slirp
+all: $(BUILD)/brisk $(BUILD)/brisk-slirp $(BUILD)/brisk-api
 
 # ---- plain and sanitizer builds of the same sources ------------------------
 define build_variant # $(1)=dir $(2)=extra cflags $(3)=extra link flags for brisk itself
@@ -168,6 +189,9 @@ $(1)/brisk: $(addprefix $(1)/obj/,$(MAIN_OBJS)) $(1)/libbrisk.a
 # --net user's helper: dynamically linked (libslirp is a shared library only), see src/virtio/net_user.c
 $(1)/brisk-slirp: src/net/slirp_helper.c
 	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$< -lslirp
+# the API socket's HTTP helper: dynamically linked (Debian's libmicrohttpd.a needs gnutls), see src/api/api_link.c
+$(1)/brisk-api: src/api/api_helper.c src/api/api_wire.c src/util/errmsg.c include/brisk/api_link.h
+	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$(filter %.c,$$^) -lmicrohttpd
 $(1)/tests/%: tests/unit/%.c $(1)/libbrisk.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$< $(1)/libbrisk.a -lcmocka $$(LDLIBS)
@@ -186,7 +210,8 @@ demo: deps
 	@scripts/demo.sh
 
 check: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/asan/brisk $(BUILD)/asan/brisk-slirp guests
+	@$(MAKE) --no-print-directory all $(BUILD)/asan/brisk $(BUILD)/asan/brisk-slirp $(BUILD)/asan/brisk-api \
+		$(BUILD)/tests/api_echo $(BUILD)/asan/tests/api_echo guests
 	@scripts/check.sh
 
 check-unit: all $(UNIT_TESTS:%=$(BUILD)/tests/%) $(UNIT_TESTS:%=$(BUILD)/asan/tests/%)

@@ -1,10 +1,12 @@
 /* bus.c - the port I/O and MMIO bus: sorted ranges per address space, binary search dispatch. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "brisk/bus.h"
 #include "brisk/log.h"
+#include "brisk/snapshot.h"
 
 static const char *const space_names[] = {[BUS_PIO] = "port", [BUS_MMIO] = "MMIO address"};
 
@@ -233,4 +235,109 @@ void bus_reset(struct bus *b)
 	for (unsigned i = 0; i < b->nr_devices; i++)
 		if (b->device[i].ops->reset)
 			b->device[i].ops->reset(b->device[i].dev);
+}
+
+/* ---- snapshot (device.h, snapshot.h) -------------------------------------------------------------------- */
+
+int dev_save_stateless(void *dev, struct snap_writer *w)
+{
+	(void)dev, (void)w;
+	return 0;
+}
+
+int dev_restore_stateless(void *dev, struct snap_reader *r)
+{
+	(void)dev, (void)r;
+	return 0;
+}
+
+int bus_quiesce(struct bus *b, const char **failed)
+{
+	for (unsigned i = 0; i < b->nr_devices; i++) {
+		struct bus_device *d = &b->device[i];
+		int err = d->ops->quiesce ? d->ops->quiesce(d->dev) : 0;
+
+		if (err) {
+			*failed = d->ops->name;
+			return err;
+		}
+	}
+	return 0;
+}
+
+static int save_one(struct bus_device *d, unsigned index, struct snap_writer *w)
+{
+	int err;
+
+	if (!d->ops->save)
+		return -ENOTSUP;
+	err = snap_section_begin(w, SNAP_TAG_DEVICE, index, d->ops->name);
+	if (!err)
+		err = d->ops->save(d->dev, w);
+	if (!err)
+		err = snap_section_end(w);
+	return err;
+}
+
+int bus_save(struct bus *b, struct snap_writer *w, const char **failed)
+{
+	for (unsigned i = 0; i < b->nr_devices; i++) {
+		int err = save_one(&b->device[i], i, w);
+
+		if (err) {
+			*failed = b->device[i].ops->name;
+			return err;
+		}
+	}
+	return 0;
+}
+
+static int restore_one(struct bus_device *d, unsigned index, struct snap_reader *r, char *err, size_t errlen)
+{
+	const char *name = snap_section_name(r, SNAP_TAG_DEVICE, index);
+	struct snap_reader *sec;
+	int ret;
+
+	if (!name) {
+		snprintf(err, errlen, "device %u (%s): no section in the snapshot", index, d->ops->name);
+		return -EINVAL;
+	}
+	if (strcmp(name, d->ops->name) != 0 || snap_section(r, SNAP_TAG_DEVICE, index, d->ops->name, &sec)) {
+		snprintf(err, errlen, "device %u: the snapshot has %.*s where this VM has %s", index,
+			 (int)SNAP_MAX_NAME, name, d->ops->name);
+		return -EINVAL;
+	}
+	if (!d->ops->restore) {
+		snprintf(err, errlen, "device %u (%s) cannot be restored", index, d->ops->name);
+		return -ENOTSUP;
+	}
+	ret = d->ops->restore(d->dev, sec);
+	if (!ret && (snap_reader_error(sec) || snap_remaining(sec) != 0)) {
+		snprintf(err, errlen, "device %u (%s): section %s (%zu bytes left)", index, d->ops->name,
+			 snap_reader_error(sec) ? "truncated" : "too long", snap_remaining(sec));
+		return -EINVAL;
+	}
+	if (ret)
+		snprintf(err, errlen, "device %u (%s): %s", index, d->ops->name, strerror(-ret));
+	return ret;
+}
+
+int bus_restore(struct bus *b, struct snap_reader *r, const char **failed, char *err, size_t errlen)
+{
+	unsigned n = snap_count(r, SNAP_TAG_DEVICE);
+
+	if (n != b->nr_devices) {
+		*failed = "bus";
+		snprintf(err, errlen, "the snapshot has %u devices, this VM %u", n, b->nr_devices);
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < b->nr_devices; i++) {
+		int ret = restore_one(&b->device[i], i, r, err, errlen);
+
+		if (ret) {
+			*failed = b->device[i].ops->name;
+			return ret;
+		}
+	}
+	return 0;
 }

@@ -65,7 +65,7 @@ static int hex_digit(char c)
 }
 
 /* "xx:xx:xx:xx:xx:xx", unicast and not all zero. */
-static int parse_mac(const char *s, uint8_t mac[6], char *err, size_t errlen)
+int parse_mac(const char *s, uint8_t mac[6], char *err, size_t errlen)
 {
 	for (unsigned i = 0; i < 6; i++) {
 		const char *p = s + 3 * i; /* each test stops at the string's end: no read past it */

@@ -104,8 +104,13 @@ int evloop_start(struct evloop *l)
 	sigset_t all, old;
 	int err;
 
+	uint64_t stale;
+
 	if (l->running)
 		return 0;
+	/* A loop stopped before (a snapshot pauses it) starts again: forget that stop request. */
+	if (read(l->stop_fd, &stale, sizeof(stale)) < 0 && errno != EAGAIN)
+		return -errno;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	err = pthread_create(&l->thread, NULL, loop_thread, l);

@@ -15,7 +15,7 @@ static const struct {
 	int (*fn)(int argc, char **argv);
 } commands[] = {
     {"run", cmd_run},	  {"cpuid", cmd_cpuid},	    {"profile", cmd_profile}, {"trace", cmd_trace},
-    {"bench", cmd_bench}, {"compare", cmd_compare}, {"acpi", cmd_acpi},	      {"help", cmd_help},
+    {"bench", cmd_bench}, {"compare", cmd_compare}, {"acpi", cmd_acpi}, {"restore", cmd_restore},	      {"help", cmd_help},
 };
 
 /*
@@ -51,6 +51,9 @@ int main(int argc, char **argv)
 		cli_usage(stdout, NULL);
 		return 0;
 	}
+	/* Firecracker's command line: `brisk --api-sock PATH` / `brisk --config-file FILE --no-api`. */
+	if (strncmp(argv[1], "--api-sock", 10) == 0 || strncmp(argv[1], "--config-file", 13) == 0)
+		return cmd_api(argc, argv);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (strcmp(argv[1], commands[i].name) == 0)
 			return commands[i].fn(argc - 1, argv + 1);

@@ -7,6 +7,9 @@
 static const char *const names[TL__COUNT] = {
     [TL_EXEC] = "process start",
     [TL_MAIN] = "main entered",
+    [TL_API_REQUEST] = "API start request",
+    [TL_SNAPSHOT_READ] = "snapshot read",
+    [TL_STATE_RESTORED] = "state restored",
     [TL_KVM_OPEN] = "/dev/kvm opened",
     [TL_VM_CREATED] = "VM created",
     [TL_MEMORY] = "memory mapped",

@@ -176,12 +176,22 @@ static int run_loop(struct vcpu *v)
 {
 	struct vm *vm = v->vm;
 
+	/* Paused before the first entry (a restore without resume_vm): the state set is the state saved. */
+	if (atomic_load(&vm->pause_req))
+		vm_vcpu_park(v);
 	timeline_mark(TL_FIRST_RUN);
 	while (!atomic_load(&vm->exit_requested)) {
 		if (KVM_IOCTL(v->fd, KVM_RUN, 0) < 0) {
-			/* EINTR: kicked; EAGAIN: an AP woke for an event before its SIPI. */
+			/*
+			 * EINTR: kicked; EAGAIN: an AP woke for an event before its SIPI.
+			 * Either way KVM completed any pending MMIO/PIO read first, so
+			 * the state is consistent here and only here (api.rst 4.10,
+			 * "immediate_exit"): where a pause parks the thread.
+			 */
 			if (errno == EINTR || errno == EAGAIN) {
 				v->run->immediate_exit = 0;
+				if (atomic_load(&vm->pause_req))
+					vm_vcpu_park(v);
 				continue;
 			}
 			log_error("vCPU %u: KVM_RUN failed: %s", v->index, strerror(errno));
@@ -235,7 +245,7 @@ static int vcpu_configure(struct vcpu *v)
 	if (cpuid_vcpu_configure(v->fd, &vm->cpuid_vm, v->index, scratch))
 		ret = EXIT_HOST;
 	/* APs stay in KVM_MP_STATE_UNINITIALIZED until the BSP sends INIT/SIPI. */
-	else if (v->index == 0 && x86_vcpu_set_entry(v->fd, &vm->entry)) {
+	else if (v->index == 0 && !vm->restoring && x86_vcpu_set_entry(v->fd, &vm->entry)) {
 		log_error("setting vCPU 0's boot registers failed");
 		ret = EXIT_HOST;
 	}

@@ -13,11 +13,14 @@
 
 #include "brisk/exitcode.h"
 #include "brisk/log.h"
+#include "brisk/snapshot.h"
 #include "brisk/timeline.h"
 #include "vm_impl.h"
 
 #define VCPU_JOIN_TIMEOUT_MS 50
 #define VCPU_JOIN_TRIES	     100 /* 5 s of kicking before giving up on a vCPU */
+#define VM_PAUSE_KICK_MS     10	 /* a pause re-kicks vCPUs not yet parked this often */
+#define VM_PAUSE_TRIES	     200 /* 2 s: a vCPU that does not park by then fails the pause */
 
 void vm_init(struct vm *vm, const struct vm_config *cfg)
 {
@@ -30,6 +33,8 @@ void vm_init(struct vm *vm, const struct vm_config *cfg)
 	pthread_cond_init(&vm->go_cond, NULL);
 	pthread_cond_init(&vm->ready_cond, NULL);
 	pthread_cond_init(&vm->config_cond, NULL);
+	pthread_mutex_init(&vm->pause_lock, NULL);
+	pthread_cond_init(&vm->pause_cond, NULL);
 	bus_init(&vm->bus);
 }
 
@@ -41,6 +46,11 @@ int vm_signals_init(void)
 int vm_fd(const struct vm *vm)
 {
 	return vm->fd;
+}
+
+const struct vm_config *vm_config(const struct vm *vm)
+{
+	return &vm->cfg;
 }
 
 unsigned vm_nr_vcpus(const struct vm *vm)
@@ -94,8 +104,7 @@ void vm_vcpu_ready_wait_go(struct vm *vm)
 	pthread_mutex_unlock(&vm->go_lock);
 }
 
-/* Waits until the first `started` vCPU threads are configured. */
-static void wait_vcpus_ready(struct vm *vm, unsigned started)
+void vm_wait_vcpus_ready(struct vm *vm, unsigned started)
 {
 	pthread_mutex_lock(&vm->go_lock);
 	while (vm->nr_ready < started)
@@ -110,6 +119,77 @@ static void release_vcpus(struct vm *vm)
 	vm->go = 1;
 	pthread_cond_broadcast(&vm->go_cond);
 	pthread_mutex_unlock(&vm->go_lock);
+}
+
+void vm_vcpu_park(struct vcpu *v)
+{
+	struct vm *vm = v->vm;
+
+	pthread_mutex_lock(&vm->pause_lock);
+	v->parked = true;
+	vm->nr_parked++;
+	pthread_cond_broadcast(&vm->pause_cond);
+	while (atomic_load(&vm->pause_req) && !atomic_load(&vm->exit_requested))
+		pthread_cond_wait(&vm->pause_cond, &vm->pause_lock);
+	vm->nr_parked--;
+	v->parked = false;
+	pthread_mutex_unlock(&vm->pause_lock);
+}
+
+/* vCPUs whose thread still runs its loop (a thread that left it cannot park). */
+static unsigned live_vcpus(const struct vm *vm)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < vm->nr_vcpus; i++)
+		n += vm->vcpus[i].started && !atomic_load(&vm->vcpus[i].done);
+	return n;
+}
+
+int vm_pause(struct vm *vm)
+{
+	struct timespec ts;
+	int tries = 0, ret = 0;
+
+	atomic_store(&vm->pause_req, 1);
+	for (unsigned i = 0; i < vm->nr_vcpus; i++)
+		vcpu_kick(&vm->vcpus[i]);
+	pthread_mutex_lock(&vm->pause_lock);
+	while (vm->nr_parked < live_vcpus(vm) && !atomic_load(&vm->exit_requested)) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += VM_PAUSE_KICK_MS * 1000000L;
+		ts.tv_sec += ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		if (pthread_cond_timedwait(&vm->pause_cond, &vm->pause_lock, &ts) != ETIMEDOUT)
+			continue;
+		if (++tries == VM_PAUSE_TRIES) {
+			ret = -ETIMEDOUT;
+			break;
+		}
+		/* Without KVM_CAP_IMMEDIATE_EXIT a kick can race with entry: repeat it. */
+		for (unsigned i = 0; i < vm->nr_vcpus; i++)
+			if (!vm->vcpus[i].parked)
+				vcpu_kick(&vm->vcpus[i]);
+	}
+	pthread_mutex_unlock(&vm->pause_lock);
+	if (!ret && atomic_load(&vm->exit_requested))
+		ret = -ESHUTDOWN;
+	if (ret)
+		vm_resume(vm);
+	return ret;
+}
+
+void vm_resume(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->pause_lock);
+	atomic_store(&vm->pause_req, 0);
+	pthread_cond_broadcast(&vm->pause_cond);
+	pthread_mutex_unlock(&vm->pause_lock);
+}
+
+bool vm_paused(const struct vm *vm)
+{
+	return atomic_load(&vm->pause_req) != 0;
 }
 
 void vm_irq_line(struct vm *vm, unsigned irq, int level)
@@ -132,8 +212,18 @@ void vm_request_exit(struct vm *vm, int code, const char *reason)
 	snprintf(vm->exit_reason, sizeof(vm->exit_reason), "%s", reason);
 	for (unsigned i = 0; i < vm->nr_vcpus; i++)
 		vcpu_kick(&vm->vcpus[i]);
+	/* Parked vCPUs leave their wait and see the exit. */
+	pthread_mutex_lock(&vm->pause_lock);
+	pthread_cond_broadcast(&vm->pause_cond);
+	pthread_mutex_unlock(&vm->pause_lock);
 	if (write(vm->wake_fd, &one, sizeof(one)) < 0)
 		log_warn("waking the main thread failed: %s", strerror(errno));
+}
+
+int vm_ctrl_alt_del(struct vm *vm)
+{
+	(void)vm;
+	return -ENOTSUP; /* the i8042 model has no keyboard yet (docs/api.md) */
 }
 
 /* The services a device may use (device.h), for this VM. */
@@ -246,10 +336,10 @@ static void late_start_devices(struct vm *vm)
 	}
 }
 
-int vm_run(struct vm *vm, int sig_fd)
+int vm_start(struct vm *vm)
 {
 	/* Every vCPU is configured (in parallel, by its thread) before any runs. */
-	wait_vcpus_ready(vm, vm->nr_vcpus);
+	vm_wait_vcpus_ready(vm, vm->nr_vcpus);
 	timeline_mark(TL_VCPUS_READY);
 	for (unsigned i = 0; i < vm->nr_vcpus; i++)
 		if (vm->vcpus[i].setup_error)
@@ -258,7 +348,21 @@ int vm_run(struct vm *vm, int sig_fd)
 		vm->cfg.hooks->vcpus_ready(vm, vm->cfg.hooks->ctx);
 	release_vcpus(vm);
 	late_start_devices(vm);
-	wait_for_exit(vm, sig_fd);
+	return atomic_load(&vm->exit_requested) ? vm->exit_code : 0;
+}
+
+int vm_wake_fd(const struct vm *vm)
+{
+	return vm->wake_fd;
+}
+
+bool vm_exit_requested(const struct vm *vm)
+{
+	return atomic_load(&vm->exit_requested) != 0;
+}
+
+int vm_finish(struct vm *vm)
+{
 	join_vcpus(vm);
 	evloop_stop(vm->loop); /* no device callback runs while the devices stop */
 	bus_stop(&vm->bus);
@@ -267,6 +371,13 @@ int vm_run(struct vm *vm, int sig_fd)
 		log_warn("%llu log messages were dropped: stderr was not being read",
 			 (unsigned long long)log_dropped());
 	return vm->exit_code;
+}
+
+int vm_run(struct vm *vm, int sig_fd)
+{
+	vm_start(vm);
+	wait_for_exit(vm, sig_fd);
+	return vm_finish(vm);
 }
 
 void vm_print_report(struct vm *vm, FILE *f)
@@ -289,7 +400,7 @@ static void stop_vcpu_threads(struct vm *vm)
 		return;
 	atomic_store(&vm->exit_requested, 1);
 	vm_publish_config(vm, VM_CONFIG_ABORTED);
-	wait_vcpus_ready(vm, started);
+	vm_wait_vcpus_ready(vm, started);
 	release_vcpus(vm);
 	join_vcpus(vm);
 }
@@ -313,6 +424,7 @@ void vm_destroy(struct vm *vm)
 	bus_destroy(&vm->bus);
 	evloop_destroy(vm->loop);
 	free(vm->cmdline);
+	snap_reader_free(vm->snap);
 	gmem_destroy(&vm->mem);
 	if (vm->fd >= 0)
 		close(vm->fd);
@@ -326,5 +438,7 @@ void vm_destroy(struct vm *vm)
 	pthread_cond_destroy(&vm->ready_cond);
 	pthread_cond_destroy(&vm->config_cond);
 	pthread_mutex_destroy(&vm->go_lock);
+	pthread_cond_destroy(&vm->pause_cond);
+	pthread_mutex_destroy(&vm->pause_lock);
 	free(vm);
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "brisk/acpi.h"
@@ -23,7 +24,9 @@
 #include "brisk/file.h"
 #include "brisk/layout.h"
 #include "brisk/log.h"
+#include "brisk/kvm_state.h"
 #include "brisk/mptable.h"
+#include "brisk/snapshot.h"
 #include "brisk/timeline.h"
 #include "brisk/virtio_vsock.h"
 #include "vm_impl.h"
@@ -161,20 +164,21 @@ static int plan_cpus(struct vm *vm, struct vm_error *e)
 static int plan_devices(struct vm *vm, struct vm_error *e)
 {
 	const char *user = vm->cfg.cmdline ? vm->cfg.cmdline : kernel_default_cmdline(&vm->kernel);
+	const char *extra = vm->cfg.cmdline_append ? vm->cfg.cmdline_append : "";
 	const struct devmgr none = {0};
 	size_t cap;
 	char *base;
 	int n;
 
 	devmgr_plan(&vm->devmgr, &vm->cfg);
-	cap = strlen(user) + sizeof(KERNEL_LINUX_NOACPI) + vm->devmgr.nr * DEVMGR_WORD_MAX + 1;
+	cap = strlen(user) + sizeof(KERNEL_LINUX_NOACPI) + strlen(extra) + 1 + vm->devmgr.nr * DEVMGR_WORD_MAX + 1;
 	base = malloc(cap);
 	vm->cmdline = malloc(cap);
 	if (!base || !vm->cmdline) {
 		free(base);
 		return fail(e, VM_ERR_HOST, -ENOMEM, "out of memory for the command line");
 	}
-	snprintf(base, cap, "%s%s", user, mode_words(vm));
+	snprintf(base, cap, "%s%s%s%s", user, mode_words(vm), *extra ? " " : "", extra);
 	n = devmgr_cmdline(acpi_describes_devices(vm) ? &none : &vm->devmgr, base, vm->cmdline, cap);
 	free(base);
 	return n < 0 ? fail(e, VM_ERR_HOST, n, "composing the kernel command line failed") : 0;
@@ -489,6 +493,128 @@ int vm_create(const struct vm_config *cfg, struct vm **out, struct vm_error *e)
 	    (ret = create_devices(vm, e)) || (ret = prepare_cpuid(vm, e)) || (ret = write_platform_tables(vm, e)) ||
 	    (ret = start_devices(vm, e)))
 		goto fail;
+	*out = vm;
+	return 0;
+fail:
+	vm_destroy(vm);
+	return ret;
+}
+
+/*
+ * Restore step R1: the state file read and checked whole (framing, version, checksum:
+ * snapshot.h), and the configuration it holds over the caller's base.
+ */
+static int read_snapshot(struct vm *vm, const char *path, struct vm_error *e)
+{
+	char err[512];
+	int fd = file_open_input(path, "snapshot_path", NULL, err, sizeof(err));
+	int ret;
+
+	if (fd < 0)
+		return fail(e, kind_of(fd, VM_ERR_USAGE), fd, "%s", err);
+	ret = snap_reader_open(fd, &vm->snap, err, sizeof(err));
+	close(fd);
+	if (ret)
+		return fail(e, kind_of(ret, VM_ERR_USAGE), ret, "snapshot_path %s: %s", path, err);
+	ret = snap_config_load(vm->snap, &vm->cfg, &vm->snap_strings, err, sizeof(err));
+	if (ret)
+		return fail(e, VM_ERR_USAGE, ret, "snapshot_path %s: %s", path, err);
+	return 0;
+}
+
+/* Restore step R2: guest RAM mapped privately from the memory file: no page is read until touched. */
+static int map_snapshot_memory(struct vm *vm, const char *path, struct vm_error *e)
+{
+	char err[512];
+	struct stat st;
+	int fd = file_open_input(path, "mem_file_path", &st, err, sizeof(err));
+	int ret;
+
+	if (fd < 0)
+		return fail(e, kind_of(fd, VM_ERR_USAGE), fd, "%s", err);
+	ret = gmem_init_file(&vm->mem, fd, vm->cfg.memory);
+	close(fd);
+	if (ret == -ERANGE)
+		return fail(e, VM_ERR_USAGE, ret, "mem_file_path %s: %lld bytes, but the snapshot's guest has %llu", path,
+			    (long long)st.st_size, (unsigned long long)vm->cfg.memory);
+	if (ret)
+		return fail(e, kind_of(ret, VM_ERR_HOST), ret, "mapping mem_file_path %s failed: %s", path, strerror(-ret));
+	timeline_mark(TL_SNAPSHOT_READ);
+	return 0;
+}
+
+/* Restore step R3: the VM-wide KVM state (irqchip, PIT, clock), then every device, before anything runs. */
+static int restore_vm_state(struct vm *vm, struct vm_error *e)
+{
+	struct snap_reader *sec;
+	const char *dev = "?";
+	char err[512] = "";
+	int ret = snap_section(vm->snap, SNAP_TAG_VM, 0, "kvm-vm", &sec);
+
+	if (ret)
+		return fail(e, VM_ERR_USAGE, -EINVAL, "the state file has no VM section");
+	ret = kvm_vm_restore(vm->fd, sec, err, sizeof(err));
+	if (!ret && (snap_remaining(sec) || snap_reader_error(sec)))
+		ret = -EINVAL, snprintf(err, sizeof(err), "malformed VM section");
+	if (ret)
+		return fail(e, ret == -EINVAL ? VM_ERR_USAGE : VM_ERR_HOST, ret, "restoring the VM state: %s", err);
+	ret = bus_restore(&vm->bus, vm->snap, &dev, err, sizeof(err));
+	if (ret)
+		return fail(e, VM_ERR_USAGE, ret, "restoring device %s: %s", dev, err);
+	return 0;
+}
+
+/* Restore step R4: the vCPU threads configured (CPUID, MSRs), then each vCPU's saved state. */
+static int restore_vcpus(struct vm *vm, struct vm_error *e)
+{
+	char err[512] = "";
+	int ret;
+
+	vm_wait_vcpus_ready(vm, vm->nr_vcpus);
+	timeline_mark(TL_VCPUS_READY);
+	for (unsigned i = 0; i < vm->nr_vcpus; i++)
+		if (vm->vcpus[i].setup_error)
+			return fail(e, VM_ERR_HOST, -EIO, "configuring vCPU %u failed", i);
+	ret = vm_restore_vcpus(vm, vm->snap, err, sizeof(err));
+	if (ret)
+		return fail(e, ret == -EINVAL ? VM_ERR_USAGE : VM_ERR_HOST, ret, "restoring the vCPUs: %s", err);
+	timeline_mark(TL_STATE_RESTORED);
+	return 0;
+}
+
+int vm_restore(const struct vm_config *base, const char *state_path, const char *mem_path, bool resume,
+	       struct vm **out, struct vm_error *e)
+{
+	struct vm *vm = calloc(1, sizeof(*vm));
+	int ret;
+
+	*e = (struct vm_error){.kind = VM_ERR_HOST};
+	if (!vm)
+		return fail(e, VM_ERR_HOST, -ENOMEM, "out of memory");
+	vm_init(vm, base);
+	vm->restoring = true;
+	vm->wake_fd = eventfd(0, EFD_CLOEXEC);
+	if (vm->wake_fd < 0) {
+		ret = fail(e, kind_of(-errno, VM_ERR_HOST), -errno, "eventfd: %s", strerror(errno));
+		goto fail;
+	}
+	/* The same recipe as a boot, less the kernel, ACPI and MP tables: they are in the saved memory. */
+	if ((ret = read_snapshot(vm, state_path, e)) || (ret = map_snapshot_memory(vm, mem_path, e)) ||
+	    (ret = open_outputs(vm, e)) || (ret = plan_cpus(vm, e)))
+		goto fail;
+	devmgr_plan(&vm->devmgr, &vm->cfg);
+	open_kvm(vm);
+	if ((ret = check_kvm(vm, e)) || (ret = create_vm(vm, e)) || (ret = map_memory(vm, e)) ||
+	    (ret = create_irqchip(vm, e)) || (ret = start_vcpus(vm, e)) || (ret = create_devices(vm, e)) ||
+	    (ret = prepare_cpuid(vm, e)) || (ret = restore_vm_state(vm, e)))
+		goto fail;
+	vm_publish_config(vm, VM_CONFIG_PUBLISHED);
+	if ((ret = start_devices(vm, e)) || (ret = restore_vcpus(vm, e)))
+		goto fail;
+	snap_reader_free(vm->snap);
+	vm->snap = NULL;
+	if (!resume)
+		atomic_store(&vm->pause_req, 1);
 	*out = vm;
 	return 0;
 fail:

@@ -16,6 +16,7 @@
 #include "brisk/kernel.h"
 #include "brisk/kvm.h"
 #include "brisk/mem.h"
+#include "brisk/snap_config.h"
 #include "brisk/vm.h"
 
 enum vm_config_state { VM_CONFIG_PENDING = 0, VM_CONFIG_PUBLISHED, VM_CONFIG_ABORTED };
@@ -29,6 +30,7 @@ struct vcpu {
 	pthread_t thread;
 	int started;	  /* thread created */
 	_Atomic int done; /* thread left its loop */
+	bool parked;	  /* in vcpu_park, out of KVM_RUN with its state consistent (under vm->pause_lock) */
 	int setup_error;  /* brisk exit status if configuration failed */
 	pid_t tid;	  /* the thread's id (gettid), for the profiler's trace filter */
 	/* Cheap exit counters, always on (brisk run --timeline, brisk profile). */
@@ -68,7 +70,22 @@ struct vm {
 	int config_state; /* enum vm_config_state */
 	unsigned nr_ready;
 	int go;
+	/*
+	 * Pause (vm_pause/vm_resume): the controller sets pause_req and kicks
+	 * every vCPU; each thread parks itself only where api.rst says its state
+	 * is consistent (KVM_RUN returned EINTR, so a pending MMIO/PIO read is
+	 * complete, or before its first entry), counts itself in nr_parked and
+	 * waits on pause_cond until pause_req is cleared or the VM ends.
+	 */
+	pthread_mutex_t pause_lock;
+	pthread_cond_t pause_cond;
+	_Atomic int pause_req;
+	unsigned nr_parked;
 	int wake_fd; /* eventfd: an exit was requested */
+	/* Restore (vm_restore): the state file being loaded, and what its configuration's strings point at. */
+	struct snap_reader *snap;
+	struct snap_config_strings snap_strings;
+	bool restoring; /* the vCPUs get the saved state, not the boot entry state */
 	_Atomic int exit_requested;
 	int exit_code;
 	char exit_reason[128];
@@ -97,5 +114,11 @@ extern const struct devctx_ops vm_devctx_ops;
 int vm_vcpu_wait_config(struct vm *vm);
 /* vm.c: called by each vCPU thread once its vCPU is configured: counts it ready, waits for go. */
 void vm_vcpu_ready_wait_go(struct vm *vm);
+/* vm.c: waits until the first `started` vCPU threads are configured (counted in nr_ready). */
+void vm_wait_vcpus_ready(struct vm *vm, unsigned started);
+/* vm_snapshot.c: every vCPU's saved state into its vCPU (threads configured, not released). 0 or -errno + err. */
+int vm_restore_vcpus(struct vm *vm, struct snap_reader *r, char *err, size_t errlen);
+/* vm.c: called by a vCPU thread whose state is consistent while a pause is requested: waits until resumed. */
+void vm_vcpu_park(struct vcpu *v);
 
 #endif

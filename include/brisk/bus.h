@@ -79,4 +79,22 @@ int bus_late_start(struct bus *b, const char **failed);
 void bus_stop(struct bus *b);
 void bus_reset(struct bus *b);
 
+struct snap_writer;
+struct snap_reader;
+
+/*
+ * Snapshot (device.h, snapshot.h). bus_quiesce: every device's quiesce, in
+ * the order added; stops at the first failure (its name in *failed).
+ * bus_save: one SNAP_TAG_DEVICE section per device (index = position on the
+ * bus, name = ops->name), filled by its save; -ENOTSUP with the device's name
+ * in *failed when a device has no save. bus_restore: for every device, the
+ * section of the same index and name, handed to its restore, which must
+ * consume it exactly; a snapshot with other devices (count, order, names)
+ * is refused. Both return 0 or -errno; bus_restore fills `err`.
+ */
+__attribute__((warn_unused_result)) int bus_quiesce(struct bus *b, const char **failed);
+__attribute__((warn_unused_result)) int bus_save(struct bus *b, struct snap_writer *w, const char **failed);
+__attribute__((warn_unused_result)) int bus_restore(struct bus *b, struct snap_reader *r, const char **failed,
+						    char *err, size_t errlen);
+
 #endif

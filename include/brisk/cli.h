@@ -5,6 +5,10 @@
 #include <stdio.h>
 
 int cmd_run(int argc, char **argv);
+/* `brisk --api-sock PATH [RUN-OPTIONS]`: Firecracker's mode, the VM configured through the API (docs/api.md). */
+int cmd_api(int argc, char **argv);
+/* `brisk restore --snapshot STATE --mem MEM`: a snapshot resumed in this process (docs/api.md). */
+int cmd_restore(int argc, char **argv);
 int cmd_help(int argc, char **argv);
 int cmd_cpuid(int argc, char **argv);
 int cmd_profile(int argc, char **argv);

@@ -55,6 +55,13 @@ __attribute__((warn_unused_result)) int parse_net(const char *s, struct vm_confi
 void config_net_mac(const struct vm_net *n, unsigned index, uint8_t mac[6]);
 
 /*
+ * Parses a MAC "xx:xx:xx:xx:xx:xx" (six hex bytes, ':' between) that is a
+ * unicast station address, not all zero (config_net.c; --net mac= and the
+ * API's guest_mac). Returns 0, or -EINVAL with what is wrong in err.
+ */
+__attribute__((warn_unused_result)) int parse_mac(const char *s, uint8_t mac[6], char *err, size_t errlen);
+
+/*
  * Parses --vsock "cid=N,uds=PATH" (any order, both required, each once; N in 3..0xfffffffe, PATH 1..
  * VM_VSOCK_UDS_MAX bytes) into cfg->vsock. Returns 0 or -EINVAL with what is wrong in err; a second
  * --vsock is -EINVAL too. config_validate checks that PATH's directory exists.

@@ -32,7 +32,7 @@ struct bus_access {
 	unsigned len;
 };
 
-struct snap_writer; /* snapshots (later issue): a device's saved state */
+struct snap_writer; /* snapshots (snapshot.h): a device's saved state */
 struct snap_reader;
 
 /*
@@ -51,8 +51,25 @@ struct snap_reader;
  *               report what was lost. Idempotent.
  *   destroy     free everything; stop was called before if start was.
  * reset: the guest (or the host) reset the machine: back to power-on state.
- * save/restore: room for snapshot/restore (later issue); NULL = a VM with
- * this device cannot be snapshotted.
+ *
+ * Snapshot/restore (snapshot.h; the sequence is vm.c's):
+ *   quiesce     every vCPU is paused, the event loop still runs: finish,
+ *               bounded, the in-flight work that touches guest memory (a
+ *               disk's requests in its worker pool) so that nothing changes
+ *               guest memory or the device's state after it returns, except
+ *               through a vCPU. NULL: nothing in flight. 0 or -errno
+ *               (-ETIMEDOUT).
+ *   save        vCPUs and event loop paused, after quiesce: writes the
+ *               device's state into the section the bus opened for it
+ *               (explicit fixed-width fields, laid out as SNAP_VERSION says).
+ *               0 or -errno. NULL: the device cannot be saved (bus_save
+ *               refuses the snapshot with -ENOTSUP) — a stateless device
+ *               has a save that writes nothing.
+ *   restore     a fresh device, built from the same configuration, before
+ *               start/late_start, the event loop and any vCPU: reads back
+ *               exactly what save wrote, checking every value as it would
+ *               a guest's (the file is untrusted). 0 or -errno (-EINVAL
+ *               with a log line naming the field).
  */
 struct dev_ops {
 	const char *name;
@@ -63,9 +80,17 @@ struct dev_ops {
 	void (*stop)(void *dev);
 	void (*reset)(void *dev);
 	void (*destroy)(void *dev);
+	int (*quiesce)(void *dev);
 	int (*save)(void *dev, struct snap_writer *w);
 	int (*restore)(void *dev, struct snap_reader *r);
 };
+
+/*
+ * save/restore of a device with no state of its own (debug-exit, bootmark, acpi-pm): an empty section,
+ * which restore accepts (bus_restore checks it is empty).
+ */
+int dev_save_stateless(void *dev, struct snap_writer *w);
+int dev_restore_stateless(void *dev, struct snap_reader *r);
 
 /* What a device may ask of its VM (implemented by vm.c; by fakes in unit tests). */
 struct devctx_ops {

@@ -12,6 +12,8 @@ void log_set_level(enum log_level level);
  * main(), after fds 0-2 are known to be open.
  */
 void log_init_nonblocking(void);
+/* Sends messages to `fd` from now on (the API's logger: a non-blocking file or FIFO the caller keeps open). */
+void log_set_fd(int fd);
 /* Messages dropped because stderr would have blocked. */
 uint64_t log_dropped(void);
 /* Parses "error", "warn", "info", "debug". Returns 0 or -EINVAL. */

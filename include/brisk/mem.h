@@ -28,6 +28,14 @@ struct gmem {
 
 /* Maps `size` bytes (MAP_NORESERVE). Returns 0 or -errno. */
 __attribute__((warn_unused_result)) int gmem_init(struct gmem *m, uint64_t size, unsigned flags);
+/*
+ * Guest RAM from a snapshot's memory file (regular, exactly `size` bytes: else -EINVAL / -ERANGE),
+ * mapped MAP_PRIVATE: each page is read from the file when first touched, the guest's writes stay
+ * in this process. Returns 0 or -errno.
+ */
+__attribute__((warn_unused_result)) int gmem_init_file(struct gmem *m, int fd, uint64_t size);
+/* Writes all of guest RAM to `fd` from offset 0 (file size = RAM size; zero pages left as holes). 0 or -errno. */
+__attribute__((warn_unused_result)) int gmem_save(const struct gmem *m, int fd);
 void gmem_destroy(struct gmem *m);
 
 /*

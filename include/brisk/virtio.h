@@ -25,6 +25,8 @@ struct bus;
 struct devctx;
 struct devmgr_slot;
 struct gmem;
+struct snap_reader;
+struct snap_writer;
 struct virtio_mmio;
 
 /* Device IDs (section 5). */
@@ -83,6 +85,21 @@ struct virtio_dev_ops {
 	 * device touches no guest memory until the next activate.
 	 */
 	void (*reset)(void *dev);
+	/*
+	 * Snapshot (device.h), each may be NULL. quiesce: vCPUs paused, under
+	 * the I/O lock (no notify or watched callback runs meanwhile): finish,
+	 * bounded, the work in flight that touches guest memory, pushing and
+	 * publishing its completions; 0 or -errno (-ETIMEDOUT). save: after the
+	 * transport's own fields, the device's state that its configuration
+	 * does not give back (NULL: none). restore: on a fresh device, after the
+	 * transport read and checked its fields and before it re-activates the
+	 * device (activate, as a DRIVER_OK write, when the saved status had
+	 * DRIVER_OK): reads back what save wrote, checks it, touches no guest
+	 * memory; 0 or -errno.
+	 */
+	int (*quiesce)(void *dev);
+	int (*save)(void *dev, struct snap_writer *w);
+	int (*restore)(void *dev, struct snap_reader *r);
 	/* The bus lifecycle (device.h), passed through; each may be NULL. */
 	int (*start)(void *dev);
 	int (*late_start)(void *dev);

@@ -160,6 +160,27 @@ uint64_t virtq_copy_from(const struct virtq_chain *c, uint64_t offset, void *dst
 /* Copies `len` bytes into the chain's writable (in) segments starting `offset` into them; returns bytes copied. */
 uint64_t virtq_copy_to(const struct virtq_chain *c, uint64_t offset, const void *src, uint64_t len);
 
+struct snap_writer;
+struct snap_reader;
+
+/*
+ * Snapshot of one queue (snapshot.h): its configuration (size, the three
+ * areas, event_idx, indirect), whether it is activated, and the device's
+ * indices (last_avail, used_idx, signalled and the flags beside them). The
+ * rings themselves are guest memory, saved with it. Returns 0 or -errno.
+ */
+int virtq_save(const struct virtq *q, struct snap_writer *w);
+
+/*
+ * Reads what virtq_save wrote into *q, checking it as virtq_activate checks a
+ * driver's configuration (section 2.7: size a power of two <= `size_max`,
+ * areas aligned and inside `mem`) and that at most `size` chains are
+ * outstanding (used_idx .. last_avail); an activated queue is bound to `mem`
+ * without touching guest memory (the restored rings are the driver's). *q is
+ * written only on success. Returns 0, or -EINVAL with *why naming the field.
+ */
+int virtq_restore(struct virtq *q, struct snap_reader *r, const struct gmem *mem, uint16_t size_max, const char **why);
+
 /* "next out of range", ...: for log lines. */
 const char *virtq_fault_name(enum virtq_fault f);
 

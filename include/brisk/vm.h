@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #define VM_DEFAULT_MEMORY (128ULL << 20)
@@ -80,6 +81,7 @@ struct vm_config {
 	const char *kernel;  /* path; NULL = the built-in demo guest */
 	const char *initrd;  /* path or NULL */
 	const char *cmdline; /* NULL = the kernel's default (kernel_default_cmdline) */
+	const char *cmdline_append; /* NULL, or words appended after the command line (the API's root= words) */
 	unsigned cpus;
 	uint64_t memory;
 	enum serial_mode serial;
@@ -129,6 +131,45 @@ __attribute__((warn_unused_result)) int vm_create(const struct vm_config *cfg, s
  * a signalfd for SIGINT/SIGTERM/SIGHUP (stop the VM cleanly), or -1.
  */
 int vm_run(struct vm *vm, int sig_fd);
+/*
+ * vm_run in parts, for a caller that serves other work meanwhile (the API):
+ * vm_start releases the vCPUs (returns 0, or the exit status when the vCPUs'
+ * configuration failed, the exit then already requested); vm_wake_fd becomes
+ * readable once an exit is requested (vm_exit_requested); vm_finish joins
+ * the vCPUs, stops the devices and returns the process exit status.
+ */
+int vm_start(struct vm *vm);
+int vm_wake_fd(const struct vm *vm);
+bool vm_exit_requested(const struct vm *vm);
+int vm_finish(struct vm *vm);
+/*
+ * Pauses every vCPU: each leaves KVM_RUN at a point where its state is
+ * consistent (api.rst 4.10) and waits. Returns 0 once all are parked,
+ * -ETIMEDOUT (a vCPU did not park within 2 s: the VM is resumed), or
+ * -ESHUTDOWN (the VM is ending). Main/API thread only.
+ */
+int vm_pause(struct vm *vm);
+/* Lets paused vCPUs run again. Idempotent. */
+void vm_resume(struct vm *vm);
+/* Whether a pause is in effect (requested and not resumed). */
+bool vm_paused(const struct vm *vm);
+/*
+ * Snapshot of a paused VM (docs/api.md, "Snapshots"): the VM's state to `state_path`, guest memory to
+ * `mem_path` (both regular files, created or truncated, never one of the VM's disks). In-flight
+ * device I/O completes first. The VM stays paused. Returns 0 or -errno with `err` (-EBUSY: not paused).
+ */
+int vm_snapshot_create(struct vm *vm, const char *state_path, const char *mem_path, char *err, size_t errlen);
+/*
+ * Builds a VM from a snapshot: the configuration saved in `state_path` over `base` (which gives what a
+ * snapshot does not hold: the serial, hooks, --timeline), guest memory mapped privately from
+ * `mem_path` (loaded on first touch), then the irqchip, PIT, clock, devices and vCPUs restored.
+ * Every check (file framing and checksum, configuration, memory file size, CPUID and MSRs against
+ * this host) happens before any vCPU runs. The VM starts paused unless `resume`; vm_start runs it.
+ * Returns 0 and *out, or -errno with *err (VM_ERR_USAGE: the files or a mismatch).
+ */
+__attribute__((warn_unused_result)) int vm_restore(const struct vm_config *base, const char *state_path,
+						   const char *mem_path, bool resume, struct vm **out,
+						   struct vm_error *err);
 /* The --timeline report: phases, exit counters, KVM ioctls. */
 void vm_print_report(struct vm *vm, FILE *f);
 void vm_destroy(struct vm *vm);
@@ -142,6 +183,8 @@ int vm_signals_init(void);
  * vm_run has returned.
  */
 int vm_fd(const struct vm *vm);
+/* The configuration the VM was built with (a restore's: the one in its state file). */
+const struct vm_config *vm_config(const struct vm *vm);
 unsigned vm_nr_vcpus(const struct vm *vm);
 int vm_vcpu_fd(const struct vm *vm, unsigned i);
 int vm_vcpu_tid(const struct vm *vm, unsigned i);
@@ -155,5 +198,7 @@ void vm_irq_line(struct vm *vm, unsigned irq, int level);
  * ones are ignored. Wakes every vCPU out of KVM_RUN.
  */
 void vm_request_exit(struct vm *vm, int code, const char *reason);
+/* Presses Ctrl+Alt+Del on the guest's keyboard (the API's SendCtrlAltDel). 0 or -errno (-ENOTSUP: no keyboard). */
+int vm_ctrl_alt_del(struct vm *vm);
 
 #endif

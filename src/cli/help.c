@@ -18,9 +18,12 @@ static const char overview[] = "usage: brisk <command> [options]\n"
 			       "  bench      boot N times; per phase median, p95, MAD, 95% CI of the median\n"
 			       "  compare    boot two configurations interleaved; per phase ratio, U test, verdict\n"
 			       "  acpi       write the ACPI tables a VM would get, one file each, without booting\n"
+			       "  restore    resume a snapshot (taken through the API) in this process\n"
 			       "  help       show help for a command\n"
 			       "\n"
 			       "options:\n"
+			       "  --api-sock PATH  Firecracker-compatible API on a Unix socket: configure, start,\n"
+			       "             pause, snapshot (see 'brisk help api', docs/api.md)\n"
 			       "  --version  print the version\n"
 			       "  --help     this text\n"
 			       "\n"
@@ -69,6 +72,11 @@ static const char run_usage[] =
     "      --report-json FILE after the VM ends, write the boot timeline and exit status\n"
     "                         as JSON (\"brisk-timeline/1\", docs/profiler.md)\n"
     "      --log-level LEVEL  error, warn (default), info or debug; logs go to stderr\n"
+    "      --api-sock PATH    also serve the Firecracker-compatible API on PATH (docs/api.md):\n"
+    "                         pause, resume, snapshot, metrics of the running VM\n"
+    "      --config-file FILE the VM from a Firecracker configuration file instead of the\n"
+    "                         VM options above (process options still apply)\n"
+    "      --no-api           with --config-file: no API socket (as Firecracker's --no-api)\n"
     "  -h, --help             this text\n"
     "\n"
     "The console: host stdin goes to the guest's COM1 (hvc0 with --console virtio); Ctrl-A x stops the VM.\n"
@@ -177,6 +185,31 @@ static const char compare_usage[] = "usage: brisk compare -n N --a 'RUN-OPTIONS'
 				    "failed or could not be started; 16 stopped by SIGINT/SIGTERM/SIGHUP (the boot\n"
 				    "running is stopped, nothing is left behind). See docs/profiler.md.\n";
 
+static const char api_usage[] =
+    "usage: brisk --api-sock PATH [PROCESS-OPTIONS]\n"
+    "       brisk --config-file FILE [--api-sock PATH | --no-api] [PROCESS-OPTIONS]\n"
+    "\n"
+    "Firecracker's way of running a VM: brisk listens on the Unix socket PATH and the VM is\n"
+    "configured, started, paused, resumed and snapshotted with HTTP requests (JSON bodies, the\n"
+    "shapes and status codes of Firecracker's API), or comes whole from a configuration file.\n"
+    "PUT /snapshot/load restores a snapshot into the waiting process.\n"
+    "PROCESS-OPTIONS: --serial, --console, --acpi, --timeline, --report-json, --log-level\n"
+    "(see 'brisk help run'). The socket is removed when brisk exits. docs/api.md has every endpoint.\n";
+
+static const char restore_usage[] =
+    "usage: brisk restore --snapshot STATE --mem MEM [--paused] [--api-sock PATH] [PROCESS-OPTIONS]\n"
+    "\n"
+    "Resume a snapshot taken with PUT /snapshot/create in this new process: the VM's configuration\n"
+    "comes from STATE, guest memory is mapped from MEM (privately: pages load on first touch, the\n"
+    "file never changes). A corrupt, truncated or foreign snapshot, or a memory file of the wrong\n"
+    "size, is refused before anything runs (exit status 2).\n"
+    "\n"
+    "      --snapshot STATE   the state file (snapshot_path)\n"
+    "      --mem MEM          the guest memory file (mem_file_path)\n"
+    "      --paused           stay paused until PATCH /vm {\"state\": \"Resumed\"} (needs --api-sock)\n"
+    "      --api-sock PATH    serve the Firecracker-compatible API beside the VM\n"
+    "PROCESS-OPTIONS: --serial, --console, --timeline, --report-json, --log-level (see 'brisk help run').\n";
+
 static const char acpi_usage[] = "usage: brisk acpi --dump DIR [RUN-OPTIONS...]\n"
 				 "\n"
 				 "Write the ACPI tables (hardware-reduced, ACPI 6.3) a VM started with the same\n"
@@ -222,6 +255,14 @@ int cli_usage(FILE *f, const char *command)
 	}
 	if (strcmp(command, "compare") == 0) {
 		fputs(compare_usage, f);
+		return 0;
+	}
+	if (strcmp(command, "api") == 0) {
+		fputs(api_usage, f);
+		return 0;
+	}
+	if (strcmp(command, "restore") == 0) {
+		fputs(restore_usage, f);
 		return 0;
 	}
 	if (strcmp(command, "acpi") == 0) {

@@ -9,10 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "brisk/api.h"
+#include "brisk/api_link.h"
 #include "brisk/cli.h"
 #include "brisk/config.h"
 #include "brisk/devices.h"
 #include "brisk/exitcode.h"
+#include "brisk/fc_config.h"
 #include "brisk/file.h"
 #include "brisk/log.h"
 #include "brisk/timeline.h"
@@ -33,7 +36,13 @@ enum {
 	OPT_VSOCK,
 	OPT_RNG,
 	OPT_CONSOLE,
-	OPT_ACPI
+	OPT_ACPI,
+	OPT_API_SOCK,
+	OPT_CONFIG_FILE,
+	OPT_NO_API,
+	OPT_SNAPSHOT,
+	OPT_MEM,
+	OPT_PAUSED
 };
 
 static const struct option options[] = {
@@ -56,12 +65,24 @@ static const struct option options[] = {
     {"console", required_argument, NULL, OPT_CONSOLE},
     {"acpi", required_argument, NULL, OPT_ACPI},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"api-sock", required_argument, NULL, OPT_API_SOCK},
+    {"config-file", required_argument, NULL, OPT_CONFIG_FILE},
+    {"no-api", no_argument, NULL, OPT_NO_API},
+    {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
+    {"mem", required_argument, NULL, OPT_MEM},
+    {"paused", no_argument, NULL, OPT_PAUSED},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
 /* --report-json FILE: where the timeline goes when the VM ends (brisk bench reads it). */
 static const char *report_json;
+/* --api-sock, --config-file, --no-api: the Firecracker-compatible API and configuration (docs/api.md). */
+static const char *api_sock, *config_file;
+static bool no_api;
+/* brisk restore: --snapshot STATE --mem MEM [--paused]; and the first VM-shaping option seen (refused there). */
+static const char *snapshot_path, *mem_path, *vm_option;
+static bool paused;
 
 static int bad_value(const char *opt, const char *value, const char *expected)
 {
@@ -161,6 +182,24 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 		return parse_console(arg, cfg) ? bad_value("--console", arg, "serial or virtio") : 0;
 	case OPT_ACPI:
 		return parse_acpi(arg, cfg) ? bad_value("--acpi", arg, "on or off") : 0;
+	case OPT_API_SOCK:
+		api_sock = arg;
+		return 0;
+	case OPT_CONFIG_FILE:
+		config_file = arg;
+		return 0;
+	case OPT_NO_API:
+		no_api = true;
+		return 0;
+	case OPT_SNAPSHOT:
+		snapshot_path = arg;
+		return 0;
+	case OPT_MEM:
+		mem_path = arg;
+		return 0;
+	case OPT_PAUSED:
+		paused = true;
+		return 0;
 	case OPT_LOG_LEVEL:
 		if (log_parse_level(arg, &level))
 			return bad_value("--log-level", arg, "error, warn, info or debug");
@@ -174,6 +213,37 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 	}
 }
 
+/* Options that shape the VM (a snapshot or a config file brings its own), as opposed to the process's. */
+static bool is_vm_option(int c)
+{
+	switch (c) {
+	case 'k':
+	case 'c':
+	case 'i':
+	case 'p':
+	case 'm':
+	case OPT_TOPOLOGY:
+	case OPT_CPU_TEMPLATE:
+	case OPT_DISK:
+	case OPT_NET:
+	case OPT_VSOCK:
+	case OPT_RNG:
+	case OPT_ACPI:
+	case OPT_HUGEPAGES:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static const char *option_name(int c)
+{
+	for (const struct option *o = options; o->name; o++)
+		if (o->val == c)
+			return o->name;
+	return "?";
+}
+
 /* Parses argv into cfg (cli.h: also brisk profile's RUN-OPTIONS). */
 int cli_parse_run_options(int argc, char **argv, struct vm_config *cfg)
 {
@@ -183,6 +253,8 @@ int cli_parse_run_options(int argc, char **argv, struct vm_config *cfg)
 	config_defaults(cfg);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "k:c:i:p:m:h", options, NULL)) != -1) {
+		if (!vm_option && is_vm_option(c))
+			vm_option = option_name(c);
 		ret = apply_option(c, optarg, cfg);
 		if (ret < 0) {
 			cli_usage(stdout, "run");
@@ -259,15 +331,199 @@ static int open_report(const struct vm_config *cfg)
 	return fd;
 }
 
-int cmd_run(int argc, char **argv)
+/* --config-file: Firecracker's configuration replaces the VM options; the process options (serial, console,
+ * timeline, ACPI mode) stay the command line's. */
+static int load_config_file(struct fc_vm *fc, const struct vm_config *opts)
+{
+	char err[1024];
+
+	if (fc_vm_load_config_file(fc, config_file, err, sizeof(err))) {
+		fprintf(stderr, "brisk run: %s\n", err);
+		return EXIT_USAGE;
+	}
+	fc->cfg.serial = opts->serial;
+	fc->cfg.serial_path = opts->serial_path;
+	fc->cfg.console = opts->console;
+	fc->cfg.timeline = opts->timeline;
+	fc->cfg.no_acpi = opts->no_acpi;
+	fc->cfg.prefault = opts->prefault;
+	fc->cfg.hooks = opts->hooks;
+	if (fc_vm_finalize(fc, err, sizeof(err))) {
+		fprintf(stderr, "brisk run: --config-file %s: %s\n", config_file, err);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+static int start_api(struct api_link **link)
+{
+	char err[512];
+	int ret = api_link_start(api_sock, link, err, sizeof(err));
+
+	if (ret)
+		log_error("--api-sock %s: %s", api_sock, err);
+	return ret == -ENOMEM || ret == -EMFILE || ret == -ENFILE ? EXIT_HOST : ret ? EXIT_USAGE : 0;
+}
+
+/* The VM runs; the API (unless --no-api) serves beside it until it ends. */
+static int run_vm(const struct vm_config *cfg, int sig_fd)
+{
+	struct api_link *link = NULL;
+	struct vm *vm = NULL;
+	struct api a;
+	int ret = api_sock && !no_api ? start_api(&link) : 0;
+
+	if (!ret)
+		ret = cli_vm_create(cfg, &vm);
+	if (ret) {
+		api_link_close(link);
+		return ret;
+	}
+	if (!link) {
+		ret = vm_run(vm, sig_fd);
+		timeline_mark(TL_EXIT);
+		if (cfg->timeline)
+			vm_print_report(vm, stdout);
+		vm_destroy(vm);
+		return ret;
+	}
+	api_init(&a, cfg);
+	if (api_adopt_vm(&a, vm, cfg, true))
+		log_warn("GET /vm/config will not describe this VM: out of memory");
+	vm_start(vm);
+	ret = api_serve(&a, link, sig_fd); /* ends the VM and prints the report */
+	api_free(&a);
+	api_link_close(link);
+	return ret;
+}
+
+/* brisk restore: the snapshot's VM, resumed unless --paused, with the API beside it when --api-sock. */
+static int restore_vm(const struct vm_config *base, int sig_fd)
+{
+	struct api_link *link = NULL;
+	struct vm *vm = NULL;
+	struct vm_error e;
+	struct api a;
+	int ret = api_sock && !no_api ? start_api(&link) : 0;
+
+	if (ret)
+		return ret;
+	if (vm_restore(base, snapshot_path, mem_path, !paused, &vm, &e)) {
+		log_error("%s", e.msg);
+		api_link_close(link);
+		return e.kind == VM_ERR_HOST ? EXIT_HOST : EXIT_USAGE;
+	}
+	if (!link) {
+		ret = vm_run(vm, sig_fd);
+		timeline_mark(TL_EXIT);
+		if (base->timeline)
+			vm_print_report(vm, stdout);
+		vm_destroy(vm);
+		return ret;
+	}
+	api_init(&a, base);
+	if (api_adopt_vm(&a, vm, vm_config(vm), !paused))
+		log_warn("GET /vm/config will not describe this VM: out of memory");
+	vm_start(vm);
+	ret = api_serve(&a, link, sig_fd);
+	api_free(&a);
+	api_link_close(link);
+	return ret;
+}
+
+/* brisk --api-sock PATH: no VM until the API configures one (InstanceStart) or loads a snapshot. */
+static int serve_unconfigured(const struct vm_config *base, int sig_fd)
+{
+	struct api_link *link = NULL;
+	struct api a;
+	int ret = start_api(&link);
+
+	if (ret)
+		return ret;
+	api_init(&a, base);
+	ret = api_serve(&a, link, sig_fd);
+	api_free(&a);
+	api_link_close(link);
+	return ret;
+}
+
+static int finish_report(int report_fd, int ret)
+{
+	if (report_fd >= 0) {
+		if (timeline_write_json(report_fd, report_json, ret))
+			ret = ret ? ret : EXIT_HOST;
+		close(report_fd);
+	}
+	return ret;
+}
+
+static int run_selected(int sig_fd, const struct vm_config *cfg, bool wait_for_api)
+{
+	struct fc_vm fc;
+	int ret;
+
+	if (snapshot_path)
+		return restore_vm(cfg, sig_fd);
+	if (config_file) {
+		fc_vm_init(&fc);
+		ret = load_config_file(&fc, cfg);
+		if (!ret)
+			ret = run_vm(&fc.cfg, sig_fd);
+		fc_vm_free(&fc);
+		return ret;
+	}
+	if (wait_for_api && api_sock && !no_api)
+		return serve_unconfigured(cfg, sig_fd);
+	return run_vm(cfg, sig_fd);
+}
+
+enum run_mode { MODE_RUN, MODE_API, MODE_RESTORE };
+
+/* The combinations each mode refuses, before anything is opened. */
+static int check_mode(enum run_mode mode)
+{
+	const char *me = mode == MODE_RESTORE ? "brisk restore" : mode == MODE_API ? "brisk" : "brisk run";
+
+	if (mode == MODE_API && !api_sock && !config_file) {
+		fprintf(stderr, "%s: --api-sock PATH or --config-file FILE is required; try 'brisk help api'\n", me);
+		return EXIT_USAGE;
+	}
+	if (mode == MODE_RESTORE && (!snapshot_path || !mem_path)) {
+		fprintf(stderr, "%s: --snapshot STATE and --mem MEM are required; try 'brisk help restore'\n", me);
+		return EXIT_USAGE;
+	}
+	if (mode == MODE_RESTORE && (vm_option || config_file)) {
+		fprintf(stderr, "%s: --%s: the snapshot holds the VM's configuration; only process options apply\n", me,
+			config_file ? "config-file" : vm_option);
+		return EXIT_USAGE;
+	}
+	if (paused && (!api_sock || no_api)) {
+		fprintf(stderr, "%s: --paused needs --api-sock: nothing else could resume the VM\n", me);
+		return EXIT_USAGE;
+	}
+	if (mode != MODE_RESTORE && (snapshot_path || mem_path || paused)) {
+		fprintf(stderr, "%s: --snapshot, --mem and --paused belong to 'brisk restore'\n", me);
+		return EXIT_USAGE;
+	}
+	if (config_file && vm_option) {
+		fprintf(stderr, "%s: --%s: --config-file describes the VM; only process options may be added\n", me,
+			vm_option);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* `brisk run` (the options describe the VM), `brisk --api-sock` (the API does), `brisk restore` (a snapshot). */
+static int run_command(int argc, char **argv, enum run_mode mode)
 {
 	struct vm_config cfg;
-	struct vm *vm = NULL;
 	int ret = cli_parse_run_options(argc, argv, &cfg);
 	int sig_fd, report_fd = -1;
 
 	if (ret)
 		return ret < 0 ? 0 : ret;
+	if ((ret = check_mode(mode)))
+		return ret;
 	if (report_json && (report_fd = open_report(&cfg)) < 0)
 		return report_fd == -EMFILE || report_fd == -ENFILE ? EXIT_HOST : EXIT_USAGE;
 	sig_fd = cli_setup_signals();
@@ -276,20 +532,24 @@ int cmd_run(int argc, char **argv)
 	atexit(serial8250_restore_tty);
 	if (vm_signals_init() != 0)
 		log_warn("cannot install the vCPU kick signal handler");
-	ret = cli_vm_create(&cfg, &vm);
-	if (ret == 0) {
-		ret = vm_run(vm, sig_fd);
-		timeline_mark(TL_EXIT);
-		if (cfg.timeline)
-			vm_print_report(vm, stdout);
-		vm_destroy(vm);
-	}
-	if (report_fd >= 0) {
-		if (timeline_write_json(report_fd, report_json, ret))
-			ret = ret ? ret : EXIT_HOST;
-		close(report_fd);
-	}
+	ret = run_selected(sig_fd, &cfg, mode == MODE_API);
+	ret = finish_report(report_fd, ret);
 	if (sig_fd >= 0)
 		close(sig_fd);
 	return ret;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	return run_command(argc, argv, MODE_RUN);
+}
+
+int cmd_api(int argc, char **argv)
+{
+	return run_command(argc, argv, MODE_API);
+}
+
+int cmd_restore(int argc, char **argv)
+{
+	return run_command(argc, argv, MODE_RESTORE);
 }

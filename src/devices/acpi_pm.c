@@ -88,6 +88,8 @@ static const struct dev_ops acpi_pm_ops = {
     .read = pm_read,
     .write = pm_write,
     .destroy = pm_destroy,
+    .save = dev_save_stateless, /* `ignored` is a counter for logs, not state */
+    .restore = dev_restore_stateless,
 };
 
 int acpi_pm_create(const struct devctx *ctx, struct bus *bus)

@@ -39,6 +39,8 @@ static const struct dev_ops bootmark_ops = {
     .name = "bootmark",
     .read = bootmark_read,
     .write = bootmark_write,
+    .save = dev_save_stateless,
+    .restore = dev_restore_stateless,
 };
 
 int bootmark_create(struct bus *bus)

@@ -47,6 +47,8 @@
 
 #include "brisk/bus.h"
 #include "brisk/devices.h"
+#include "brisk/log.h"
+#include "brisk/snapshot.h"
 
 #define CMOS_PORT	0x70 /* index at +0, data at +1 */
 #define CMOS_PORT_SIZE	2
@@ -263,12 +265,53 @@ static void cmos_destroy(void *dev)
 	free(c);
 }
 
+/*
+ * Snapshot (device.h): the index register (the NMI-disable bit is not kept: see cmos_write) and the 128
+ * bytes of RAM, status registers A and B included; the clock itself is the host's and is not saved.
+ */
+static int cmos_save(void *dev, struct snap_writer *w)
+{
+	struct cmos *c = dev;
+	int err;
+
+	pthread_mutex_lock(&c->lock);
+	err = snap_put_u8(w, c->index);
+	if (!err)
+		err = snap_put(w, c->ram, sizeof(c->ram));
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+/* Refuses what no guest write can produce: an index with bit 7, register A with UIP set. */
+static int cmos_restore(void *dev, struct snap_reader *r)
+{
+	struct cmos *c = dev;
+	uint8_t index = 0, ram[CMOS_SIZE] = {0};
+
+	snap_get_u8(r, &index);
+	snap_get(r, ram, sizeof(ram));
+	if (snap_reader_error(r))
+		return -EINVAL;
+	if ((index & ~CMOS_INDEX_MASK) || (ram[RTC_REG_A] & RTC_UIP)) {
+		log_error("cmos-rtc: snapshot refused: index 0x%02x or register A 0x%02x not a guest's", index,
+			  ram[RTC_REG_A]);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&c->lock);
+	c->index = index;
+	memcpy(c->ram, ram, sizeof(ram));
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
 static const struct dev_ops cmos_ops = {
     .name = "cmos-rtc",
     .read = cmos_read,
     .write = cmos_write,
     .reset = cmos_reset,
     .destroy = cmos_destroy,
+    .save = cmos_save,
+    .restore = cmos_restore,
 };
 
 int cmos_create(struct bus *bus)

@@ -54,6 +54,8 @@ static const struct dev_ops debugexit_ops = {
     .read = debugexit_read,
     .write = debugexit_write,
     .destroy = debugexit_destroy,
+    .save = dev_save_stateless,
+    .restore = dev_restore_stateless,
 };
 
 /* The device's only state is its context. */

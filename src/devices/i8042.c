@@ -31,6 +31,8 @@
 #include "brisk/bus.h"
 #include "brisk/devices.h"
 #include "brisk/exitcode.h"
+#include "brisk/log.h"
+#include "brisk/snapshot.h"
 
 #define STR_OBF	    0x01 /* output buffer full */
 #define STR_SYS	    0x04 /* system flag: self-test passed */
@@ -200,12 +202,56 @@ static void i8042_destroy(void *dev)
 	free(k);
 }
 
+/* Snapshot (device.h): the command byte, the output port, the output buffer and the command state. */
+static int i8042_save(void *dev, struct snap_writer *w)
+{
+	struct i8042 *k = dev;
+	uint8_t v[6];
+
+	pthread_mutex_lock(&k->lock);
+	v[0] = k->ctr;
+	v[1] = k->outp;
+	v[2] = k->obuf;
+	v[3] = k->obf;
+	v[4] = k->last_was_cmd;
+	v[5] = k->pending;
+	pthread_mutex_unlock(&k->lock);
+	return snap_put(w, v, sizeof(v));
+}
+
+/* Refuses what no guest can produce: flags other than 0/1, a pending command that takes no data. */
+static int i8042_restore(void *dev, struct snap_reader *r)
+{
+	struct i8042 *k = dev;
+	uint8_t v[6] = {0};
+
+	if (snap_get(r, v, sizeof(v)))
+		return -EINVAL;
+	if (v[3] > 1 || v[4] > 1 || (v[5] && v[5] != CMD_WRITE_CTR && v[5] != CMD_WRITE_OUTP) ||
+	    !(v[1] & OUTP_RESET_HIGH)) {
+		log_error("i8042: snapshot refused: flags %u/%u, pending command 0x%02x, output port 0x%02x", v[3],
+			  v[4], v[5], v[1]);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&k->lock);
+	k->ctr = v[0];
+	k->outp = v[1];
+	k->obuf = v[2];
+	k->obf = v[3];
+	k->last_was_cmd = v[4];
+	k->pending = v[5];
+	pthread_mutex_unlock(&k->lock);
+	return 0;
+}
+
 static const struct dev_ops i8042_ops = {
     .name = "i8042",
     .read = i8042_read,
     .write = i8042_write,
     .reset = i8042_reset,
     .destroy = i8042_destroy,
+    .save = i8042_save,
+    .restore = i8042_restore,
 };
 
 int i8042_create(const struct devctx *ctx, struct bus *bus)

@@ -68,6 +68,12 @@ void log_init_nonblocking(void)
 		log_fd = fd; /* else: stderr as it is (a /proc-less chroot, say) */
 }
 
+void log_set_fd(int fd)
+{
+	log_is_sock = 0;
+	log_fd = fd;
+}
+
 uint64_t log_dropped(void)
 {
 	return atomic_load(&dropped);

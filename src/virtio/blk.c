@@ -261,22 +261,30 @@ static void put_list(struct blk *b, struct slot *s)
  * driver may reuse. One that outlives the wait completes into nothing: its
  * generation is stale, its slot comes back, no status or used entry is written.
  */
+/* CLOCK_MONOTONIC `ms` from now (the pool's conditions wait on that clock). */
+static struct timespec deadline_in(unsigned ms)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	return until;
+}
+
 static void blk_reset(void *dev)
 {
 	struct blk *b = dev;
 	struct pool *p = &b->pool;
 	struct slot *todo, *finished;
-	struct timespec until;
+	struct timespec until = deadline_in(BLK_RESET_WAIT_MS);
 	unsigned left;
 
 	b->gen++;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += BLK_RESET_WAIT_MS / 1000;
-	until.tv_nsec += (BLK_RESET_WAIT_MS % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
 	pthread_mutex_lock(&p->mu);
 	todo = p->todo;
 	p->todo = p->todo_tail = NULL;
@@ -294,6 +302,68 @@ static void blk_reset(void *dev)
 	if (left)
 		log_warn("virtio-blk %s: reset: %u requests still running after %d ms; their completions are dropped",
 			 b->path, left, BLK_RESET_WAIT_MS);
+}
+
+/* Requests queued, running, or done and not yet taken back by the loop. */
+static unsigned in_flight(struct pool *p)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&p->mu);
+	n = p->queued + p->running + (p->done != NULL);
+	pthread_mutex_unlock(&p->mu);
+	return n;
+}
+
+/* Waits until no request is queued or running, at most until `until`. Returns 0 or -ETIMEDOUT. */
+static int wait_idle(struct pool *p, const struct timespec *until)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&p->mu);
+	while ((p->queued || p->running) && err != ETIMEDOUT)
+		err = pthread_cond_timedwait(&p->idle, &p->mu, until);
+	err = p->queued || p->running ? -ETIMEDOUT : 0;
+	pthread_mutex_unlock(&p->mu);
+	return err;
+}
+
+/*
+ * Snapshot quiesce (vCPUs paused, I/O lock held: no loop callback runs): every request in the pool
+ * finishes and is put on the used ring and published, as `completed` does, and so are the chains the
+ * driver made available before its vCPUs stopped (a pending notify then finds nothing new). Each round
+ * either empties the device or waits for the pool; all rounds together at most BLK_QUIESCE_WAIT_MS.
+ */
+static int blk_quiesce(void *dev)
+{
+	struct blk *b = dev;
+	struct timespec until = deadline_in(BLK_QUIESCE_WAIT_MS);
+
+	for (;;) {
+		if (wait_idle(&b->pool, &until)) {
+			log_warn("virtio-blk %s: quiesce: requests still in flight after %d ms", b->path,
+				 BLK_QUIESCE_WAIT_MS);
+			return -ETIMEDOUT;
+		}
+		completed(b, 0);
+		if (b->lim.features) /* activated: the queue is the driver's to serve */
+			process(b);
+		if (in_flight(&b->pool) == 0)
+			return 0;
+	}
+}
+
+/* Nothing of the disk's own is saved (the image is reopened from the configuration); refuses if busy. */
+static int blk_save(void *dev, struct snap_writer *w)
+{
+	struct blk *b = dev;
+
+	(void)w;
+	if (in_flight(&b->pool)) {
+		log_warn("virtio-blk %s: save with requests in flight (quiesce first)", b->path);
+		return -EBUSY;
+	}
+	return 0;
 }
 
 static void blk_stop(void *dev)
@@ -336,6 +406,8 @@ static const struct virtio_dev_ops blk_ops = {
     .activate = blk_activate,
     .notify = blk_notify,
     .reset = blk_reset,
+    .quiesce = blk_quiesce,
+    .save = blk_save,
     .stop = blk_stop,
     .destroy = blk_destroy,
 };

@@ -11,12 +11,13 @@
 #include "brisk/virtio.h"
 #include "brisk/virtio_blk.h"
 
-#define BLK_WORKERS	  4u	      /* threads per disk, started as requests need them (measured: more hurt) */
-#define BLK_INLINE_MAX	  (64u << 10) /* reads up to this size are first tried on the loop, RWF_NOWAIT */
-#define BLK_BOUNCE_SIZE	  (1u << 20)  /* cache=none: a worker's aligned buffer for unaligned guest buffers */
-#define BLK_RESET_WAIT_MS 3000	      /* a reset waits this long for requests in flight */
-#define BLK_DEFAULT_ALIGN 512u	      /* O_DIRECT alignment when statx cannot say */
-#define BLK_PROBE_LEN	  4096	      /* bytes past the end of the image the hole-punch probe uses */
+#define BLK_WORKERS	    4u		/* threads per disk, started as requests need them (measured: more hurt) */
+#define BLK_INLINE_MAX	    (64u << 10) /* reads up to this size are first tried on the loop, RWF_NOWAIT */
+#define BLK_BOUNCE_SIZE	    (1u << 20)	/* cache=none: a worker's aligned buffer for unaligned guest buffers */
+#define BLK_RESET_WAIT_MS   3000	/* a reset waits this long for requests in flight */
+#define BLK_QUIESCE_WAIT_MS 5000	/* a snapshot's quiesce waits this long for them */
+#define BLK_DEFAULT_ALIGN   512u	/* O_DIRECT alignment when statx cannot say */
+#define BLK_PROBE_LEN	    4096	/* bytes past the end of the image the hole-punch probe uses */
 
 /* A request in flight: owned by the loop while on the free list or being parsed, by the pool in between. */
 struct slot {

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "brisk/helper.h"
 #include "brisk/log.h"
 #include "brisk/virtio_net.h"
 #include "brisk/vm.h"
@@ -115,34 +116,6 @@ int net_seqpacket_backend(int fd, pid_t pid, const char *name, struct net_backen
 	return 0;
 }
 
-/* $BRISK_SLIRP_HELPER, else brisk-slirp next to the running binary (or one directory up: build/asan/brisk). */
-static int helper_path(char *out, size_t len)
-{
-	const char *env = getenv("BRISK_SLIRP_HELPER");
-	char exe[PATH_MAX];
-	ssize_t n;
-	char *slash;
-
-	if (env && *env) {
-		snprintf(out, len, "%s", env);
-		return access(out, X_OK) == 0 ? 0 : -errno;
-	}
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n < 0)
-		return -errno;
-	exe[n] = '\0';
-	for (int up = 0; up < 2; up++) {
-		slash = strrchr(exe, '/');
-		if (!slash)
-			break;
-		*slash = '\0';
-		if ((size_t)snprintf(out, len, "%.*s/brisk-slirp", (int)(len - 16), exe) < len &&
-		    access(out, X_OK) == 0)
-			return 0;
-	}
-	return -ENOENT;
-}
-
 static void ip4(char *out, size_t len, uint32_t a)
 {
 	snprintf(out, len, "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xff, (a >> 8) & 0xff, a & 0xff);
@@ -221,7 +194,7 @@ int net_user_open(const struct vm_net *n, uint32_t mtu, struct net_backend **out
 	int sv[2], ret;
 	pid_t pid;
 
-	if ((ret = helper_path(path, sizeof(path)))) {
+	if ((ret = helper_find("brisk-slirp", "BRISK_SLIRP_HELPER", path, sizeof(path)))) {
 		snprintf(err, errlen, "the brisk-slirp helper was not found next to brisk (or $BRISK_SLIRP_HELPER): %s",
 			 strerror(-ret));
 		return ret;

@@ -5,6 +5,7 @@
 
 #include "brisk/log.h"
 #include "brisk/mem.h"
+#include "brisk/snapshot.h"
 #include "brisk/virtq.h"
 
 /* Rings are little-endian (only legacy devices used the guest's order, section 2.7.3); brisk runs on x86 only. */
@@ -515,4 +516,86 @@ uint64_t virtq_copy_to(const struct virtq_chain *c, uint64_t offset, const void 
 		done += n;
 	}
 	return done;
+}
+
+/* ---- snapshot ---------------------------------------------------------------- */
+
+int virtq_save(const struct virtq *q, struct snap_writer *w)
+{
+	int err = snap_put_u16(w, q->size);
+
+	err = err ?: snap_put_u64(w, q->desc);
+	err = err ?: snap_put_u64(w, q->avail);
+	err = err ?: snap_put_u64(w, q->used);
+	err = err ?: snap_put_u8(w, q->event_idx);
+	err = err ?: snap_put_u8(w, q->indirect);
+	err = err ?: snap_put_u8(w, q->mem != NULL);
+	err = err ?: snap_put_u16(w, q->last_avail);
+	err = err ?: snap_put_u16(w, q->used_idx);
+	err = err ?: snap_put_u16(w, q->signalled);
+	err = err ?: snap_put_u8(w, q->signalled_valid);
+	err = err ?: snap_put_u8(w, q->notify_off);
+	return err ?: snap_put_u8(w, q->broken);
+}
+
+/* A saved flag: 0 or 1, nothing else. */
+static bool get_flag(struct snap_reader *r, bool *v)
+{
+	uint8_t b = 0;
+
+	snap_get_u8(r, &b);
+	*v = b == 1;
+	return b <= 1;
+}
+
+/* Reads the saved fields; false when a flag is neither 0 nor 1. */
+static bool read_saved(struct snap_reader *r, struct virtq *n, bool *active)
+{
+	bool ok;
+
+	snap_get_u16(r, &n->size);
+	snap_get_u64(r, &n->desc);
+	snap_get_u64(r, &n->avail);
+	snap_get_u64(r, &n->used);
+	ok = get_flag(r, &n->event_idx);
+	ok &= get_flag(r, &n->indirect);
+	ok &= get_flag(r, active);
+	snap_get_u16(r, &n->last_avail);
+	snap_get_u16(r, &n->used_idx);
+	snap_get_u16(r, &n->signalled);
+	ok &= get_flag(r, &n->signalled_valid);
+	ok &= get_flag(r, &n->notify_off);
+	ok &= get_flag(r, &n->broken);
+	return ok;
+}
+
+int virtq_restore(struct virtq *q, struct snap_reader *r, const struct gmem *mem, uint16_t size_max, const char **why)
+{
+	struct virtq n = {0};
+	bool active = false;
+
+	if (!read_saved(r, &n, &active) || snap_reader_error(r)) {
+		*why = snap_reader_error(r) ? "queue section truncated" : "queue flag not 0 or 1";
+		return -EINVAL;
+	}
+	if (active && n.size > size_max) {
+		*why = "queue size above the device's maximum";
+		return -EINVAL;
+	}
+	if (active && check_layout(&n, mem)) {
+		*why = "queue size, alignment or ring address (outside guest RAM)";
+		return -EINVAL;
+	}
+	/* Section 2.7.13: the device holds at most queue-size chains it has not returned. */
+	if (active && (uint16_t)(n.last_avail - n.used_idx) > n.size) {
+		*why = "used index more than the queue size behind the available index";
+		return -EINVAL;
+	}
+	if (!active) { /* not activated: only the driver's configuration means anything */
+		n.last_avail = n.used_idx = n.signalled = 0;
+		n.signalled_valid = n.notify_off = n.broken = false;
+	}
+	n.mem = active ? mem : NULL;
+	*q = n;
+	return 0;
 }

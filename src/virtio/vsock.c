@@ -531,6 +531,25 @@ static void vsock_reset(void *dev)
 	vsock_reap(v);
 }
 
+/*
+ * Snapshot restore: the host sockets behind the guest's connections did not survive, so the guest is
+ * told to drop them all with VIRTIO_VSOCK_EVENT_TRANSPORT_RESET (5.10.6.6), as Firecracker does. Nothing
+ * is saved beyond the transport's state. The event is requested here and sent by the event loop's first
+ * round (`kicked`: the kick eventfd stays readable until then, and activate, which the transport calls
+ * after this when DRIVER_OK was saved, kicks it too), under the I/O lock like any event; the vCPUs may
+ * already run by then, which the driver handles as for a reset at any other time. Without DRIVER_OK no
+ * event buffer is there: it is counted as missed, and the driver has no connections to drop.
+ */
+static int vsock_restore(void *dev, struct snap_reader *r)
+{
+	struct vsock_dev *v = dev;
+
+	(void)r;
+	atomic_store(&v->reset_requested, true);
+	kick(v);
+	return 0;
+}
+
 static void vsock_stop(void *dev)
 {
 	struct vsock_dev *v = dev;
@@ -579,6 +598,7 @@ static const struct virtio_dev_ops vsock_ops = {
     .config_size = CONFIG_SIZE,
     .config_read = vsock_config_read,
     .activate = vsock_activate,
+    .restore = vsock_restore,
     .notify = vsock_notify,
     .reset = vsock_reset,
     .stop = vsock_stop,

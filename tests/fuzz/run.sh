@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh - builds the libFuzzer harnesses with clang and runs each for a bounded time.
 #
-#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage symbols virtq blk net vsock"   CLANG=clang   BUILD=build
+#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage symbols virtq blk net vsock snapshot api_link config"   CLANG=clang   BUILD=build
 #
 # Each target gets build/fuzz/fuzz_<t>, a corpus build/fuzz/corpus-<t>/ (seeded
 # on every run, kept between runs) and crash artifacts in build/fuzz/artifacts-<t>/.
@@ -11,7 +11,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage symbols virtq blk net vsock}
+FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage symbols virtq blk net vsock snapshot api_link config}
 CLANG=${CLANG:-clang}
 OUT=${BUILD:-build}/fuzz
 CFLAGS="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 -std=gnu11 -Iinclude -D_GNU_SOURCE
@@ -33,6 +33,16 @@ sources() {
 		;;
 	net) echo tests/fuzz/fuzz_net.c src/virtio/net_frame.c src/virtio/queue.c src/mem.c src/util/log.c ;;
 	vsock) echo tests/fuzz/fuzz_vsock.c src/virtio/vsock_pkt.c src/virtio/queue.c src/mem.c src/util/log.c ;;
+	snapshot) echo tests/fuzz/fuzz_snapshot.c src/snapshot/snapfile.c ;;
+	api_link) echo tests/fuzz/fuzz_api_link.c src/api/api_wire.c src/util/errmsg.c ;;
+	config)
+		# config.c's validation pulls in the CPU template code; msr.c's kvm_msrs wrapper is a GNU extension clang flags
+		echo -Wno-gnu-variable-sized-type-not-at-end tests/fuzz/fuzz_config.c src/api/fc_config.c \
+			src/api/fc_config_dev.c src/api/fc_config_file.c src/api/fc_config_get.c src/api/fc_config_json.c \
+			src/config.c src/config_net.c src/config_vsock.c src/util/log.c src/util/file.c src/util/errmsg.c \
+			src/util/size.c src/arch/x86/cpuid.c src/arch/x86/msr.c src/arch/x86/cpuid_template.c \
+			src/arch/x86/cpuid_topology.c src/arch/x86/cpuid_json.c src/kvm.c src/timeline.c src/mem.c -ljson-c
+		;;
 	*) echo "run.sh: unknown fuzz target '$1'" >&2; return 1 ;;
 	esac
 }
@@ -74,6 +84,20 @@ seed() {
 	vsock)
 		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_vsock_seeds" tests/fuzz/gen_vsock_seeds.c
 		"$OUT/gen_vsock_seeds" "$corpus"
+		;;
+	snapshot)
+		$CLANG -std=gnu11 -Iinclude -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -pthread -o "$OUT/gen_snapshot_seeds" \
+			tests/fuzz/gen_snapshot_seeds.c src/snapshot/snapfile.c
+		"$OUT/gen_snapshot_seeds" "$corpus"
+		;;
+	api_link)
+		$CLANG -std=gnu11 -Iinclude -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -o "$OUT/gen_api_link_seeds" \
+			tests/fuzz/gen_api_link_seeds.c src/api/api_wire.c src/util/errmsg.c
+		"$OUT/gen_api_link_seeds" "$corpus"
+		;;
+	config)
+		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_config_seeds" tests/fuzz/gen_config_seeds.c
+		"$OUT/gen_config_seeds" "$corpus"
 		;;
 	esac
 }

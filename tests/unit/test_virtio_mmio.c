@@ -3,8 +3,10 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,7 +18,9 @@
 #include "brisk/evloop.h"
 #include "brisk/log.h"
 #include "brisk/mem.h"
+#include "brisk/snapshot.h"
 #include "brisk/virtio.h"
+#include "brisk/virtq.h"
 #include "fake_vm.h"
 
 /* ---- a fake device: two queues, 8 bytes of config, counts its callbacks ------------------------------------ */
@@ -359,6 +363,348 @@ static void test_notify_and_interrupt(void **state)
 	assert_int_equal(rd(f, 0x044), 0);
 }
 
+/*
+ * ---- snapshot: a tiny in-memory stand-in for snapshot.h's writer and reader (src/snapshot/snapfile.c
+ * is not in the library yet; the test's definitions are linked before the library's) ---------------------
+ */
+
+#define STUB_SECS 4
+#define STUB_SIZE 4096
+
+struct snap_writer {
+	uint8_t body[STUB_SECS][STUB_SIZE];
+	size_t len[STUB_SECS];
+	uint32_t index[STUB_SECS];
+	char name[STUB_SECS][SNAP_MAX_NAME];
+	unsigned n;
+	bool open;
+};
+
+struct snap_reader {
+	struct snap_writer *w; /* the whole file */
+	unsigned sec;	       /* a section reader: which one */
+	size_t pos;
+	bool err;
+	struct snap_reader *cur;
+};
+
+int snap_section_begin(struct snap_writer *w, enum snap_tag tag, uint32_t index, const char *name)
+{
+	if (w->open || w->n == STUB_SECS || tag != SNAP_TAG_DEVICE)
+		return -EINVAL;
+	w->index[w->n] = index;
+	snprintf(w->name[w->n], SNAP_MAX_NAME, "%s", name);
+	w->len[w->n] = 0;
+	w->open = true;
+	return 0;
+}
+
+int snap_section_end(struct snap_writer *w)
+{
+	if (!w->open)
+		return -EINVAL;
+	w->open = false;
+	w->n++;
+	return 0;
+}
+
+int snap_put(struct snap_writer *w, const void *data, size_t len)
+{
+	if (!w->open || w->len[w->n] + len > STUB_SIZE)
+		return -EINVAL;
+	memcpy(w->body[w->n] + w->len[w->n], data, len);
+	w->len[w->n] += len;
+	return 0;
+}
+
+int snap_put_u8(struct snap_writer *w, uint8_t v)
+{
+	return snap_put(w, &v, 1);
+}
+
+int snap_put_u16(struct snap_writer *w, uint16_t v)
+{
+	return snap_put(w, &v, 2);
+}
+
+int snap_put_u32(struct snap_writer *w, uint32_t v)
+{
+	return snap_put(w, &v, 4);
+}
+
+int snap_put_u64(struct snap_writer *w, uint64_t v)
+{
+	return snap_put(w, &v, 8);
+}
+
+unsigned snap_count(const struct snap_reader *r, enum snap_tag tag)
+{
+	return tag == SNAP_TAG_DEVICE ? r->w->n : 0;
+}
+
+static int stub_find(const struct snap_reader *r, uint32_t index)
+{
+	for (unsigned i = 0; i < r->w->n; i++)
+		if (r->w->index[i] == index)
+			return (int)i;
+	return -1;
+}
+
+const char *snap_section_name(const struct snap_reader *r, enum snap_tag tag, uint32_t index)
+{
+	int i = stub_find(r, index);
+
+	return tag == SNAP_TAG_DEVICE && i >= 0 ? r->w->name[i] : NULL;
+}
+
+int snap_section(struct snap_reader *r, enum snap_tag tag, uint32_t index, const char *name, struct snap_reader **sec)
+{
+	static struct snap_reader s;
+	int i = stub_find(r, index);
+
+	if (tag != SNAP_TAG_DEVICE || i < 0)
+		return -ENOENT;
+	if (name && strcmp(name, r->w->name[i]))
+		return -EINVAL;
+	s = (struct snap_reader){.w = r->w, .sec = (unsigned)i};
+	*sec = &s;
+	return 0;
+}
+
+int snap_get(struct snap_reader *s, void *data, size_t len)
+{
+	if (s->err || len > s->w->len[s->sec] - s->pos) {
+		s->err = true;
+		memset(data, 0, len);
+		return -EINVAL;
+	}
+	memcpy(data, s->w->body[s->sec] + s->pos, len);
+	s->pos += len;
+	return 0;
+}
+
+int snap_get_u8(struct snap_reader *s, uint8_t *v)
+{
+	return snap_get(s, v, 1);
+}
+
+int snap_get_u16(struct snap_reader *s, uint16_t *v)
+{
+	return snap_get(s, v, 2);
+}
+
+int snap_get_u32(struct snap_reader *s, uint32_t *v)
+{
+	return snap_get(s, v, 4);
+}
+
+int snap_get_u64(struct snap_reader *s, uint64_t *v)
+{
+	return snap_get(s, v, 8);
+}
+
+size_t snap_remaining(const struct snap_reader *s)
+{
+	return s->w->len[s->sec] - s->pos;
+}
+
+bool snap_reader_error(const struct snap_reader *s)
+{
+	return s->err;
+}
+
+/* ---- snapshot ------------------------------------------------------------------------------------------- */
+
+/* Another device like f's on its own bus and the same loop, with a copy of f's guest RAM (a restore). */
+static void fresh(struct fx *g, struct fx *f)
+{
+	struct devctx ctx = {.ops = &fake_ops};
+	const struct devmgr_slot *slot;
+
+	memset(g, 0, sizeof(*g));
+	pthread_mutex_init(&g->dev.lock, NULL);
+	assert_int_equal(gmem_init(&g->mem, 16 << 20, 0), 0);
+	memcpy(gmem_ptr(&g->mem, 0, 16 << 20), gmem_ptr(&f->mem, 0, 16 << 20), 16 << 20);
+	ctx.mem = &g->mem;
+	bus_init(&g->bus);
+	slot = devmgr_alloc(&g->mgr, "fake");
+	g->base = slot->base;
+	assert_int_equal(virtio_mmio_create(&ctx, &g->bus, slot, &fake_dev_ops, &g->dev, FAKE_FEATURE, NULL), 0);
+}
+
+static void fresh_destroy(struct fx *g)
+{
+	bus_destroy(&g->bus);
+	gmem_destroy(&g->mem);
+}
+
+/* The driver makes one 16-byte writable buffer available on the queue at `desc` (size 16), as chain n. */
+static void post(struct fx *f, uint64_t desc, uint16_t n)
+{
+	uint64_t *d = gmem_ptr(&f->mem, desc + 16u * (n % 16), 16);
+	uint16_t *avail = gmem_ptr(&f->mem, desc + 0x1000, 4 + 2 * 16);
+
+	d[0] = 0x400000;
+	d[1] = 16 | ((uint64_t)VIRTQ_DESC_F_WRITE << 32);
+	avail[2 + n % 16] = n % 16;
+	__atomic_store_n(&avail[1], (uint16_t)(n + 1), __ATOMIC_RELEASE);
+}
+
+/* The device's side: pops the one chain available on queue q, returns it with 16 bytes, publishes. */
+static void serve(struct fx *f, unsigned q)
+{
+	struct virtio_mmio *t = bus_find(&f->bus, BUS_MMIO, f->base, 4)->device->dev;
+	struct virtq *vq = virtio_queue(t, q);
+	struct virtq_seg segs[4];
+	struct virtq_chain c;
+
+	assert_int_equal(virtq_pop(vq, &c, segs, 4), VIRTQ_CHAIN);
+	virtq_push(vq, c.head, 16);
+	virtio_queue_done(t, q);
+}
+
+static uint16_t used_idx(struct fx *f, uint64_t desc)
+{
+	return __atomic_load_n((uint16_t *)gmem_ptr(&f->mem, desc + 0x2002, 2), __ATOMIC_ACQUIRE);
+}
+
+static int restore_into(struct fx *g, struct snap_writer *w)
+{
+	struct snap_reader r = {.w = w};
+	const char *failed = NULL;
+	char err[160] = "";
+
+	return bus_restore(&g->bus, &r, &failed, err, sizeof(err));
+}
+
+/* A live device saved, restored into a fresh one: registers, queue and indices carry on where they were. */
+static void test_snapshot_round_trip(void **state)
+{
+	struct fx *f = *state;
+	static struct fx g;
+	static struct snap_writer w;
+	const uint64_t feat = V1 | (1ull << VIRTIO_F_EVENT_IDX) | FAKE_FEATURE;
+	const char *failed = NULL;
+	struct timespec ms = {.tv_nsec = 1000000};
+
+	assert_int_equal(negotiate(f, feat), STATUS_OK);
+	setup_queue(f, 1, 16, 0x100000);
+	wr(f, 0x070, STATUS_OK | VIRTIO_STATUS_DRIVER_OK);
+	for (uint16_t n = 0; n < 3; n++) {
+		post(f, 0x100000, n);
+		serve(f, 1);
+	}
+	assert_int_equal(used_idx(f, 0x100000), 3);
+	wr(f, 0x030, 1);
+	memset(&w, 0, sizeof(w));
+	assert_int_equal(bus_quiesce(&f->bus, &failed), 0);
+	assert_int_equal(bus_save(&f->bus, &w, &failed), 0);
+	assert_int_equal(w.n, 1);
+	assert_string_equal(w.name[0], "virtio-mmio");
+
+	fresh(&g, f);
+	assert_int_equal(restore_into(&g, &w), 0);
+	assert_int_equal(g.dev.activations, 1);
+	assert_true(g.dev.features == feat);
+	assert_int_equal(rd(&g, 0x070), STATUS_OK | VIRTIO_STATUS_DRIVER_OK);
+	assert_int_equal(rd(&g, 0x030 + 0x14), 1); /* QueueReady of the selected queue 1 */
+	/* the next request completes at used index 4, and the restored device is notified */
+	post(&g, 0x100000, 3);
+	serve(&g, 1);
+	assert_int_equal(used_idx(&g, 0x100000), 4);
+	wr(&g, 0x050, 1);
+	for (int i = 0; i < 2000 && notified(&g.dev, 1) == 0; i++)
+		nanosleep(&ms, NULL);
+	assert_int_equal(notified(&g.dev, 1), 1);
+	fresh_destroy(&g);
+}
+
+/* A transport section written by hand (the layout mmio_save writes), queue 1 ready at `desc`. */
+static void put_section(struct snap_writer *w, uint32_t status, uint64_t features, uint16_t size, uint64_t desc)
+{
+	const uint8_t zeros[41] = {0}; /* an unused queue: ready, num, then virtq_save's 38 bytes */
+
+	assert_int_equal(snap_section_begin(w, SNAP_TAG_DEVICE, 0, "virtio-mmio"), 0);
+	snap_put_u32(w, 42);
+	snap_put_u32(w, 2);
+	snap_put_u32(w, status);
+	snap_put_u32(w, 0);
+	snap_put_u32(w, 0);
+	snap_put_u32(w, 0);
+	snap_put_u64(w, features);
+	snap_put_u32(w, 0);
+	snap_put_u32(w, 0);
+	snap_put(w, zeros, sizeof(zeros));
+	snap_put_u8(w, 1);
+	snap_put_u16(w, size);
+	snap_put_u16(w, size);
+	snap_put_u64(w, desc);
+	snap_put_u64(w, desc + 0x1000);
+	snap_put_u64(w, desc + 0x2000);
+	snap_put_u8(w, 0); /* event_idx */
+	snap_put_u8(w, 0); /* indirect */
+	snap_put_u8(w, 1); /* activated */
+	snap_put_u16(w, 5);
+	snap_put_u16(w, 5);
+	snap_put_u16(w, 5);
+	snap_put_u8(w, 1);
+	snap_put_u8(w, 0);
+	snap_put_u8(w, 0);
+	assert_int_equal(snap_section_end(w), 0);
+}
+
+/* Restores `w` into a fresh device: the result, and nothing activated when it failed. */
+static int try_restore(struct fx *f, struct snap_writer *w)
+{
+	static struct fx g;
+	int ret;
+
+	fresh(&g, f);
+	ret = restore_into(&g, w);
+	if (ret) {
+		assert_int_equal(g.dev.activations, 0);
+		assert_int_equal(rd(&g, 0x070), 0);
+		wr(&g, 0x030, 1);
+		assert_int_equal(rd(&g, 0x044), 0);
+	}
+	fresh_destroy(&g);
+	return ret;
+}
+
+static void test_snapshot_hostile(void **state)
+{
+	struct fx *f = *state;
+	static struct snap_writer w;
+	const uint32_t live = STATUS_OK | VIRTIO_STATUS_DRIVER_OK;
+
+#define CASE(status, features, size, desc)                                                                             \
+	(memset(&w, 0, sizeof(w)), put_section(&w, status, features, size, desc), try_restore(f, &w))
+	assert_int_equal(CASE(live, V1, 16, 0x100000), 0);			    /* the layout itself is right */
+	assert_int_equal(CASE(live, V1, 12, 0x100000), -EINVAL);		    /* not a power of two */
+	assert_int_equal(CASE(live, V1, 128, 0x100000), -EINVAL);		    /* above QueueNumMax */
+	assert_int_equal(CASE(live, V1, 16, 0xfff000), -EINVAL);		    /* rings past the end of RAM */
+	assert_int_equal(CASE(live, V1, 16, 0x100008), -EINVAL);		    /* misaligned */
+	assert_int_equal(CASE(live, V1 | (1ull << 40), 16, 0x100000), -EINVAL);	    /* not offered */
+	assert_int_equal(CASE(live, 0, 16, 0x100000), -EINVAL);			    /* FEATURES_OK without VERSION_1 */
+	assert_int_equal(CASE(VIRTIO_STATUS_DRIVER_OK, V1, 16, 0x100000), -EINVAL); /* without FEATURES_OK */
+	assert_int_equal(CASE(live | 0x20, V1, 16, 0x100000), -EINVAL);		    /* unknown status bit */
+#undef CASE
+	/* truncated, too long, a missing device */
+	memset(&w, 0, sizeof(w));
+	put_section(&w, live, V1, 16, 0x100000);
+	w.len[0] -= 3;
+	assert_int_equal(try_restore(f, &w), -EINVAL);
+	w.len[0] += 4;
+	assert_int_equal(try_restore(f, &w), -EINVAL);
+	w.n = 0;
+	assert_int_equal(try_restore(f, &w), -EINVAL);
+	/* another device's section in its place */
+	memset(&w, 0, sizeof(w));
+	put_section(&w, live, V1, 16, 0x100000);
+	snprintf(w.name[0], SNAP_MAX_NAME, "serial8250");
+	assert_int_equal(try_restore(f, &w), -EINVAL);
+}
+
 static void test_devmgr(void **state)
 {
 	struct devmgr m = {0};
@@ -396,6 +742,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_queue_registers, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_queues, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_notify_and_interrupt, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_snapshot_round_trip, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_snapshot_hostile, setup, teardown),
 	    cmocka_unit_test(test_devmgr),
 	};
 

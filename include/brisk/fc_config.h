@@ -1,0 +1,196 @@
+/* fc_config.h - Firecracker-compatible configuration: the API's JSON bodies and --config-file, into struct vm_config.
+ */
+#ifndef BRISK_FC_CONFIG_H
+#define BRISK_FC_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vm.h"
+
+/*
+ * Shapes follow Firecracker's API (src/firecracker/swagger/firecracker.yaml,
+ * src/vmm/src/vmm_config/ *.rs): the same object and field names, required
+ * fields and defaults. What brisk cannot do (rate limiters, vhost-user
+ * drives, dirty page tracking, static CPU templates) is refused with a
+ * message rather than ignored. Every value is untrusted: type, range and
+ * length are checked, unknown and duplicate keys refused.
+ */
+
+#define FC_ID_MAX	64	   /* drive_id, iface_id, vsock_id: 1..64 of [A-Za-z0-9_] */
+#define FC_PARTUUID_MAX 64	   /* partuuid: 1..64 of [A-Za-z0-9-/=] (it lands on the command line) */
+#define FC_JSON_MAX	(1u << 20) /* a body or a --config-file: at most 1 MiB */
+#define FC_JSON_DEPTH	16	   /* nesting of objects and arrays json_tokener accepts */
+
+/* Drive cache_type: both map to brisk's writeback cache (struct fc_drive). */
+enum fc_cache_type { FC_CACHE_UNSAFE = 0, FC_CACHE_WRITEBACK };
+/* Drive io_engine: kept for GET; brisk's block backend is the same for both. */
+enum fc_io_engine { FC_IO_SYNC = 0, FC_IO_ASYNC };
+/* machine-config huge_pages; both non-None values become cfg.hugepages (transparent huge pages). */
+enum fc_huge_pages { FC_HUGE_NONE = 0, FC_HUGE_2M, FC_HUGE_TRANSPARENT };
+/* logger level, in Firecracker's spelling. */
+enum fc_log_level { FC_LOG_ERROR = 0, FC_LOG_WARNING, FC_LOG_INFO, FC_LOG_DEBUG, FC_LOG_TRACE, FC_LOG_OFF };
+
+/* Firecracker's identity and settings of drive i; cfg.disk[i] holds the rest. */
+struct fc_drive {
+	char id[FC_ID_MAX + 1];
+	bool is_root_device;
+	char partuuid[FC_PARTUUID_MAX + 1]; /* empty: none */
+	enum fc_cache_type cache_type;
+	enum fc_io_engine io_engine;
+};
+
+/* Firecracker's identity of network interface i; cfg.net[i] holds the rest. */
+struct fc_net {
+	char id[FC_ID_MAX + 1];
+};
+
+/* PUT /logger, stored; the API server wires the output. */
+struct fc_logger {
+	bool configured;
+	char *log_path; /* NULL: none */
+	enum fc_log_level level;
+	bool show_level, show_log_origin;
+	char *module; /* NULL: none */
+};
+
+/* PUT /metrics, stored; the API server wires the output. */
+struct fc_metrics {
+	bool configured;
+	char *metrics_path;
+	bool emit_id;
+};
+
+/*
+ * Everything the API accumulates before InstanceStart. cfg's strings point
+ * at the heap strings below, never into the struct, so a struct fc_vm may be
+ * moved with memcpy; it may not be copied (both copies would own them).
+ */
+struct fc_vm {
+	struct vm_config cfg;
+	bool boot_source_set;
+	char *kernel, *initrd, *cmdline, *cmdline_append, *cpu_template; /* owned; what cfg points at */
+	bool smt;
+	enum fc_huge_pages huge_pages;
+	struct fc_drive drive[VM_MAX_DISKS]; /* parallel to cfg.disk[], the root device first */
+	struct fc_net net[VM_MAX_NETS];	     /* parallel to cfg.net[] */
+	char vsock_id[FC_ID_MAX + 1];	     /* empty: not given (deprecated in Firecracker, kept for GET) */
+	uint64_t rng_size, rng_refill_ms;    /* entropy bandwidth bucket as given; 0: none given */
+	struct fc_logger logger;
+	struct fc_metrics metrics;
+};
+
+/* Starts `f` empty: config_defaults, no boot source, no devices. */
+void fc_vm_init(struct fc_vm *f);
+/* Frees what `f` owns; `f` may be fc_vm_init'ed again. */
+void fc_vm_free(struct fc_vm *f);
+
+/*
+ * The API bodies. Each parses `len` bytes of JSON text (one object, nothing
+ * but white space after it) and applies it to `f`. Returns 0; or -EINVAL
+ * (-ENOMEM) with `f` unchanged and a one-line message in `err` naming the
+ * object and the key ("machine-config: vcpu_count: 0 is out of range
+ * 1..254", "drives: unknown key 'foo'", "boot-source: bad JSON at byte 17:
+ * ...").
+ */
+/* PUT /boot-source: kernel_image_path (required), boot_args, initrd_path; replaces the boot source. */
+__attribute__((warn_unused_result)) int fc_put_boot_source(struct fc_vm *f, const char *body, size_t len, char *err,
+							   size_t errlen);
+/*
+ * PUT /machine-config replaces (vcpu_count and mem_size_mib required, the
+ * rest back to defaults); PATCH updates the given fields (at least one).
+ * vcpu_count 1..CONFIG_MAX_CPUS; smt: topology threads=2 (vcpu_count 1 or
+ * even); track_dirty_pages false only; cpu_template "None" only (brisk
+ * takes templates with --cpu-template); huge_pages "None", "2M" or
+ * "Transparent" (the last two: cfg.hugepages, mem_size_mib even).
+ */
+__attribute__((warn_unused_result)) int fc_put_machine_config(struct fc_vm *f, const char *body, size_t len, char *err,
+							      size_t errlen);
+__attribute__((warn_unused_result)) int fc_patch_machine_config(struct fc_vm *f, const char *body, size_t len,
+								char *err, size_t errlen);
+/*
+ * PUT /drives/{id}: adds drive `id`, or replaces the drive with that id in
+ * place. `id` is the path's id; NULL takes the body's drive_id (the config
+ * file). At most one root device, always cfg.disk[0] (/dev/vda); at most
+ * VM_MAX_DISKS drives.
+ */
+__attribute__((warn_unused_result)) int fc_put_drive(struct fc_vm *f, const char *id, const char *body, size_t len,
+						     char *err, size_t errlen);
+/* PATCH /drives/{id}: drive_id and path_on_host (required), rate_limiter null; the drive must exist. */
+__attribute__((warn_unused_result)) int fc_patch_drive(struct fc_vm *f, const char *id, const char *body, size_t len,
+						       char *err, size_t errlen);
+/*
+ * PUT /network-interfaces/{id}: a tap device (host_dev_name) with an
+ * optional guest_mac, unique among the interfaces; replaces the interface
+ * with that id in place. `id` as for fc_put_drive. At most VM_MAX_NETS.
+ */
+__attribute__((warn_unused_result)) int fc_put_net(struct fc_vm *f, const char *id, const char *body, size_t len,
+						   char *err, size_t errlen);
+/* PUT /vsock: guest_cid 3..0xfffffffe, uds_path 1..VM_VSOCK_UDS_MAX bytes, vsock_id optional; replaces. */
+__attribute__((warn_unused_result)) int fc_put_vsock(struct fc_vm *f, const char *body, size_t len, char *err,
+						     size_t errlen);
+/*
+ * PUT /entropy: no rate_limiter: VM_RNG_DEFAULT_RATE; a bandwidth bucket
+ * {size, refill_time (ms)}: size * 1000 / refill_time bytes per second.
+ */
+__attribute__((warn_unused_result)) int fc_put_entropy(struct fc_vm *f, const char *body, size_t len, char *err,
+						       size_t errlen);
+/* PUT /logger: updates the given fields of f->logger (level case-insensitive, as Firecracker). */
+__attribute__((warn_unused_result)) int fc_put_logger(struct fc_vm *f, const char *body, size_t len, char *err,
+						      size_t errlen);
+/* PUT /metrics: metrics_path (required), emit_id; replaces f->metrics. */
+__attribute__((warn_unused_result)) int fc_put_metrics(struct fc_vm *f, const char *body, size_t len, char *err,
+						       size_t errlen);
+
+/*
+ * Firecracker's --config-file text: one object with "boot-source"
+ * (required), "drives" and "network-interfaces" (arrays of the API bodies),
+ * "machine-config", "vsock", "entropy", "logger", "metrics"; "balloon",
+ * "mmds-config", "cpu-config", "memory-hotplug" null and "pmem" [] are
+ * ignored (what GET /vm/config of Firecracker returns). On success `f` is
+ * replaced by the file's configuration (its old contents freed); on error
+ * `f` is unchanged and `err` names the section and key ("drives[1]:
+ * is_root_device: ..."). Returns 0, -EINVAL or -ENOMEM.
+ */
+__attribute__((warn_unused_result)) int fc_vm_load_config_json(struct fc_vm *f, const char *text, size_t len, char *err,
+							       size_t errlen);
+/*
+ * fc_vm_load_config_json on the file `path`: a regular file (opened
+ * without blocking, file_open_input) of at most FC_JSON_MAX bytes. Errors
+ * start with "--config-file PATH: ".
+ */
+__attribute__((warn_unused_result)) int fc_vm_load_config_file(struct fc_vm *f, const char *path, char *err,
+							       size_t errlen);
+
+/*
+ * InstanceStart's checks: a boot source is configured; the root device's
+ * "root=/dev/vda ro|rw" or "root=PARTUUID=<uuid> ro|rw" becomes
+ * cfg.cmdline_append; then config_validate(&f->cfg, CONFIG_MAX_CPUS,
+ * config_host_memory(), ...). On success f->cfg is ready for vm_create (and
+ * stays valid while `f` lives). Returns 0, -EINVAL or -ENOMEM.
+ */
+__attribute__((warn_unused_result)) int fc_vm_finalize(struct fc_vm *f, char *err, size_t errlen);
+
+/*
+ * Describes a VM configured from the command line (brisk run --api-sock),
+ * so GET /vm/config can answer: `f` (initialised) is replaced by a copy of
+ * `cfg` with owned strings, drives "drive0".., interfaces "net0"..; no root
+ * device (the command line is the user's). Returns 0 or -ENOMEM (`f`
+ * unchanged).
+ */
+__attribute__((warn_unused_result)) int fc_vm_set_from_config(struct fc_vm *f, const struct vm_config *cfg);
+
+/*
+ * GET /vm/config: {"balloon", "drives", "boot-source", "logger",
+ * "machine-config", "metrics", "mmds-config", "network-interfaces",
+ * "vsock", "entropy"}, null where absent; fc_vm_load_config_json accepts
+ * it back and yields the same cfg. User-mode (--net user) interfaces have
+ * no Firecracker shape and are left out. Returns a malloc'd string, or NULL
+ * when out of memory.
+ */
+char *fc_vm_to_json(const struct fc_vm *f);
+/* GET /machine-config: {"vcpu_count", "mem_size_mib", "smt", "track_dirty_pages", "huge_pages"}. Malloc'd or NULL. */
+char *fc_machine_config_json(const struct fc_vm *f);
+
+#endif

@@ -1,0 +1,26 @@
+/* snap_config.h - the VM configuration section of a snapshot (what a restore rebuilds). */
+#ifndef BRISK_SNAP_CONFIG_H
+#define BRISK_SNAP_CONFIG_H
+
+#include <stddef.h>
+
+#include "brisk/vm.h"
+
+struct snap_writer;
+struct snap_reader;
+
+/* Storage for the strings a loaded configuration points at. */
+struct snap_config_strings {
+	char cpu_template[4096];
+};
+
+/* Writes the SNAP_TAG_CONFIG section: vCPUs, topology, memory, template, devices (not the kernel, the serial). */
+int snap_config_save(const struct vm_config *cfg, struct snap_writer *w);
+/*
+ * Reads it back over `cfg` (which holds the defaults and the restore's own options, e.g. the serial),
+ * validating every field as config_validate does for options. Returns 0 or -EINVAL with `err`.
+ */
+int snap_config_load(struct snap_reader *r, struct vm_config *cfg, struct snap_config_strings *s, char *err,
+		     size_t errlen);
+
+#endif

@@ -1,0 +1,32 @@
+/* api_impl.h - what the API's files share (api.c routes, api_vm.c acts on the VM, api_serve.c loops). */
+#ifndef BRISK_API_IMPL_H
+#define BRISK_API_IMPL_H
+
+#include <json-c/json.h>
+
+#include "brisk/api.h"
+
+/* The Firecracker API level whose shapes brisk follows (GET /version). */
+#define API_FIRECRACKER_LEVEL "1.7.0"
+
+/* Sets r to `status` with {"fault_message": printf(fmt, ...)}. */
+void api_fault(struct api_reply *r, unsigned status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Sets r to 200 with `o` as its body (takes o). */
+void api_json_reply(struct api_reply *r, json_object *o);
+void api_not_before_start(struct api_reply *r);
+void api_not_after_start(struct api_reply *r);
+
+/* api_vm.c: the endpoints that act on the VM or the process. */
+void api_put_actions(struct api *a, const char *body, size_t len, struct api_reply *r);
+void api_patch_vm(struct api *a, const char *body, size_t len, struct api_reply *r);
+void api_snapshot_create(struct api *a, const char *body, size_t len, struct api_reply *r);
+void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_reply *r);
+void api_put_logger(struct api *a, const char *body, size_t len, struct api_reply *r);
+void api_put_metrics(struct api *a, const char *body, size_t len, struct api_reply *r);
+
+/* api_metrics.c: the metrics sink (fd: opened non-blocking), the next periodic flush's timeout, closing. */
+int api_metrics_open(struct api *a, int fd);
+int api_metrics_timeout_ms(const struct api *a);
+void api_metrics_close(struct api *a);
+
+#endif

@@ -1,0 +1,122 @@
+/*
+ * api_serve.c - the API's loop (api.h): requests from the brisk-api helper, the VM's end, signals and
+ * the periodic metrics flush, on one thread (the main thread), one request at a time.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "api_impl.h"
+#include "brisk/exitcode.h"
+#include "brisk/log.h"
+#include "brisk/timeline.h"
+
+void api_init(struct api *a, const struct vm_config *base)
+{
+	memset(a, 0, sizeof(*a));
+	fc_vm_init(&a->fc);
+	a->base = *base;
+}
+
+int api_adopt_vm(struct api *a, struct vm *vm, const struct vm_config *cfg, bool started)
+{
+	a->vm = vm;
+	a->state = started ? API_RUNNING : API_PAUSED;
+	return fc_vm_set_from_config(&a->fc, cfg);
+}
+
+void api_free(struct api *a)
+{
+	api_metrics_close(a);
+	fc_vm_free(&a->fc);
+}
+
+/* Answers every request waiting on the link. Returns 0, or -EPIPE when the helper has gone. */
+static int serve_requests(struct api *a, struct api_link *link)
+{
+	struct api_request req;
+	struct api_reply r;
+	char err[256];
+
+	for (;;) {
+		int ret = api_link_recv(link, &req, err, sizeof(err));
+
+		if (ret == -EAGAIN)
+			return 0;
+		if (ret == -EPROTO) {
+			log_warn("API: dropped a malformed message from brisk-api: %s", err);
+			continue;
+		}
+		if (ret)
+			return ret;
+		api_handle(a, req.method, req.path, req.body, req.body_len, &r);
+		ret = api_link_reply(link, r.status, r.body);
+		free(r.body);
+		if (ret == -EPIPE)
+			return ret;
+		if (ret)
+			log_warn("API: replying to %s %s failed: %s", api_method_name(req.method), req.path,
+				 strerror(-ret));
+	}
+}
+
+/* SIGINT/SIGTERM/SIGHUP: stops a running VM (its end is then handled as any other), or brisk itself. */
+static bool on_signal(struct api *a, int sig_fd)
+{
+	struct signalfd_siginfo si;
+
+	if (read(sig_fd, &si, sizeof(si)) == sizeof(si))
+		log_warn("stopping on %s", strsignal((int)si.ssi_signo));
+	if (!a->vm)
+		return true;
+	vm_request_exit(a->vm, EXIT_STOPPED, "stopped by signal");
+	return false;
+}
+
+/* The VM ended: its threads joined, a last metrics line, the exit status. */
+static int finish(struct api *a)
+{
+	int code = vm_finish(a->vm);
+
+	timeline_mark(TL_EXIT);
+	if (a->metrics)
+		api_metrics_flush(a);
+	if (a->base.timeline)
+		vm_print_report(a->vm, stdout);
+	vm_destroy(a->vm);
+	a->vm = NULL;
+	return code;
+}
+
+int api_serve(struct api *a, struct api_link *link, int sig_fd)
+{
+	struct pollfd p[3];
+
+	for (;;) {
+		p[0] = (struct pollfd){.fd = link ? api_link_fd(link) : -1, .events = POLLIN};
+		p[1] = (struct pollfd){.fd = sig_fd, .events = POLLIN};
+		p[2] = (struct pollfd){.fd = a->vm ? vm_wake_fd(a->vm) : -1, .events = POLLIN};
+		if (a->vm && vm_exit_requested(a->vm))
+			return finish(a);
+		if (poll(p, 3, api_metrics_timeout_ms(a)) < 0) {
+			if (errno == EINTR)
+				continue;
+			log_error("API: poll: %s", strerror(errno));
+			return EXIT_HOST;
+		}
+		if ((p[1].revents & POLLIN) && on_signal(a, sig_fd))
+			return EXIT_STOPPED;
+		if (a->metrics && api_metrics_timeout_ms(a) == 0)
+			api_metrics_flush(a);
+		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)) || serve_requests(a, link) == 0)
+			continue;
+		/* The helper is gone: a VM runs on without its API (as Firecracker's VMM outlives its API thread). */
+		log_error("API: the brisk-api helper exited; the API socket is closed");
+		if (!a->vm)
+			return EXIT_HOST;
+		link = NULL;
+	}
+}

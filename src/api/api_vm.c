@@ -1,0 +1,306 @@
+/*
+ * api_vm.c - the API endpoints that act on the VM and the process (api.h): InstanceStart and the other
+ * actions, pause and resume, snapshot create and load, the logger and the metrics.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api_impl.h"
+#include "brisk/file.h"
+#include "brisk/log.h"
+#include "brisk/timeline.h"
+#include "fc_config_internal.h"
+
+/* Parses a small body (actions, vm state, snapshots) with the checked accessors; 400 on error. */
+static json_object *parse_body(const char *what, const char *body, size_t len, const char *const *keys,
+			       struct api_reply *r)
+{
+	char err[512];
+	const struct fcj c = {.what = what, .err = err, .errlen = sizeof(err)};
+	json_object *o = NULL;
+
+	if (fcj_parse(&c, body, len, &o) || fcj_keys(&c, o, keys)) {
+		json_object_put(o);
+		api_fault(r, 400, "%s", err);
+		return NULL;
+	}
+	return o;
+}
+
+/* What this process decides whatever the API configured: the serial, --timeline, the profiler's hooks. */
+static void apply_base(const struct api *a, struct vm_config *cfg)
+{
+	cfg->serial = a->base.serial;
+	cfg->serial_path = a->base.serial_path;
+	cfg->timeline = a->base.timeline;
+	cfg->hooks = a->base.hooks;
+	cfg->console = a->base.console;
+	cfg->prefault = a->base.prefault;
+}
+
+static void instance_start(struct api *a, struct api_reply *r)
+{
+	struct vm_error e;
+	char err[512];
+	int ret;
+
+	if (a->state != API_NOT_STARTED)
+		return api_not_after_start(r);
+	timeline_mark(TL_API_REQUEST);
+	apply_base(a, &a->fc.cfg);
+	if (fc_vm_finalize(&a->fc, err, sizeof(err)))
+		return api_fault(r, 400, "Start microvm error: %s", err);
+	if (a->dry_run)
+		return api_fault(r, 400, "Start microvm error: dry run");
+	if (vm_create(&a->fc.cfg, &a->vm, &e))
+		return api_fault(r, 400, "Start microvm error: %s", e.msg);
+	a->state = API_RUNNING;
+	ret = vm_start(a->vm);
+	if (ret)
+		return api_fault(r, 400, "Start microvm error: the vCPUs could not be configured (exit status %d)",
+				 ret);
+	r->status = 204;
+}
+
+static void flush_metrics(struct api *a, struct api_reply *r)
+{
+	int ret;
+
+	if (!a->metrics)
+		return api_fault(r, 400, "The metrics system is not initialized: PUT /metrics first.");
+	ret = api_metrics_flush(a);
+	if (ret)
+		return api_fault(r, 400, "Cannot flush metrics: %s", strerror(-ret));
+	r->status = 204;
+}
+
+static void ctrl_alt_del(struct api *a, struct api_reply *r)
+{
+	int ret;
+
+	if (a->state == API_NOT_STARTED)
+		return api_not_before_start(r);
+	ret = vm_ctrl_alt_del(a->vm);
+	if (ret)
+		return api_fault(r, 400, "SendCtrlAltDel: %s", strerror(-ret));
+	r->status = 204;
+}
+
+void api_put_actions(struct api *a, const char *body, size_t len, struct api_reply *r)
+{
+	static const char *const keys[] = {"action_type", NULL};
+	static const char *const actions[] = {"InstanceStart", "SendCtrlAltDel", "FlushMetrics", NULL};
+	char err[512];
+	const struct fcj c = {.what = "actions", .err = err, .errlen = sizeof(err)};
+	json_object *o = parse_body("actions", body, len, keys, r);
+	unsigned act = 0;
+	int got;
+
+	if (!o)
+		return;
+	got = fcj_enum(&c, o, "action_type", actions, false, &act);
+	json_object_put(o);
+	if (got <= 0)
+		return api_fault(r, 400, "%s", got ? err : "actions: action_type is required");
+	if (act == 0)
+		instance_start(a, r);
+	else if (act == 1)
+		ctrl_alt_del(a, r);
+	else
+		flush_metrics(a, r);
+}
+
+void api_patch_vm(struct api *a, const char *body, size_t len, struct api_reply *r)
+{
+	static const char *const keys[] = {"state", NULL};
+	static const char *const states[] = {"Paused", "Resumed", NULL};
+	char err[512];
+	const struct fcj c = {.what = "vm", .err = err, .errlen = sizeof(err)};
+	json_object *o = parse_body("vm", body, len, keys, r);
+	unsigned want = 0;
+	int got, ret;
+
+	if (!o)
+		return;
+	got = fcj_enum(&c, o, "state", states, false, &want);
+	json_object_put(o);
+	if (got <= 0)
+		return api_fault(r, 400, "%s", got ? err : "vm: state is required");
+	if (a->state == API_NOT_STARTED)
+		return api_not_before_start(r);
+	if (want == 0 && a->state == API_RUNNING) {
+		ret = vm_pause(a->vm);
+		if (ret)
+			return api_fault(r, 400, "Failed to pause the microVM: %s", strerror(-ret));
+		a->state = API_PAUSED;
+	} else if (want == 1 && a->state == API_PAUSED) {
+		vm_resume(a->vm);
+		a->state = API_RUNNING;
+	}
+	r->status = 204;
+}
+
+void api_snapshot_create(struct api *a, const char *body, size_t len, struct api_reply *r)
+{
+	static const char *const keys[] = {"snapshot_type", "snapshot_path", "mem_file_path", "version", NULL};
+	static const char *const types[] = {"Full", "Diff", NULL};
+	char err[1024];
+	const struct fcj c = {.what = "snapshot/create", .err = err, .errlen = sizeof(err)};
+	json_object *o = parse_body("snapshot/create", body, len, keys, r);
+	const char *state = NULL, *mem = NULL, *version = NULL;
+	unsigned type = 0;
+
+	if (!o)
+		return;
+	if (fcj_enum(&c, o, "snapshot_type", types, false, &type) < 0 ||
+	    fcj_req_str(&c, o, "snapshot_path", 4095, &state) < 0 ||
+	    fcj_req_str(&c, o, "mem_file_path", 4095, &mem) < 0 || fcj_str(&c, o, "version", 1, 64, &version) < 0)
+		api_fault(r, 400, "%s", err);
+	else if (type == 1)
+		api_fault(r, 400, "snapshot/create: snapshot_type Diff is not supported: brisk takes Full snapshots");
+	else if (a->state == API_NOT_STARTED)
+		api_not_before_start(r);
+	else if (a->state != API_PAUSED)
+		api_fault(
+		    r, 400,
+		    "Create snapshot error: the microVM must be paused first (PATCH /vm {\"state\": \"Paused\"})");
+	else if (vm_snapshot_create(a->vm, state, mem, err, sizeof(err)))
+		api_fault(r, 400, "Create snapshot error: %s", err);
+	else
+		r->status = 204;
+	json_object_put(o);
+}
+
+/* snapshot/load's memory file: mem_backend {backend_type File, backend_path}, or the older mem_file_path. */
+static int load_mem_path(const struct fcj *c, json_object *o, const char **mem)
+{
+	static const char *const keys[] = {"backend_type", "backend_path", NULL};
+	static const char *const types[] = {"File", "Uffd", NULL};
+	json_object *b = fcj_get(o, "mem_backend");
+	int has_file = fcj_str(c, o, "mem_file_path", 1, 4095, mem);
+	unsigned type = 0;
+
+	if (has_file < 0)
+		return -EINVAL;
+	if (!b)
+		return has_file ? 0 : fcj_fail(c, "mem_backend or mem_file_path is required");
+	if (has_file)
+		return fcj_fail(c, "mem_backend and mem_file_path are exclusive");
+	if (!json_object_is_type(b, json_type_object))
+		return fcj_fail(c, "mem_backend: expected an object");
+	if (fcj_keys(c, b, keys) || fcj_enum(c, b, "backend_type", types, false, &type) <= 0)
+		return fcj_fail(c, "mem_backend: backend_type File or Uffd is required");
+	if (type == 1)
+		return fcj_fail(c,
+				"mem_backend: backend_type Uffd is not supported: brisk maps the File lazily itself");
+	return fcj_req_str(c, b, "backend_path", 4095, mem) < 0 ? -EINVAL : 0;
+}
+
+static int load_options(const struct fcj *c, json_object *o, bool *resume)
+{
+	bool diff = false, track = false;
+	json_object *ov = fcj_get(o, "network_overrides");
+
+	*resume = false;
+	if (fcj_bool(c, o, "resume_vm", resume) < 0 || fcj_bool(c, o, "enable_diff_snapshots", &diff) < 0 ||
+	    fcj_bool(c, o, "track_dirty_pages", &track) < 0)
+		return -EINVAL;
+	if (diff || track)
+		return fcj_fail(c, "dirty page tracking is not supported: brisk takes Full snapshots");
+	if (ov && (!json_object_is_type(ov, json_type_array) || json_object_array_length(ov)))
+		return fcj_fail(c,
+				"network_overrides is not supported: the snapshot's interfaces are reopened by name");
+	return 0;
+}
+
+static void do_load(struct api *a, const char *state, const char *mem, bool resume, struct api_reply *r)
+{
+	struct vm_config base = a->base;
+	struct vm_error e;
+	int ret;
+
+	timeline_mark(TL_API_REQUEST);
+	if (a->dry_run)
+		return api_fault(r, 400, "Load snapshot error: dry run");
+	if (vm_restore(&base, state, mem, resume, &a->vm, &e))
+		return api_fault(r, 400, "Load snapshot error: %s", e.msg);
+	if (fc_vm_set_from_config(&a->fc, vm_config(a->vm)))
+		log_warn("GET /vm/config will not describe the restored VM: out of memory");
+	a->state = resume ? API_RUNNING : API_PAUSED;
+	ret = vm_start(a->vm);
+	if (ret)
+		return api_fault(r, 400, "Load snapshot error: the vCPUs could not be configured (exit status %d)",
+				 ret);
+	r->status = 204;
+}
+
+void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_reply *r)
+{
+	static const char *const keys[] = {
+	    "snapshot_path",	 "mem_file_path", "mem_backend",       "enable_diff_snapshots",
+	    "track_dirty_pages", "resume_vm",	  "network_overrides", NULL};
+	char err[1024];
+	const struct fcj c = {.what = "snapshot/load", .err = err, .errlen = sizeof(err)};
+	json_object *o = parse_body("snapshot/load", body, len, keys, r);
+	const char *state = NULL, *mem = NULL;
+	bool resume;
+
+	if (!o)
+		return;
+	if (fcj_req_str(&c, o, "snapshot_path", 4095, &state) < 0 || load_mem_path(&c, o, &mem) ||
+	    load_options(&c, o, &resume))
+		api_fault(r, 400, "%s", err);
+	else if (a->state != API_NOT_STARTED)
+		api_not_after_start(r);
+	else if (a->configured)
+		api_fault(r, 400, "Loading a microVM snapshot not allowed after configuring boot-specific resources.");
+	else
+		do_load(a, state, mem, resume, r);
+	json_object_put(o);
+}
+
+/* Opens a logger or metrics destination: a file (appended), a FIFO with a reader; never blocking. */
+static int open_sink(const char *path, const char *what, char *err, size_t errlen)
+{
+	return file_open_output(path, what, NULL, 0, 1, err, errlen);
+}
+
+void api_put_logger(struct api *a, const char *body, size_t len, struct api_reply *r)
+{
+	static const enum log_level levels[] = {LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG, LOG_DEBUG, LOG_ERROR};
+	char err[512];
+	int fd;
+
+	if (fc_put_logger(&a->fc, body, len, err, sizeof(err)))
+		return api_fault(r, 400, "%s", err);
+	if (a->fc.logger.log_path) {
+		fd = open_sink(a->fc.logger.log_path, "logger: log_path", err, sizeof(err));
+		if (fd < 0)
+			return api_fault(r, 400, "%s", err);
+		log_set_fd(fd); /* kept open for the process's life, as Firecracker's logger */
+	}
+	log_set_level(levels[a->fc.logger.level]);
+	r->status = 204;
+}
+
+void api_put_metrics(struct api *a, const char *body, size_t len, struct api_reply *r)
+{
+	char err[512];
+	int fd;
+
+	if (a->metrics)
+		return api_fault(r, 400, "Reinitialization of metrics not allowed.");
+	if (fc_put_metrics(&a->fc, body, len, err, sizeof(err)))
+		return api_fault(r, 400, "%s", err);
+	fd = open_sink(a->fc.metrics.metrics_path, "metrics: metrics_path", err, sizeof(err));
+	if (fd < 0)
+		return api_fault(r, 400, "%s", err);
+	if (api_metrics_open(a, fd)) {
+		close(fd);
+		return api_fault(r, 500, "out of memory");
+	}
+	r->status = 204;
+}

@@ -1,0 +1,419 @@
+/*
+ * fc_config.c - Firecracker's machine-wide objects (boot-source, machine-config, vsock, entropy, logger, metrics)
+ * applied to struct fc_vm, and the API bodies' entry points (include/brisk/fc_config.h). Field names, required
+ * fields and defaults follow src/firecracker/swagger/firecracker.yaml and src/vmm/src/vmm_config/ *.rs.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brisk/config.h"
+#include "brisk/layout.h"
+#include "fc_config_internal.h"
+
+#define PATH_MAX_BYTES (VM_DISK_PATH_MAX - 1)
+#define MEM_MAX_MIB    (16ULL << 20) /* 16 TiB: config_validate holds it to the host's RAM + swap */
+#define MODULE_MAX     256
+
+const char *const fc_huge_names[] = {"None", "2M", "Transparent", NULL};
+/* "Warn" is Firecracker's other spelling of "Warning" (logger/logging.rs); it is read, never written. */
+const char *const fc_level_names[] = {"Error", "Warning", "Info", "Debug", "Trace", "Off", "Warn", NULL};
+
+void fc_vm_init(struct fc_vm *f)
+{
+	memset(f, 0, sizeof(*f));
+	config_defaults(&f->cfg);
+	f->logger.level = FC_LOG_INFO;
+}
+
+static void logger_free(struct fc_logger *l)
+{
+	free(l->log_path);
+	free(l->module);
+}
+
+void fc_vm_free(struct fc_vm *f)
+{
+	free(f->kernel);
+	free(f->initrd);
+	free(f->cmdline);
+	free(f->cmdline_append);
+	free(f->cpu_template);
+	logger_free(&f->logger);
+	free(f->metrics.metrics_path);
+	memset(f, 0, sizeof(*f));
+}
+
+/* strdup of NULL is NULL; *fail is set when a real string could not be copied. */
+static char *dup_opt(const char *s, bool *fail)
+{
+	char *d = s ? strdup(s) : NULL;
+
+	if (s && !d)
+		*fail = true;
+	return d;
+}
+
+int fc_apply_boot_source(struct fc_vm *f, const struct fcj *c, json_object *o)
+{
+	static const char *const keys[] = {"kernel_image_path", "boot_args", "initrd_path", NULL};
+	const char *kernel = NULL, *args = NULL, *initrd = NULL;
+	char *k, *a, *i;
+	bool oom = false;
+
+	if (fcj_keys(c, o, keys) || fcj_req_str(c, o, "kernel_image_path", PATH_MAX_BYTES, &kernel) < 0 ||
+	    fcj_str(c, o, "boot_args", 0, LAYOUT_CMDLINE_MAX - 1, &args) < 0 ||
+	    fcj_str(c, o, "initrd_path", 1, PATH_MAX_BYTES, &initrd) < 0)
+		return -EINVAL;
+	k = dup_opt(kernel, &oom);
+	a = dup_opt(args, &oom);
+	i = dup_opt(initrd, &oom);
+	if (oom) {
+		free(k);
+		free(a);
+		free(i);
+		return -ENOMEM;
+	}
+	free(f->kernel);
+	free(f->cmdline);
+	free(f->initrd);
+	f->cfg.kernel = f->kernel = k;
+	f->cfg.cmdline = f->cmdline = a; /* NULL: the kernel's default command line */
+	f->cfg.initrd = f->initrd = i;
+	f->boot_source_set = true;
+	return 0;
+}
+
+/* machine-config's values before they are committed. */
+struct machine {
+	uint64_t cpus, memory;
+	bool smt;
+	unsigned huge;
+};
+
+/* cpu_template: Firecracker's static templates (C3, T2, ...) do not exist in brisk; "None" is a no-op. */
+static int cpu_template(const struct fcj *c, json_object *o)
+{
+	json_object *v = fcj_get(o, "cpu_template");
+	const char *s;
+
+	if (!v)
+		return 0;
+	if (!json_object_is_type(v, json_type_string))
+		return fcj_fail(c, "cpu_template: expected a string, got %s",
+				json_type_to_name(json_object_get_type(v)));
+	s = json_object_get_string(v);
+	if (strcmp(s, "None") == 0)
+		return 1;
+	if (!fcj_printable(s))
+		return fcj_fail(c,
+				"cpu_template: only \"None\" is supported (brisk takes templates with --cpu-template)");
+	return fcj_fail(c,
+			"cpu_template: \"%.32s\" is not supported: only \"None\" (brisk takes templates with "
+			"--cpu-template)",
+			s);
+}
+
+/* Reads the members into *m; returns how many were given, or -EINVAL. */
+static int machine_read(const struct fcj *c, json_object *o, struct machine *m, bool patch)
+{
+	static const char *const keys[] = {"vcpu_count",   "mem_size_mib", "smt", "track_dirty_pages",
+					   "cpu_template", "huge_pages",   NULL};
+	int given = 0, r[6];
+	uint64_t mib = m->memory >> 20;
+	bool dirty = false;
+
+	if (fcj_keys(c, o, keys))
+		return -EINVAL;
+	r[0] = fcj_uint(c, o, "vcpu_count", 1, CONFIG_MAX_CPUS, &m->cpus);
+	r[1] = r[0] < 0 ? -EINVAL : fcj_uint(c, o, "mem_size_mib", LAYOUT_MEM_MIN >> 20, MEM_MAX_MIB, &mib);
+	r[2] = r[1] < 0 ? -EINVAL : fcj_bool(c, o, "smt", &m->smt);
+	r[3] = r[2] < 0 ? -EINVAL : fcj_bool(c, o, "track_dirty_pages", &dirty);
+	r[4] = r[3] < 0 ? -EINVAL : cpu_template(c, o);
+	r[5] = r[4] < 0 ? -EINVAL : fcj_enum(c, o, "huge_pages", fc_huge_names, false, &m->huge);
+	for (unsigned i = 0; i < 6; i++) {
+		if (r[i] < 0)
+			return -EINVAL;
+		given += r[i];
+	}
+	if (dirty)
+		return fcj_fail(c, "track_dirty_pages: true is not supported (brisk has no dirty page tracking)");
+	if (!patch && r[0] == 0)
+		return fcj_fail(c, "vcpu_count is required");
+	if (!patch && r[1] == 0)
+		return fcj_fail(c, "mem_size_mib is required");
+	if (r[1])
+		m->memory = mib << 20;
+	return given;
+}
+
+/*
+ * Cross-field checks, as Firecracker's MachineConfig: SMT needs 1 or an
+ * even number of vCPUs (two threads per core); huge pages need a whole
+ * number of 2 MiB pages.
+ */
+static int machine_check(const struct fcj *c, const struct machine *m)
+{
+	if (m->smt && m->cpus > 1 && m->cpus % 2)
+		return fcj_fail(c, "smt: true needs vcpu_count 1 or an even number, got %llu",
+				(unsigned long long)m->cpus);
+	if (m->huge != FC_HUGE_NONE && (m->memory >> 20) % 2)
+		return fcj_fail(c, "huge_pages: \"%s\" needs an even mem_size_mib, got %llu", fc_huge_names[m->huge],
+				(unsigned long long)(m->memory >> 20));
+	return 0;
+}
+
+int fc_apply_machine_config(struct fc_vm *f, const struct fcj *c, json_object *o, bool patch)
+{
+	/* PUT starts from Firecracker's defaults (smt false, huge_pages None); PATCH from what is set. */
+	struct machine m = {f->cfg.cpus, f->cfg.memory, patch && f->smt, patch ? (unsigned)f->huge_pages : 0};
+	int given = machine_read(c, o, &m, patch);
+
+	if (given < 0)
+		return given;
+	if (patch && given == 0)
+		return fcj_fail(c, "empty PATCH request: give at least one field");
+	if (machine_check(c, &m))
+		return -EINVAL;
+	f->cfg.cpus = (unsigned)m.cpus;
+	f->cfg.memory = m.memory;
+	f->smt = m.smt;
+	f->huge_pages = (enum fc_huge_pages)m.huge;
+	/* brisk backs both "2M" and "Transparent" with transparent huge pages (madvise, mem.c), not hugetlbfs. */
+	f->cfg.hugepages = m.huge != FC_HUGE_NONE;
+	f->cfg.topology.sockets = m.smt && m.cpus > 1 ? 1 : 0;
+	f->cfg.topology.cores = m.smt && m.cpus > 1 ? (unsigned)m.cpus / 2 : 0;
+	f->cfg.topology.threads = m.smt && m.cpus > 1 ? 2 : 0;
+	return 0;
+}
+
+int fc_apply_vsock(struct fc_vm *f, const struct fcj *c, json_object *o)
+{
+	static const char *const keys[] = {"guest_cid", "uds_path", "vsock_id", NULL};
+	const char *uds = NULL, *id = NULL;
+	uint64_t cid = 0;
+	int r;
+
+	/* CIDs 0-2 are reserved and 0xffffffff is VMADDR_CID_ANY (virtio 1.2 section 5.10.4). */
+	if (fcj_keys(c, o, keys) || (r = fcj_uint(c, o, "guest_cid", 3, 0xfffffffeu, &cid)) < 0)
+		return -EINVAL;
+	if (r == 0)
+		return fcj_fail(c, "guest_cid is required");
+	if (fcj_req_str(c, o, "uds_path", VM_VSOCK_UDS_MAX, &uds) < 0 ||
+	    fcj_str(c, o, "vsock_id", 1, FC_ID_MAX, &id) < 0)
+		return -EINVAL;
+	if (id && !fc_id_valid(id))
+		return fcj_fail(c, "vsock_id: '%s' is not 1..%d characters of [A-Za-z0-9_]", id, FC_ID_MAX);
+	f->cfg.vsock = (struct vm_vsock){.cid = (uint32_t)cid};
+	snprintf(f->cfg.vsock.uds, sizeof(f->cfg.vsock.uds), "%s", uds);
+	snprintf(f->vsock_id, sizeof(f->vsock_id), "%s", id ? id : "");
+	return 0;
+}
+
+/* A nested object's context: "entropy: rate_limiter.bandwidth". */
+static struct fcj nested(const struct fcj *c, char *buf, size_t n, const char *key)
+{
+	snprintf(buf, n, "%s: %s", c->what, key);
+	return (struct fcj){buf, c->err, c->errlen};
+}
+
+/* An object member (not null); -EINVAL when it is something else. */
+static int member_object(const struct fcj *c, json_object *o, const char *key, json_object **out)
+{
+	*out = fcj_get(o, key);
+	if (*out && !json_object_is_type(*out, json_type_object))
+		return fcj_fail(c, "%s: expected an object, got %s", key,
+				json_type_to_name(json_object_get_type(*out)));
+	return *out ? 1 : 0;
+}
+
+/*
+ * The bandwidth token bucket (TokenBucket in the swagger): `size` bytes per
+ * `refill_time` ms. brisk has no one-time burst, and size or refill_time 0
+ * (Firecracker: no limit) is refused: the entropy device is always
+ * throttled (SECURITY.md case 12).
+ */
+static int bandwidth(const struct fcj *c, json_object *o, uint64_t *size, uint64_t *ms)
+{
+	static const char *const keys[] = {"size", "refill_time", "one_time_burst", NULL};
+	uint64_t burst = 0;
+	int rs, rt;
+
+	if (fcj_keys(c, o, keys) || (rs = fcj_uint(c, o, "size", 1, UINT64_MAX / 1000, size)) < 0 ||
+	    (rt = fcj_uint(c, o, "refill_time", 1, UINT32_MAX, ms)) < 0 ||
+	    fcj_uint(c, o, "one_time_burst", 0, 0, &burst) < 0)
+		return -EINVAL;
+	if (!rs || !rt)
+		return fcj_fail(c, "%s is required", rs ? "refill_time" : "size");
+	if (*size * 1000 / *ms == 0)
+		return fcj_fail(c, "size %llu per refill_time %llu ms is below 1 byte per second",
+				(unsigned long long)*size, (unsigned long long)*ms);
+	return 0;
+}
+
+int fc_apply_entropy(struct fc_vm *f, const struct fcj *c, json_object *o)
+{
+	static const char *const keys[] = {"rate_limiter", NULL};
+	static const char *const rl_keys[] = {"bandwidth", "ops", NULL};
+	char w1[160], w2[192];
+	struct fcj rc = nested(c, w1, sizeof(w1), "rate_limiter"), bc;
+	uint64_t size = 0, ms = 0;
+	json_object *rl, *bw = NULL;
+	int r;
+
+	if (fcj_keys(c, o, keys) || (r = member_object(c, o, "rate_limiter", &rl)) < 0)
+		return -EINVAL;
+	if (r && (fcj_keys(&rc, rl, rl_keys) ||
+		  fcj_absent(&rc, rl, "ops", "brisk limits the entropy device's bytes, not its requests") ||
+		  member_object(&rc, rl, "bandwidth", &bw) < 0))
+		return -EINVAL;
+	bc = nested(&rc, w2, sizeof(w2), "bandwidth");
+	if (bw && bandwidth(&bc, bw, &size, &ms))
+		return -EINVAL;
+	/* No bucket: brisk's default rate (Firecracker's would be unlimited). */
+	f->cfg.rng_rate = bw ? size * 1000 / ms : VM_RNG_DEFAULT_RATE;
+	f->rng_size = size;
+	f->rng_refill_ms = ms;
+	return 0;
+}
+
+/* The logger's string members, copied; NULL where not given. */
+static int logger_strings(const struct fcj *c, json_object *o, char **path, char **module)
+{
+	const char *p = NULL, *m = NULL;
+	bool oom = false;
+
+	if (fcj_str(c, o, "log_path", 1, PATH_MAX_BYTES, &p) < 0 || fcj_str(c, o, "module", 1, MODULE_MAX, &m) < 0)
+		return -EINVAL;
+	*path = dup_opt(p, &oom);
+	*module = dup_opt(m, &oom);
+	if (oom) {
+		free(*path);
+		free(*module);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Firecracker's LOGGER.update: the given fields change, the others stay. */
+int fc_apply_logger(struct fc_vm *f, const struct fcj *c, json_object *o)
+{
+	static const char *const keys[] = {"log_path", "level", "show_level", "show_log_origin", "module", NULL};
+	struct fc_logger l = f->logger;
+	unsigned level = l.level;
+	char *path, *module;
+	int ret;
+
+	if (fcj_keys(c, o, keys) || fcj_enum(c, o, "level", fc_level_names, true, &level) < 0 ||
+	    fcj_bool(c, o, "show_level", &l.show_level) < 0 ||
+	    fcj_bool(c, o, "show_log_origin", &l.show_log_origin) < 0)
+		return -EINVAL;
+	ret = logger_strings(c, o, &path, &module);
+	if (ret)
+		return ret;
+	l.level = level == 6 ? FC_LOG_WARNING : (enum fc_log_level)level;
+	if (path) {
+		free(l.log_path);
+		l.log_path = path;
+	}
+	if (module) {
+		free(l.module);
+		l.module = module;
+	}
+	l.configured = true;
+	f->logger = l;
+	return 0;
+}
+
+int fc_apply_metrics(struct fc_vm *f, const struct fcj *c, json_object *o)
+{
+	static const char *const keys[] = {"metrics_path", "emit_id", "properties", NULL};
+	const char *path = NULL;
+	bool emit_id = false;
+	char *p;
+
+	if (fcj_keys(c, o, keys) || fcj_req_str(c, o, "metrics_path", PATH_MAX_BYTES, &path) < 0 ||
+	    fcj_bool(c, o, "emit_id", &emit_id) < 0 ||
+	    fcj_absent(c, o, "properties", "brisk's metrics carry no operator-defined properties"))
+		return -EINVAL;
+	p = strdup(path);
+	if (!p)
+		return -ENOMEM;
+	free(f->metrics.metrics_path);
+	f->metrics = (struct fc_metrics){.configured = true, .metrics_path = p, .emit_id = emit_id};
+	return 0;
+}
+
+/* ---- the API bodies: parse, then apply ---------------------------------------------------------------- */
+
+/* Which applier a body goes to. */
+enum body_kind { B_BOOT, B_MACHINE_PUT, B_MACHINE_PATCH, B_VSOCK, B_ENTROPY, B_LOGGER, B_METRICS };
+
+static int apply(struct fc_vm *f, const struct fcj *c, enum body_kind k, json_object *o)
+{
+	switch (k) {
+	case B_BOOT:
+		return fc_apply_boot_source(f, c, o);
+	case B_MACHINE_PUT:
+	case B_MACHINE_PATCH:
+		return fc_apply_machine_config(f, c, o, k == B_MACHINE_PATCH);
+	case B_VSOCK:
+		return fc_apply_vsock(f, c, o);
+	case B_ENTROPY:
+		return fc_apply_entropy(f, c, o);
+	case B_LOGGER:
+		return fc_apply_logger(f, c, o);
+	case B_METRICS:
+		return fc_apply_metrics(f, c, o);
+	}
+	return -EINVAL;
+}
+
+static int body(struct fc_vm *f, const char *what, enum body_kind k, const char *text, size_t len, char *err,
+		size_t errlen)
+{
+	const struct fcj c = {what, err, errlen};
+	json_object *o;
+	int ret = fcj_parse(&c, text, len, &o);
+
+	if (!ret)
+		ret = apply(f, &c, k, o);
+	json_object_put(o);
+	return ret;
+}
+
+int fc_put_boot_source(struct fc_vm *f, const char *text, size_t len, char *err, size_t errlen)
+{
+	return body(f, "boot-source", B_BOOT, text, len, err, errlen);
+}
+
+int fc_put_machine_config(struct fc_vm *f, const char *text, size_t len, char *err, size_t errlen)
+{
+	return body(f, "machine-config", B_MACHINE_PUT, text, len, err, errlen);
+}
+
+int fc_patch_machine_config(struct fc_vm *f, const char *text, size_t len, char *err, size_t errlen)
+{
+	return body(f, "machine-config", B_MACHINE_PATCH, text, len, err, errlen);
+}
+
+int fc_put_vsock(struct fc_vm *f, const char *text, size_t len, char *err, size_t errlen)
+{
+	return body(f, "vsock", B_VSOCK, text, len, err, errlen);
+}
+
+int fc_put_entropy(struct fc_vm *f, const char *text, size_t len, char *err, size_t errlen)
+{
+	return body(f, "entropy", B_ENTROPY, text, len, err, errlen);
+}
+
+int fc_put_logger(struct fc_vm *f, const char *text, size_t len, char *err, size_t errlen)
+{
+	return body(f, "logger", B_LOGGER, text, len, err, errlen);
+}
+
+int fc_put_metrics(struct fc_vm *f, const char *text, size_t len, char *err, size_t errlen)
+{
+	return body(f, "metrics", B_METRICS, text, len, err, errlen);
+}

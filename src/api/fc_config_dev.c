@@ -1,0 +1,241 @@
+/*
+ * fc_config_dev.c - Firecracker's per-device objects: drives/{id} (PUT, PATCH) and network-interfaces/{id} (PUT)
+ * into cfg.disk[] / cfg.net[] and their Firecracker identities (include/brisk/fc_config.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "brisk/config.h"
+#include "fc_config_internal.h"
+
+const char *const fc_cache_names[] = {"Unsafe", "Writeback", NULL};
+const char *const fc_engine_names[] = {"Sync", "Async", NULL};
+
+/*
+ * The id a body names (drive_id, iface_id): required, 1..FC_ID_MAX of
+ * [A-Za-z0-9_], and equal to the path's `path_id` when there is one.
+ */
+static int body_id(const struct fcj *c, json_object *o, const char *key, const char *path_id, const char **out)
+{
+	if (path_id && !fc_id_valid(path_id))
+		return fcj_fail(c, "the id in the path is not 1..%d characters of [A-Za-z0-9_]", FC_ID_MAX);
+	if (fcj_req_str(c, o, key, FC_ID_MAX, out) < 0)
+		return -EINVAL;
+	if (!fc_id_valid(*out))
+		return fcj_fail(c, "%s: '%s' is not 1..%d characters of [A-Za-z0-9_]", key, *out, FC_ID_MAX);
+	if (path_id && strcmp(path_id, *out) != 0)
+		return fcj_fail(c, "%s: '%s' does not match the id in the path, '%s'", key, *out, path_id);
+	return 0;
+}
+
+static int find_drive(const struct fc_vm *f, const char *id)
+{
+	for (unsigned i = 0; i < f->cfg.nr_disks; i++)
+		if (strcmp(f->drive[i].id, id) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* A partition UUID goes onto the command line as root=PARTUUID=...: no blanks, nothing but what a UUID uses. */
+static int partuuid(const struct fcj *c, json_object *o, char *out)
+{
+	const char *s = NULL;
+	int r = fcj_str(c, o, "partuuid", 1, FC_PARTUUID_MAX, &s);
+
+	if (r <= 0)
+		return r;
+	if (strspn(s, "0123456789abcdefABCDEFghijklmnopqrstuvwxyzGHIJKLMNOPQRSTUVWXYZ-/=") != strlen(s))
+		return fcj_fail(c, "partuuid: '%s' has characters other than [A-Za-z0-9-/=]", s);
+	strcpy(out, s);
+	return 1;
+}
+
+/* The members of a drive body that say what the disk is; the drive's id is already read. */
+static int drive_read(const struct fcj *c, json_object *o, struct vm_disk *d, struct fc_drive *fd)
+{
+	const char *path = NULL;
+	unsigned cache = FC_CACHE_UNSAFE, engine = FC_IO_SYNC;
+	int r;
+
+	if (fcj_absent(c, o, "socket", "vhost-user drives are not supported") ||
+	    fcj_absent(c, o, "rate_limiter", "drives have no rate limiter in brisk") ||
+	    fcj_req_str(c, o, "path_on_host", VM_DISK_PATH_MAX - 1, &path) < 0 ||
+	    (r = fcj_bool(c, o, "is_root_device", &fd->is_root_device)) < 0)
+		return -EINVAL;
+	if (r == 0)
+		return fcj_fail(c, "is_root_device is required");
+	if (fcj_bool(c, o, "is_read_only", &d->ro) < 0 || partuuid(c, o, fd->partuuid) < 0 ||
+	    fcj_enum(c, o, "cache_type", fc_cache_names, false, &cache) < 0 ||
+	    fcj_enum(c, o, "io_engine", fc_engine_names, false, &engine) < 0)
+		return -EINVAL;
+	strcpy(d->path, path);
+	/*
+	 * Both cache types are brisk's writeback: the host page cache, and
+	 * VIRTIO_BLK_F_FLUSH offered, so a guest FLUSH reaches fsync. "Unsafe"
+	 * in Firecracker offers no flush; brisk flushes on FLUSH either way.
+	 */
+	d->cache = DISK_CACHE_WRITEBACK;
+	fd->cache_type = (enum fc_cache_type)cache;
+	fd->io_engine = (enum fc_io_engine)engine;
+	return 0;
+}
+
+/* Moves drive `pos` to the front, keeping the others' order: the root device is /dev/vda. */
+static void drive_to_front(struct fc_vm *f, unsigned pos)
+{
+	struct vm_disk d = f->cfg.disk[pos];
+	struct fc_drive fd = f->drive[pos];
+
+	memmove(&f->cfg.disk[1], &f->cfg.disk[0], pos * sizeof(f->cfg.disk[0]));
+	memmove(&f->drive[1], &f->drive[0], pos * sizeof(f->drive[0]));
+	f->cfg.disk[0] = d;
+	f->drive[0] = fd;
+}
+
+/*
+ * Firecracker's BlockBuilder::insert: a drive with a known id is replaced
+ * where it is, a new one goes last, and a root device goes first. Unlike
+ * Firecracker (which swaps it with drive 0), the others keep their order.
+ */
+int fc_apply_drive(struct fc_vm *f, const struct fcj *c, const char *id, json_object *o)
+{
+	static const char *const keys[] = {"drive_id",	 "path_on_host", "is_root_device", "is_read_only", "partuuid",
+					   "cache_type", "io_engine",	 "rate_limiter",   "socket",	   NULL};
+	struct vm_disk d = {.cache = DISK_CACHE_WRITEBACK};
+	struct fc_drive fd = {.cache_type = FC_CACHE_UNSAFE};
+	const char *drive_id;
+	int pos;
+
+	if (fcj_keys(c, o, keys) || body_id(c, o, "drive_id", id, &drive_id) || drive_read(c, o, &d, &fd))
+		return -EINVAL;
+	pos = find_drive(f, drive_id);
+	if (fd.is_root_device && f->cfg.nr_disks && f->drive[0].is_root_device && pos != 0)
+		return fcj_fail(c, "is_root_device: drive '%s' is already the root device", f->drive[0].id);
+	if (pos < 0 && f->cfg.nr_disks == VM_MAX_DISKS)
+		return fcj_fail(c, "'%s' would be drive %d: at most %d", drive_id, VM_MAX_DISKS + 1, VM_MAX_DISKS);
+	strcpy(fd.id, drive_id);
+	if (pos < 0)
+		pos = (int)f->cfg.nr_disks++;
+	f->cfg.disk[pos] = d;
+	f->drive[pos] = fd;
+	if (fd.is_root_device)
+		drive_to_front(f, (unsigned)pos);
+	return 0;
+}
+
+/* PATCH /drives/{id} before boot: a new path_on_host (Firecracker's BlockDeviceUpdateConfig). */
+static int patch_drive(struct fc_vm *f, const struct fcj *c, const char *id, json_object *o)
+{
+	static const char *const keys[] = {"drive_id", "path_on_host", "rate_limiter", NULL};
+	const char *drive_id, *path = NULL;
+	int pos;
+
+	if (fcj_keys(c, o, keys) || body_id(c, o, "drive_id", id, &drive_id) ||
+	    fcj_absent(c, o, "rate_limiter", "drives have no rate limiter in brisk") ||
+	    fcj_req_str(c, o, "path_on_host", VM_DISK_PATH_MAX - 1, &path) < 0)
+		return -EINVAL;
+	pos = find_drive(f, drive_id);
+	if (pos < 0)
+		return fcj_fail(c, "drive_id: no drive '%s'", drive_id);
+	strcpy(f->cfg.disk[pos].path, path);
+	return 0;
+}
+
+static int find_net(const struct fc_vm *f, const char *id)
+{
+	for (unsigned i = 0; i < f->cfg.nr_nets; i++)
+		if (strcmp(f->net[i].id, id) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* A tap interface name: 1..IFNAMSIZ-1 bytes that Linux accepts (dev_valid_name: no '/', ':' or blank). */
+static int tap_name(const struct fcj *c, json_object *o, char *out)
+{
+	const char *s;
+
+	if (fcj_req_str(c, o, "host_dev_name", VM_NET_IFNAME_MAX, &s) < 0)
+		return -EINVAL;
+	if (strpbrk(s, "/: ") || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+		return fcj_fail(c, "host_dev_name: '%s' is not an interface name (no '/', ':' or blank; not . or ..)",
+				s);
+	strcpy(out, s);
+	return 0;
+}
+
+/* guest_mac: a unicast station address (parse_mac, config_net.c), not used by another interface. */
+static int guest_mac(const struct fc_vm *f, const struct fcj *c, json_object *o, const char *id, struct vm_net *n)
+{
+	const char *s = NULL;
+	char why[160];
+	int r = fcj_str(c, o, "guest_mac", 1, 17, &s);
+
+	if (r <= 0)
+		return r;
+	if (parse_mac(s, n->mac, why, sizeof(why)))
+		return fcj_fail(c, "guest_mac: %s", why);
+	n->has_mac = true;
+	for (unsigned i = 0; i < f->cfg.nr_nets; i++)
+		if (f->cfg.net[i].has_mac && memcmp(f->cfg.net[i].mac, n->mac, 6) == 0 && strcmp(f->net[i].id, id))
+			return fcj_fail(c, "guest_mac: %s is in use by interface '%s'", s, f->net[i].id);
+	return 1;
+}
+
+/*
+ * Firecracker's NetBuilder::build: a known id is replaced (here in place,
+ * so the guest's eth order stays; Firecracker moves it last), a new one
+ * goes last.
+ */
+int fc_apply_net(struct fc_vm *f, const struct fcj *c, const char *id, json_object *o)
+{
+	static const char *const keys[] = {"iface_id",	      "host_dev_name",	 "guest_mac", "mtu",
+					   "rx_rate_limiter", "tx_rate_limiter", NULL};
+	struct vm_net n = {.kind = NET_TAP};
+	const char *iface_id;
+	int pos;
+
+	if (fcj_keys(c, o, keys) || body_id(c, o, "iface_id", id, &iface_id) || tap_name(c, o, n.tap) ||
+	    guest_mac(f, c, o, iface_id, &n) < 0 ||
+	    fcj_absent(c, o, "mtu", "brisk's virtio-net does not offer VIRTIO_NET_F_MTU") ||
+	    fcj_absent(c, o, "rx_rate_limiter", "network interfaces have no rate limiter in brisk") ||
+	    fcj_absent(c, o, "tx_rate_limiter", "network interfaces have no rate limiter in brisk"))
+		return -EINVAL;
+	pos = find_net(f, iface_id);
+	if (pos < 0 && f->cfg.nr_nets == VM_MAX_NETS)
+		return fcj_fail(c, "'%s' would be interface %d: at most %d", iface_id, VM_MAX_NETS + 1, VM_MAX_NETS);
+	if (pos < 0)
+		pos = (int)f->cfg.nr_nets++;
+	f->cfg.net[pos] = n;
+	snprintf(f->net[pos].id, sizeof(f->net[pos].id), "%s", iface_id);
+	return 0;
+}
+
+/* The id-carrying bodies: parse, then apply. */
+static int id_body(struct fc_vm *f, const char *what, const char *id, const char *text, size_t len, char *err,
+		   size_t errlen, int (*fn)(struct fc_vm *, const struct fcj *, const char *, json_object *))
+{
+	const struct fcj c = {what, err, errlen};
+	json_object *o;
+	int ret = fcj_parse(&c, text, len, &o);
+
+	if (!ret)
+		ret = fn(f, &c, id, o);
+	json_object_put(o);
+	return ret;
+}
+
+int fc_put_drive(struct fc_vm *f, const char *id, const char *text, size_t len, char *err, size_t errlen)
+{
+	return id_body(f, "drives", id, text, len, err, errlen, fc_apply_drive);
+}
+
+int fc_patch_drive(struct fc_vm *f, const char *id, const char *text, size_t len, char *err, size_t errlen)
+{
+	return id_body(f, "drives", id, text, len, err, errlen, patch_drive);
+}
+
+int fc_put_net(struct fc_vm *f, const char *id, const char *text, size_t len, char *err, size_t errlen)
+{
+	return id_body(f, "network-interfaces", id, text, len, err, errlen, fc_apply_net);
+}

@@ -1,0 +1,77 @@
+/* fc_config_internal.h - the checked JSON accessors and per-object appliers behind fc_config.h. */
+#ifndef BRISK_FC_CONFIG_INTERNAL_H
+#define BRISK_FC_CONFIG_INTERNAL_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "brisk/fc_config.h"
+
+/* Members an object may have: every Firecracker object has fewer; bounds the duplicate-key check. */
+#define FC_MAX_MEMBERS 32
+
+/* Where a value comes from, for messages: `what` is "drives", "config file: drives[1]", ... */
+struct fcj {
+	const char *what;
+	char *err;
+	size_t errlen;
+};
+
+/* Fills c->err with "WHAT: message" and returns -EINVAL. */
+int fcj_fail(const struct fcj *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * Parses `len` bytes of untrusted JSON text into *out (the caller puts it):
+ * at most FC_JSON_MAX bytes, no NUL byte, strict JSON (json_tokener,
+ * JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8, depth FC_JSON_DEPTH),
+ * one object and only white space after it, no object with a duplicate key,
+ * a key with an escape sequence or more than FC_MAX_MEMBERS members.
+ * Returns 0, -EINVAL (message from `c`) or -ENOMEM.
+ */
+__attribute__((warn_unused_result)) int fcj_parse(const struct fcj *c, const char *text, size_t len, json_object **out);
+
+/* `o` is an object whose keys are all in the NULL-terminated `allowed`; else "unknown key 'k'". */
+__attribute__((warn_unused_result)) int fcj_keys(const struct fcj *c, json_object *o, const char *const *allowed);
+/* Member `key` of `o`, or NULL when absent or JSON null (Firecracker's Option fields take null as absent). */
+json_object *fcj_get(json_object *o, const char *key);
+
+/*
+ * The getters: each returns 1 and sets *out when `key` is present and
+ * valid, 0 when absent or null (*out untouched), -EINVAL with a message
+ * naming the key when the value has the wrong type or is out of range.
+ */
+/* A string of min..max bytes without control characters or NUL. */
+int fcj_str(const struct fcj *c, json_object *o, const char *key, size_t min, size_t max, const char **out);
+/* fcj_str with min 1, but absence is an error ("KEY is required"): returns 1 or -EINVAL. */
+int fcj_req_str(const struct fcj *c, json_object *o, const char *key, size_t max, const char **out);
+int fcj_bool(const struct fcj *c, json_object *o, const char *key, bool *out);
+/* A JSON integer (not 1.0, not a string) in min..max. */
+int fcj_uint(const struct fcj *c, json_object *o, const char *key, uint64_t min, uint64_t max, uint64_t *out);
+/* One of the NULL-terminated `names` (compared ignoring case when `icase`); *out its index. */
+int fcj_enum(const struct fcj *c, json_object *o, const char *key, const char *const *names, bool icase, unsigned *out);
+/* `key` must be absent or null: else "KEY is not supported: why". Returns 0 or -EINVAL. */
+int fcj_absent(const struct fcj *c, json_object *o, const char *key, const char *why);
+/* `s` has no control characters (it may go into a one-line message). */
+bool fcj_printable(const char *s);
+/* An id: 1..FC_ID_MAX of [A-Za-z0-9_] (Firecracker's checked_id, with a length bound). */
+bool fc_id_valid(const char *s);
+
+/* The appliers: the API bodies' work on an already parsed object (fc_config_file.c reuses them). */
+int fc_apply_boot_source(struct fc_vm *f, const struct fcj *c, json_object *o);
+int fc_apply_machine_config(struct fc_vm *f, const struct fcj *c, json_object *o, bool patch);
+int fc_apply_drive(struct fc_vm *f, const struct fcj *c, const char *id, json_object *o);
+int fc_apply_net(struct fc_vm *f, const struct fcj *c, const char *id, json_object *o);
+int fc_apply_vsock(struct fc_vm *f, const struct fcj *c, json_object *o);
+int fc_apply_entropy(struct fc_vm *f, const struct fcj *c, json_object *o);
+int fc_apply_logger(struct fc_vm *f, const struct fcj *c, json_object *o);
+int fc_apply_metrics(struct fc_vm *f, const struct fcj *c, json_object *o);
+
+/* Names for GET: indexed by the enums of fc_config.h. */
+extern const char *const fc_cache_names[];
+extern const char *const fc_engine_names[];
+extern const char *const fc_huge_names[];
+extern const char *const fc_level_names[];
+
+#endif

@@ -1,0 +1,162 @@
+/*
+ * snap_config.c - the VM's configuration in a snapshot (SNAP_TAG_CONFIG): what `brisk restore` rebuilds
+ * before the saved state is loaded into it. Explicit fixed-width fields, strings as u32 length + bytes;
+ * every value read back is validated as an option would be (config_validate), the file being untrusted.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "brisk/config.h"
+#include "brisk/snap_config.h"
+#include "brisk/snapshot.h"
+
+static int put_str(struct snap_writer *w, const char *s)
+{
+	size_t len = s ? strlen(s) : 0;
+	int ret = snap_put_u32(w, (uint32_t)len);
+
+	return ret ? ret : snap_put(w, s ? s : "", len);
+}
+
+/* A string of at most cap-1 bytes into buf (NUL-terminated, no embedded NUL). */
+static int get_str(struct snap_reader *r, char *buf, size_t cap)
+{
+	uint32_t len;
+
+	if (snap_get_u32(r, &len) || len >= cap || snap_get(r, buf, len))
+		return -EINVAL;
+	buf[len] = 0;
+	return strlen(buf) == len ? 0 : -EINVAL;
+}
+
+static int put_disk(struct snap_writer *w, const struct vm_disk *d)
+{
+	int ret = put_str(w, d->path);
+
+	if (!ret)
+		ret = snap_put_u8(w, d->ro);
+	if (!ret)
+		ret = put_str(w, d->id);
+	return ret ? ret : snap_put_u8(w, (uint8_t)d->cache);
+}
+
+static int put_net(struct snap_writer *w, const struct vm_net *n)
+{
+	int ret = snap_put_u8(w, (uint8_t)n->kind) || put_str(w, n->tap) || snap_put(w, n->mac, 6) ||
+		  snap_put_u8(w, n->has_mac) || snap_put_u32(w, n->user_net) || snap_put_u32(w, n->user_prefix) ||
+		  snap_put_u32(w, n->nr_fwds);
+
+	for (unsigned i = 0; !ret && i < n->nr_fwds; i++) {
+		const struct vm_net_fwd *f = &n->fwd[i];
+
+		ret = snap_put_u8(w, f->udp) || snap_put_u32(w, f->host_addr) || snap_put_u32(w, f->guest_addr) ||
+		      snap_put_u16(w, f->host_port) || snap_put_u16(w, f->guest_port);
+	}
+	return ret ? -ENOMEM : 0;
+}
+
+int snap_config_save(const struct vm_config *cfg, struct snap_writer *w)
+{
+	int ret = snap_section_begin(w, SNAP_TAG_CONFIG, 0, "config");
+
+	if (ret)
+		return ret;
+	ret = snap_put_u32(w, cfg->cpus) || snap_put_u64(w, cfg->memory) || snap_put_u32(w, cfg->topology.sockets) ||
+	      snap_put_u32(w, cfg->topology.cores) || snap_put_u32(w, cfg->topology.threads) ||
+	      put_str(w, cfg->cpu_template) || snap_put_u8(w, cfg->hugepages) || snap_put_u8(w, cfg->no_acpi) ||
+	      snap_put_u8(w, (uint8_t)cfg->console) || snap_put_u64(w, cfg->rng_rate) ||
+	      snap_put_u32(w, cfg->vsock.cid) || put_str(w, cfg->vsock.uds) || snap_put_u32(w, cfg->nr_disks);
+	for (unsigned i = 0; !ret && i < cfg->nr_disks; i++)
+		ret = put_disk(w, &cfg->disk[i]);
+	if (!ret)
+		ret = snap_put_u32(w, cfg->nr_nets);
+	for (unsigned i = 0; !ret && i < cfg->nr_nets; i++)
+		ret = put_net(w, &cfg->net[i]);
+	if (ret)
+		return -ENOMEM;
+	return snap_section_end(w);
+}
+
+static int get_bool(struct snap_reader *r, bool *b)
+{
+	uint8_t v;
+
+	if (snap_get_u8(r, &v) || v > 1)
+		return -EINVAL;
+	*b = v;
+	return 0;
+}
+
+static int get_disk(struct snap_reader *r, struct vm_disk *d)
+{
+	uint8_t cache;
+
+	if (get_str(r, d->path, sizeof(d->path)) || !d->path[0] || get_bool(r, &d->ro) ||
+	    get_str(r, d->id, sizeof(d->id)) || snap_get_u8(r, &cache) || cache > DISK_CACHE_NONE)
+		return -EINVAL;
+	d->cache = (enum disk_cache)cache;
+	return 0;
+}
+
+static int get_net(struct snap_reader *r, struct vm_net *n)
+{
+	uint8_t kind;
+
+	if (snap_get_u8(r, &kind) || kind > NET_USER || get_str(r, n->tap, sizeof(n->tap)) || snap_get(r, n->mac, 6) ||
+	    get_bool(r, &n->has_mac) || snap_get_u32(r, &n->user_net) || snap_get_u32(r, &n->user_prefix) ||
+	    n->user_prefix > 30 || snap_get_u32(r, &n->nr_fwds) || n->nr_fwds > VM_NET_MAX_FWDS)
+		return -EINVAL;
+	n->kind = (enum net_kind)kind;
+	for (unsigned i = 0; i < n->nr_fwds; i++) {
+		struct vm_net_fwd *f = &n->fwd[i];
+
+		if (get_bool(r, &f->udp) || snap_get_u32(r, &f->host_addr) || snap_get_u32(r, &f->guest_addr) ||
+		    snap_get_u16(r, &f->host_port) || snap_get_u16(r, &f->guest_port))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static int get_devices(struct snap_reader *r, struct vm_config *cfg)
+{
+	if (snap_get_u32(r, &cfg->nr_disks) || cfg->nr_disks > VM_MAX_DISKS)
+		return -EINVAL;
+	for (unsigned i = 0; i < cfg->nr_disks; i++)
+		if (get_disk(r, &cfg->disk[i]))
+			return -EINVAL;
+	if (snap_get_u32(r, &cfg->nr_nets) || cfg->nr_nets > VM_MAX_NETS)
+		return -EINVAL;
+	for (unsigned i = 0; i < cfg->nr_nets; i++)
+		if (get_net(r, &cfg->net[i]))
+			return -EINVAL;
+	return 0;
+}
+
+int snap_config_load(struct snap_reader *r, struct vm_config *cfg, struct snap_config_strings *s, char *err,
+		     size_t errlen)
+{
+	struct snap_reader *sec;
+	uint8_t console;
+	bool no_acpi;
+
+	if (snap_section(r, SNAP_TAG_CONFIG, 0, "config", &sec)) {
+		snprintf(err, errlen, "the state file has no configuration section");
+		return -EINVAL;
+	}
+	if (snap_get_u32(sec, &cfg->cpus) || snap_get_u64(sec, &cfg->memory) ||
+	    snap_get_u32(sec, &cfg->topology.sockets) || snap_get_u32(sec, &cfg->topology.cores) ||
+	    snap_get_u32(sec, &cfg->topology.threads) || get_str(sec, s->cpu_template, sizeof(s->cpu_template)) ||
+	    get_bool(sec, &cfg->hugepages) || get_bool(sec, &no_acpi) || snap_get_u8(sec, &console) ||
+	    console > CONSOLE_VIRTIO || snap_get_u64(sec, &cfg->rng_rate) || snap_get_u32(sec, &cfg->vsock.cid) ||
+	    get_str(sec, cfg->vsock.uds, sizeof(cfg->vsock.uds)) || get_devices(sec, cfg) || snap_remaining(sec)) {
+		snprintf(err, errlen, "the state file's configuration section is malformed");
+		return -EINVAL;
+	}
+	cfg->no_acpi = no_acpi;
+	cfg->console = (enum console_mode)console;
+	cfg->cpu_template = s->cpu_template[0] ? s->cpu_template : NULL;
+	if (config_validate(cfg, CONFIG_MAX_CPUS, config_host_memory(), err, errlen))
+		return -EINVAL;
+	return 0;
+}

@@ -1,0 +1,420 @@
+"""The HTTP/1.1 side of the API socket: brisk-api (src/api/api_helper.c) driven through api_link by the
+api_echo test program (tests/unit/api_echo.c), which answers every request with what it received.
+
+No KVM needed. Found next to the brisk binary under test: $BRISK's directory/tests/api_echo (plain or ASan
+build), which finds brisk-api next to itself or one directory up.
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BRISK, check_sanitizers
+
+ECHO = BRISK.parent / "tests" / "api_echo"
+HELPER = BRISK.parent / "brisk-api"
+BODY_MAX = 51200  # API_BODY_MAX, Firecracker's default payload limit
+CONN_LIMIT = 32  # brisk-api's CONN_LIMIT
+IDLE_TIMEOUT = 10  # brisk-api's IDLE_TIMEOUT_S
+EXIT_START_FAILED = 1  # api_echo's exit statuses
+EXIT_HELPER_GONE = 3
+
+pytestmark = pytest.mark.skipif(not ECHO.exists() or not HELPER.exists(),
+                                reason=f"{ECHO} or {HELPER} missing: make {ECHO} {HELPER}")
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client over an AF_UNIX stream socket."""
+
+    def __init__(self, path, timeout=10):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.unix_path)
+
+
+class Echo:
+    """A running api_echo on a socket in a short private directory (sun_path holds 107 bytes)."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.proc = subprocess.Popen([str(ECHO), sock], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        assert line == "ready\n", f"api_echo did not start: {self.proc.stderr.read()}"
+
+    def request(self, method, path, body=None, headers=None):
+        c = UnixHTTPConnection(self.sock)
+        try:
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            return r.status, r.getheader("Content-Type"), r.read()
+        finally:
+            c.close()
+
+    def raw(self, data, wait=2.0):
+        """Sends data on a fresh connection; returns what came back until EOF or `wait` seconds of silence."""
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(self.sock)
+        s.sendall(data)
+        return read_all(s, wait)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+        err = self.proc.stderr.read()
+        check_sanitizers(err)
+        return rc, err
+
+    def helper_pid(self):
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+        assert len(children) == 1, children
+        return int(children[0])
+
+
+def gone(pid, wait=5):
+    """True once pid has exited (a zombie of an absent reaper counts)."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def read_all(s, wait):
+    s.settimeout(wait)
+    out = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            out += b
+    except (socket.timeout, ConnectionResetError):  # reset: the server closed with our bytes unread
+        pass
+    finally:
+        s.close()
+    return out
+
+
+@pytest.fixture
+def sockdir():
+    d = tempfile.mkdtemp(prefix="brisk-api-")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def echo(sockdir):
+    e = Echo(os.path.join(sockdir, "api.sock"))
+    yield e
+    rc, err = e.stop()
+    assert rc == 0, err
+    assert err == "", err  # brisk-api writes only on errors
+    assert not os.path.exists(e.sock), "socket left behind"
+
+
+def fault(body):
+    return json.loads(body)["fault_message"]
+
+
+# ---- requests ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "PATCH", "DELETE"])
+def test_echo_methods(echo, method):
+    body = b'{"vcpu_count": 2}' if method in ("PUT", "PATCH") else None
+    status, ctype, out = echo.request(method, "/machine-config", body=body)
+    assert status == 200
+    assert ctype == "application/json"
+    assert json.loads(out) == {"method": method, "path": "/machine-config", "body_len": len(body or b"")}
+
+
+def test_error_and_empty_replies(echo):
+    status, ctype, out = echo.request("GET", "/fail")
+    assert (status, ctype, fault(out)) == (400, "application/json", "asked to fail")
+    status, ctype, out = echo.request("GET", "/empty")
+    assert (status, ctype, out) == (204, None, b"")
+
+
+def test_path_passed_as_sent(echo):
+    # no percent-decoding; absolute-form targets reduced to their path, as Firecracker does
+    assert json.loads(echo.request("GET", "/a%00b")[2])["path"] == "/a%00b"
+    assert json.loads(echo.request("GET", "http://localhost/home")[2])["path"] == "/home"
+
+
+def test_unsupported_method(echo):
+    status, ctype, out = echo.request("POST", "/actions", body=b"{}")
+    assert status == 400 and ctype == "application/json"
+    assert "Unsupported HTTP method" in fault(out)
+
+
+def test_body_at_the_limit(echo):
+    status, _, out = echo.request("PUT", "/mmds", body=b"x" * BODY_MAX)
+    assert status == 200
+    assert json.loads(out)["body_len"] == BODY_MAX
+
+
+def test_body_one_byte_over(echo):
+    # answered as soon as the headers are in, the body unread, the connection closed (as micro_http)
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(echo.sock)
+    s.sendall(b"PUT /mmds HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (BODY_MAX + 1))
+    try:
+        s.sendall(b"x" * (BODY_MAX + 1))
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    out = b""
+    try:
+        s.settimeout(5)
+        while chunk := s.recv(65536):
+            out += chunk
+    except ConnectionResetError:  # AF_UNIX: the server closed with the body unread; its answer came first
+        pass
+    s.close()
+    head, _, body = out.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ") and b"Content-Type: application/json" in head
+    assert fault(body) == f"Request payload with size {BODY_MAX + 1} is larger than the limit of {BODY_MAX} allowed by server."
+
+
+def test_chunked_body_over_the_limit(echo):
+    chunk = b"x" * 4096
+    body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(BODY_MAX // len(chunk) + 1)) + b"0\r\n\r\n"
+    out = echo.raw(b"PUT /mmds HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + body, wait=1)
+    assert out.startswith(b"HTTP/1.1 400 "), out[:200]
+    assert b"larger than the limit" in out
+
+
+def test_chunked_body_within_the_limit(echo):
+    out = echo.raw(b"PUT /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", wait=1)
+    assert out.startswith(b"HTTP/1.1 200 ")
+    assert b'"body_len":5' in out
+
+
+def test_malformed_request_line(echo):
+    out = echo.raw(b"GET /x FOO/1.1\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 400 "), out
+    # a line libmicrohttpd cannot parse at all: the connection is closed without an answer
+    out = echo.raw(b"GARBAGE\r\n\r\n")
+    assert not out.startswith(b"HTTP/1.1 2")
+    assert echo.request("GET", "/still-up")[0] == 200
+
+
+def test_body_without_content_length(echo):
+    # as micro_http: no Content-Length means no body; the bytes after the headers are the next request
+    out = echo.raw(b"PUT /x HTTP/1.1\r\nHost: x\r\n\r\n{}\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 200 ")
+    assert b'"body_len":0' in out
+    assert out.count(b"HTTP/1.1 2") == 1
+
+
+def test_http10_closes(echo):
+    out = echo.raw(b"GET /a HTTP/1.0\r\n\r\n", wait=5)  # EOF well before the 5 s: the server closed it
+    assert out.startswith(b"HTTP/1.") and b" 200 " in out.split(b"\r\n")[0]
+    assert b'"path":"/a"' in out
+
+
+def test_http10_keep_alive(echo):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(echo.sock)
+    s.settimeout(5)
+    for i in range(2):
+        s.sendall(b"GET /k%d HTTP/1.0\r\nConnection: keep-alive\r\n\r\n" % i)
+        out = s.recv(65536)
+        assert b" 200 " in out and b'"path":"/k%d"' % i in out
+    s.close()
+
+
+def test_http11_keep_alive(echo):
+    c = UnixHTTPConnection(echo.sock)
+    for i in range(5):
+        c.request("PUT", f"/drives/d{i}", body=b"{}")
+        r = c.getresponse()
+        assert r.status == 200 and json.loads(r.read())["path"] == f"/drives/d{i}"
+    c.close()
+
+
+def test_one_request_at_a_time(echo):
+    # api_echo answers /slow after 2 s; a request that arrives meanwhile waits its turn, nothing is lost
+    slow = socket.socket(socket.AF_UNIX)
+    slow.connect(echo.sock)
+    slow.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    assert echo.request("GET", "/after")[0] == 200
+    assert time.monotonic() - t0 > 1.0
+    assert b'"path":"/slow"' in read_all(slow, 1)
+
+
+# ---- hostile and broken clients ---------------------------------------------------------------------------
+
+
+def test_stalled_client_does_not_block_others(echo):
+    stalled = socket.socket(socket.AF_UNIX)
+    stalled.connect(echo.sock)
+    stalled.sendall(b"PUT /boot-source HTTP/1.1\r\nHost: x\r\nContent-")  # half a header, then nothing
+    t0 = time.monotonic()
+    status, _, out = echo.request("GET", "/prompt")
+    assert status == 200 and json.loads(out)["path"] == "/prompt"
+    assert time.monotonic() - t0 < 1.0
+    # the stalled client loses its slot after the idle timeout, with no request reaching brisk
+    t0 = time.monotonic()
+    assert read_all(stalled, IDLE_TIMEOUT + 5) == b""
+    assert IDLE_TIMEOUT - 2 < time.monotonic() - t0 < IDLE_TIMEOUT + 5
+
+
+def test_stalled_body_does_not_block_others(echo):
+    stalled = socket.socket(socket.AF_UNIX)
+    stalled.connect(echo.sock)
+    stalled.sendall(b"PUT /mmds HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"a\":")
+    t0 = time.monotonic()
+    assert echo.request("GET", "/prompt")[0] == 200
+    assert time.monotonic() - t0 < 1.0
+    stalled.close()
+
+
+def test_connection_limit(echo):
+    conns = []
+    for _ in range(CONN_LIMIT + 8):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(echo.sock)  # the extra ones wait in the listen backlog
+        conns.append(s)
+    for s in conns:
+        s.sendall(b"GET /c HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(1.5)
+    answered, waiting = [], []
+    for s in conns:
+        s.setblocking(False)
+        try:
+            (answered if s.recv(65536).startswith(b"HTTP/1.1 200") else waiting).append(s)
+        except BlockingIOError:
+            waiting.append(s)
+    assert len(answered) == CONN_LIMIT
+    for s in answered:  # slots free up: the rest are served
+        s.close()
+    for s in waiting:
+        s.setblocking(True)
+        s.settimeout(5)
+        assert s.recv(65536).startswith(b"HTTP/1.1 200")
+        s.close()
+    assert echo.request("GET", "/still-up")[0] == 200
+
+
+def test_disconnect_mid_body(echo):
+    for _ in range(3):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(echo.sock)
+        s.sendall(b"PUT /mmds HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + b"y" * 10)
+        s.close()
+    status, _, out = echo.request("PUT", "/after", body=b"{}")
+    assert status == 200 and json.loads(out)["path"] == "/after"
+
+
+def test_disconnect_while_brisk_works(echo):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(echo.sock)
+    s.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.2)
+    s.close()  # the reply comes back to a closed connection
+    assert echo.request("GET", "/after")[0] == 200
+
+
+def test_oversized_headers(echo):
+    out = echo.raw(b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 4"), out[:100]  # 431 from libmicrohttpd
+    assert echo.request("GET", "/still-up")[0] == 200
+
+
+# ---- the socket path and the helper's life ----------------------------------------------------------------
+
+
+def start_failure(path):
+    p = subprocess.run([str(ECHO), path], capture_output=True, text=True, timeout=10)
+    check_sanitizers(p.stderr)
+    assert p.returncode == EXIT_START_FAILED, (p.returncode, p.stdout, p.stderr)
+    return p.stderr
+
+
+def test_existing_regular_file_untouched(sockdir):
+    path = os.path.join(sockdir, "api.sock")
+    Path(path).write_text("precious")
+    assert "not a socket" in start_failure(path)
+    assert Path(path).read_text() == "precious"
+
+
+def test_live_socket_refused(sockdir):
+    path = os.path.join(sockdir, "api.sock")
+    live = socket.socket(socket.AF_UNIX)
+    live.bind(path)
+    live.listen(1)
+    try:
+        assert "in use" in start_failure(path)
+        assert os.path.exists(path)
+    finally:
+        live.close()
+
+
+def test_stale_socket_replaced(sockdir):
+    path = os.path.join(sockdir, "api.sock")
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(path)
+    stale.close()  # the file stays, nobody listens
+    e = Echo(path)
+    assert e.request("GET", "/")[0] == 200
+    assert e.stop()[0] == 0
+    assert not os.path.exists(path)
+
+
+def test_path_too_long(sockdir):
+    path = os.path.join(sockdir, "x" * 120)
+    assert "limit" in start_failure(path)
+    assert not os.path.exists(path)
+
+
+def test_directory_missing(sockdir):
+    assert "does not exist" in start_failure(os.path.join(sockdir, "nodir", "api.sock"))
+
+
+def test_socket_unlinked_on_exit_request(sockdir):
+    e = Echo(os.path.join(sockdir, "api.sock"))
+    pid = e.helper_pid()
+    assert e.request("GET", "/exit")[0] == 200
+    assert e.proc.wait(timeout=10) == 0
+    check_sanitizers(e.proc.stderr.read())
+    assert not os.path.exists(e.sock)
+    assert gone(pid, wait=0.1)
+
+
+def test_helper_killed(sockdir):
+    e = Echo(os.path.join(sockdir, "api.sock"))
+    os.kill(e.helper_pid(), signal.SIGKILL)
+    assert e.proc.wait(timeout=10) == EXIT_HELPER_GONE
+    check_sanitizers(e.proc.stderr.read())
+    assert not os.path.exists(e.sock)
+
+
+def test_helper_exits_with_brisk(sockdir):
+    e = Echo(os.path.join(sockdir, "api.sock"))
+    pid = e.helper_pid()
+    e.proc.kill()  # no clean-up in api_echo: PR_SET_PDEATHSIG takes the helper down
+    e.proc.wait(timeout=10)
+    assert gone(pid)

@@ -1,0 +1,863 @@
+/* test_fc_config.c - Firecracker-compatible configuration: every API body, the config file, finalize, GET round trip.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "brisk/config.h"
+#include "brisk/fc_config.h"
+
+#define MiB (1ULL << 20)
+
+static char err[512];
+
+/* Calls a body function with a string literal's text. */
+#define PUT(fn, f, json)	fn(f, json, strlen(json), err, sizeof(err))
+#define PUT_ID(fn, f, id, json) fn(f, id, json, strlen(json), err, sizeof(err))
+
+/* The call fails with -EINVAL, its message contains `want`, and `f` (as GET shows it) did not change. */
+#define EXPECT_ERR(f, call, want)                                                                                      \
+	do {                                                                                                           \
+		char *before_ = fc_vm_to_json(f), *after_;                                                             \
+		int r_;                                                                                                \
+		err[0] = '\0';                                                                                         \
+		r_ = (call);                                                                                           \
+		after_ = fc_vm_to_json(f);                                                                             \
+		if (r_ != -EINVAL || !strstr(err, want))                                                               \
+			fail_msg("line %d: got %d \"%s\", want -EINVAL \"%s\"", __LINE__, r_, err, want);              \
+		assert_string_equal(before_, after_);                                                                  \
+		free(before_);                                                                                         \
+		free(after_);                                                                                          \
+	} while (0)
+
+#define EXPECT_OK(call)                                                                                                \
+	do {                                                                                                           \
+		err[0] = '\0';                                                                                         \
+		if ((call) != 0)                                                                                       \
+			fail_msg("line %d: failed: %s", __LINE__, err);                                                \
+	} while (0)
+
+static int setup(void **state)
+{
+	struct fc_vm *f = malloc(sizeof(*f));
+
+	if (!f)
+		return -1;
+	fc_vm_init(f);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fc_vm_free(*state);
+	free(*state);
+	return 0;
+}
+
+static void test_boot_source(void **state)
+{
+	struct fc_vm *f = *state;
+	char big[5000];
+
+	EXPECT_OK(PUT(fc_put_boot_source, f,
+		      "{\"kernel_image_path\": \"/k/vmlinux\", \"boot_args\": \"console=ttyS0 reboot=k\", "
+		      "\"initrd_path\": \"/k/initrd\"}"));
+	assert_true(f->boot_source_set);
+	assert_string_equal(f->cfg.kernel, "/k/vmlinux");
+	assert_string_equal(f->cfg.cmdline, "console=ttyS0 reboot=k");
+	assert_string_equal(f->cfg.initrd, "/k/initrd");
+	/* A PUT replaces: what it does not give is gone. */
+	EXPECT_OK(PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"/k/bzImage\", \"boot_args\": \"\"}"));
+	assert_string_equal(f->cfg.kernel, "/k/bzImage");
+	assert_string_equal(f->cfg.cmdline, "");
+	assert_null(f->cfg.initrd);
+	EXPECT_OK(PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"/k/bzImage\", \"initrd_path\": null}"));
+	assert_null(f->cfg.cmdline);
+
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{\"boot_args\": \"x\"}"),
+		   "boot-source: kernel_image_path is required");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{\"kernel_image_path\": 5}"),
+		   "boot-source: kernel_image_path: expected a string, got int");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"/k\", \"boot_args\": true}"),
+		   "boot_args: expected a string, got boolean");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"/k\", \"initrd_path\": [\"/i\"]}"),
+		   "initrd_path: expected a string, got array");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"\"}"), "kernel_image_path: empty");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"/k\", \"foo\": 1}"),
+		   "boot-source: unknown key 'foo'");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"/k\\nx\"}"),
+		   "kernel_image_path: control character at offset 2");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"/k\\u0000x\"}"),
+		   "kernel_image_path: control character at offset 2");
+	memset(big, 'a', sizeof(big));
+	memcpy(big, "{\"kernel_image_path\": \"", 23);
+	strcpy(big + 4500, "\"}");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, big), "kernel_image_path: 4477 bytes, at most 4095");
+	assert_string_equal(f->cfg.kernel, "/k/bzImage");
+}
+
+/* What every body shares: the JSON checks before any key is looked at. */
+static void test_bad_json(void **state)
+{
+	struct fc_vm *f = *state;
+	static const char nul[] = "{\"kernel_image_path\": \"/k\"}\0";
+
+	/* The text is `len` bytes, not a C string: what follows is not looked at (an HTTP body has no NUL). */
+	EXPECT_OK(fc_put_boot_source(f, "{\"kernel_image_path\": \"/k\"}XYZ", 27, err, sizeof(err)));
+	EXPECT_ERR(f, fc_put_boot_source(f, "{\"kernel_image_path\": \"/k\"}XYZ", 26, err, sizeof(err)),
+		   "the text ends inside an unfinished value");
+	EXPECT_ERR(f, fc_put_boot_source(f, "   ", 0, err, sizeof(err)), "empty body");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, ""), "boot-source: empty body");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, " \n"), "empty body");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{\"kernel_image_path\": "), "bad JSON: the text ends inside");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{\"kernel_image_path\" \"/k\"}"), "bad JSON at byte 21");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"/k\"} x"),
+		   "bad JSON at byte 28: trailing data after the object");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"/k\"}{}"), "trailing data");
+	EXPECT_ERR(f, fc_put_boot_source(f, nul, sizeof(nul), err, sizeof(err)), "bad JSON at byte 27: NUL byte");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "[1]"), "expected a JSON object, got array");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "\"x\""), "expected a JSON object, got string");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"/k\", \"kernel_image_path\": \"/j\"}"),
+		   "duplicate key 'kernel_image_path'");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{'kernel_image_path': 1}"), "single-quoted string");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{\"kernel_image\\u005fpath\": \"/k\"}"), "escape sequence");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"/k\x01\"}"),
+		   "control character in a string");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"/k\xff\"}"), "bad JSON");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"/k\",}"), "bad JSON at byte 27");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{/* c */ \"kernel_image_path\": \"/k\"}"), "bad JSON at byte 1");
+	EXPECT_ERR(f, PUT(fc_put_boot_source, f, "{\"a\":[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]}"), "bad JSON");
+	/* Duplicates are found in nested objects too, and equal keys in sibling objects are fine. */
+	EXPECT_ERR(f, PUT(fc_put_entropy, f, "{\"rate_limiter\": {\"ops\": null, \"ops\": null}}"),
+		   "duplicate key 'ops'");
+	EXPECT_OK(PUT(fc_put_entropy, f,
+		      "{\"rate_limiter\": {\"bandwidth\": {\"size\": 1000, \"refill_time\": 1000}, \"ops\": null}}"));
+	EXPECT_ERR(f, fc_put_boot_source(f, "{}", FC_JSON_MAX + 1, err, sizeof(err)), "at most 1048576");
+	EXPECT_ERR(f,
+		   PUT(fc_put_boot_source, f,
+		       "{\"a0\":0,\"a1\":0,\"a2\":0,\"a3\":0,\"a4\":0,\"a5\":0,\"a6\":0,\"a7\":0,\"a8\":0,\"a9\":0,"
+		       "\"b0\":0,\"b1\":0,\"b2\":0,\"b3\":0,\"b4\":0,\"b5\":0,\"b6\":0,\"b7\":0,\"b8\":0,\"b9\":0,"
+		       "\"c0\":0,\"c1\":0,\"c2\":0,\"c3\":0,\"c4\":0,\"c5\":0,\"c6\":0,\"c7\":0,\"c8\":0,\"c9\":0,"
+		       "\"d0\":0,\"d1\":0,\"d2\":0}"),
+		   "more than 32 members");
+}
+
+static void test_machine_config_put(void **state)
+{
+	struct fc_vm *f = *state;
+
+	EXPECT_OK(PUT(fc_put_machine_config, f,
+		      "{\"vcpu_count\": 4, \"mem_size_mib\": 512, \"smt\": true, \"track_dirty_pages\": false, "
+		      "\"cpu_template\": \"None\", \"huge_pages\": \"2M\"}"));
+	assert_int_equal(f->cfg.cpus, 4);
+	assert_int_equal(f->cfg.memory, 512 * MiB);
+	assert_true(f->smt);
+	assert_int_equal(f->cfg.topology.sockets, 1);
+	assert_int_equal(f->cfg.topology.cores, 2);
+	assert_int_equal(f->cfg.topology.threads, 2);
+	assert_true(f->cfg.hugepages);
+	assert_null(f->cfg.cpu_template);
+	/* PUT replaces: smt and huge_pages back to their defaults. */
+	EXPECT_OK(PUT(fc_put_machine_config, f, "{\"vcpu_count\": 3, \"mem_size_mib\": 129}"));
+	assert_int_equal(f->cfg.cpus, 3);
+	assert_int_equal(f->cfg.memory, 129 * MiB);
+	assert_false(f->smt);
+	assert_int_equal(f->cfg.topology.threads, 0);
+	assert_false(f->cfg.hugepages);
+	EXPECT_OK(PUT(fc_put_machine_config, f, "{\"vcpu_count\": 1, \"mem_size_mib\": 128, \"smt\": true}"));
+	assert_int_equal(f->cfg.topology.threads, 0); /* one vCPU: nothing to pair */
+	EXPECT_OK(PUT(fc_put_machine_config, f,
+		      "{\"vcpu_count\": 254, \"mem_size_mib\": 16, \"huge_pages\": "
+		      "\"Transparent\"}"));
+	assert_true(f->cfg.hugepages);
+
+	EXPECT_ERR(f, PUT(fc_put_machine_config, f, "{\"mem_size_mib\": 128}"),
+		   "machine-config: vcpu_count is required");
+	EXPECT_ERR(f, PUT(fc_put_machine_config, f, "{\"vcpu_count\": 2}"), "machine-config: mem_size_mib is required");
+	EXPECT_ERR(f, PUT(fc_put_machine_config, f, "{\"vcpu_count\": 0, \"mem_size_mib\": 128}"),
+		   "machine-config: vcpu_count: 0 is out of range 1..254");
+	EXPECT_ERR(f, PUT(fc_put_machine_config, f, "{\"vcpu_count\": 255, \"mem_size_mib\": 128}"),
+		   "vcpu_count: 255 is out of range 1..254");
+	EXPECT_ERR(f, PUT(fc_put_machine_config, f, "{\"vcpu_count\": -1, \"mem_size_mib\": 128}"),
+		   "vcpu_count: -1 is out of range");
+	EXPECT_ERR(f, PUT(fc_put_machine_config, f, "{\"vcpu_count\": 2.0, \"mem_size_mib\": 128}"),
+		   "vcpu_count: expected an integer, got double");
+	EXPECT_ERR(f, PUT(fc_put_machine_config, f, "{\"vcpu_count\": \"2\", \"mem_size_mib\": 128}"),
+		   "vcpu_count: expected an integer, got string");
+	EXPECT_ERR(f, PUT(fc_put_machine_config, f, "{\"vcpu_count\": 99999999999999999999, \"mem_size_mib\": 128}"),
+		   "vcpu_count: 18446744073709551615 is out of range");
+	EXPECT_ERR(f, PUT(fc_put_machine_config, f, "{\"vcpu_count\": 1, \"mem_size_mib\": 15}"),
+		   "mem_size_mib: 15 is out of range 16..16777216");
+	EXPECT_ERR(f, PUT(fc_put_machine_config, f, "{\"vcpu_count\": 1, \"mem_size_mib\": 16777217}"),
+		   "mem_size_mib: 16777217 is out of range");
+	EXPECT_ERR(f, PUT(fc_put_machine_config, f, "{\"vcpu_count\": 1, \"mem_size_mib\": 9223372036854775807}"),
+		   "mem_size_mib: 9223372036854775807 is out of range");
+	EXPECT_ERR(f, PUT(fc_put_machine_config, f, "{\"vcpu_count\": 3, \"mem_size_mib\": 128, \"smt\": true}"),
+		   "smt: true needs vcpu_count 1 or an even number, got 3");
+	EXPECT_ERR(f, PUT(fc_put_machine_config, f, "{\"vcpu_count\": 2, \"mem_size_mib\": 128, \"smt\": 1}"),
+		   "smt: expected true or false, got int");
+	EXPECT_ERR(f,
+		   PUT(fc_put_machine_config, f,
+		       "{\"vcpu_count\": 2, \"mem_size_mib\": 128, \"track_dirty_pages\": "
+		       "true}"),
+		   "track_dirty_pages: true is not supported");
+	EXPECT_ERR(f,
+		   PUT(fc_put_machine_config, f,
+		       "{\"vcpu_count\": 2, \"mem_size_mib\": 128, \"cpu_template\": "
+		       "\"T2\"}"),
+		   "cpu_template: \"T2\" is not supported");
+	EXPECT_ERR(f, PUT(fc_put_machine_config, f, "{\"vcpu_count\": 2, \"mem_size_mib\": 128, \"cpu_template\": 1}"),
+		   "cpu_template: expected a string");
+	EXPECT_ERR(f,
+		   PUT(fc_put_machine_config, f, "{\"vcpu_count\": 2, \"mem_size_mib\": 128, \"huge_pages\": \"1G\"}"),
+		   "huge_pages: \"1G\" is not one of \"None\", \"2M\", \"Transparent\"");
+	EXPECT_ERR(f,
+		   PUT(fc_put_machine_config, f, "{\"vcpu_count\": 2, \"mem_size_mib\": 129, \"huge_pages\": \"2M\"}"),
+		   "huge_pages: \"2M\" needs an even mem_size_mib, got 129");
+	EXPECT_ERR(f, PUT(fc_put_machine_config, f, "{\"vcpu_count\": 2, \"mem_size_mib\": 128, \"vcpus\": 2}"),
+		   "machine-config: unknown key 'vcpus'");
+}
+
+static void test_machine_config_patch(void **state)
+{
+	struct fc_vm *f = *state;
+	char *json;
+
+	EXPECT_OK(PUT(fc_put_machine_config, f,
+		      "{\"vcpu_count\": 2, \"mem_size_mib\": 256, \"smt\": true, "
+		      "\"huge_pages\": \"2M\"}"));
+	EXPECT_OK(PUT(fc_patch_machine_config, f, "{\"vcpu_count\": 6}"));
+	assert_int_equal(f->cfg.cpus, 6);
+	assert_int_equal(f->cfg.memory, 256 * MiB);
+	assert_true(f->smt);
+	assert_int_equal(f->cfg.topology.cores, 3);
+	assert_true(f->cfg.hugepages);
+	EXPECT_OK(PUT(fc_patch_machine_config, f, "{\"mem_size_mib\": 1024, \"smt\": false}"));
+	assert_int_equal(f->cfg.cpus, 6);
+	assert_int_equal(f->cfg.memory, 1024 * MiB);
+	assert_int_equal(f->cfg.topology.threads, 0);
+	EXPECT_ERR(f, PUT(fc_patch_machine_config, f, "{}"), "machine-config: empty PATCH request");
+	EXPECT_ERR(f, PUT(fc_patch_machine_config, f, "{\"smt\": null}"), "empty PATCH request");
+	EXPECT_OK(PUT(fc_patch_machine_config, f, "{\"vcpu_count\": 5}"));
+	EXPECT_ERR(f, PUT(fc_patch_machine_config, f, "{\"smt\": true}"), "smt: true needs vcpu_count 1 or an even");
+	EXPECT_ERR(f, PUT(fc_patch_machine_config, f, "{\"mem_size_mib\": 1023}"), "needs an even mem_size_mib");
+	json = fc_machine_config_json(f);
+	assert_non_null(json);
+	assert_non_null(strstr(json, "\"vcpu_count\":5"));
+	assert_non_null(strstr(json, "\"mem_size_mib\":1024"));
+	assert_non_null(strstr(json, "\"huge_pages\":\"2M\""));
+	assert_non_null(strstr(json, "\"track_dirty_pages\":false"));
+	free(json);
+}
+
+#define DRIVE(id, path, root) "{\"drive_id\": \"" id "\", \"path_on_host\": \"" path "\", \"is_root_device\": " root "}"
+
+static void test_drives(void **state)
+{
+	struct fc_vm *f = *state;
+
+	EXPECT_OK(PUT_ID(fc_put_drive, f, "data1", DRIVE("data1", "/d/1.img", "false")));
+	EXPECT_OK(PUT_ID(fc_put_drive, f, "data2", DRIVE("data2", "/d/2.img", "false")));
+	EXPECT_OK(PUT_ID(fc_put_drive, f, "rootfs",
+			 "{\"drive_id\": \"rootfs\", \"path_on_host\": \"/d/root.ext4\", \"is_root_device\": true, "
+			 "\"is_read_only\": true, \"partuuid\": null, \"cache_type\": \"Writeback\", \"io_engine\": "
+			 "\"Async\", \"rate_limiter\": null, \"socket\": null}"));
+	/* The root device goes first (/dev/vda); the others keep their order. */
+	assert_int_equal(f->cfg.nr_disks, 3);
+	assert_string_equal(f->drive[0].id, "rootfs");
+	assert_string_equal(f->cfg.disk[0].path, "/d/root.ext4");
+	assert_true(f->cfg.disk[0].ro);
+	assert_int_equal(f->cfg.disk[0].cache, DISK_CACHE_WRITEBACK);
+	assert_int_equal(f->drive[0].cache_type, FC_CACHE_WRITEBACK);
+	assert_int_equal(f->drive[0].io_engine, FC_IO_ASYNC);
+	assert_string_equal(f->drive[1].id, "data1");
+	assert_string_equal(f->drive[2].id, "data2");
+	assert_false(f->cfg.disk[1].ro);
+	assert_int_equal(f->drive[1].cache_type, FC_CACHE_UNSAFE);
+	assert_string_equal(f->cfg.disk[1].id, ""); /* the virtio-blk serial stays derived from the file */
+
+	/* Replacing keeps the place; a replaced root device may stop being root. */
+	EXPECT_OK(PUT_ID(fc_put_drive, f, "data1", DRIVE("data1", "/d/1b.img", "false")));
+	assert_string_equal(f->cfg.disk[1].path, "/d/1b.img");
+	assert_int_equal(f->cfg.nr_disks, 3);
+	EXPECT_ERR(f, PUT_ID(fc_put_drive, f, "data2", DRIVE("data2", "/d/2.img", "true")),
+		   "drives: is_root_device: drive 'rootfs' is already the root device");
+	EXPECT_OK(PUT_ID(fc_put_drive, f, "rootfs", DRIVE("rootfs", "/d/root.ext4", "false")));
+	EXPECT_OK(PUT_ID(fc_put_drive, f, "data2", DRIVE("data2", "/d/2.img", "true")));
+	assert_string_equal(f->drive[0].id, "data2");
+	assert_string_equal(f->drive[1].id, "rootfs");
+	assert_string_equal(f->drive[2].id, "data1");
+
+	/* PATCH: a new path_on_host for an existing drive, nothing else. */
+	EXPECT_OK(PUT_ID(fc_patch_drive, f, "data1", "{\"drive_id\": \"data1\", \"path_on_host\": \"/d/1c.img\"}"));
+	assert_string_equal(f->cfg.disk[2].path, "/d/1c.img");
+	EXPECT_ERR(f, PUT_ID(fc_patch_drive, f, "nope", "{\"drive_id\": \"nope\", \"path_on_host\": \"/x\"}"),
+		   "drives: drive_id: no drive 'nope'");
+	EXPECT_ERR(f, PUT_ID(fc_patch_drive, f, "data1", "{\"drive_id\": \"data1\"}"), "path_on_host is required");
+	EXPECT_ERR(f, PUT_ID(fc_patch_drive, f, "data1", "{\"drive_id\": \"data1\", \"is_read_only\": true}"),
+		   "unknown key 'is_read_only'");
+	EXPECT_ERR(f,
+		   PUT_ID(fc_patch_drive, f, "data1",
+			  "{\"drive_id\": \"data1\", \"path_on_host\": \"/x\", \"rate_limiter\": {}}"),
+		   "rate_limiter is not supported");
+}
+
+static void test_drive_errors(void **state)
+{
+	struct fc_vm *f = *state;
+	char id[8], body[128];
+
+	EXPECT_ERR(f, PUT_ID(fc_put_drive, f, "a", DRIVE("b", "/x", "false")),
+		   "drives: drive_id: 'b' does not match the id in the path, 'a'");
+	EXPECT_ERR(f, PUT_ID(fc_put_drive, f, "a-b", DRIVE("a-b", "/x", "false")), "the id in the path is not");
+	EXPECT_ERR(f, PUT_ID(fc_put_drive, f, NULL, DRIVE("a b", "/x", "false")),
+		   "drive_id: 'a b' is not 1..64 characters");
+	EXPECT_ERR(f,
+		   PUT_ID(fc_put_drive, f, NULL,
+			  DRIVE("a123456789a123456789a123456789a123456789a123456789a123456789abcde", "/x", "false")),
+		   "drive_id: 65 bytes, at most 64");
+	EXPECT_ERR(f, PUT_ID(fc_put_drive, f, "a", "{\"path_on_host\": \"/x\", \"is_root_device\": false}"),
+		   "drive_id is required");
+	EXPECT_ERR(f, PUT_ID(fc_put_drive, f, "a", "{\"drive_id\": \"a\", \"is_root_device\": false}"),
+		   "drives: path_on_host is required");
+	EXPECT_ERR(f, PUT_ID(fc_put_drive, f, "a", "{\"drive_id\": \"a\", \"path_on_host\": \"/x\"}"),
+		   "drives: is_root_device is required");
+	EXPECT_ERR(f, PUT_ID(fc_put_drive, f, "a", DRIVE("a", "/x", "\"yes\"")),
+		   "is_root_device: expected true or false, got string");
+	EXPECT_ERR(
+	    f,
+	    PUT_ID(fc_put_drive, f, "a",
+		   "{\"drive_id\": \"a\", \"path_on_host\": \"/x\", \"is_root_device\": false, \"is_read_only\": 0}"),
+	    "is_read_only: expected true or false");
+	EXPECT_ERR(f,
+		   PUT_ID(fc_put_drive, f, "a",
+			  "{\"drive_id\": \"a\", \"path_on_host\": \"/x\", \"is_root_device\": false, \"cache_type\": "
+			  "\"writeback\"}"),
+		   "cache_type: \"writeback\" is not one of \"Unsafe\", \"Writeback\"");
+	EXPECT_ERR(f,
+		   PUT_ID(fc_put_drive, f, "a",
+			  "{\"drive_id\": \"a\", \"path_on_host\": \"/x\", \"is_root_device\": false, \"io_engine\": "
+			  "\"Uring\"}"),
+		   "io_engine: \"Uring\" is not one of \"Sync\", \"Async\"");
+	EXPECT_ERR(
+	    f,
+	    PUT_ID(fc_put_drive, f, "a",
+		   "{\"drive_id\": \"a\", \"path_on_host\": \"/x\", \"is_root_device\": false, \"rate_limiter\": "
+		   "{\"bandwidth\": {\"size\": 1, \"refill_time\": 1}}}"),
+	    "drives: rate_limiter is not supported");
+	EXPECT_ERR(f,
+		   PUT_ID(fc_put_drive, f, "a", "{\"drive_id\": \"a\", \"is_root_device\": false, \"socket\": \"/s\"}"),
+		   "socket is not supported: vhost-user");
+	EXPECT_ERR(f,
+		   PUT_ID(fc_put_drive, f, "a",
+			  "{\"drive_id\": \"a\", \"path_on_host\": \"/x\", \"is_root_device\": true, \"partuuid\": "
+			  "\"x y\"}"),
+		   "partuuid: 'x y' has characters other than");
+	EXPECT_ERR(f,
+		   PUT_ID(fc_put_drive, f, "a",
+			  "{\"drive_id\": \"a\", \"path_on_host\": \"/x\", \"is_root_device\": "
+			  "false, \"foo\": 1}"),
+		   "drives: unknown key 'foo'");
+	for (unsigned i = 0; i < VM_MAX_DISKS; i++) {
+		snprintf(id, sizeof(id), "d%u", i);
+		snprintf(body, sizeof(body), DRIVE("%s", "/x", "false"), id);
+		EXPECT_OK(fc_put_drive(f, id, body, strlen(body), err, sizeof(err)));
+	}
+	EXPECT_ERR(f, PUT_ID(fc_put_drive, f, "d16", DRIVE("d16", "/x", "false")),
+		   "'d16' would be drive 17: at most 16");
+	EXPECT_OK(PUT_ID(fc_put_drive, f, "d3", DRIVE("d3", "/y", "false"))); /* a replacement still fits */
+	assert_int_equal(f->cfg.nr_disks, VM_MAX_DISKS);
+}
+
+/* InstanceStart: the boot source is needed, and the root device's words go on the command line. */
+static void test_finalize_root(void **state)
+{
+	struct fc_vm *f = *state;
+
+	EXPECT_ERR(f, fc_vm_finalize(f, err, sizeof(err)), "no boot source");
+	EXPECT_OK(PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"/k\", \"boot_args\": \"console=ttyS0\"}"));
+	EXPECT_OK(fc_vm_finalize(f, err, sizeof(err)));
+	assert_null(f->cfg.cmdline_append);
+	EXPECT_OK(PUT_ID(fc_put_drive, f, "data", DRIVE("data", "/d", "false")));
+	EXPECT_OK(fc_vm_finalize(f, err, sizeof(err)));
+	assert_null(f->cfg.cmdline_append);
+	EXPECT_OK(PUT_ID(fc_put_drive, f, "root", DRIVE("root", "/r", "true")));
+	EXPECT_OK(fc_vm_finalize(f, err, sizeof(err)));
+	assert_string_equal(f->cfg.cmdline_append, "root=/dev/vda rw");
+	assert_string_equal(f->cfg.cmdline, "console=ttyS0");
+	EXPECT_OK(
+	    PUT_ID(fc_put_drive, f, "root",
+		   "{\"drive_id\": \"root\", \"path_on_host\": \"/r\", \"is_root_device\": true, \"is_read_only\": "
+		   "true, \"partuuid\": \"0eaa91a0-01\"}"));
+	EXPECT_OK(fc_vm_finalize(f, err, sizeof(err)));
+	assert_string_equal(f->cfg.cmdline_append, "root=PARTUUID=0eaa91a0-01 ro");
+	EXPECT_OK(PUT_ID(fc_put_drive, f, "root", DRIVE("root", "/r", "false")));
+	EXPECT_OK(fc_vm_finalize(f, err, sizeof(err)));
+	assert_null(f->cfg.cmdline_append);
+	/* config_validate's checks come last: a vsock socket in a directory that does not exist. */
+	EXPECT_OK(PUT(fc_put_vsock, f, "{\"guest_cid\": 3, \"uds_path\": \"/nonexistent-dir/v.sock\"}"));
+	assert_int_equal(fc_vm_finalize(f, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "its directory does not exist"));
+}
+
+static void test_net(void **state)
+{
+	struct fc_vm *f = *state;
+	char id[8], body[160];
+
+	EXPECT_OK(PUT_ID(fc_put_net, f, "eth0",
+			 "{\"iface_id\": \"eth0\", \"host_dev_name\": \"tap0\", \"guest_mac\": \"AA:FC:00:00:00:01\", "
+			 "\"mtu\": null, \"rx_rate_limiter\": null, \"tx_rate_limiter\": null}"));
+	EXPECT_OK(PUT_ID(fc_put_net, f, "eth1", "{\"iface_id\": \"eth1\", \"host_dev_name\": \"tap1\"}"));
+	assert_int_equal(f->cfg.nr_nets, 2);
+	assert_int_equal(f->cfg.net[0].kind, NET_TAP);
+	assert_string_equal(f->cfg.net[0].tap, "tap0");
+	assert_true(f->cfg.net[0].has_mac);
+	assert_memory_equal(f->cfg.net[0].mac, "\xaa\xfc\x00\x00\x00\x01", 6);
+	assert_false(f->cfg.net[1].has_mac);
+	assert_string_equal(f->net[1].id, "eth1");
+	/* A replacement keeps its place; its own MAC is not a conflict. */
+	EXPECT_OK(
+	    PUT_ID(fc_put_net, f, "eth0",
+		   "{\"iface_id\": \"eth0\", \"host_dev_name\": \"tap9\", \"guest_mac\": \"aa:fc:00:00:00:01\"}"));
+	assert_string_equal(f->cfg.net[0].tap, "tap9");
+	assert_string_equal(f->net[0].id, "eth0");
+
+	EXPECT_ERR(
+	    f,
+	    PUT_ID(fc_put_net, f, "eth1",
+		   "{\"iface_id\": \"eth1\", \"host_dev_name\": \"tap1\", \"guest_mac\": \"aa:fc:00:00:00:01\"}"),
+	    "network-interfaces: guest_mac: aa:fc:00:00:00:01 is in use by interface 'eth0'");
+	EXPECT_ERR(
+	    f,
+	    PUT_ID(fc_put_net, f, "eth2",
+		   "{\"iface_id\": \"eth2\", \"host_dev_name\": \"tap2\", \"guest_mac\": \"01:00:00:00:00:01\"}"),
+	    "guest_mac: mac=01:00:00:00:00:01 is a multicast address");
+	EXPECT_ERR(f,
+		   PUT_ID(fc_put_net, f, "eth2",
+			  "{\"iface_id\": \"eth2\", \"host_dev_name\": \"tap2\", \"guest_mac\": \"aa:bb:cc:dd:ee\"}"),
+		   "guest_mac: mac=aa:bb:cc:dd:ee: expected six hex bytes");
+	EXPECT_ERR(
+	    f,
+	    PUT_ID(fc_put_net, f, "eth2",
+		   "{\"iface_id\": \"eth2\", \"host_dev_name\": \"tap2\", \"guest_mac\": \"aa:bb:cc:dd:ee:ff:00\"}"),
+	    "guest_mac: 20 bytes, at most 17");
+	EXPECT_ERR(f, PUT_ID(fc_put_net, f, "eth2", "{\"iface_id\": \"eth2\", \"host_dev_name\": \"a/b\"}"),
+		   "host_dev_name: 'a/b' is not an interface name");
+	EXPECT_ERR(f, PUT_ID(fc_put_net, f, "eth2", "{\"iface_id\": \"eth2\", \"host_dev_name\": \"..\"}"),
+		   "is not an interface name");
+	EXPECT_ERR(f,
+		   PUT_ID(fc_put_net, f, "eth2", "{\"iface_id\": \"eth2\", \"host_dev_name\": \"tap0123456789abc\"}"),
+		   "host_dev_name: 16 bytes, at most 15");
+	EXPECT_ERR(f, PUT_ID(fc_put_net, f, "eth2", "{\"iface_id\": \"eth2\"}"), "host_dev_name is required");
+	EXPECT_ERR(f, PUT_ID(fc_put_net, f, "eth2", "{\"host_dev_name\": \"tap2\"}"), "iface_id is required");
+	EXPECT_ERR(f, PUT_ID(fc_put_net, f, "eth3", "{\"iface_id\": \"eth2\", \"host_dev_name\": \"tap2\"}"),
+		   "iface_id: 'eth2' does not match the id in the path, 'eth3'");
+	EXPECT_ERR(
+	    f, PUT_ID(fc_put_net, f, "eth2", "{\"iface_id\": \"eth2\", \"host_dev_name\": \"tap2\", \"mtu\": 1500}"),
+	    "mtu is not supported");
+	EXPECT_ERR(f,
+		   PUT_ID(fc_put_net, f, "eth2",
+			  "{\"iface_id\": \"eth2\", \"host_dev_name\": \"tap2\", \"tx_rate_limiter\": {}}"),
+		   "tx_rate_limiter is not supported");
+	EXPECT_ERR(f, PUT_ID(fc_put_net, f, "eth2", "{\"iface_id\": \"eth2\", \"host_dev_name\": 7}"),
+		   "host_dev_name: expected a string, got int");
+	EXPECT_ERR(f, PUT_ID(fc_put_net, f, "eth2", "{\"iface_id\": \"eth2\", \"host_dev_name\": \"t\", \"x\": 1}"),
+		   "network-interfaces: unknown key 'x'");
+	for (unsigned i = 2; i < VM_MAX_NETS; i++) {
+		snprintf(id, sizeof(id), "n%u", i);
+		snprintf(body, sizeof(body), "{\"iface_id\": \"%s\", \"host_dev_name\": \"tap%u\"}", id, i);
+		EXPECT_OK(fc_put_net(f, id, body, strlen(body), err, sizeof(err)));
+	}
+	EXPECT_ERR(f, PUT_ID(fc_put_net, f, "n8", "{\"iface_id\": \"n8\", \"host_dev_name\": \"tap8\"}"),
+		   "'n8' would be interface 9: at most 8");
+}
+
+static void test_vsock(void **state)
+{
+	struct fc_vm *f = *state;
+	char body[200];
+
+	EXPECT_OK(PUT(fc_put_vsock, f, "{\"vsock_id\": \"vsock0\", \"guest_cid\": 3, \"uds_path\": \"/tmp/v.sock\"}"));
+	assert_int_equal(f->cfg.vsock.cid, 3);
+	assert_string_equal(f->cfg.vsock.uds, "/tmp/v.sock");
+	assert_string_equal(f->vsock_id, "vsock0");
+	EXPECT_OK(PUT(fc_put_vsock, f, "{\"guest_cid\": 4294967294, \"uds_path\": \"v.sock\"}"));
+	assert_int_equal(f->cfg.vsock.cid, 0xfffffffe);
+	assert_string_equal(f->vsock_id, "");
+
+	EXPECT_ERR(f, PUT(fc_put_vsock, f, "{\"guest_cid\": 2, \"uds_path\": \"/v\"}"),
+		   "vsock: guest_cid: 2 is out of range 3..4294967294");
+	EXPECT_ERR(f, PUT(fc_put_vsock, f, "{\"guest_cid\": 4294967295, \"uds_path\": \"/v\"}"),
+		   "guest_cid: 4294967295 is out of range");
+	EXPECT_ERR(f, PUT(fc_put_vsock, f, "{\"uds_path\": \"/v\"}"), "vsock: guest_cid is required");
+	EXPECT_ERR(f, PUT(fc_put_vsock, f, "{\"guest_cid\": 3}"), "vsock: uds_path is required");
+	EXPECT_ERR(f, PUT(fc_put_vsock, f, "{\"guest_cid\": \"3\", \"uds_path\": \"/v\"}"),
+		   "guest_cid: expected an integer, got string");
+	EXPECT_ERR(f, PUT(fc_put_vsock, f, "{\"guest_cid\": 3, \"uds_path\": \"/v\", \"vsock_id\": \"a.b\"}"),
+		   "vsock_id: 'a.b' is not 1..64 characters");
+	snprintf(body, sizeof(body), "{\"guest_cid\": 3, \"uds_path\": \"/%096d\"}", 0);
+	EXPECT_ERR(f, PUT(fc_put_vsock, f, body), "uds_path: 97 bytes, at most 96");
+	EXPECT_ERR(f, PUT(fc_put_vsock, f, "{\"guest_cid\": 3, \"uds_path\": \"/v\", \"cid\": 3}"),
+		   "vsock: unknown key 'cid'");
+}
+
+static void test_entropy(void **state)
+{
+	struct fc_vm *f = *state;
+
+	EXPECT_OK(PUT(fc_put_entropy, f, "{}"));
+	assert_int_equal(f->cfg.rng_rate, VM_RNG_DEFAULT_RATE);
+	EXPECT_OK(
+	    PUT(fc_put_entropy, f,
+		"{\"rate_limiter\": {\"bandwidth\": {\"size\": 1000, \"refill_time\": 100, \"one_time_burst\": 0}}}"));
+	assert_int_equal(f->cfg.rng_rate, 10000);
+	EXPECT_OK(PUT(fc_put_entropy, f, "{\"rate_limiter\": null}"));
+	assert_int_equal(f->cfg.rng_rate, VM_RNG_DEFAULT_RATE);
+	EXPECT_OK(PUT(fc_put_entropy, f, "{\"rate_limiter\": {\"bandwidth\": null, \"ops\": null}}"));
+	assert_int_equal(f->cfg.rng_rate, VM_RNG_DEFAULT_RATE);
+	EXPECT_OK(PUT(fc_put_entropy, f,
+		      "{\"rate_limiter\": {\"bandwidth\": {\"size\": 18446744073709551, \"refill_time\": 1}}}"));
+	assert_int_equal(f->cfg.rng_rate, 18446744073709551000ULL);
+
+	EXPECT_ERR(f, PUT(fc_put_entropy, f, "{\"rate_limiter\": {\"bandwidth\": {\"size\": 0, \"refill_time\": 1}}}"),
+		   "entropy: rate_limiter: bandwidth: size: 0 is out of range 1..18446744073709551");
+	EXPECT_ERR(f,
+		   PUT(fc_put_entropy, f,
+		       "{\"rate_limiter\": {\"bandwidth\": {\"size\": 18446744073709552, \"refill_time\": 1}}}"),
+		   "size: 18446744073709552 is out of range");
+	EXPECT_ERR(f, PUT(fc_put_entropy, f, "{\"rate_limiter\": {\"bandwidth\": {\"size\": 5, \"refill_time\": 0}}}"),
+		   "refill_time: 0 is out of range 1..4294967295");
+	EXPECT_ERR(f, PUT(fc_put_entropy, f, "{\"rate_limiter\": {\"bandwidth\": {\"size\": 5}}}"),
+		   "rate_limiter: bandwidth: refill_time is required");
+	EXPECT_ERR(f, PUT(fc_put_entropy, f, "{\"rate_limiter\": {\"bandwidth\": {\"refill_time\": 5}}}"),
+		   "bandwidth: size is required");
+	EXPECT_ERR(f,
+		   PUT(fc_put_entropy, f, "{\"rate_limiter\": {\"bandwidth\": {\"size\": 1, \"refill_time\": 2000}}}"),
+		   "size 1 per refill_time 2000 ms is below 1 byte per second");
+	EXPECT_ERR(f,
+		   PUT(fc_put_entropy, f,
+		       "{\"rate_limiter\": {\"bandwidth\": {\"size\": 1, \"refill_time\": 1, \"one_time_burst\": 5}}}"),
+		   "one_time_burst: 5 is out of range 0..0");
+	EXPECT_ERR(f, PUT(fc_put_entropy, f, "{\"rate_limiter\": {\"ops\": {\"size\": 1, \"refill_time\": 1}}}"),
+		   "entropy: rate_limiter: ops is not supported");
+	EXPECT_ERR(f, PUT(fc_put_entropy, f, "{\"rate_limiter\": 5}"),
+		   "entropy: rate_limiter: expected an object, got int");
+	EXPECT_ERR(f, PUT(fc_put_entropy, f, "{\"rate_limiter\": {\"bandwidth\": []}}"),
+		   "bandwidth: expected an object, got array");
+	EXPECT_ERR(f, PUT(fc_put_entropy, f, "{\"rate_limiter\": {\"bw\": {}}}"), "rate_limiter: unknown key 'bw'");
+	EXPECT_ERR(f, PUT(fc_put_entropy, f, "{\"rate\": 5}"), "entropy: unknown key 'rate'");
+}
+
+static void test_logger_metrics(void **state)
+{
+	struct fc_vm *f = *state;
+
+	EXPECT_OK(
+	    PUT(fc_put_logger, f,
+		"{\"log_path\": \"/tmp/fc.log\", \"level\": \"Debug\", \"show_level\": true, \"show_log_origin\": "
+		"true, \"module\": \"api_server::request\"}"));
+	assert_true(f->logger.configured);
+	assert_string_equal(f->logger.log_path, "/tmp/fc.log");
+	assert_int_equal(f->logger.level, FC_LOG_DEBUG);
+	assert_true(f->logger.show_level);
+	assert_true(f->logger.show_log_origin);
+	assert_string_equal(f->logger.module, "api_server::request");
+	/* Firecracker updates the given fields; level is case-insensitive and "warn" means Warning. */
+	EXPECT_OK(PUT(fc_put_logger, f, "{\"level\": \"warn\"}"));
+	assert_int_equal(f->logger.level, FC_LOG_WARNING);
+	assert_string_equal(f->logger.log_path, "/tmp/fc.log");
+	EXPECT_OK(PUT(fc_put_logger, f, "{\"level\": \"OFF\", \"log_path\": \"/tmp/b.log\"}"));
+	assert_int_equal(f->logger.level, FC_LOG_OFF);
+	assert_string_equal(f->logger.log_path, "/tmp/b.log");
+	EXPECT_ERR(f, PUT(fc_put_logger, f, "{\"level\": \"Verbose\"}"), "logger: level: \"Verbose\" is not one of");
+	EXPECT_ERR(f, PUT(fc_put_logger, f, "{\"level\": \"\\u0007\"}"), "level: a value with control characters");
+	EXPECT_ERR(f, PUT(fc_put_logger, f, "{\"show_level\": \"yes\"}"), "show_level: expected true or false");
+	EXPECT_ERR(f, PUT(fc_put_logger, f, "{\"log_path\": 1}"), "log_path: expected a string");
+	EXPECT_ERR(f, PUT(fc_put_logger, f, "{\"path\": \"/x\"}"), "logger: unknown key 'path'");
+
+	EXPECT_OK(PUT(fc_put_metrics, f, "{\"metrics_path\": \"/tmp/m.fifo\", \"emit_id\": true}"));
+	assert_true(f->metrics.configured);
+	assert_string_equal(f->metrics.metrics_path, "/tmp/m.fifo");
+	assert_true(f->metrics.emit_id);
+	EXPECT_OK(PUT(fc_put_metrics, f, "{\"metrics_path\": \"/tmp/n\"}"));
+	assert_false(f->metrics.emit_id);
+	EXPECT_ERR(f, PUT(fc_put_metrics, f, "{}"), "metrics: metrics_path is required");
+	EXPECT_ERR(f, PUT(fc_put_metrics, f, "{\"metrics_path\": \"/m\", \"properties\": {\"a\": \"b\"}}"),
+		   "properties is not supported");
+	EXPECT_ERR(f, PUT(fc_put_metrics, f, "{\"metrics_path\": \"/m\", \"x\": 1}"), "metrics: unknown key 'x'");
+}
+
+/* A config file with every section. */
+static const char full_config[] =
+    "{\n"
+    "  \"boot-source\": {\"kernel_image_path\": \"/k/vmlinux\", \"boot_args\": \"console=ttyS0\", \"initrd_path\": "
+    "\"/k/initrd\"},\n"
+    "  \"drives\": [\n"
+    "    {\"drive_id\": \"scratch\", \"path_on_host\": \"/d/s.img\", \"is_root_device\": false, \"cache_type\": "
+    "\"Writeback\"},\n"
+    "    {\"drive_id\": \"rootfs\", \"path_on_host\": \"/d/root.ext4\", \"is_root_device\": true, \"is_read_only\": "
+    "true, \"partuuid\": \"abcd-01\", \"io_engine\": \"Async\"}\n"
+    "  ],\n"
+    "  \"machine-config\": {\"vcpu_count\": 2, \"mem_size_mib\": 256, \"smt\": true, \"huge_pages\": \"2M\"},\n"
+    "  \"network-interfaces\": [{\"iface_id\": \"eth0\", \"host_dev_name\": \"tap0\", \"guest_mac\": "
+    "\"02:00:00:00:00:05\"}, {\"iface_id\": \"eth1\", \"host_dev_name\": \"tap1\"}],\n"
+    "  \"vsock\": {\"vsock_id\": \"v\", \"guest_cid\": 7, \"uds_path\": \"/tmp/fc-test-v.sock\"},\n"
+    "  \"entropy\": {\"rate_limiter\": {\"bandwidth\": {\"size\": 4096, \"refill_time\": 1000}}},\n"
+    "  \"logger\": {\"log_path\": \"/tmp/l\", \"level\": \"Trace\", \"show_level\": true},\n"
+    "  \"metrics\": {\"metrics_path\": \"/tmp/m\"},\n"
+    "  \"balloon\": null,\n"
+    "  \"mmds-config\": null\n"
+    "}\n";
+
+#define CFG(json) fc_vm_load_config_json(f, json, strlen(json), err, sizeof(err))
+#define BOOT	  "\"boot-source\": {\"kernel_image_path\": \"/k\"}"
+
+static void test_config_file_sections(void **state)
+{
+	struct fc_vm *f = *state;
+
+	EXPECT_OK(fc_vm_load_config_json(f, full_config, strlen(full_config), err, sizeof(err)));
+	assert_string_equal(f->cfg.kernel, "/k/vmlinux");
+	assert_string_equal(f->cfg.initrd, "/k/initrd");
+	assert_string_equal(f->cfg.cmdline, "console=ttyS0");
+	assert_int_equal(f->cfg.nr_disks, 2);
+	assert_string_equal(f->drive[0].id, "rootfs");
+	assert_string_equal(f->drive[1].id, "scratch");
+	assert_int_equal(f->cfg.cpus, 2);
+	assert_int_equal(f->cfg.memory, 256 * MiB);
+	assert_int_equal(f->cfg.topology.threads, 2);
+	assert_true(f->cfg.hugepages);
+	assert_int_equal(f->cfg.nr_nets, 2);
+	assert_string_equal(f->net[1].id, "eth1");
+	assert_int_equal(f->cfg.vsock.cid, 7);
+	assert_int_equal(f->cfg.rng_rate, 4096);
+	assert_int_equal(f->logger.level, FC_LOG_TRACE);
+	assert_string_equal(f->metrics.metrics_path, "/tmp/m");
+	EXPECT_OK(fc_vm_finalize(f, err, sizeof(err)));
+	assert_string_equal(f->cfg.cmdline_append, "root=PARTUUID=abcd-01 ro");
+	/* Only boot-source is required; a load replaces everything. */
+	EXPECT_OK(CFG("{" BOOT ", \"drives\": []}"));
+	assert_int_equal(f->cfg.nr_disks, 0);
+	assert_int_equal(f->cfg.vsock.cid, 0);
+	assert_false(f->logger.configured);
+	assert_int_equal(f->cfg.cpus, 1);
+}
+
+static void test_config_file_errors(void **state)
+{
+	struct fc_vm *f = *state;
+
+	EXPECT_OK(CFG("{" BOOT ", \"vsock\": {\"guest_cid\": 9, \"uds_path\": \"/tmp/x\"}}"));
+	EXPECT_ERR(f, CFG("{\"drives\": []}"), "config: boot-source is required");
+	EXPECT_ERR(f, CFG("{\"boot-source\": null}"), "config: boot-source is required");
+	EXPECT_ERR(f, CFG("{\"boot-source\": []}"), "config: boot-source: expected an object, got array");
+	EXPECT_ERR(f, CFG("{" BOOT ", \"bootsource\": {}}"), "config: unknown key 'bootsource'");
+	EXPECT_ERR(f, CFG("{" BOOT ", \"balloon\": {\"amount_mib\": 1}}"), "config: balloon: brisk has no such device");
+	EXPECT_ERR(f, CFG("{" BOOT ", \"pmem\": [{}]}"), "pmem: brisk has no such device; only null or [] is accepted");
+	EXPECT_OK(CFG("{" BOOT ", \"pmem\": [], \"cpu-config\": null, \"memory-hotplug\": null, \"mmds-config\": null, "
+		      "\"vsock\": {\"guest_cid\": 9, \"uds_path\": \"/tmp/x\"}}"));
+	EXPECT_ERR(f, CFG("{\"boot-source\": {\"kernel_image_path\": \"/k\", \"x\": 1}}"),
+		   "config: boot-source: unknown key 'x'");
+	EXPECT_ERR(f, CFG("{" BOOT ", \"drives\": {}}"), "config: drives: expected an array, got object");
+	EXPECT_ERR(f, CFG("{" BOOT ", \"drives\": [5]}"), "config: drives[0]: expected an object, got int");
+	EXPECT_ERR(f,
+		   CFG("{" BOOT ", \"drives\": [" DRIVE("a", "/a", "true") ", {\"drive_id\": \"b\", \"path_on_host\": "
+									   "\"/b\", \"is_root_device\": \"no\"}]}"),
+		   "config: drives[1]: is_root_device: expected true or false, got string");
+	EXPECT_ERR(f, CFG("{" BOOT ", \"drives\": [" DRIVE("a", "/a", "true") ", " DRIVE("b", "/b", "true") "]}"),
+		   "config: drives[1]: is_root_device: drive 'a' is already the root device");
+	EXPECT_ERR(f, CFG("{" BOOT ", \"network-interfaces\": [{\"iface_id\": \"e\"}]}"),
+		   "config: network-interfaces[0]: host_dev_name is required");
+	EXPECT_ERR(f, CFG("{" BOOT ", \"machine-config\": {\"vcpu_count\": 1}}"),
+		   "config: machine-config: mem_size_mib is required");
+	EXPECT_ERR(f, CFG("{" BOOT ", \"vsock\": {\"guest_cid\": 1, \"uds_path\": \"/v\"}}"),
+		   "config: vsock: guest_cid: 1 is out of range");
+	EXPECT_ERR(f, CFG("{" BOOT ", \"entropy\": {\"rate_limiter\": {\"ops\": {}}}}"),
+		   "config: entropy: rate_limiter: ops is not supported");
+	EXPECT_ERR(f, CFG("{" BOOT ", \"logger\": {\"level\": 1}}"), "config: logger: level: expected a string");
+	EXPECT_ERR(f, CFG("{" BOOT ", \"metrics\": {}}"), "config: metrics: metrics_path is required");
+	EXPECT_ERR(f, CFG("{" BOOT ", \"metrics\": \"/m\"}"), "config: metrics: expected an object, got string");
+	EXPECT_ERR(f, CFG("{" BOOT "} trailing"), "config: bad JSON at byte 45: trailing data");
+	EXPECT_ERR(f, CFG("{" BOOT ", \"boot-source\": {\"kernel_image_path\": \"/j\"}}"),
+		   "duplicate key 'boot-source'");
+	assert_int_equal(f->cfg.vsock.cid, 9); /* every failure above left the first load alone */
+}
+
+static void test_config_file_on_disk(void **state)
+{
+	struct fc_vm *f = *state;
+	char path[64];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/tmp/brisk-test-fc-%d.json", (int)getpid());
+	fp = fopen(path, "w");
+	assert_non_null(fp);
+	fputs(full_config, fp);
+	fclose(fp);
+	EXPECT_OK(fc_vm_load_config_file(f, path, err, sizeof(err)));
+	assert_int_equal(f->cfg.nr_disks, 2);
+	fp = fopen(path, "w");
+	assert_non_null(fp);
+	fputs("{\"boot-source\": {}}", fp);
+	fclose(fp);
+	assert_int_equal(fc_vm_load_config_file(f, path, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "--config-file /tmp/brisk-test-fc-"));
+	assert_non_null(strstr(err, ".json: boot-source: kernel_image_path is required"));
+	assert_int_equal(truncate(path, FC_JSON_MAX + 1), 0);
+	assert_int_equal(fc_vm_load_config_file(f, path, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "1048577 bytes: at most 1048576"));
+	unlink(path);
+	assert_int_equal(fc_vm_load_config_file(f, path, err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, "no such file"));
+	assert_true(fc_vm_load_config_file(f, "/tmp", err, sizeof(err)) < 0);
+	assert_non_null(strstr(err, "a directory"));
+	assert_int_equal(f->cfg.nr_disks, 2);
+}
+
+/* The fields GET shows, compared between two configurations. */
+static void assert_same_cfg(const struct fc_vm *a, const struct fc_vm *b)
+{
+	assert_string_equal(a->cfg.kernel, b->cfg.kernel);
+	assert_true(!a->cfg.initrd == !b->cfg.initrd && (!a->cfg.initrd || !strcmp(a->cfg.initrd, b->cfg.initrd)));
+	assert_true(!a->cfg.cmdline == !b->cfg.cmdline && (!a->cfg.cmdline || !strcmp(a->cfg.cmdline, b->cfg.cmdline)));
+	assert_int_equal(a->cfg.cpus, b->cfg.cpus);
+	assert_int_equal(a->cfg.memory, b->cfg.memory);
+	assert_memory_equal(&a->cfg.topology, &b->cfg.topology, sizeof(a->cfg.topology));
+	assert_int_equal(a->cfg.hugepages, b->cfg.hugepages);
+	assert_int_equal(a->cfg.nr_disks, b->cfg.nr_disks);
+	assert_memory_equal(a->cfg.disk, b->cfg.disk, sizeof(a->cfg.disk[0]) * a->cfg.nr_disks);
+	assert_memory_equal(a->drive, b->drive, sizeof(a->drive[0]) * a->cfg.nr_disks);
+	assert_int_equal(a->cfg.nr_nets, b->cfg.nr_nets);
+	assert_memory_equal(a->cfg.net, b->cfg.net, sizeof(a->cfg.net[0]) * a->cfg.nr_nets);
+	assert_memory_equal(a->net, b->net, sizeof(a->net[0]) * a->cfg.nr_nets);
+	assert_memory_equal(&a->cfg.vsock, &b->cfg.vsock, sizeof(a->cfg.vsock));
+	assert_string_equal(a->vsock_id, b->vsock_id);
+	assert_int_equal(a->cfg.rng_rate, b->cfg.rng_rate);
+	assert_int_equal(a->logger.configured, b->logger.configured);
+	assert_int_equal(a->logger.level, b->logger.level);
+	assert_int_equal(a->metrics.configured, b->metrics.configured);
+}
+
+/* GET /vm/config, fed back as a config file, gives the same configuration and the same text. */
+static void round_trip(const struct fc_vm *f)
+{
+	struct fc_vm *g = malloc(sizeof(*g));
+	char *json = fc_vm_to_json(f), *again;
+
+	assert_non_null(g);
+	assert_non_null(json);
+	fc_vm_init(g);
+	if (fc_vm_load_config_json(g, json, strlen(json), err, sizeof(err)))
+		fail_msg("reloading GET's text failed: %s\n%s", err, json);
+	assert_same_cfg(f, g);
+	again = fc_vm_to_json(g);
+	assert_string_equal(json, again);
+	free(json);
+	free(again);
+	fc_vm_free(g);
+	free(g);
+}
+
+static void test_round_trip(void **state)
+{
+	struct fc_vm *f = *state;
+	char *json;
+
+	EXPECT_OK(fc_vm_load_config_json(f, full_config, strlen(full_config), err, sizeof(err)));
+	round_trip(f);
+	json = fc_vm_to_json(f);
+	assert_non_null(strstr(json, "\"balloon\":null"));
+	assert_non_null(strstr(json, "\"partuuid\":\"abcd-01\""));
+	assert_non_null(strstr(json, "\"guest_mac\":\"02:00:00:00:00:05\""));
+	assert_non_null(strstr(json, "\"size\":4096"));
+	free(json);
+	EXPECT_OK(PUT(fc_put_entropy, f, "{}"));
+	EXPECT_OK(PUT(fc_put_machine_config, f, "{\"vcpu_count\": 1, \"mem_size_mib\": 64}"));
+	round_trip(f);
+	/* Nothing configured but the boot source: every optional section is null. */
+	fc_vm_free(f);
+	fc_vm_init(f);
+	EXPECT_OK(PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"/k\"}"));
+	round_trip(f);
+	json = fc_vm_to_json(f);
+	assert_non_null(strstr(json, "\"vsock\":null"));
+	assert_non_null(strstr(json, "\"entropy\":null"));
+	assert_non_null(strstr(json, "\"logger\":null"));
+	assert_non_null(strstr(json, "\"drives\":["));
+	free(json);
+}
+
+/* brisk run --api-sock: GET /vm/config describes the command line's VM. */
+static void test_set_from_config(void **state)
+{
+	struct fc_vm *f = *state;
+	struct vm_config c;
+	char cl_err[128], *json;
+
+	config_defaults(&c);
+	c.kernel = "/k/vmlinux";
+	c.cmdline = "console=ttyS0";
+	c.cpus = 4;
+	c.memory = 512 * MiB;
+	c.cpu_template = "baseline";
+	assert_int_equal(parse_disk("/d/a.img,ro", &c, cl_err, sizeof(cl_err)), 0);
+	assert_int_equal(parse_disk("/d/b.img", &c, cl_err, sizeof(cl_err)), 0);
+	assert_int_equal(parse_net("tap=tap0,mac=02:00:00:00:00:07", &c, cl_err, sizeof(cl_err)), 0);
+	assert_int_equal(parse_rng("64K", &c), 0);
+	assert_int_equal(fc_vm_set_from_config(f, &c), 0);
+	assert_ptr_not_equal(f->cfg.kernel, c.kernel); /* owned copies */
+	assert_string_equal(f->cfg.kernel, "/k/vmlinux");
+	assert_string_equal(f->cfg.cpu_template, "baseline");
+	assert_string_equal(f->drive[0].id, "drive0");
+	assert_string_equal(f->drive[1].id, "drive1");
+	assert_string_equal(f->net[0].id, "net0");
+	json = fc_vm_to_json(f);
+	assert_non_null(json);
+	assert_non_null(strstr(json, "\"drive_id\":\"drive0\""));
+	assert_non_null(strstr(json, "\"is_read_only\":true"));
+	assert_non_null(strstr(json, "\"iface_id\":\"net0\""));
+	assert_non_null(strstr(json, "\"vcpu_count\":4"));
+	assert_non_null(strstr(json, "\"size\":65536"));
+	free(json);
+	round_trip(f);
+	/* The demo guest: no boot source. */
+	config_defaults(&c);
+	assert_int_equal(fc_vm_set_from_config(f, &c), 0);
+	json = fc_vm_to_json(f);
+	assert_non_null(strstr(json, "\"boot-source\":null"));
+	free(json);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_boot_source, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_json, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_machine_config_put, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_machine_config_patch, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_drives, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_drive_errors, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_finalize_root, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_net, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_vsock, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_entropy, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_logger_metrics, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_config_file_sections, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_config_file_errors, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_config_file_on_disk, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_set_from_config, setup, teardown),
+	};
+
+	return cmocka_run_group_tests_name("fc_config", tests, NULL, NULL);
+}

@@ -1,0 +1,388 @@
+/*
+ * test_kvm_state.c - vCPU and VM KVM state saved into a snapshot section and restored into a second VM; refusals
+ * of a CPUID mismatch, an MSR count over the bound and a truncated section. Needs /dev/kvm: each test skips
+ * cleanly without it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/kvm.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "brisk/cpuid.h"
+#include "brisk/kvm_state.h"
+#include "brisk/snapshot.h"
+
+#define MEM_SIZE	       (2u << 20)
+#define MSR_IA32_SYSENTER_ESP  0x175u
+#define MSR_KERNEL_GS_BASE     0xc0000102u
+#define LAPIC_TPR	       0x80u
+#define TEST_SYSENTER_ESP      0x12345678ull
+#define TEST_KERNEL_GS_BASE    0xffff888000001000ull
+#define TEST_TPR	       0x20u
+#define TEST_RAX	       0x1122334455667788ull
+#define TEST_RIP	       0xfff0ull
+#define TEST_CR2	       0xdead000ull
+
+struct tvm {
+	int vm, vcpu;
+	void *mem;
+};
+
+static int kvm_fd = -1;
+
+/* Opens /dev/kvm once for the whole file; every test skips when that failed. */
+static int group_setup(void **state)
+{
+	(void)state;
+	kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	if (kvm_fd >= 0)
+		close(kvm_fd);
+	kvm_state_reset();
+	return 0;
+}
+
+/* A VM with an irqchip, a PIT, 2 MiB of RAM and one vCPU with `cpuid`; false when KVM cannot make one. */
+static bool make_vm(struct tvm *t, const struct kvm_cpuid2 *cpuid)
+{
+	struct kvm_pit_config pit = {0};
+	struct kvm_userspace_memory_region r = {.slot = 0, .memory_size = MEM_SIZE};
+	char err[256];
+
+	t->vm = kvm_fd >= 0 ? ioctl(kvm_fd, KVM_CREATE_VM, 0) : -1;
+	if (t->vm < 0)
+		return false;
+	t->mem = mmap(NULL, MEM_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(t->mem != MAP_FAILED);
+	r.userspace_addr = (uintptr_t)t->mem;
+	assert_int_equal(ioctl(t->vm, KVM_SET_USER_MEMORY_REGION, &r), 0);
+	assert_int_equal(ioctl(t->vm, KVM_CREATE_IRQCHIP, 0), 0);
+	assert_int_equal(ioctl(t->vm, KVM_CREATE_PIT2, &pit), 0);
+	t->vcpu = ioctl(t->vm, KVM_CREATE_VCPU, 0);
+	assert_true(t->vcpu >= 0);
+	assert_int_equal(ioctl(t->vcpu, KVM_SET_CPUID2, cpuid), 0);
+	if (kvm_state_init(kvm_fd, t->vm, err, sizeof(err)))
+		fail_msg("kvm_state_init: %s", err);
+	return true;
+}
+
+static void free_vm(struct tvm *t)
+{
+	close(t->vcpu);
+	close(t->vm);
+	munmap(t->mem, MEM_SIZE);
+}
+
+/* A copy of KVM's supported CPUID (the process cache); caller frees. */
+static struct kvm_cpuid2 *host_cpuid(void)
+{
+	const struct cpuid_kvm *k = cpuid_kvm_get(kvm_fd);
+	struct kvm_cpuid2 *t;
+
+	assert_non_null(k);
+	t = cpuid_table_alloc(k->supported->nent);
+	assert_non_null(t);
+	memcpy(t->entries, k->supported->entries, k->supported->nent * sizeof(t->entries[0]));
+	return t;
+}
+
+#define NEED_KVM(t, cpuid)                                                                                             \
+	do {                                                                                                           \
+		if (!make_vm((t), (cpuid))) {                                                                          \
+			free(cpuid);                                                                                   \
+			skip();                                                                                        \
+		}                                                                                                      \
+	} while (0)
+
+static void set_msr(int vcpu, uint32_t index, uint64_t value)
+{
+	struct {
+		struct kvm_msrs hdr;
+		struct kvm_msr_entry e;
+	} m = {.hdr.nmsrs = 1, .e = {.index = index, .data = value}};
+
+	assert_int_equal(ioctl(vcpu, KVM_SET_MSRS, &m), 1);
+}
+
+static uint64_t get_msr(int vcpu, uint32_t index)
+{
+	struct {
+		struct kvm_msrs hdr;
+		struct kvm_msr_entry e;
+	} m = {.hdr.nmsrs = 1, .e = {.index = index}};
+
+	assert_int_equal(ioctl(vcpu, KVM_GET_MSRS, &m), 1);
+	return m.e.data;
+}
+
+/* Recognisable values in the registers, an MSR pair and the LAPIC's TPR. */
+static void set_marks(int vcpu)
+{
+	struct kvm_regs r;
+	struct kvm_sregs s;
+	struct kvm_lapic_state l;
+
+	assert_int_equal(ioctl(vcpu, KVM_GET_REGS, &r), 0);
+	r.rax = TEST_RAX;
+	r.rip = TEST_RIP;
+	assert_int_equal(ioctl(vcpu, KVM_SET_REGS, &r), 0);
+	assert_int_equal(ioctl(vcpu, KVM_GET_SREGS, &s), 0);
+	s.cr2 = TEST_CR2;
+	assert_int_equal(ioctl(vcpu, KVM_SET_SREGS, &s), 0);
+	set_msr(vcpu, MSR_IA32_SYSENTER_ESP, TEST_SYSENTER_ESP);
+	set_msr(vcpu, MSR_KERNEL_GS_BASE, TEST_KERNEL_GS_BASE);
+	assert_int_equal(ioctl(vcpu, KVM_GET_LAPIC, &l), 0);
+	memcpy(&l.regs[LAPIC_TPR], &(uint32_t){TEST_TPR}, 4);
+	assert_int_equal(ioctl(vcpu, KVM_SET_LAPIC, &l), 0);
+}
+
+/* The file's bytes as a reader (through snap_writer_finish, as brisk writes it). */
+static struct snap_reader *reader_from(struct snap_writer *w)
+{
+	struct snap_reader *r;
+	char err[256];
+	FILE *f = tmpfile();
+	long n;
+	uint8_t *buf;
+
+	assert_non_null(f);
+	if (snap_writer_finish(w, fileno(f), true, err, sizeof(err)))
+		fail_msg("snap_writer_finish: %s", err);
+	n = lseek(fileno(f), 0, SEEK_END);
+	buf = malloc((size_t)n);
+	assert_int_equal(pread(fileno(f), buf, (size_t)n, 0), n);
+	fclose(f);
+	if (snap_reader_open_mem(buf, (size_t)n, &r, err, sizeof(err)))
+		fail_msg("snap_reader_open_mem: %s", err);
+	free(buf);
+	return r;
+}
+
+/* Saves `t`'s VM and vCPU state into a new snapshot and returns its reader. */
+static struct snap_reader *save(struct tvm *t)
+{
+	struct snap_writer *w = snap_writer_new();
+	struct snap_reader *r;
+	char err[256] = "";
+
+	assert_int_equal(snap_section_begin(w, SNAP_TAG_VM, 0, "kvm-vm"), 0);
+	if (kvm_vm_save(t->vm, w, err, sizeof(err)))
+		fail_msg("kvm_vm_save: %s", err);
+	assert_int_equal(snap_section_end(w), 0);
+	assert_int_equal(snap_section_begin(w, SNAP_TAG_VCPU, 0, "vcpu"), 0);
+	if (kvm_vcpu_save(t->vcpu, w, err, sizeof(err)))
+		fail_msg("kvm_vcpu_save: %s", err);
+	assert_int_equal(snap_section_end(w), 0);
+	r = reader_from(w);
+	snap_writer_free(w);
+	return r;
+}
+
+/* A snapshot whose only vCPU section body is `body`. */
+static struct snap_reader *vcpu_snapshot(const uint8_t *body, size_t len)
+{
+	struct snap_writer *w = snap_writer_new();
+	struct snap_reader *r;
+
+	assert_int_equal(snap_section_begin(w, SNAP_TAG_VCPU, 0, "vcpu"), 0);
+	assert_int_equal(snap_put(w, body, len), 0);
+	assert_int_equal(snap_section_end(w), 0);
+	r = reader_from(w);
+	snap_writer_free(w);
+	return r;
+}
+
+/* The raw body of vCPU section 0. Caller frees. */
+static uint8_t *vcpu_body(struct snap_reader *r, size_t *len)
+{
+	struct snap_reader *sec;
+	uint8_t *b;
+
+	assert_int_equal(snap_section(r, SNAP_TAG_VCPU, 0, "vcpu", &sec), 0);
+	*len = snap_remaining(sec);
+	b = malloc(*len);
+	assert_int_equal(snap_get(sec, b, *len), 0);
+	return b;
+}
+
+static void test_round_trip(void **state)
+{
+	struct kvm_cpuid2 *cpuid;
+	struct tvm a, b;
+	struct snap_reader *r, *sec;
+	struct kvm_regs ra, rb;
+	struct kvm_sregs sa, sb;
+	struct kvm_lapic_state la, lb;
+	char err[512] = "";
+
+	(void)state;
+	if (kvm_fd < 0)
+		skip();
+	cpuid = host_cpuid();
+	NEED_KVM(&a, cpuid);
+	set_marks(a.vcpu);
+	r = save(&a);
+	assert_true(make_vm(&b, cpuid));
+	assert_int_equal(snap_section(r, SNAP_TAG_VM, 0, "kvm-vm", &sec), 0);
+	if (kvm_vm_restore(b.vm, sec, err, sizeof(err)))
+		fail_msg("kvm_vm_restore: %s", err);
+	assert_int_equal(snap_remaining(sec), 0);
+	assert_int_equal(snap_section(r, SNAP_TAG_VCPU, 0, "vcpu", &sec), 0);
+	if (kvm_vcpu_restore(b.vcpu, sec, err, sizeof(err)))
+		fail_msg("kvm_vcpu_restore: %s", err);
+	assert_int_equal(snap_remaining(sec), 0);
+	assert_false(snap_reader_error(sec));
+
+	assert_int_equal(ioctl(a.vcpu, KVM_GET_REGS, &ra), 0);
+	assert_int_equal(ioctl(b.vcpu, KVM_GET_REGS, &rb), 0);
+	assert_memory_equal(&ra, &rb, sizeof(ra));
+	assert_true(rb.rax == TEST_RAX && rb.rip == TEST_RIP);
+	assert_int_equal(ioctl(a.vcpu, KVM_GET_SREGS, &sa), 0);
+	assert_int_equal(ioctl(b.vcpu, KVM_GET_SREGS, &sb), 0);
+	assert_memory_equal(&sa, &sb, sizeof(sa));
+	assert_true(sb.cr2 == TEST_CR2);
+	assert_true(get_msr(b.vcpu, MSR_IA32_SYSENTER_ESP) == TEST_SYSENTER_ESP);
+	assert_true(get_msr(b.vcpu, MSR_KERNEL_GS_BASE) == TEST_KERNEL_GS_BASE);
+	assert_int_equal(ioctl(a.vcpu, KVM_GET_LAPIC, &la), 0);
+	assert_int_equal(ioctl(b.vcpu, KVM_GET_LAPIC, &lb), 0);
+	assert_int_equal(*(uint32_t *)&lb.regs[LAPIC_TPR], TEST_TPR);
+	assert_memory_equal(&la, &lb, sizeof(la));
+
+	snap_reader_free(r);
+	free_vm(&a);
+	free_vm(&b);
+	free(cpuid);
+}
+
+/* A feature bit KVM reports set, cleared in the second vCPU's CPUID: leaf 7.0 EBX, else leaf 1 EDX. */
+static void clear_feature(struct kvm_cpuid2 *t, uint32_t *leaf, const char **reg, uint32_t *bit)
+{
+	struct kvm_cpuid_entry2 *e = cpuid_find(t, 7, 0);
+
+	if (e && e->ebx) {
+		*leaf = 7, *reg = "ebx", *bit = e->ebx & -e->ebx;
+		e->ebx &= ~*bit;
+		return;
+	}
+	e = cpuid_find(t, 1, 0);
+	assert_non_null(e);
+	*leaf = 1, *reg = "edx", *bit = 1u << 0; /* FPU */
+	assert_true(e->edx & *bit);
+	e->edx &= ~*bit;
+}
+
+static void test_cpuid_mismatch(void **state)
+{
+	struct kvm_cpuid2 *cpuid, *other;
+	struct tvm a, b;
+	struct snap_reader *r, *sec;
+	char err[512] = "", want[64];
+	const char *reg;
+	uint32_t leaf, bit;
+
+	(void)state;
+	if (kvm_fd < 0)
+		skip();
+	cpuid = host_cpuid();
+	other = host_cpuid();
+	NEED_KVM(&a, cpuid);
+	r = save(&a);
+	clear_feature(other, &leaf, &reg, &bit);
+	assert_true(make_vm(&b, other));
+	assert_int_equal(snap_section(r, SNAP_TAG_VCPU, 0, "vcpu", &sec), 0);
+	assert_int_equal(kvm_vcpu_restore(b.vcpu, sec, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "snapshot CPUID leaf 0x%x.0 %s", leaf, reg);
+	if (!strstr(err, want) || !strstr(err, "differs from this host's") || !strstr(err, "--cpu-template"))
+		fail_msg("unexpected message: %s", err);
+	snap_reader_free(r);
+	free_vm(&a);
+	free_vm(&b);
+	free(cpuid);
+	free(other);
+}
+
+/* Offset of the MSR count in a vCPU body: after mp_state and the eight length-prefixed blobs. */
+static size_t msr_count_offset(const uint8_t *b, size_t len)
+{
+	size_t off = 4;
+
+	for (int i = 0; i < 7; i++) { /* regs, sregs, xsave, fpu, xcrs, debugregs, lapic */
+		uint32_t n;
+
+		assert_true(off + 4 <= len);
+		memcpy(&n, b + off, 4);
+		off += 4 + n;
+	}
+	assert_true(off + 4 <= len);
+	return off;
+}
+
+static void test_bad_sections(void **state)
+{
+	struct kvm_cpuid2 *cpuid;
+	struct tvm a;
+	struct snap_reader *r, *bad, *sec;
+	char err[512];
+	size_t len, off;
+	uint8_t *body;
+
+	(void)state;
+	if (kvm_fd < 0)
+		skip();
+	cpuid = host_cpuid();
+	NEED_KVM(&a, cpuid);
+	r = save(&a);
+	body = vcpu_body(r, &len);
+
+	/* An MSR count over the bound. */
+	off = msr_count_offset(body, len);
+	memcpy(body + off, &(uint32_t){KVM_STATE_MAX_MSRS + 1}, 4);
+	bad = vcpu_snapshot(body, len);
+	assert_int_equal(snap_section(bad, SNAP_TAG_VCPU, 0, "vcpu", &sec), 0);
+	assert_int_equal(kvm_vcpu_restore(a.vcpu, sec, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "MSR count"));
+	snap_reader_free(bad);
+	free(body);
+
+	/* Truncated at every length: refused before any state is set. */
+	body = vcpu_body(r, &len);
+	for (size_t n = 0; n < len; n++) {
+		bad = vcpu_snapshot(body, n);
+		assert_int_equal(snap_section(bad, SNAP_TAG_VCPU, 0, "vcpu", &sec), 0);
+		err[0] = '\0';
+		assert_int_equal(kvm_vcpu_restore(a.vcpu, sec, err, sizeof(err)), -EINVAL);
+		assert_true(err[0] != '\0');
+		snap_reader_free(bad);
+	}
+	free(body);
+	snap_reader_free(r);
+	free_vm(&a);
+	free(cpuid);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_round_trip),
+	    cmocka_unit_test(test_cpuid_mismatch),
+	    cmocka_unit_test(test_bad_sections),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
