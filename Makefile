@@ -105,8 +105,6 @@ LIB_SRCS := \
 	src/profile/report_perfetto.c \
 	src/profile/report_svg.c \
 	src/arch/x86/msr.c \
-	src/arch/x86/kvm_state.c \
-	src/snapshot/snapfile.c \
 	src/profile/exits.c \
 	src/profile/kvmstats.c \
 	src/profile/symbols.c \
@@ -164,6 +162,7 @@ UNIT_TESTS := \
 	test_symbols \
 	test_profile_json \
 	test_snapfile \
+	test_kvm_state \
 	test_api_link
 
 # `make` alone builds brisk: guests.mk's first rule must not become the default goal.

@@ -38,8 +38,8 @@ void kvm_state_reset(void);
 
 /*
  * Appends vCPU `vcpu_fd`'s state to the open section of `w`. Preconditions: kvm_state_init ran
- * (directly or through kvm_vm_save); the vCPU is not in KVM_RUN (its thread parked), and if its last exit was KVM_EXIT_IO or
- * KVM_EXIT_MMIO it re-entered KVM_RUN with immediate_exit set since (api.rst 5, kvm_run: those
+ * (directly or through kvm_vm_save); the vCPU is not in KVM_RUN (its thread parked), and if its last exit was
+ * KVM_EXIT_IO or KVM_EXIT_MMIO it re-entered KVM_RUN with immediate_exit set since (api.rst 5, kvm_run: those
  * operations complete only on the next KVM_RUN; brisk's pause does that); every other vCPU is
  * stopped too (KVM_GET_VCPU_EVENTS is unsafe while others run). The first save in the process also
  * probes which listed MSRs KVM_GET_MSRS can read (once). Returns 0 or -errno with `err` naming the
@@ -49,8 +49,8 @@ __attribute__((warn_unused_result)) int kvm_vcpu_save(int vcpu_fd, struct snap_w
 
 /*
  * Restores a vCPU from the section `sec` (positioned at its start). Preconditions: kvm_state_init
- * ran (directly or through kvm_vm_restore); the vCPU was created and configured by brisk's normal per-vCPU set-up (KVM_SET_CPUID2
- * with the table brisk computes for this host and configuration) and has not run. First refuses
+ * ran (directly or through kvm_vm_restore); the vCPU was created and configured by brisk's normal per-vCPU set-up
+ * (KVM_SET_CPUID2 with the table brisk computes for this host and configuration) and has not run. First refuses
  * (-EINVAL) a CPUID differing from the saved one, naming the leaf, subleaf, register and both
  * values; then matches the TSC frequency (KVM_SET_TSC_KHZ when it differs by more than 250 ppm);
  * then sets the state. Every length and count is validated before use. Returns 0 or -errno with

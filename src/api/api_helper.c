@@ -219,6 +219,9 @@ static void send_next(void)
 	struct req *r;
 	long n;
 
+	/* Nothing reaches brisk before "OK": brisk reads its first message as the start-up answer. */
+	if (!__atomic_load_n(&h.serving, __ATOMIC_RELAXED))
+		return;
 	while (!h.inflight && (r = h.head)) {
 		h.head = r->next;
 		if (!h.head)
@@ -568,8 +571,12 @@ int main(int argc, char **argv)
 		say(h.fd, "ERR libmicrohttpd could not serve the API socket");
 		return 1;
 	}
-	__atomic_store_n(&h.serving, true, __ATOMIC_RELAXED);
 	say(h.fd, "OK");
+	/* A client that connected while the helper started has its request queued: pass it on now. */
+	pthread_mutex_lock(&h.lock);
+	__atomic_store_n(&h.serving, true, __ATOMIC_RELAXED);
+	send_next();
+	pthread_mutex_unlock(&h.lock);
 	serve();
 	drain(d);
 	_exit(0); /* no MHD_stop_daemon: connections still open are the kernel's to close */

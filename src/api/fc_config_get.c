@@ -241,7 +241,7 @@ static char *finish(json_object *o, bool bad)
 {
 	const char *s =
 	    bad || !o ? NULL
-		      : json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+		      : json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 	char *out = s ? strdup(s) : NULL;
 
 	json_object_put(o);

@@ -355,8 +355,8 @@ static int parse_section(const uint8_t *buf, size_t *pos, size_t end, struct sna
 		return -EINVAL;
 	}
 	if (nlen > SNAP_MAX_NAME || !name_ok(buf + at + 12, nlen > left - 12 ? 0 : nlen)) {
-		snprintf(err, errlen, "section %u at offset %zu: name of %u bytes (at most %u printable characters)", nr,
-			 at, nlen, SNAP_MAX_NAME);
+		snprintf(err, errlen, "section %u at offset %zu: name of %u bytes (at most %u printable characters)",
+			 nr, at, nlen, SNAP_MAX_NAME);
 		return -EINVAL;
 	}
 	if (left - 12 < (size_t)nlen + 8)
@@ -599,8 +599,7 @@ unsigned snap_count(const struct snap_reader *r, enum snap_tag tag)
 	return n;
 }
 
-int snap_section(struct snap_reader *r, enum snap_tag tag, uint32_t index, const char *name,
-		 struct snap_reader **sec)
+int snap_section(struct snap_reader *r, enum snap_tag tag, uint32_t index, const char *name, struct snap_reader **sec)
 {
 	const struct snap_sec *s = find(r, tag, index);
 

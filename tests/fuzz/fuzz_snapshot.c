@@ -1,4 +1,5 @@
-/* fuzz_snapshot.c - libFuzzer harness: snap_reader_open_mem on arbitrary bytes, then every section read at every width. */
+/* fuzz_snapshot.c - libFuzzer harness: snap_reader_open_mem on arbitrary bytes, then every section read at every width.
+ */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@ static void walk(struct snap_reader *sec, unsigned w)
 
 	for (;;) {
 		size_t before = snap_remaining(sec);
-		int ret = w == 0 ? snap_get_u8(sec, &b8)
+		int ret = w == 0   ? snap_get_u8(sec, &b8)
 			  : w == 1 ? snap_get_u16(sec, &b16)
 			  : w == 2 ? snap_get_u32(sec, &b32)
 			  : w == 3 ? snap_get_u64(sec, &b64)

@@ -1,4 +1,5 @@
-/* gen_snapshot_seeds.c - writes valid snapshot state files (the writer's own output) into a corpus directory (argv[1]). */
+/* gen_snapshot_seeds.c - writes valid snapshot state files (the writer's own output) into a corpus directory (argv[1]).
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -21,8 +22,7 @@ static int save_writer(struct snap_writer *w, const char *dir, const char *name)
 	}
 	n = lseek(fileno(f), 0, SEEK_END);
 	buf = malloc(n > 0 ? (size_t)n : 1);
-	bad = !buf || n <= 0 || pread(fileno(f), buf, (size_t)n, 0) != n ||
-	      seed_save(dir, name, buf, (size_t)n);
+	bad = !buf || n <= 0 || pread(fileno(f), buf, (size_t)n, 0) != n || seed_save(dir, name, buf, (size_t)n);
 	free(buf);
 	fclose(f);
 	return bad;

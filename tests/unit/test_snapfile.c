@@ -387,11 +387,11 @@ static void test_file_round_trip(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_crc_vectors),	     cmocka_unit_test(test_round_trip),
-	    cmocka_unit_test(test_read_past_end),	     cmocka_unit_test(test_truncated_everywhere),
-	    cmocka_unit_test(test_header_fields),	     cmocka_unit_test(test_checksum),
-	    cmocka_unit_test(test_framing),	     cmocka_unit_test(test_too_many_sections),
-	    cmocka_unit_test(test_too_large),	     cmocka_unit_test(test_writer_rules),
+	    cmocka_unit_test(test_crc_vectors),	    cmocka_unit_test(test_round_trip),
+	    cmocka_unit_test(test_read_past_end),   cmocka_unit_test(test_truncated_everywhere),
+	    cmocka_unit_test(test_header_fields),   cmocka_unit_test(test_checksum),
+	    cmocka_unit_test(test_framing),	    cmocka_unit_test(test_too_many_sections),
+	    cmocka_unit_test(test_too_large),	    cmocka_unit_test(test_writer_rules),
 	    cmocka_unit_test(test_file_round_trip),
 	};
 

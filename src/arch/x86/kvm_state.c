@@ -581,8 +581,8 @@ struct present {
 };
 
 /* Reads the fixed-size fields before the MSRs, checking every length; nothing is set yet. */
-static int read_fixed(struct snap_reader *sec, struct vcpu_regs *s, struct kvm_xsave *xs, struct present *p,
-		      char *err, size_t errlen)
+static int read_fixed(struct snap_reader *sec, struct vcpu_regs *s, struct kvm_xsave *xs, struct present *p, char *err,
+		      size_t errlen)
 {
 	bool must;
 

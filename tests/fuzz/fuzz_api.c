@@ -1,0 +1,169 @@
+/*
+ * fuzz_api.c - libFuzzer harness: the API's router (api.c, api_vm.c, api_metrics.c; api.h) on arbitrary
+ * requests, with `dry_run` set so that InstanceStart and snapshot/load never create a VM.
+ *
+ * Input: byte 0 picks the method (% API_METHOD_COUNT), then the path up to the first NUL byte, then the
+ * body (the rest, copied to a buffer of exactly its size plus the NUL api_link_recv adds). A path is given
+ * as the helper would hand it: starting with '/', 1..API_PATH_MAX-1 bytes; anything else is skipped.
+ * Several requests may be chained on one `struct api` (a 0xff byte after a body's end starts the next), so
+ * sequences such as "configure, then InstanceStart" or "PUT /metrics, then FlushMetrics" are reached.
+ *
+ * FUZZ_API_TRACE=1 prints each request and its reply (fuzz_api -runs=0 CORPUS shows what the seeds reach).
+ *
+ * Invariants beyond "no crash, no sanitizer report, no leak":
+ *   - every reply has a status in 200..599; 200 has a JSON body; 204 none; >= 400 a body that is a JSON
+ *     object holding exactly a string "fault_message";
+ *   - the router never reaches the VM in a dry run: the vm_* functions below abort when called;
+ *   - the state never leaves "Not started" (no VM exists).
+ *
+ * PUT /logger and PUT /metrics open host files whatever dry_run says (they are not the VM): the harness
+ * wraps file_open_output so that every such file lands in a fresh temporary directory, and closes the
+ * descriptors they leave behind (log_set_fd keeps the logger's open for the process's life, and a second
+ * PUT /logger does not close the first one's).
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "brisk/api.h"
+#include "brisk/api_link.h"
+#include "brisk/config.h"
+#include "brisk/file.h"
+#include "brisk/log.h"
+
+static char scratch[] = "/tmp/fuzz_api.XXXXXX";
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc, (void)argv;
+	if (!mkdtemp(scratch)) {
+		perror("fuzz_api: scratch directory");
+		abort();
+	}
+	trace = getenv("FUZZ_API_TRACE") != NULL;
+	devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (devnull < 0)
+		abort();
+	return 0;
+}
+
+/*
+ * Linked with -Wl,--wrap=file_open_output: the logger's and the metrics' files land in the scratch directory
+ * whatever path the body names (its '/' become '_'), so the fuzzer writes nothing else on the host.
+ */
+int __real_file_open_output(const char *path, const char *what, const struct file_avoid *avoid, size_t nr_avoid,
+			    int nonblock, char *err, size_t errlen);
+int __wrap_file_open_output(const char *path, const char *what, const struct file_avoid *avoid, size_t nr_avoid,
+			    int nonblock, char *err, size_t errlen);
+int __wrap_file_open_output(const char *path, const char *what, const struct file_avoid *avoid, size_t nr_avoid,
+			    int nonblock, char *err, size_t errlen)
+{
+	char mapped[4096 + sizeof(scratch) + 1];
+	size_t n = (size_t)snprintf(mapped, sizeof(mapped), "%s/", scratch);
+
+	for (const char *p = path; *p && n + 1 < sizeof(mapped); p++)
+		mapped[n++] = *p == '/' ? '_' : *p;
+	mapped[n] = 0;
+	return __real_file_open_output(mapped, what, avoid, nr_avoid, nonblock, err, errlen);
+}
+
+/* ---- the reply's shape ----------------------------------------------------------------------------------- */
+
+static void check_reply(const struct api_reply *r)
+{
+	json_object *o, *m;
+
+	if (r->status < 200 || r->status > 599)
+		abort();
+	if (r->status == 204) {
+		if (r->body)
+			abort();
+		return;
+	}
+	if (!r->body)
+		abort();
+	o = json_tokener_parse(r->body);
+	if (!o || !json_object_is_type(o, json_type_object))
+		abort();
+	if (r->status >= 400) {
+		if (json_object_object_length(o) != 1 || !json_object_object_get_ex(o, "fault_message", &m) ||
+		    !json_object_is_type(m, json_type_string) || json_object_get_string_len(m) == 0)
+			abort();
+	}
+	json_object_put(o);
+}
+
+/* One request: method byte, path up to NUL, body up to the separator (or the end). Returns the bytes used. */
+static size_t one_request(struct api *a, const uint8_t *data, size_t size)
+{
+	const uint8_t *nul, *end;
+	enum api_method m;
+	size_t plen, blen, used;
+	char path[API_PATH_MAX], *body;
+	struct api_reply r;
+
+	if (size < 2)
+		return size;
+	m = (enum api_method)(data[0] % API_METHOD_COUNT);
+	nul = memchr(data + 1, 0, size - 1);
+	if (!nul)
+		return size;
+	plen = (size_t)(nul - (data + 1));
+	end = memchr(nul + 1, SEPARATOR, size - plen - 2);
+	blen = end ? (size_t)(end - (nul + 1)) : size - plen - 2;
+	used = plen + 2 + blen + (end ? 1 : 0);
+	if (plen == 0 || plen >= API_PATH_MAX || data[1] != '/')
+		return used;
+	memcpy(path, data + 1, plen);
+	path[plen] = 0;
+	body = malloc(blen + 1);
+	if (!body)
+		return used;
+	memcpy(body, nul + 1, blen);
+	body[blen] = 0;
+	api_handle(a, m, path, body, blen, &r);
+	if (trace)
+		fprintf(stderr, "%s %s %.*s -> %u %s\n", api_method_name(m), path, (int)blen, body, r.status,
+			r.body ? r.body : "");
+	check_reply(&r);
+	if (a->vm || a->state != API_NOT_STARTED)
+		abort();
+	free(r.body);
+	free(body);
+	return used;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static bool started;
+	struct vm_config base;
+	struct api *a = malloc(sizeof(*a));
+
+	if (!a)
+		return 0;
+	if (!started) {
+		scan_fds(baseline);
+		started = true;
+	}
+	log_set_fd(devnull);
+	log_set_level(LOG_ERROR);
+	config_defaults(&base);
+	api_init(a, &base);
+	a->dry_run = true;
+	for (unsigned i = 0; i < MAX_REQUESTS && size; i++) {
+		size_t used = one_request(a, data, size);
+
+		data += used;
+		size -= used;
+	}
+	api_free(a);
+	free(a);
+	log_set_fd(devnull);
+	close_new_fds();
+	return 0;
+}
