@@ -37,6 +37,7 @@ LIB_SRCS := \
 	src/evloop.c \
 	src/devmgr.c \
 	src/virtio/mmio.c \
+	src/virtio/mmio_snap.c \
 	src/virtio/rng.c \
 	src/virtio/blk.c \
 	src/virtio/blk_req.c \

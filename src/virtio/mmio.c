@@ -26,82 +26,7 @@
 #include "brisk/snapshot.h"
 #include "brisk/virtio.h"
 
-/* Register offsets (section 4.2.2). */
-enum {
-	REG_MAGIC = 0x000,
-	REG_VERSION = 0x004,
-	REG_DEVICE_ID = 0x008,
-	REG_VENDOR_ID = 0x00c,
-	REG_DEVICE_FEATURES = 0x010,
-	REG_DEVICE_FEATURES_SEL = 0x014,
-	REG_DRIVER_FEATURES = 0x020,
-	REG_DRIVER_FEATURES_SEL = 0x024,
-	REG_QUEUE_SEL = 0x030,
-	REG_QUEUE_NUM_MAX = 0x034,
-	REG_QUEUE_NUM = 0x038,
-	REG_QUEUE_READY = 0x044,
-	REG_QUEUE_NOTIFY = 0x050,
-	REG_INTERRUPT_STATUS = 0x060,
-	REG_INTERRUPT_ACK = 0x064,
-	REG_STATUS = 0x070,
-	REG_QUEUE_DESC_LOW = 0x080,
-	REG_QUEUE_DESC_HIGH = 0x084,
-	REG_QUEUE_DRIVER_LOW = 0x090,
-	REG_QUEUE_DRIVER_HIGH = 0x094,
-	REG_QUEUE_DEVICE_LOW = 0x0a0,
-	REG_QUEUE_DEVICE_HIGH = 0x0a4,
-	REG_SHM_SEL = 0x0ac,
-	REG_SHM_LEN_LOW = 0x0b0,
-	REG_SHM_LEN_HIGH = 0x0b4,
-	REG_SHM_BASE_LOW = 0x0b8,
-	REG_SHM_BASE_HIGH = 0x0bc,
-	REG_CONFIG_GENERATION = 0x0fc,
-};
-
-#define TRANSPORT_FEATURES                                                                                             \
-	((1ull << VIRTIO_F_VERSION_1) | (1ull << VIRTIO_F_EVENT_IDX) | (1ull << VIRTIO_F_INDIRECT_DESC))
-
-#define VIRTIO_MAX_WATCH 4 /* fds a device may watch besides its queues (virtio_watch) */
-
-struct watch {
-	struct virtio_mmio *t;
-	evloop_fn fn;
-	void *arg;
-};
-
-struct queue_slot {
-	struct virtq vq;
-	int notify_fd; /* eventfd: QueueNotify for this queue (KVM_IOEVENTFD or our own write) */
-	bool ready;    /* QueueReady */
-	uint16_t num;  /* QueueNum as written */
-	struct virtio_mmio *t;
-	unsigned index;
-};
-
-struct virtio_mmio {
-	struct devctx ctx;
-	const struct virtio_dev_ops *ops;
-	void *dev;
-	uint64_t features; /* the device-specific bits offered */
-	uint64_t base;
-	unsigned irq;
-	int irq_fd;		 /* eventfd for KVM_IRQFD, or -1: KVM_IRQ_LINE pulses */
-	bool ioeventfd;		 /* QueueNotify goes to the eventfds without an exit */
-	pthread_mutex_t lock;	 /* registers below */
-	pthread_mutex_t io_lock; /* device work vs reset/activate (virtio.h) */
-	uint32_t status;
-	uint32_t dev_features_sel, drv_features_sel, queue_sel;
-	uint64_t drv_features;
-	uint32_t config_generation;
-	_Atomic uint32_t interrupt_status;
-	_Atomic bool active; /* DRIVER_OK accepted and not reset: notifications are served */
-	struct queue_slot q[VIRTIO_MMIO_MAX_QUEUES];
-	struct watch watch[VIRTIO_MAX_WATCH];
-	unsigned nr_watch;
-	struct {
-		_Atomic uint64_t notifies, interrupts, bad_chains, needs_reset, bad_accesses;
-	} stats;
-};
+#include "mmio_impl.h"
 
 /*
  * `count` occurrences came before this one: logs the first 8 of a kind, then
@@ -277,7 +202,7 @@ static void reset_locked(struct virtio_mmio *t)
 	atomic_store(&t->interrupt_status, 0);
 }
 
-static uint64_t offered(const struct virtio_mmio *t)
+uint64_t mmio_offered(const struct virtio_mmio *t)
 {
 	return t->features | TRANSPORT_FEATURES;
 }
@@ -285,11 +210,11 @@ static uint64_t offered(const struct virtio_mmio *t)
 /* FEATURES_OK sticks only for a set the device accepts (3.1.1 step 5, 6.1: VERSION_1 is required). */
 static bool features_ok(const struct virtio_mmio *t)
 {
-	return (t->drv_features & (1ull << VIRTIO_F_VERSION_1)) && !(t->drv_features & ~offered(t));
+	return (t->drv_features & (1ull << VIRTIO_F_VERSION_1)) && !(t->drv_features & ~mmio_offered(t));
 }
 
 /* DRIVER_OK: every ready queue was validated when it became ready; the device starts. */
-static void driver_ok_locked(struct virtio_mmio *t)
+void mmio_driver_ok_locked(struct virtio_mmio *t)
 {
 	int err;
 
@@ -327,7 +252,7 @@ static void write_status(struct virtio_mmio *t, uint32_t v)
 	if ((added & VIRTIO_STATUS_FEATURES_OK) && !features_ok(t)) {
 		added &= ~VIRTIO_STATUS_FEATURES_OK; /* the driver reads it back and sees the refusal */
 		bad_access(t, "driver features 0x%llx refused (offered 0x%llx)", (unsigned long long)t->drv_features,
-			   (unsigned long long)offered(t));
+			   (unsigned long long)mmio_offered(t));
 	}
 	if ((added & VIRTIO_STATUS_DRIVER_OK) && !((old | added) & VIRTIO_STATUS_FEATURES_OK)) {
 		bad_access(t, "DRIVER_OK 0x%llx without FEATURES_OK (status 0x%llx)", (unsigned long long)v,
@@ -336,7 +261,7 @@ static void write_status(struct virtio_mmio *t, uint32_t v)
 	}
 	t->status = old | (added & ~VIRTIO_STATUS_DEVICE_NEEDS_RESET);
 	if ((added & VIRTIO_STATUS_DRIVER_OK) && !(t->status & VIRTIO_STATUS_DEVICE_NEEDS_RESET))
-		driver_ok_locked(t);
+		mmio_driver_ok_locked(t);
 }
 
 /* ---- queue registers ----------------------------------------------------------------------------------- */
@@ -515,7 +440,7 @@ static uint32_t read_queue_reg(struct virtio_mmio *t, uint64_t reg)
 
 static uint32_t read_reg(struct virtio_mmio *t, uint64_t reg)
 {
-	uint64_t f = offered(t);
+	uint64_t f = mmio_offered(t);
 
 	switch (reg) {
 	case REG_MAGIC:
@@ -653,187 +578,6 @@ static void mmio_destroy(void *dev)
 	pthread_mutex_destroy(&t->lock);
 	pthread_mutex_destroy(&t->io_lock);
 	free(t);
-}
-
-/* ---- snapshot (device.h, snapshot.h) ---------------------------------------------------------------------- */
-
-/* Waits, under the I/O lock, for the device's work in flight (virtio.h). */
-static int mmio_quiesce(void *dev)
-{
-	struct virtio_mmio *t = dev;
-	int err;
-
-	if (!t->ops->quiesce)
-		return 0;
-	pthread_mutex_lock(&t->io_lock);
-	err = t->ops->quiesce(t->dev);
-	pthread_mutex_unlock(&t->io_lock);
-	if (err)
-		log_warn("%s at 0x%llx: quiesce: %s", t->ops->name, (unsigned long long)t->base, strerror(-err));
-	return err;
-}
-
-/*
- * The register file (4.2.2), then per queue QueueReady, QueueNum and the virtqueue (virtq_save), then the
- * device's own state. The device ID comes first: every virtio device's section is named "virtio-mmio".
- */
-static int save_registers(const struct virtio_mmio *t, struct snap_writer *w)
-{
-	int err = snap_put_u32(w, t->ops->device_id);
-
-	err = err ?: snap_put_u32(w, t->ops->nr_queues);
-	err = err ?: snap_put_u32(w, t->status);
-	err = err ?: snap_put_u32(w, t->dev_features_sel);
-	err = err ?: snap_put_u32(w, t->drv_features_sel);
-	err = err ?: snap_put_u32(w, t->queue_sel);
-	err = err ?: snap_put_u64(w, t->drv_features);
-	err = err ?: snap_put_u32(w, t->config_generation);
-	err = err ?: snap_put_u32(w, atomic_load(&t->interrupt_status));
-	for (unsigned i = 0; i < t->ops->nr_queues && !err; i++) {
-		err = snap_put_u8(w, t->q[i].ready);
-		err = err ?: snap_put_u16(w, t->q[i].num);
-		err = err ?: virtq_save(&t->q[i].vq, w);
-	}
-	return err;
-}
-
-static int mmio_save(void *dev, struct snap_writer *w)
-{
-	struct virtio_mmio *t = dev;
-	int err;
-
-	pthread_mutex_lock(&t->lock);
-	err = save_registers(t, w);
-	pthread_mutex_unlock(&t->lock);
-	if (!err && t->ops->save)
-		err = t->ops->save(t->dev, w);
-	return err;
-}
-
-/* What a restore reads before anything is changed. */
-struct saved {
-	uint32_t device_id, nr_queues, status, dev_features_sel, drv_features_sel, queue_sel;
-	uint64_t drv_features;
-	uint32_t config_generation, interrupt_status;
-	uint8_t ready[VIRTIO_MMIO_MAX_QUEUES];
-	uint16_t num[VIRTIO_MMIO_MAX_QUEUES];
-	struct virtq vq[VIRTIO_MMIO_MAX_QUEUES];
-};
-
-__attribute__((format(printf, 2, 3))) static int refuse_restore(const struct virtio_mmio *t, const char *fmt, ...)
-{
-	char what[160];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
-	va_end(ap);
-	log_error("%s at 0x%llx: snapshot refused: %s", t->ops->name, (unsigned long long)t->base, what);
-	return -EINVAL;
-}
-
-#define STATUS_KNOWN                                                                                                   \
-	(VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_DRIVER_OK | VIRTIO_STATUS_FEATURES_OK |      \
-	 VIRTIO_STATUS_DEVICE_NEEDS_RESET | VIRTIO_STATUS_FAILED)
-
-/* The register file, checked as write_status and write_reg would have let a driver set it (3.1.1, 4.2.2). */
-static int read_registers(const struct virtio_mmio *t, struct snap_reader *r, struct saved *s)
-{
-	snap_get_u32(r, &s->device_id);
-	snap_get_u32(r, &s->nr_queues);
-	snap_get_u32(r, &s->status);
-	snap_get_u32(r, &s->dev_features_sel);
-	snap_get_u32(r, &s->drv_features_sel);
-	snap_get_u32(r, &s->queue_sel);
-	snap_get_u64(r, &s->drv_features);
-	snap_get_u32(r, &s->config_generation);
-	snap_get_u32(r, &s->interrupt_status);
-	if (snap_reader_error(r))
-		return refuse_restore(t, "register file truncated");
-	if (s->device_id != t->ops->device_id || s->nr_queues != t->ops->nr_queues)
-		return refuse_restore(t, "device ID %u with %u queues, this VM has %u with %u here", s->device_id,
-				      s->nr_queues, t->ops->device_id, t->ops->nr_queues);
-	if (s->status & ~STATUS_KNOWN)
-		return refuse_restore(t, "status 0x%x has unknown bits", s->status);
-	if ((s->status & VIRTIO_STATUS_FEATURES_OK) &&
-	    (!(s->drv_features & (1ull << VIRTIO_F_VERSION_1)) || (s->drv_features & ~offered(t))))
-		return refuse_restore(t, "driver features 0x%llx not a set the device offers (0x%llx)",
-				      (unsigned long long)s->drv_features, (unsigned long long)offered(t));
-	if ((s->status & VIRTIO_STATUS_DRIVER_OK) && !(s->status & VIRTIO_STATUS_FEATURES_OK))
-		return refuse_restore(t, "status 0x%x: DRIVER_OK without FEATURES_OK", s->status);
-	if (s->interrupt_status & ~(VIRTIO_MMIO_INT_VRING | VIRTIO_MMIO_INT_CONFIG))
-		return refuse_restore(t, "interrupt status 0x%x has unknown bits", s->interrupt_status);
-	return 0;
-}
-
-/* One queue, checked as QueueNum and QueueReady writes are (4.2.2.3, write_queue_ready). */
-static int read_queue(const struct virtio_mmio *t, struct snap_reader *r, struct saved *s, unsigned i)
-{
-	bool event_idx = s->drv_features & (1ull << VIRTIO_F_EVENT_IDX);
-	bool indirect = s->drv_features & (1ull << VIRTIO_F_INDIRECT_DESC);
-	const char *why = NULL;
-	struct virtq *q = &s->vq[i];
-
-	snap_get_u8(r, &s->ready[i]);
-	snap_get_u16(r, &s->num[i]);
-	if (virtq_restore(q, r, t->ctx.mem, t->ops->queue_max, &why))
-		return refuse_restore(t, "queue %u: %s", i, why);
-	if (s->ready[i] > 1 || s->num[i] > t->ops->queue_max)
-		return refuse_restore(t, "queue %u: QueueReady %u, QueueNum %u (maximum %u)", i, s->ready[i], s->num[i],
-				      t->ops->queue_max);
-	/* A ready queue is exactly the one the driver's writes activated: the same size and features. */
-	if (s->ready[i] && (!q->mem || q->size != s->num[i] || q->event_idx != event_idx || q->indirect != indirect))
-		return refuse_restore(t, "queue %u: ready but not the queue QueueNum %u and the features describe", i,
-				      s->num[i]);
-	if (!s->ready[i] && q->mem)
-		return refuse_restore(t, "queue %u: activated but not ready", i);
-	return 0;
-}
-
-/* Makes the checked state the transport's; with DRIVER_OK, activates the device as the status write does. */
-static void commit_restore(struct virtio_mmio *t, const struct saved *s)
-{
-	pthread_mutex_lock(&t->lock);
-	t->status = s->status;
-	t->dev_features_sel = s->dev_features_sel;
-	t->drv_features_sel = s->drv_features_sel;
-	t->queue_sel = s->queue_sel;
-	t->drv_features = s->drv_features;
-	t->config_generation = s->config_generation;
-	atomic_store(&t->interrupt_status, s->interrupt_status);
-	for (unsigned i = 0; i < t->ops->nr_queues; i++) {
-		t->q[i].ready = s->ready[i];
-		t->q[i].num = s->num[i];
-		t->q[i].vq = s->vq[i];
-	}
-	if ((t->status & VIRTIO_STATUS_DRIVER_OK) && !(t->status & VIRTIO_STATUS_DEVICE_NEEDS_RESET))
-		driver_ok_locked(t);
-	pthread_mutex_unlock(&t->lock);
-}
-
-/*
- * Everything is read and checked (the transport's fields, then the device's through its restore hook)
- * before anything changes: a refused snapshot leaves the device as created, nothing activated.
- */
-static int mmio_restore(void *dev, struct snap_reader *r)
-{
-	struct virtio_mmio *t = dev;
-	struct saved *s = calloc(1, sizeof(*s));
-	int err;
-
-	if (!s)
-		return -ENOMEM;
-	err = read_registers(t, r, s);
-	for (unsigned i = 0; i < t->ops->nr_queues && !err; i++)
-		err = read_queue(t, r, s, i);
-	if (!err && t->ops->restore)
-		err = t->ops->restore(t->dev, r);
-	if (!err && (snap_reader_error(r) || snap_remaining(r)))
-		err = refuse_restore(t, "device section %s", snap_reader_error(r) ? "truncated" : "has extra bytes");
-	if (!err)
-		commit_restore(t, s);
-	free(s);
-	return err;
 }
 
 static const struct dev_ops mmio_ops = {
