@@ -269,10 +269,13 @@ static void stop_child(pid_t pid)
 
 /* ---- child boots ---------------------------------------------------------- */
 
-static int has_serial(char *const *opts, size_t n)
+/* Whether option `name` ("--serial") is among opts, as "--name" or "--name=VALUE". */
+static int has_opt(char *const *opts, size_t n, const char *name)
 {
+	size_t len = strlen(name);
+
 	for (size_t i = 0; i < n; i++)
-		if (strcmp(opts[i], "--serial") == 0 || strncmp(opts[i], "--serial=", 9) == 0)
+		if (strncmp(opts[i], name, len) == 0 && (opts[i][len] == 0 || opts[i][len] == '='))
 			return 1;
 	return 0;
 }
@@ -307,10 +310,11 @@ int bench_side_init(struct bench_side *side, char *const *opts, size_t nopts, in
 	if (!side->argv)
 		return -ENOMEM;
 	side->argv[n++] = "brisk";
-	side->argv[n++] = "run";
+	/* Options naming a snapshot measure restores (brisk restore): the same phases, and the restore's own. */
+	side->argv[n++] = has_opt(opts, nopts, "--snapshot") ? "restore" : "run";
 	for (size_t i = 0; i < nopts; i++)
 		side->argv[n++] = opts[i];
-	if (!has_serial(opts, nopts)) {
+	if (!has_opt(opts, nopts, "--serial")) {
 		side->argv[n++] = "--serial";
 		side->argv[n++] = "none";
 	}
