@@ -21,14 +21,13 @@
  */
 #define NAME "blk-counter"
 
-#define VIRTIO_BLK_T_IN	   0
-#define VIRTIO_BLK_T_OUT   1
-#define VIRTIO_BLK_S_OK	   0
-#define VIRTIO_BLK_F_FLUSH (1ULL << 9)
-#define CFG_CAPACITY	   0
-#define SECTOR		   512
-#define RING		   64
-#define NO_STATUS	   0xee
+#define VIRTIO_BLK_T_IN	 0
+#define VIRTIO_BLK_T_OUT 1
+#define VIRTIO_BLK_S_OK	 0
+#define CFG_CAPACITY	 0
+#define SECTOR		 512
+#define RING		 64
+#define NO_STATUS	 0xee
 
 struct blk_req_hdr {
 	uint32_t type;
@@ -127,7 +126,7 @@ void guest_main(struct hvm_start_info *si)
 	serial_init();
 	cmdline_get_u64(cmdline, "stop", &stop);
 	blk.name = NAME;
-	if (virtio_start(&blk, cmdline, VIRTIO_ID_BLOCK, VIRTIO_F_EVENT_IDX | VIRTIO_BLK_F_FLUSH, 1))
+	if (virtio_start(&blk, cmdline, VIRTIO_ID_BLOCK, VIRTIO_F_EVENT_IDX, 1))
 		guest_fail(NAME, "virtio-blk bring-up");
 	if (virtio_config_read(&blk, f, 1) < 0 || capacity < 2)
 		guest_fail(NAME, "capacity");

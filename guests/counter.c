@@ -13,9 +13,9 @@
  *   "count N sum S cpus N,a,b"           with APs: a, b = each AP's own count
  * N = 1, 2, 3, ... with no gap. Line N also writes N into page N % HIST_PAGES
  * of a 256 KiB history and into RAM_PAGES pages spread over all of RAM (the
- * last page of RAM among them); before writing it checks that what those pages hold is
- * line N-1's (or N-HIST_PAGES's) value, and S is the sum of the history read back:
- * S = N + (N-1) + ... + max(1, N-63). A restored memory image that lost or
+ * last page of RAM among them); before writing it checks that those pages
+ * hold line N-1's (or N-HIST_PAGES's) value, and S is the sum of the history
+ * read back: S = N + (N-1) + ... + max(1, N-63). A restored memory image that lost or
  * zeroed a page prints "counter: FAIL: ..." and exits with status 255.
  * Each AP counts its own ticks into its own slot and checks its own page
  * the same way.
@@ -56,11 +56,6 @@ static volatile uint64_t count[MAX_CPUS]; /* lines (BSP) or ticks seen (APs), by
 static volatile unsigned int ncpus = 1, arrived;
 static uint32_t timer_count;
 
-static uint32_t lapic_read(unsigned int reg)
-{
-	return mmio_read32(BRISK_LAPIC_BASE + reg);
-}
-
 static void lapic_write(unsigned int reg, uint32_t v)
 {
 	mmio_write32(BRISK_LAPIC_BASE + reg, v);
@@ -86,7 +81,6 @@ static void timer_start(void)
 	lapic_write(LAPIC_TIMER_DIV, TIMER_DIV_128);
 	lapic_write(LAPIC_LVT_TIMER, LVT_PERIODIC | TIMER_VECTOR);
 	lapic_write(LAPIC_TIMER_INIT, timer_count);
-	(void)lapic_read(LAPIC_LVT_TIMER);
 }
 
 /*
