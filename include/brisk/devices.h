@@ -95,6 +95,15 @@ __attribute__((warn_unused_result)) int virtio_net_create(const struct devctx *c
 
 /* i8042 at 0x60/0x64: 0xfe to 0x64 ends the VM with EXIT_GUEST_OK. */
 __attribute__((warn_unused_result)) int i8042_create(const struct devctx *ctx, struct bus *bus);
+/*
+ * Presses and releases Ctrl+Alt+Del on the keyboard of the i8042 on `bus`
+ * (found at its data port): the whole sequence is queued, in scan code
+ * set 1 when the guest's command byte has XLATE, else set 2, and IRQ 1 is
+ * pulsed per byte if the guest enabled it. Any thread (takes the device's
+ * lock). Returns 0, -ENODEV (no i8042 on the bus) or -EBUSY (the guest has
+ * not yet read enough of the previous keys to make room).
+ */
+__attribute__((warn_unused_result)) int i8042_ctrl_alt_del(struct bus *bus);
 /* Debug-exit port BRISK_DEBUG_EXIT_PORT (see abi.h). */
 __attribute__((warn_unused_result)) int debugexit_create(const struct devctx *ctx, struct bus *bus);
 /* Boot-marker device at BRISK_BOOTMARK_PORT and BRISK_BOOTMARK_MMIO. */

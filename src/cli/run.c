@@ -505,6 +505,11 @@ static int check_mode(enum run_mode mode)
 		fprintf(stderr, "%s: --snapshot, --mem and --paused belong to 'brisk restore'\n", me);
 		return EXIT_USAGE;
 	}
+	if (mode == MODE_API && !config_file && vm_option) {
+		fprintf(stderr, "%s: --%s: with --api-sock the API configures the VM (or use 'brisk run ... --api-sock')\n",
+			me, vm_option);
+		return EXIT_USAGE;
+	}
 	if (config_file && vm_option) {
 		fprintf(stderr, "%s: --%s: --config-file describes the VM; only process options may be added\n", me,
 			vm_option);

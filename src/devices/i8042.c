@@ -1,12 +1,14 @@
-/* i8042.c - the PS/2 keyboard controller, only as far as Linux probes it and reboots through it. */
+/* i8042.c - the PS/2 keyboard controller, as far as Linux probes it and reboots through it, and Ctrl+Alt+Del. */
 /*
- * No keyboard or mouse is attached and no IRQ is raised. What the model
- * does (commands from the IBM PC/AT Technical Reference, "Keyboard
- * Controller"; names as Linux drivers/input/serio/i8042.h):
+ * No mouse is attached; the keyboard only ever sends Ctrl+Alt+Del
+ * (i8042_ctrl_alt_del, the API's SendCtrlAltDel). What the model does
+ * (commands from the IBM PC/AT Technical Reference, "Keyboard Controller";
+ * names as Linux drivers/input/serio/i8042.h):
  *
- *   status (read 0x64): OBF when a reply is waiting, SYS (POST passed),
+ *   status (read 0x64): OBF when a byte is waiting, SYS (POST passed),
  *     CMD/DATA (last write went to 0x64), KEYLOCK (keyboard not inhibited);
- *     IBF is never set, so a driver never waits to write.
+ *     IBF is never set, so a driver never waits to write; AUXDATA never
+ *     set (no aux device: every byte is the controller's or the keyboard's).
  *   0x20 read / 0x60 write the command byte (CTR)
  *   0xa7/0xa8, 0xad/0xae disable/enable the aux/kbd port (CTR bits 5/4)
  *   0xa9, 0xab aux/kbd interface test -> 0x00 (passed)
@@ -14,12 +16,20 @@
  *   0xd0 read / 0xd1 write the output port
  *   0xf0-0xff "pulse output lines": an even command pulses bit 0, the CPU
  *     reset line, so 0xfe (Linux reboot=k) ends the VM with EXIT_GUEST_OK
- *   anything else, and data for the (absent) keyboard: ignored
+ *   anything else, and data for the keyboard: ignored
  *
  * Every command that Linux's i8042_command() expects a reply to gets one
  * at once: a missing reply costs the guest a 500 ms poll timeout each.
- * Reads of 0x60 return the pending reply, or 0 when none is pending
+ * Reads of 0x60 return the pending byte, or 0 when none is pending
  * (as kvmtool and Firecracker).
+ *
+ * The output buffer holds one byte: a controller reply first, else the
+ * oldest of the keyboard's bytes, which wait in a bounded queue (the
+ * keyboard's own buffer on real hardware) and stay there while the guest
+ * disables the keyboard port (CTR.KBDDIS). As the 8042 drives IRQ 1 from
+ * OBF, each keyboard byte that reaches the output buffer while CTR.KBDINT
+ * is set gets one edge on ISA IRQ 1, and so does setting KBDINT while one
+ * is there: Linux's i8042_interrupt() reads one byte per interrupt.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -60,15 +70,38 @@
 #define SELF_TEST_OK	0x55
 #define OUTP_RESET_HIGH 0x01 /* output port bit 0: CPU reset, active low */
 
+#define KBD_IRQ	  1  /* ISA IRQ 1, edge (the DSDT's PS2K, the MP table's ISA entries) */
+#define KBD_QUEUE 16 /* keyboard bytes that may wait: as Linux's I8042_BUFFER_SIZE, Firecracker's BUF_SIZE */
+
+/* The snapshot section (i8042_save): six bytes of controller state, the queue's length, the queue. */
+#define SNAP_LEN (7 + KBD_QUEUE)
+
+/*
+ * Ctrl, Alt and Delete pressed, then released in reverse order, so that
+ * the guest's keyboard state is clean afterwards (an init that handles
+ * Ctrl+Alt+Del itself leaves the guest running; Firecracker sends the
+ * presses only). Codes from Microsoft's "Keyboard Scan Code Specification"
+ * rev. 1.3a, appendix A: set 1 as the controller's translation produces
+ * it (breaks = make | 0x80), set 2 as the keyboard sends it (breaks =
+ * 0xf0 before the make; Delete is extended: 0xe0 first).
+ */
+static const uint8_t cad_set1[] = {0x1d, 0x38, 0xe0, 0x53, 0xe0, 0xd3, 0xb8, 0x9d};
+static const uint8_t cad_set2[] = {0x14, 0x11, 0xe0, 0x71, 0xe0, 0xf0, 0x71, 0xf0, 0x11, 0xf0, 0x14};
+_Static_assert(sizeof(cad_set2) <= KBD_QUEUE && sizeof(cad_set1) <= KBD_QUEUE, "one sequence fits the queue");
+
 struct i8042 {
 	struct devctx ctx;
 	pthread_mutex_t lock;
 	uint8_t ctr;
 	uint8_t outp;
-	uint8_t obuf;
-	bool obf;
+	uint8_t obuf; /* a controller reply, */
+	bool obf;     /* waiting in the output buffer ahead of the keyboard's bytes */
 	bool last_was_cmd;
-	uint8_t pending; /* command awaiting a data byte on 0x60, or 0 */
+	uint8_t pending;	/* command awaiting a data byte on 0x60, or 0 */
+	uint8_t kbd[KBD_QUEUE]; /* the keyboard's bytes, oldest at kbd_head */
+	unsigned kbd_head;
+	unsigned kbd_len;
+	bool irq_sent; /* IRQ 1 was pulsed for the keyboard byte in the output buffer */
 };
 
 static void reply(struct i8042 *k, uint8_t v)
@@ -77,17 +110,52 @@ static void reply(struct i8042 *k, uint8_t v)
 	k->obf = true;
 }
 
+/* Whether the output buffer holds a keyboard byte: no reply ahead of it, the port enabled. */
+static bool kbd_byte_out(const struct i8042 *k)
+{
+	return !k->obf && k->kbd_len && !(k->ctr & CTR_KBDDIS);
+}
+
+/*
+ * One edge on IRQ 1 per keyboard byte that reaches the output buffer while
+ * KBDINT is set, or when KBDINT is set with one there (the 8042's IRQ 1
+ * output is OBF with a keyboard byte, gated by KBDINT; the IOAPIC pin is
+ * edge-triggered). Called after every change, under the lock, so pulses
+ * follow the state in order.
+ */
+static void update_irq(struct i8042 *k)
+{
+	bool want = kbd_byte_out(k) && (k->ctr & CTR_KBDINT);
+
+	if (want && !k->irq_sent) {
+		dev_irq_line(&k->ctx, KBD_IRQ, 1);
+		dev_irq_line(&k->ctx, KBD_IRQ, 0);
+	}
+	k->irq_sent = want;
+}
+
 static uint8_t read_status(const struct i8042 *k)
 {
-	return (uint8_t)((k->obf ? STR_OBF : 0) | STR_SYS | (k->last_was_cmd ? STR_CMDDAT : 0) | STR_KEYLOCK);
+	bool full = k->obf || kbd_byte_out(k);
+
+	return (uint8_t)((full ? STR_OBF : 0) | STR_SYS | (k->last_was_cmd ? STR_CMDDAT : 0) | STR_KEYLOCK);
 }
 
 static uint8_t read_data(struct i8042 *k)
 {
-	if (!k->obf)
+	uint8_t v;
+
+	if (k->obf) {
+		k->obf = false;
+		return k->obuf;
+	}
+	if (!kbd_byte_out(k))
 		return 0;
-	k->obf = false;
-	return k->obuf;
+	v = k->kbd[k->kbd_head];
+	k->kbd_head = (k->kbd_head + 1) % KBD_QUEUE;
+	k->kbd_len--;
+	k->irq_sent = false; /* the next byte, if any, is a new one */
+	return v;
 }
 
 static void write_data(struct i8042 *k, uint8_t v)
@@ -154,7 +222,12 @@ static void i8042_read(void *dev, const struct bus_access *a, void *data)
 
 	memset(data, 0, a->len);
 	pthread_mutex_lock(&k->lock);
-	v = a->addr == BRISK_I8042_CMD_PORT ? read_status(k) : read_data(k);
+	if (a->addr == BRISK_I8042_CMD_PORT) {
+		v = read_status(k);
+	} else {
+		v = read_data(k);
+		update_irq(k);
+	}
 	pthread_mutex_unlock(&k->lock);
 	((uint8_t *)data)[0] = v;
 }
@@ -170,6 +243,7 @@ static void i8042_write(void *dev, const struct bus_access *a, const void *data)
 		reset = write_cmd(k, v);
 	else
 		write_data(k, v);
+	update_irq(k);
 	pthread_mutex_unlock(&k->lock);
 	if (reset)
 		dev_request_exit(&k->ctx, EXIT_GUEST_OK, "guest requested reset (i8042)");
@@ -183,6 +257,9 @@ static void reset_locked(struct i8042 *k)
 	k->obuf = 0;
 	k->last_was_cmd = false;
 	k->pending = 0;
+	k->kbd_head = 0;
+	k->kbd_len = 0;
+	k->irq_sent = false;
 }
 
 static void i8042_reset(void *dev)
@@ -202,11 +279,18 @@ static void i8042_destroy(void *dev)
 	free(k);
 }
 
-/* Snapshot (device.h): the command byte, the output port, the output buffer and the command state. */
+/*
+ * Snapshot (device.h), SNAP_LEN bytes: the command byte, the output port,
+ * the reply and its flag, the command state (as before the keyboard), then
+ * the number of waiting keyboard bytes and KBD_QUEUE bytes holding them,
+ * oldest first, zero-filled. Whether IRQ 1 was pulsed for the byte in the
+ * output buffer is not saved: it always was when KBDINT is set (update_irq
+ * runs after every change), and a pending edge is the irqchip's state.
+ */
 static int i8042_save(void *dev, struct snap_writer *w)
 {
 	struct i8042 *k = dev;
-	uint8_t v[6];
+	uint8_t v[SNAP_LEN] = {0};
 
 	pthread_mutex_lock(&k->lock);
 	v[0] = k->ctr;
@@ -215,22 +299,29 @@ static int i8042_save(void *dev, struct snap_writer *w)
 	v[3] = k->obf;
 	v[4] = k->last_was_cmd;
 	v[5] = k->pending;
+	v[6] = (uint8_t)k->kbd_len;
+	for (unsigned i = 0; i < k->kbd_len; i++)
+		v[7 + i] = k->kbd[(k->kbd_head + i) % KBD_QUEUE];
 	pthread_mutex_unlock(&k->lock);
 	return snap_put(w, v, sizeof(v));
 }
 
-/* Refuses what no guest can produce: flags other than 0/1, a pending command that takes no data. */
+/*
+ * Refuses what no guest can produce: flags other than 0/1, a pending command that takes no data, more
+ * keyboard bytes than the queue holds.
+ */
 static int i8042_restore(void *dev, struct snap_reader *r)
 {
 	struct i8042 *k = dev;
-	uint8_t v[6] = {0};
+	uint8_t v[SNAP_LEN] = {0};
 
 	if (snap_get(r, v, sizeof(v)))
 		return -EINVAL;
 	if (v[3] > 1 || v[4] > 1 || (v[5] && v[5] != CMD_WRITE_CTR && v[5] != CMD_WRITE_OUTP) ||
-	    !(v[1] & OUTP_RESET_HIGH)) {
-		log_error("i8042: snapshot refused: flags %u/%u, pending command 0x%02x, output port 0x%02x", v[3],
-			  v[4], v[5], v[1]);
+	    !(v[1] & OUTP_RESET_HIGH) || v[6] > KBD_QUEUE) {
+		log_error("i8042: snapshot refused: flags %u/%u, pending command 0x%02x, output port 0x%02x, "
+			  "%u keyboard bytes",
+			  v[3], v[4], v[5], v[1], v[6]);
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&k->lock);
@@ -240,6 +331,10 @@ static int i8042_restore(void *dev, struct snap_reader *r)
 	k->obf = v[3];
 	k->last_was_cmd = v[4];
 	k->pending = v[5];
+	k->kbd_head = 0;
+	k->kbd_len = v[6];
+	memcpy(k->kbd, &v[7], KBD_QUEUE);
+	k->irq_sent = kbd_byte_out(k) && (k->ctr & CTR_KBDINT);
 	pthread_mutex_unlock(&k->lock);
 	return 0;
 }
@@ -270,4 +365,42 @@ int i8042_create(const struct devctx *ctx, struct bus *bus)
 		return -ENOSPC;
 	err = bus_map(bus, d, BUS_PIO, BRISK_I8042_CMD_PORT, 1);
 	return err ? err : bus_map(bus, d, BUS_PIO, BRISK_I8042_DATA_PORT, 1);
+}
+
+/*
+ * The scan code set follows the command byte the guest last wrote, read at
+ * the moment of the press: with CTR.XLATE the controller translates the
+ * keyboard's set 2 into set 1 (IBM PS/2 Hardware Interface Technical
+ * Reference, "Keyboard/Auxiliary Device Controller", command byte bit 6),
+ * and Linux then decodes set 1 (its port is SERIO_8042_XL; Linux keeps
+ * the XLATE its firmware left, which here is brisk's reset value); without
+ * it the keyboard's set 2 passes through raw (SERIO_8042, i8042.direct or
+ * a firmware that cleared XLATE). Deciding at the press, not per byte as
+ * the guest reads, is a simplification: a guest that flips XLATE while
+ * keys wait sees them in the old set (Linux only sets it at probe, with
+ * the port disabled).
+ */
+int i8042_ctrl_alt_del(struct bus *bus)
+{
+	const struct bus_range *r = bus_find(bus, BUS_PIO, BRISK_I8042_DATA_PORT, 1);
+	const uint8_t *seq;
+	struct i8042 *k;
+	size_t n;
+	int ret = 0;
+
+	if (!r || r->device->ops != &i8042_ops)
+		return -ENODEV;
+	k = r->device->dev;
+	pthread_mutex_lock(&k->lock);
+	seq = (k->ctr & CTR_XLATE) ? cad_set1 : cad_set2;
+	n = (k->ctr & CTR_XLATE) ? sizeof(cad_set1) : sizeof(cad_set2);
+	if (KBD_QUEUE - k->kbd_len < n) {
+		ret = -EBUSY; /* all of the sequence or none: half a key press would stay stuck */
+	} else {
+		for (size_t i = 0; i < n; i++)
+			k->kbd[(k->kbd_head + k->kbd_len++) % KBD_QUEUE] = seq[i];
+		update_irq(k);
+	}
+	pthread_mutex_unlock(&k->lock);
+	return ret;
 }

@@ -36,7 +36,170 @@
 #include "brisk/file.h"
 #include "brisk/log.h"
 
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define MAX_REQUESTS 8
+#define SEPARATOR    0xff
+
+/* ---- the VM must never be reached in a dry run ----------------------------------------------------------- */
+
+#define NEVER(what)                                                                                               \
+	do {                                                                                                      \
+		fprintf(stderr, "fuzz_api: %s called in a dry run\n", what);                                      \
+		abort();                                                                                          \
+	} while (0)
+
+int vm_create(const struct vm_config *cfg, struct vm **out, struct vm_error *err)
+{
+	(void)cfg, (void)out, (void)err;
+	NEVER("vm_create");
+}
+int vm_restore(const struct vm_config *base, const char *state_path, const char *mem_path, bool resume,
+	       struct vm **out, struct vm_error *err)
+{
+	(void)base, (void)state_path, (void)mem_path, (void)resume, (void)out, (void)err;
+	NEVER("vm_restore");
+}
+int vm_start(struct vm *vm)
+{
+	(void)vm;
+	NEVER("vm_start");
+}
+int vm_pause(struct vm *vm)
+{
+	(void)vm;
+	NEVER("vm_pause");
+}
+void vm_resume(struct vm *vm)
+{
+	(void)vm;
+	NEVER("vm_resume");
+}
+int vm_snapshot_create(struct vm *vm, const char *state_path, const char *mem_path, char *err, size_t errlen)
+{
+	(void)vm, (void)state_path, (void)mem_path, (void)err, (void)errlen;
+	NEVER("vm_snapshot_create");
+}
+int vm_ctrl_alt_del(struct vm *vm)
+{
+	(void)vm;
+	NEVER("vm_ctrl_alt_del");
+}
+const struct vm_config *vm_config(const struct vm *vm)
+{
+	(void)vm;
+	NEVER("vm_config");
+}
+unsigned vm_nr_vcpus(const struct vm *vm)
+{
+	(void)vm;
+	NEVER("vm_nr_vcpus");
+}
+struct exit_stats *vm_vcpu_exit_stats(struct vm *vm, unsigned i)
+{
+	(void)vm, (void)i;
+	NEVER("vm_vcpu_exit_stats");
+}
+const char *exit_reason_name(unsigned reason)
+{
+	(void)reason;
+	NEVER("exit_reason_name");
+}
+/* api_serve.c's loop (not fuzzed here; linked for api_init and api_free). */
+int vm_wake_fd(const struct vm *vm)
+{
+	(void)vm;
+	NEVER("vm_wake_fd");
+}
+bool vm_exit_requested(const struct vm *vm)
+{
+	(void)vm;
+	NEVER("vm_exit_requested");
+}
+int vm_finish(struct vm *vm)
+{
+	(void)vm;
+	NEVER("vm_finish");
+}
+void vm_print_report(struct vm *vm, FILE *f)
+{
+	(void)vm, (void)f;
+	NEVER("vm_print_report");
+}
+void vm_destroy(struct vm *vm)
+{
+	(void)vm;
+	NEVER("vm_destroy");
+}
+void vm_request_exit(struct vm *vm, int code, const char *reason)
+{
+	(void)vm, (void)code, (void)reason;
+	NEVER("vm_request_exit");
+}
+int api_link_fd(const struct api_link *l)
+{
+	(void)l;
+	NEVER("api_link_fd");
+}
+int api_link_recv(struct api_link *l, struct api_request *req, char *err, size_t errlen)
+{
+	(void)l, (void)req, (void)err, (void)errlen;
+	NEVER("api_link_recv");
+}
+int api_link_reply(struct api_link *l, unsigned status, const char *json_body)
+{
+	(void)l, (void)status, (void)json_body;
+	NEVER("api_link_reply");
+}
+
+/* ---- host files: a scratch directory, and no descriptor left behind ------------------------------------- */
+
+static int devnull = -1;
+static bool trace; /* FUZZ_API_TRACE=1: each request and its reply on stderr (to look at the seeds) */
+static unsigned char baseline[4096 / 8]; /* the descriptors open before the first input */
+
+static void scan_fds(unsigned char *set)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		int fd = atoi(e->d_name);
+
+		if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && fd < 4096 && fd != dirfd(d))
+			set[fd / 8] |= (unsigned char)(1u << (fd % 8));
+	}
+	closedir(d);
+}
+
+static void close_new_fds(void)
+{
+	unsigned char now[sizeof(baseline)] = {0};
+
+	scan_fds(now);
+	for (int fd = 0; fd < 4096; fd++)
+		if ((now[fd / 8] & (1u << (fd % 8))) && !(baseline[fd / 8] & (1u << (fd % 8))))
+			close(fd);
+}
+
 static char scratch[] = "/tmp/fuzz_api.XXXXXX";
+
+/* At exit: the scratch directory and what the logger and metrics wrote in it. */
+static void remove_scratch(void)
+{
+	DIR *d = opendir(scratch);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+	rmdir(scratch);
+}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -45,6 +208,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		perror("fuzz_api: scratch directory");
 		abort();
 	}
+	atexit(remove_scratch);
 	trace = getenv("FUZZ_API_TRACE") != NULL;
 	devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	if (devnull < 0)

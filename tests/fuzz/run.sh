@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh - builds the libFuzzer harnesses with clang and runs each for a bounded time.
 #
-#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage symbols virtq blk net vsock snapshot api_link config"   CLANG=clang   BUILD=build
+#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage symbols virtq blk net vsock snapshot api_link config api"   CLANG=clang   BUILD=build
 #
 # Each target gets build/fuzz/fuzz_<t>, a corpus build/fuzz/corpus-<t>/ (seeded
 # on every run, kept between runs) and crash artifacts in build/fuzz/artifacts-<t>/.
@@ -11,7 +11,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage symbols virtq blk net vsock snapshot api_link config}
+FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage symbols virtq blk net vsock snapshot api_link config api}
 CLANG=${CLANG:-clang}
 OUT=${BUILD:-build}/fuzz
 CFLAGS="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 -std=gnu11 -Iinclude -D_GNU_SOURCE
@@ -35,6 +35,16 @@ sources() {
 	vsock) echo tests/fuzz/fuzz_vsock.c src/virtio/vsock_pkt.c src/virtio/queue.c src/mem.c src/util/log.c ;;
 	snapshot) echo tests/fuzz/fuzz_snapshot.c src/snapshot/snapfile.c ;;
 	api_link) echo tests/fuzz/fuzz_api_link.c src/api/api_wire.c src/util/errmsg.c ;;
+	api)
+		# the router with dry_run; fuzz_api.c stubs the VM (aborting if reached) and wraps file_open_output
+		echo -DBRISK_VERSION=\"fuzz\" -Wl,--wrap=file_open_output -Wno-gnu-variable-sized-type-not-at-end \
+			tests/fuzz/fuzz_api.c src/api/api.c src/api/api_vm.c src/api/api_metrics.c src/api/api_serve.c \
+			src/api/api_wire.c src/api/fc_config.c src/api/fc_config_dev.c src/api/fc_config_file.c \
+			src/api/fc_config_get.c src/api/fc_config_json.c src/config.c src/config_net.c src/config_vsock.c \
+			src/util/log.c src/util/file.c src/util/errmsg.c src/util/size.c src/arch/x86/cpuid.c \
+			src/arch/x86/msr.c src/arch/x86/cpuid_template.c src/arch/x86/cpuid_topology.c \
+			src/arch/x86/cpuid_json.c src/kvm.c src/timeline.c src/mem.c -ljson-c
+		;;
 	config)
 		# config.c's validation pulls in the CPU template code; msr.c's kvm_msrs wrapper is a GNU extension clang flags
 		echo -Wno-gnu-variable-sized-type-not-at-end tests/fuzz/fuzz_config.c src/api/fc_config.c \
@@ -98,6 +108,10 @@ seed() {
 	config)
 		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_config_seeds" tests/fuzz/gen_config_seeds.c
 		"$OUT/gen_config_seeds" "$corpus"
+		;;
+	api)
+		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_api_seeds" tests/fuzz/gen_api_seeds.c
+		"$OUT/gen_api_seeds" "$corpus"
 		;;
 	esac
 }

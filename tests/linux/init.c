@@ -61,6 +61,9 @@
  *        root: its first N MiB are overwritten): the block benchmark below
  *     3c. the network and vsock words (brisk.ip=, brisk.tcp=, brisk.tcplisten=,
  *        brisk.vsock=, brisk.vsocklisten=): init_net.c says what each does
+ *     3d. brisk.snapshot=1: snapshot mode (tests/linux/test_snapshot_linux.py): mounts
+ *        the disk on /mnt, ticks every 200 ms (uptime, a write and read-back on the
+ *        disk) and serves vsock commands until the host says stop; init_net.c says more
  *   brisk.id=TOKEN    the token the disk stage writes (default "none")
  *   brisk.blkbench.mib=N   MiB the sequential rows move (default 64, at most
  *                     the device's size)
@@ -712,6 +715,8 @@ static void virtio_mode(const char *cmdline)
 	}
 	read_hwrng();
 	net_mode(cmdline); /* brisk.ip=, brisk.tcp=, brisk.vsock=, ...: init_net.c */
+	if (has_arg(cmdline, "brisk.snapshot=1"))
+		snapshot_mode(cmdline); /* ticks until the host says stop: init_net.c */
 	char bench_dev[128];
 	if (arg_value(cmdline, "brisk.blkbench=", bench_dev, sizeof(bench_dev), NULL)) {
 		if (types & (1u << VIRTIO_ID_BLOCK) || strncmp(bench_dev, "/dev/vd", 7))

@@ -19,5 +19,7 @@ long now_ms(void);
 
 /* Network and vsock mode (init_net.c): the brisk.ip/tcp/vsock words. */
 void net_mode(const char *cmdline);
+/* Snapshot mode (init_net.c): brisk.snapshot=1 and its brisk.snapshot.* words; returns on the host's "stop". */
+void snapshot_mode(const char *cmdline);
 
 #endif

@@ -28,6 +28,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/vm_sockets.h>
 #include <net/if.h>
 #include <net/route.h>
@@ -39,7 +40,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -474,4 +477,214 @@ void net_mode(const char *cmdline)
 			    (unsigned long long)left[i], NET_ACCEPT_MS / 1000);
 			close(p[i].fd);
 		}
+}
+
+/*
+ * ---- snapshot mode (brisk.snapshot=1: tests/linux/test_snapshot_linux.py, issue 11) ----
+ *
+ * Runs after the other virtio steps (init.c's virtio_mode) and returns when the host says "stop"; the init
+ * then ends the VM as usual. Words:
+ *   brisk.snapshot.disk=DEV    mounted read-write (ext4) on /mnt (default /dev/vda)
+ *   brisk.snapshot.hold=PORT   first connect to the host (CID 2) port PORT, send "hold\n", read the echo,
+ *                              and keep that connection open: across a snapshot and restore it must end
+ *                              (the transport reset), printed as "brisk-snap: held connection ... ended"
+ *   brisk.snapshot.listen=PORT listen on vsock PORT for the host's commands (below)
+ *   brisk.snapshot.max=SECONDS stop by itself after that much guest uptime (default 900)
+ * Every TICK_MS of CLOCK_MONOTONIC (the next tick is due TICK_MS after the last one was due, or now when
+ * that has passed): appends "tick N uptime U\n" to /mnt/brisk-ticks and fsync()s it, writes the same line
+ * in a 4 KiB block to /mnt/brisk-tick with O_DIRECT, fdatasync()s and reads the block back with O_DIRECT
+ * (from the device, not the page cache), then prints
+ *   "brisk-init: tick N uptime U mono M disk ok"   (U: CLOCK_BOOTTIME, M: CLOCK_MONOTONIC, seconds)
+ * or "disk FAIL (what)". A connection to the listening port starts with one command line:
+ *   "exchange\n"          then the exchange of init_net.c's header comment, the init as the acceptor
+ *   "dial PORT BYTES\n"   answered "ok\n"; the init then connects to the host port PORT and exchanges BYTES
+ *   "stop\n"              answered "ok\n"; the init closes its files, unmounts /mnt and returns
+ */
+#define TICK_MS	     200
+#define SNAP_MNT     "/mnt"
+#define SNAP_BLOCK   4096
+#define SNAP_CMD_MAX 64
+
+struct snap {
+	int log_fd, blk_fd;
+	uint8_t *wbuf, *rbuf; /* SNAP_BLOCK each, aligned for O_DIRECT */
+};
+
+static double clock_s(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void snap_tick(struct snap *s, unsigned n)
+{
+	double up = clock_s(CLOCK_BOOTTIME), mono = clock_s(CLOCK_MONOTONIC);
+	char line[96], why[96] = "";
+	int len = snprintf(line, sizeof(line), "tick %u uptime %.3f\n", n, up);
+	if (s->log_fd < 0 || s->blk_fd < 0)
+		snprintf(why, sizeof(why), "files not open");
+	else if (write_all(s->log_fd, (const uint8_t *)line, (size_t)len))
+		snprintf(why, sizeof(why), "append: %s", strerror(errno));
+	else if (fsync(s->log_fd))
+		snprintf(why, sizeof(why), "fsync: %s", strerror(errno));
+	if (!why[0]) {
+		memset(s->wbuf, 0, SNAP_BLOCK);
+		memcpy(s->wbuf, line, (size_t)len);
+		memset(s->rbuf, 0xff, SNAP_BLOCK);
+		if (pwrite(s->blk_fd, s->wbuf, SNAP_BLOCK, 0) != SNAP_BLOCK)
+			snprintf(why, sizeof(why), "O_DIRECT write: %s", strerror(errno));
+		else if (fdatasync(s->blk_fd))
+			snprintf(why, sizeof(why), "fdatasync: %s", strerror(errno));
+		else if (pread(s->blk_fd, s->rbuf, SNAP_BLOCK, 0) != SNAP_BLOCK)
+			snprintf(why, sizeof(why), "O_DIRECT read: %s", strerror(errno));
+		else if (memcmp(s->wbuf, s->rbuf, SNAP_BLOCK))
+			snprintf(why, sizeof(why), "read back differs");
+	}
+	if (why[0])
+		say("brisk-init: tick %u uptime %.3f mono %.3f disk FAIL (%s)\n", n, up, mono, why);
+	else
+		say("brisk-init: tick %u uptime %.3f mono %.3f disk ok\n", n, up, mono);
+}
+
+static int snap_open_disk(struct snap *s, const char *dev)
+{
+	long ms = -1, t0 = now_ms();
+	while (now_ms() - t0 < DEV_WAIT_MS) {
+		if (access(dev, F_OK) == 0) {
+			ms = now_ms() - t0;
+			break;
+		}
+		usleep(20000);
+	}
+	mkdir(SNAP_MNT, 0755);
+	if (ms < 0 || mount(dev, SNAP_MNT, "ext4", 0, "") != 0) {
+		say("brisk-snap: disk %s: FAIL (%s)\n", dev, ms < 0 ? "did not appear" : strerror(errno));
+		return -1;
+	}
+	s->log_fd = open(SNAP_MNT "/brisk-ticks", O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+	s->blk_fd = open(SNAP_MNT "/brisk-tick", O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0644);
+	if (s->log_fd < 0 || s->blk_fd < 0 || posix_memalign((void **)&s->wbuf, SNAP_BLOCK, SNAP_BLOCK) ||
+	    posix_memalign((void **)&s->rbuf, SNAP_BLOCK, SNAP_BLOCK)) {
+		say("brisk-snap: disk %s: FAIL (files on " SNAP_MNT ": %s)\n", dev, strerror(errno));
+		return -1;
+	}
+	say("brisk-snap: disk %s mounted on " SNAP_MNT " (ext4) after %ld ms\n", dev, ms);
+	return 0;
+}
+
+/* The held connection: "hold\n" sent and echoed; the fd, or -1. */
+static int snap_hold(unsigned port)
+{
+	struct sockaddr_vm vm = {.svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_HOST, .svm_port = port};
+	char back[8] = "";
+	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0)
+		timeouts(fd);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&vm, sizeof(vm)) || write_all(fd, (const uint8_t *)"hold\n", 5) ||
+	    recv(fd, back, 5, MSG_WAITALL) != 5 || memcmp(back, "hold\n", 5)) {
+		say("brisk-snap: hold 2:%u: FAIL (%s)\n", port, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	say("brisk-snap: holding vsock connection 2:%u open\n", port);
+	return fd;
+}
+
+/* One command connection; returns 1 for "stop". */
+static int snap_command(int c, unsigned port)
+{
+	char cmd[SNAP_CMD_MAX + 1], where[32], v[64];
+	size_t n = 0;
+	timeouts(c);
+	while (n < SNAP_CMD_MAX && read(c, cmd + n, 1) == 1 && cmd[n] != '\n')
+		n++;
+	cmd[n] = 0;
+	unsigned dport;
+	unsigned long long bytes;
+	snprintf(where, sizeof(where), "port %u", port);
+	if (!strcmp(cmd, "exchange")) {
+		exchange_acceptor(c, "vsock accept", where);
+		return 0;
+	}
+	if (sscanf(cmd, "dial %u %llu", &dport, &bytes) == 2) {
+		(void)!write(c, "ok\n", 3);
+		close(c);
+		snprintf(v, sizeof(v), "%u:%llu", dport, bytes);
+		vsock_connect(v);
+		return 0;
+	}
+	int stop = !strcmp(cmd, "stop");
+	(void)!write(c, stop ? "ok\n" : "unknown\n", stop ? 3 : 8);
+	close(c);
+	if (!stop)
+		say("brisk-snap: unknown command '%s'\n", cmd);
+	return stop;
+}
+
+void snapshot_mode(const char *cmdline)
+{
+	char v[64], dev[64];
+	struct snap s = {.log_fd = -1, .blk_fd = -1};
+	unsigned lport = 0, hport, tick = 0;
+	uint64_t one;
+	const char *disk = arg_value(cmdline, "brisk.snapshot.disk=", dev, sizeof(dev), "/dev/vda");
+	double max_up = atof(arg_value(cmdline, "brisk.snapshot.max=", v, sizeof(v), "900"));
+	snap_open_disk(&s, disk);
+	int hold = -1, lfd = -1;
+	if (arg_value(cmdline, "brisk.snapshot.hold=", v, sizeof(v), NULL) && sscanf(v, "%u", &hport) == 1)
+		hold = snap_hold(hport);
+	if (arg_value(cmdline, "brisk.snapshot.listen=", v, sizeof(v), NULL)) {
+		snprintf(v + strlen(v), sizeof(v) - strlen(v), ":1");
+		lfd = listen_on(AF_VSOCK, v, &lport, &one);
+	}
+	say("brisk-snap: ticking every %d ms\n", TICK_MS);
+	long due = now_ms();
+	int stop = 0;
+	while (!stop) {
+		long now = now_ms();
+		if (now >= due) {
+			snap_tick(&s, ++tick);
+			due += TICK_MS;
+			if (due < now_ms())
+				due = now_ms();
+			if (clock_s(CLOCK_BOOTTIME) > max_up) {
+				say("brisk-snap: %.0f s of uptime: stopping by itself\n", max_up);
+				break;
+			}
+			continue;
+		}
+		struct pollfd p[2] = {{.fd = lfd, .events = POLLIN}, {.fd = hold, .events = POLLIN}};
+		if (poll(p, 2, (int)(due - now)) <= 0)
+			continue;
+		if (hold >= 0 && p[1].revents) {
+			char b[16];
+			int err = 0;
+			socklen_t len = sizeof(err);
+			ssize_t r = recv(hold, b, sizeof(b), MSG_DONTWAIT);
+			int e = errno;
+			getsockopt(hold, SOL_SOCKET, SO_ERROR, &err, &len);
+			say("brisk-snap: held connection 2:%u ended at tick %u: %s (revents 0x%x)\n", hport, tick,
+			    r == 0 ? "EOF" : r > 0 ? "unexpected data" : strerror(e), (unsigned)p[1].revents);
+			close(hold);
+			hold = -1;
+		}
+		if (lfd >= 0 && (p[0].revents & POLLIN)) {
+			int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+			if (c >= 0)
+				stop = snap_command(c, lport);
+		}
+	}
+	if (lfd >= 0)
+		close(lfd);
+	if (hold >= 0)
+		close(hold);
+	int closed = (s.log_fd < 0 || close(s.log_fd) == 0) & (s.blk_fd < 0 || close(s.blk_fd) == 0);
+	sync();
+	int um = umount(SNAP_MNT);
+	say("brisk-snap: stopped after tick %u; files closed: %s; " SNAP_MNT " unmounted: %s\n", tick,
+	    closed ? "yes" : "no", um == 0 ? "yes" : strerror(errno));
+	free(s.wbuf);
+	free(s.rbuf);
 }
