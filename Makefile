@@ -146,6 +146,7 @@ UNIT_TESTS := \
 	test_virtio_vsock \
 	test_virtio_net \
 	test_cmos \
+	test_i8042 \
 	test_virtq \
 	test_virtq_ring \
 	test_elf \

@@ -339,16 +339,21 @@ static void late_start_devices(struct vm *vm)
 int vm_start(struct vm *vm)
 {
 	/* Every vCPU is configured (in parallel, by its thread) before any runs. */
+	int failed = 0;
+
 	vm_wait_vcpus_ready(vm, vm->nr_vcpus);
 	timeline_mark(TL_VCPUS_READY);
 	for (unsigned i = 0; i < vm->nr_vcpus; i++)
-		if (vm->vcpus[i].setup_error)
-			vm_request_exit(vm, vm->vcpus[i].setup_error, "vCPU configuration failed");
+		if (vm->vcpus[i].setup_error && !failed)
+			failed = vm->vcpus[i].setup_error;
+	if (failed)
+		vm_request_exit(vm, failed, "vCPU configuration failed");
 	if (vm->cfg.hooks && vm->cfg.hooks->vcpus_ready && !atomic_load(&vm->exit_requested))
 		vm->cfg.hooks->vcpus_ready(vm, vm->cfg.hooks->ctx);
 	release_vcpus(vm);
 	late_start_devices(vm);
-	return atomic_load(&vm->exit_requested) ? vm->exit_code : 0;
+	/* Only a set-up failure: a guest may well have ended already, which is its own business. */
+	return failed;
 }
 
 int vm_wake_fd(const struct vm *vm)

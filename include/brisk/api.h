@@ -35,12 +35,18 @@ struct api {
 	bool configured; /* a pre-boot resource was set (then snapshot/load is refused, as Firecracker) */
 	struct api_metrics *metrics;
 	uint64_t requests, errors; /* counted for the metrics */
+	int log_fd;		   /* the logger's file (PUT /logger), or -1 */
 	/* Test-only builds: fuzzing the router must not create VMs. */
 	bool dry_run;
 };
 
 /* An API over `base` (config_defaults plus the process's own options); no VM yet. */
 void api_init(struct api *a, const struct vm_config *base);
+/*
+ * Opens what a->fc's logger and metrics sections name (a config file's: the API's PUTs open their own).
+ * Returns 0 or -errno with `err` naming the section and path.
+ */
+int api_apply_sinks(struct api *a, char *err, size_t errlen);
 /* Adopts `vm`, already created (and started unless `paused`) from the command line or a config file. */
 int api_adopt_vm(struct api *a, struct vm *vm, const struct vm_config *cfg, bool started);
 void api_free(struct api *a);

@@ -133,8 +133,9 @@ __attribute__((warn_unused_result)) int vm_create(const struct vm_config *cfg, s
 int vm_run(struct vm *vm, int sig_fd);
 /*
  * vm_run in parts, for a caller that serves other work meanwhile (the API):
- * vm_start releases the vCPUs (returns 0, or the exit status when the vCPUs'
- * configuration failed, the exit then already requested); vm_wake_fd becomes
+ * vm_start releases the vCPUs (returns 0, or the exit status when a vCPU's
+ * configuration failed, the exit then already requested; a guest that ended
+ * at once is not a failure of vm_start); vm_wake_fd becomes
  * readable once an exit is requested (vm_exit_requested); vm_finish joins
  * the vCPUs, stops the devices and returns the process exit status.
  */
@@ -198,7 +199,7 @@ void vm_irq_line(struct vm *vm, unsigned irq, int level);
  * ones are ignored. Wakes every vCPU out of KVM_RUN.
  */
 void vm_request_exit(struct vm *vm, int code, const char *reason);
-/* Presses Ctrl+Alt+Del on the guest's keyboard (the API's SendCtrlAltDel). 0 or -errno (-ENOTSUP: no keyboard). */
+/* Presses Ctrl+Alt+Del on the guest's keyboard (the API's SendCtrlAltDel). 0 or -errno (-ENODEV: no i8042, -EBUSY: its queue is full). */
 int vm_ctrl_alt_del(struct vm *vm);
 
 #endif

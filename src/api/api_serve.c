@@ -19,6 +19,7 @@ void api_init(struct api *a, const struct vm_config *base)
 	memset(a, 0, sizeof(*a));
 	fc_vm_init(&a->fc);
 	a->base = *base;
+	a->log_fd = -1;
 }
 
 int api_adopt_vm(struct api *a, struct vm *vm, const struct vm_config *cfg, bool started)
@@ -32,6 +33,7 @@ void api_free(struct api *a)
 {
 	api_metrics_close(a);
 	fc_vm_free(&a->fc);
+	/* a->log_fd stays open: the log may still write to it until the process exits (log.c holds it). */
 }
 
 /* Answers every request waiting on the link. Returns 0, or -EPIPE when the helper has gone. */

@@ -268,39 +268,68 @@ static int open_sink(const char *path, const char *what, char *err, size_t errle
 	return file_open_output(path, what, NULL, 0, 1, err, errlen);
 }
 
-void api_put_logger(struct api *a, const char *body, size_t len, struct api_reply *r)
+/* The logger's settings in a->fc take effect: its file (replacing an earlier one) and its level. */
+static int apply_logger(struct api *a, char *err, size_t errlen)
 {
 	static const enum log_level levels[] = {LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG, LOG_DEBUG, LOG_ERROR};
-	char err[512];
 	int fd;
+
+	if (a->fc.logger.log_path) {
+		fd = open_sink(a->fc.logger.log_path, "logger: log_path", err, errlen);
+		if (fd < 0)
+			return fd;
+		log_set_fd(fd); /* kept open for the process's life, as Firecracker's logger */
+		if (a->log_fd >= 0)
+			close(a->log_fd);
+		a->log_fd = fd;
+	}
+	log_set_level(levels[a->fc.logger.level]);
+	return 0;
+}
+
+static int apply_metrics(struct api *a, char *err, size_t errlen)
+{
+	int fd = open_sink(a->fc.metrics.metrics_path, "metrics: metrics_path", err, errlen);
+
+	if (fd < 0)
+		return fd;
+	if (api_metrics_open(a, fd)) {
+		close(fd);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int api_apply_sinks(struct api *a, char *err, size_t errlen)
+{
+	int ret = a->fc.logger.configured ? apply_logger(a, err, errlen) : 0;
+
+	if (!ret && a->fc.metrics.configured && !a->metrics)
+		ret = apply_metrics(a, err, errlen);
+	return ret;
+}
+
+void api_put_logger(struct api *a, const char *body, size_t len, struct api_reply *r)
+{
+	char err[512];
 
 	if (fc_put_logger(&a->fc, body, len, err, sizeof(err)))
 		return api_fault(r, 400, "%s", err);
-	if (a->fc.logger.log_path) {
-		fd = open_sink(a->fc.logger.log_path, "logger: log_path", err, sizeof(err));
-		if (fd < 0)
-			return api_fault(r, 400, "%s", err);
-		log_set_fd(fd); /* kept open for the process's life, as Firecracker's logger */
-	}
-	log_set_level(levels[a->fc.logger.level]);
+	if (apply_logger(a, err, sizeof(err)))
+		return api_fault(r, 400, "%s", err);
 	r->status = 204;
 }
 
 void api_put_metrics(struct api *a, const char *body, size_t len, struct api_reply *r)
 {
 	char err[512];
-	int fd;
 
 	if (a->metrics)
 		return api_fault(r, 400, "Reinitialization of metrics not allowed.");
 	if (fc_put_metrics(&a->fc, body, len, err, sizeof(err)))
 		return api_fault(r, 400, "%s", err);
-	fd = open_sink(a->fc.metrics.metrics_path, "metrics: metrics_path", err, sizeof(err));
-	if (fd < 0)
+	if (apply_metrics(a, err, sizeof(err)))
 		return api_fault(r, 400, "%s", err);
-	if (api_metrics_open(a, fd)) {
-		close(fd);
-		return api_fault(r, 500, "out of memory");
-	}
 	r->status = 204;
 }

@@ -365,21 +365,43 @@ static int start_api(struct api_link **link)
 	return ret == -ENOMEM || ret == -EMFILE || ret == -ENFILE ? EXIT_HOST : ret ? EXIT_USAGE : 0;
 }
 
-/* The VM runs; the API (unless --no-api) serves beside it until it ends. */
-static int run_vm(const struct vm_config *cfg, int sig_fd)
+/*
+ * The API state for a VM about to be built: a config file's (moved into it, with its logger and metrics
+ * opened) or a description of the command line's. Returns 0 or EXIT_USAGE (a logger/metrics path).
+ */
+static int prepare_api(struct api *a, const struct vm_config *cfg, struct fc_vm *fc)
+{
+	char err[512];
+
+	api_init(a, cfg);
+	if (!fc)
+		return 0;
+	fc_vm_free(&a->fc);
+	a->fc = *fc; /* moved (fc_config.h): GET /vm/config then describes the file's VM, ids and all */
+	fc_vm_init(fc);
+	if (api_apply_sinks(a, err, sizeof(err))) {
+		fprintf(stderr, "brisk: --config-file %s: %s\n", config_file, err);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/*
+ * The VM runs; the API (unless --no-api) serves beside it until it ends. A config file's VM goes through
+ * the API's loop even without a socket: its logger and metrics are the API's.
+ */
+static int run_vm(const struct vm_config *cfg, struct fc_vm *fc, int sig_fd)
 {
 	struct api_link *link = NULL;
 	struct vm *vm = NULL;
 	struct api a;
 	int ret = api_sock && !no_api ? start_api(&link) : 0;
 
-	if (!ret)
-		ret = cli_vm_create(cfg, &vm);
-	if (ret) {
-		api_link_close(link);
+	if (ret)
 		return ret;
-	}
-	if (!link) {
+	if (!link && !fc) {
+		if ((ret = cli_vm_create(cfg, &vm)))
+			return ret;
 		ret = vm_run(vm, sig_fd);
 		timeline_mark(TL_EXIT);
 		if (cfg->timeline)
@@ -387,11 +409,14 @@ static int run_vm(const struct vm_config *cfg, int sig_fd)
 		vm_destroy(vm);
 		return ret;
 	}
-	api_init(&a, cfg);
-	if (api_adopt_vm(&a, vm, cfg, true))
-		log_warn("GET /vm/config will not describe this VM: out of memory");
-	vm_start(vm);
-	ret = api_serve(&a, link, sig_fd); /* ends the VM and prints the report */
+	if (!(ret = prepare_api(&a, cfg, fc)) && !(ret = cli_vm_create(fc ? &a.fc.cfg : cfg, &vm))) {
+		if (!fc && api_adopt_vm(&a, vm, cfg, true))
+			log_warn("GET /vm/config will not describe this VM: out of memory");
+		a.vm = vm;
+		a.state = API_RUNNING;
+		vm_start(vm);
+		ret = api_serve(&a, link, sig_fd); /* ends the VM and prints the report */
+	}
 	api_free(&a);
 	api_link_close(link);
 	return ret;
@@ -468,13 +493,13 @@ static int run_selected(int sig_fd, const struct vm_config *cfg, bool wait_for_a
 		fc_vm_init(&fc);
 		ret = load_config_file(&fc, cfg);
 		if (!ret)
-			ret = run_vm(&fc.cfg, sig_fd);
+			ret = run_vm(&fc.cfg, &fc, sig_fd);
 		fc_vm_free(&fc);
 		return ret;
 	}
 	if (wait_for_api && api_sock && !no_api)
 		return serve_unconfigured(cfg, sig_fd);
-	return run_vm(cfg, sig_fd);
+	return run_vm(cfg, NULL, sig_fd);
 }
 
 enum run_mode { MODE_RUN, MODE_API, MODE_RESTORE };
@@ -506,8 +531,9 @@ static int check_mode(enum run_mode mode)
 		return EXIT_USAGE;
 	}
 	if (mode == MODE_API && !config_file && vm_option) {
-		fprintf(stderr, "%s: --%s: with --api-sock the API configures the VM (or use 'brisk run ... --api-sock')\n",
-			me, vm_option);
+		fprintf(stderr,
+			"%s: --%s: with --api-sock the API configures the VM (or use 'brisk run ... --api-sock')\n", me,
+			vm_option);
 		return EXIT_USAGE;
 	}
 	if (config_file && vm_option) {

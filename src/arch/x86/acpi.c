@@ -395,9 +395,9 @@ static void dsdt_com1(struct aml *a)
 }
 
 /*
- * The keyboard controller's IRQ 1 is the PC's and is named although brisk's
- * i8042 never raises it: without one, Linux's i8042 PnP probe warns and
- * takes IRQ 1 anyway. No PNP0F13 (mouse): the aux port stays unprobed.
+ * The keyboard controller's IRQ 1 is the PC's: brisk's i8042 raises it for
+ * the keys SendCtrlAltDel presses (devices.md). No PNP0F13 (mouse): the aux
+ * port stays unprobed.
  */
 static void dsdt_i8042(struct aml *a)
 {
