@@ -3,8 +3,10 @@ and a helper that starts brisk with --api-sock and waits for the socket. Shared 
 import http.client
 import json
 import os
+import signal
 import socket
 import subprocess
+import threading
 import time
 
 
@@ -142,3 +144,68 @@ def wait_for_socket(path, proc=None, timeout=10.0):
 def spawn_brisk(brisk, args, stdout=subprocess.PIPE, stderr=subprocess.PIPE):
     """Starts brisk with args (a list), stdin closed, text mode off (the serial is read in bytes)."""
     return subprocess.Popen([str(brisk), *args], stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
+
+
+class BriskProcess:
+    """One brisk process: stdout (the guest's COM1) and stderr collected by threads, its API client when it has a
+    socket. stdin is closed unless `stdin` says otherwise (subprocess.PIPE: the guest's serial input)."""
+
+    def __init__(self, brisk, args, sock=None, stdin=subprocess.DEVNULL):
+        self.args = [str(a) for a in args]
+        self.sock = sock
+        self.proc = subprocess.Popen([str(brisk), *self.args], stdin=stdin, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        self._out, self._err = bytearray(), bytearray()
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._pump, args=(f, b), daemon=True)
+                         for f, b in ((self.proc.stdout, self._out), (self.proc.stderr, self._err))]
+        for t in self._threads:
+            t.start()
+        self.api = None
+        if sock:
+            wait_for_socket(sock, self.proc)
+            self.api = ApiClient(sock)
+
+    def _pump(self, f, buf):
+        fd = f.fileno()
+        while True:
+            try:
+                b = os.read(fd, 65536)
+            except OSError:
+                return
+            if not b:
+                return
+            with self._lock:
+                buf.extend(b)
+
+    @property
+    def out(self):
+        with self._lock:
+            return self._out.decode(errors="replace")
+
+    @property
+    def err(self):
+        with self._lock:
+            return self._err.decode(errors="replace")
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        self.join()
+
+    def join(self):
+        """Waits for the pump threads (after the process ended): out and err are then complete."""
+        for t in self._threads:
+            t.join(timeout=5)
+
+    def wait(self, timeout=30):
+        """Waits for the process; kills it and fails when it is still running after `timeout` s."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"brisk {self.args} still running after {timeout} s\nstdout:\n"
+                                 f"{self.out[-3000:]}\nstderr:\n{self.err[-3000:]}")
+        self.join()
+        return self.proc.returncode

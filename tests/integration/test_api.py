@@ -14,14 +14,12 @@ import re
 import shutil
 import signal
 import socket
-import subprocess
 import tempfile
-import threading
 import time
 
 import pytest
 
-from apiclient import ApiClient, spawn_brisk, wait_for_socket
+from apiclient import BriskProcess
 from conftest import BRISK, EXIT_STOPPED, EXIT_USAGE, check_sanitizers, debug_exit_status, guest
 
 NOT_AFTER = "The requested operation is not supported after starting the microVM."
@@ -33,44 +31,11 @@ COUNT_RE = re.compile(r"^count (\d+) sum \d+", re.M)
 # ---- one brisk process, its serial collected ---------------------------------------------------------------
 
 
-class Brisk:
-    """brisk with args; stdout (the guest's COM1) and stderr collected by threads; `api` when it has a socket."""
+class Brisk(BriskProcess):
+    """brisk with args (apiclient.BriskProcess), with the counter guest's helpers."""
 
     def __init__(self, args, sock=None):
-        self.args = [str(a) for a in args]
-        self.sock = sock
-        self.proc = spawn_brisk(BRISK, self.args)
-        self._out, self._err = bytearray(), bytearray()
-        self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._pump, args=(f, b), daemon=True)
-                         for f, b in ((self.proc.stdout, self._out), (self.proc.stderr, self._err))]
-        for t in self._threads:
-            t.start()
-        self.api = None
-        if sock:
-            wait_for_socket(sock, self.proc)
-            self.api = ApiClient(sock)
-
-    def _pump(self, f, buf):
-        while True:
-            try:
-                b = os.read(f.fileno(), 65536)
-            except OSError:
-                return
-            if not b:
-                return
-            with self._lock:
-                buf.extend(b)
-
-    @property
-    def out(self):
-        with self._lock:
-            return self._out.decode(errors="replace")
-
-    @property
-    def err(self):
-        with self._lock:
-            return self._err.decode(errors="replace")
+        super().__init__(BRISK, args, sock)
 
     def counts(self):
         return [int(n) for n in COUNT_RE.findall(self.out)]
@@ -95,22 +60,9 @@ class Brisk:
         assert self.proc.poll() is None, f"brisk exited {self.proc.returncode} {what}\n{self.err[-2000:]}"
 
     def wait(self, timeout=30):
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"brisk {self.args} still running after {timeout} s\n{self.err[-2000:]}")
-        for t in self._threads:
-            t.join(timeout=5)
+        code = super().wait(timeout)
         check_sanitizers(self.err)
-        return self.proc.returncode
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=30)
-        for t in self._threads:
-            t.join(timeout=5)
+        return code
 
 
 @pytest.fixture

@@ -9,12 +9,11 @@ import re
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 
 import pytest
 
-from apiclient import ApiClient, wait_for_socket
+from apiclient import BriskProcess
 from conftest import BRISK, EXIT_GUEST_OK, check_sanitizers, guest
 
 pytestmark = pytest.mark.usefixtures("kvm")
@@ -22,41 +21,13 @@ pytestmark = pytest.mark.usefixtures("kvm")
 CAD = {"action_type": "SendCtrlAltDel"}
 
 
-class KbdVM:
-    """`brisk --api-sock SOCK` with the kbd guest configured over the API; stdout (COM1) collected by a thread,
-    stdin a pipe (the guest's serial input)."""
+class KbdVM(BriskProcess):
+    """`brisk --api-sock SOCK` with the kbd guest configured over the API (apiclient.BriskProcess), stdin a pipe
+    (the guest's serial input)."""
 
     def __init__(self, sockdir, name="api.sock"):
-        self.sock = os.path.join(sockdir, name)
-        self.proc = subprocess.Popen([str(BRISK), "--api-sock", self.sock], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self._out, self._err = bytearray(), bytearray()
-        self._lock = threading.Lock()
-        self._pumps = [threading.Thread(target=self._read, args=(f, buf), daemon=True)
-                       for f, buf in ((self.proc.stdout, self._out), (self.proc.stderr, self._err))]
-        for t in self._pumps:
-            t.start()
-        wait_for_socket(self.sock, self.proc)
-        self.api = ApiClient(self.sock)
-
-    def _read(self, f, buf):
-        fd = f.fileno()
-        while True:
-            b = os.read(fd, 65536)
-            if not b:
-                return
-            with self._lock:
-                buf.extend(b)
-
-    @property
-    def out(self):
-        with self._lock:
-            return self._out.decode(errors="replace")
-
-    @property
-    def err(self):
-        with self._lock:
-            return self._err.decode(errors="replace")
+        sock = os.path.join(sockdir, name)
+        super().__init__(BRISK, ["--api-sock", sock], sock, stdin=subprocess.PIPE)
 
     def boot(self, args):
         self.api.boot_source(guest("kbd"), boot_args=args)
@@ -71,8 +42,7 @@ class KbdVM:
             if m:
                 return m
             if self.proc.poll() is not None:
-                for t in self._pumps:
-                    t.join(timeout=5)
+                self.join()
                 m = r.search(self.out)
                 if m:
                     return m
@@ -84,22 +54,9 @@ class KbdVM:
     def finish(self, timeout=30):
         """Waits for brisk to end; returns (status, stdout, stderr), stderr checked for sanitizer reports."""
         self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"brisk did not end\nstdout:\n{self.out[-3000:]}\nstderr:\n{self.err[-3000:]}")
-        for t in self._pumps:
-            t.join(timeout=5)
+        code = self.wait(timeout)
         check_sanitizers(self.err)
-        return self.proc.returncode, self.out, self.err
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=30)
-        for t in self._pumps:
-            t.join(timeout=5)
+        return code, self.out, self.err
 
 
 @pytest.fixture

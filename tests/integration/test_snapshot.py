@@ -14,12 +14,11 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 
 import pytest
 
-from apiclient import ApiClient, spawn_brisk, wait_for_socket
+from apiclient import BriskProcess
 from conftest import BRISK, EXIT_GUEST_OK, EXIT_USAGE, boot, check_sanitizers, debug_exit_status, guest
 
 pytestmark = pytest.mark.usefixtures("kvm")
@@ -39,46 +38,11 @@ RESTORE_PHASES = ["process start", "snapshot read", "memory mapped", "vCPUs read
 # ---- running brisk and reading its serial ------------------------------------------------------------------
 
 
-class Brisk:
-    """One brisk process: its stdout (the guest's COM1) collected by a thread, its API socket if it has one."""
+class Brisk(BriskProcess):
+    """One brisk process (apiclient.BriskProcess), with helpers to read the counter's serial."""
 
     def __init__(self, args, sock=None):
-        self.args = [str(a) for a in args]
-        self.sock = sock
-        self.proc = spawn_brisk(BRISK, self.args)
-        self._buf = bytearray()
-        self._err = bytearray()
-        self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._pump, args=(self.proc.stdout, self._buf), daemon=True),
-                         threading.Thread(target=self._pump, args=(self.proc.stderr, self._err), daemon=True)]
-        for t in self._threads:
-            t.start()
-        self.api = None
-        if sock:
-            wait_for_socket(sock, self.proc)
-            self.api = ApiClient(sock)
-
-    def _pump(self, f, buf):
-        fd = f.fileno()
-        while True:
-            try:
-                b = os.read(fd, 65536)
-            except OSError:
-                return
-            if not b:
-                return
-            with self._lock:
-                buf.extend(b)
-
-    @property
-    def out(self):
-        with self._lock:
-            return self._buf.decode(errors="replace")
-
-    @property
-    def err(self):
-        with self._lock:
-            return self._err.decode(errors="replace")
+        super().__init__(BRISK, args, sock)
 
     def wait_for(self, regex, timeout=30.0, start=0):
         """Waits until a complete line of stdout (from character `start` on) matches regex; returns the match."""
@@ -112,24 +76,10 @@ class Brisk:
                 break
         return self.out
 
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=30)
-        for t in self._threads:
-            t.join(timeout=5)
-
     def wait(self, timeout=60):
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"brisk {self.args} still running after {timeout} s\nstdout:\n"
-                                 f"{self.out[-3000:]}\nstderr:\n{self.err[-3000:]}")
-        for t in self._threads:
-            t.join(timeout=5)
+        code = super().wait(timeout)
         check_sanitizers(self.err)
-        return self.proc.returncode
+        return code
 
 
 @pytest.fixture
