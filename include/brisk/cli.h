@@ -33,6 +33,8 @@ int cli_setup_signals(void);
 struct vm;
 struct vm_config;
 int cli_vm_create(const struct vm_config *cfg, struct vm **vm);
+/* cli_vm_create, or the restore of the snapshot the parsed options name (--snapshot, --mem): brisk profile's. */
+int cli_vm_build(const struct vm_config *cfg, struct vm **vm);
 int cmd_bench(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 /* brisk acpi --dump DIR [RUN-OPTIONS]: the ACPI tables of that machine, one file each (src/cli/acpi.c). */

@@ -255,7 +255,7 @@ static int profile_boot(struct prof *p, struct vm_config *cfg, const struct symt
 	atexit(cleanup_trace_at_exit);
 	if (vm_signals_init() != 0)
 		log_warn("cannot install the vCPU kick signal handler");
-	ret = cli_vm_create(cfg, &vm);
+	ret = cli_vm_build(cfg, &vm); /* a boot, or a restore with --snapshot/--mem */
 	if (ret == 0) {
 		ret = vm_run(vm, sig_fd);
 		if (finish(p, vm, cfg, syms, sym_why) && ret == 0)

@@ -311,6 +311,18 @@ int cli_vm_create(const struct vm_config *cfg, struct vm **vm)
 	}
 }
 
+int cli_vm_build(const struct vm_config *cfg, struct vm **vm)
+{
+	struct vm_error e;
+
+	if (!snapshot_path)
+		return cli_vm_create(cfg, vm);
+	if (vm_restore(cfg, snapshot_path, mem_path, true, vm, &e) == 0)
+		return 0;
+	log_error("%s", e.msg);
+	return e.kind == VM_ERR_HOST ? EXIT_HOST : EXIT_USAGE;
+}
+
 /*
  * --report-json is opened before the VM is built, so that a bad path is a
  * usage error that costs nothing, and so that it cannot block (a FIFO with

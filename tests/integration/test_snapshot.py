@@ -8,6 +8,7 @@ block round) and check their own memory, so the output after a restore must cont
 the serial output of the first process joined to that of the restored one reads "count 1", "count 2", ... with
 no gap, no repeat, and every line's checksum right. A line cut in half by the pause is completed by the
 restored process. Needs KVM and build/brisk-api next to build/brisk (libmicrohttpd)."""
+import json
 import os
 import re
 import shutil
@@ -534,6 +535,29 @@ def test_restore_timeline_phases(good_snapshot):
     assert phases, f"no phase table:\n{p.stdout[-3000:]}"
     missing = [ph for ph in RESTORE_PHASES if ph not in phases]
     assert not missing, f"restore phases missing from the timeline: {missing}\n{table}"
+
+
+def test_profile_and_compare_restores(good_snapshot, tmp_path):
+    """The instrument covers restores: `brisk profile --snapshot --mem` reports the restore's phases (JSON ids
+    snapshot_read and state_restored), and `brisk compare` runs a boot against a restore side by side (the phases
+    only one side has are listed as such)."""
+    state, mem, _ = good_snapshot
+    out = tmp_path / "profile.json"
+    p = subprocess.run([str(BRISK), "profile", "--no-trace", "--json", str(out), "--snapshot", state, "--mem", mem],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    check_sanitizers(p.stderr)
+    assert p.returncode == EXIT_GUEST_OK, f"exit {p.returncode}\n{p.stderr[-2000:]}"
+    report = json.loads(out.read_text())
+    ids = [ph["id"] for ph in report["phases"]]
+    assert "snapshot_read" in ids and "state_restored" in ids and "kernel_loaded" not in ids, ids
+    p = subprocess.run([str(BRISK), "compare", "-n", "2", "--warmup", "0", "--a",
+                        f"--kernel {guest('counter')} --cmdline 'period_ms=2 stop=3'",
+                        "--b", f"--snapshot {state} --mem {mem}"],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    check_sanitizers(p.stderr)
+    assert p.returncode == 0, f"exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}"
+    assert re.search(r"^kernel loaded .* only in A$", p.stdout, re.M), p.stdout
+    assert re.search(r"^state restored .* only in B$", p.stdout, re.M), p.stdout
 
 
 # ---- API rules for snapshots ---------------------------------------------------------------------------------
