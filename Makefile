@@ -68,6 +68,7 @@ LIB_SRCS := \
 	src/util/file.c \
 	src/util/errmsg.c \
 	src/util/helper.c \
+	src/jail/jail_args.c \
 	src/api/api_wire.c \
 	src/api/api_link.c \
 	src/api/api.c \
@@ -127,6 +128,10 @@ MAIN_SRCS := \
 	src/cli/bench.c \
 	src/cli/compare.c \
 	src/cli/acpi.c \
+	src/cli/jail.c \
+	src/jail/jail_fs.c \
+	src/jail/jail_cgroup.c \
+	src/jail/jail_exec.c \
 	src/demo_guest.S
 
 MAIN_OBJS := $(patsubst %.S,%.o,$(MAIN_SRCS:.c=.o))
@@ -165,7 +170,8 @@ UNIT_TESTS := \
 	test_profile_json \
 	test_snapfile \
 	test_kvm_state \
-	test_api_link
+	test_api_link \
+	test_jail
 
 # `make` alone builds brisk: guests.mk's first rule must not become the default goal.
 .DEFAULT_GOAL := all

@@ -39,6 +39,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 /* brisk acpi --dump DIR [RUN-OPTIONS]: the ACPI tables of that machine, one file each (src/cli/acpi.c). */
 int cmd_acpi(int argc, char **argv);
+/* brisk jail --id ID --uid U --gid G [...] -- RUN-ARGS: brisk run confined (src/cli/jail.c, docs/security.md). */
+int cmd_jail(int argc, char **argv);
 
 /* Prints the usage of `command` (NULL: the overview). Returns -1 if unknown. */
 int cli_usage(FILE *f, const char *command);

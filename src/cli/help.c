@@ -3,6 +3,7 @@
 
 #include "brisk/cli.h"
 #include "brisk/exitcode.h"
+#include "brisk/jail.h"
 #include "brisk/kernel.h"
 
 static const char overview[] = "usage: brisk <command> [options]\n"
@@ -19,6 +20,7 @@ static const char overview[] = "usage: brisk <command> [options]\n"
 			       "  compare    boot two configurations interleaved; per phase ratio, U test, verdict\n"
 			       "  acpi       write the ACPI tables a VM would get, one file each, without booting\n"
 			       "  restore    resume a snapshot (taken through the API) in this process\n"
+			       "  jail       run brisk in a chroot, new namespaces and cgroup, as an unprivileged user\n"
 			       "  help       show help for a command\n"
 			       "\n"
 			       "options:\n"
@@ -227,6 +229,35 @@ static const char acpi_usage[] = "usage: brisk acpi --dump DIR [RUN-OPTIONS...]\
 				 "Exit status: 0; 2 usage (bad options, DIR not writable); 4 host (a write\n"
 				 "failed). See docs/acpi.md.\n";
 
+static const char jail_usage[] =
+    "usage: brisk jail --id ID --uid U --gid G [options] -- RUN-ARGS...\n"
+    "\n"
+    "Run brisk confined, as Firecracker's jailer does: a chroot at BASE/brisk/ID/root holding\n"
+    "only a copy of brisk (and its helpers), the files RUN-ARGS name and /dev/kvm, /dev/net/tun,\n"
+    "/dev/urandom, /dev/null; new mount and PID namespaces (brisk is PID 1); a cgroup v2 of its\n"
+    "own; rlimits; every fd above 2 closed, every capability dropped, no_new_privs; then\n"
+    "/brisk RUN-ARGS as U:G. Needs root.\n"
+    "\n"
+    "      --id ID            the VM's name: 1..64 of A-Z a-z 0-9 -; BASE/brisk/ID must not exist\n"
+    "      --uid U, --gid G   the user and group brisk runs as (0 is allowed, with a warning)\n"
+    "      --chroot-base DIR  BASE (default " JAIL_DEFAULT_BASE "): root's, not world-writable unless sticky\n"
+    "      --netns PATH       join this network namespace (e.g. /var/run/netns/NAME)\n"
+    "      --cgroup KEY=VALUE write VALUE to KEY of <cgroup2>/brisk/ID (cpu.max, memory.max,\n"
+    "                         pids.max, ...; repeatable)\n"
+    "      --resource-limit no-file=N|fsize=N\n"
+    "                         RLIMIT_NOFILE / RLIMIT_FSIZE of brisk (repeatable)\n"
+    "      --daemonize        new session, stdio on /dev/null; return 0 once brisk runs\n"
+    "  -h, --help             this text\n"
+    "\n"
+    "RUN-ARGS: 'run OPTIONS' or '--api-sock PATH [PROCESS-OPTIONS]'. --kernel, --initrd, --disk and a\n"
+    "--cpu-template file are hard-linked (bind-mounted across file systems) into the jail as /kernel,\n"
+    "/initrd, /disk0.. and passed so; --api-sock, --serial file:, --report-json and --vsock uds=\n"
+    "paths are inside the jail (on the host: BASE/brisk/ID/root/PATH). --config-file and restore\n"
+    "are refused. BASE/brisk/ID/brisk.pid holds brisk's pid; the jail's files stay when it ends.\n"
+    "\n"
+    "Exit status: brisk's (128+N when signal N ended it); 2 a missing or unsafe input;\n"
+    "4 a host call failed (mount, mknod, cgroup write, ...). See docs/security.md.\n";
+
 int cli_usage(FILE *f, const char *command)
 {
 	if (!command) {
@@ -267,6 +298,10 @@ int cli_usage(FILE *f, const char *command)
 	}
 	if (strcmp(command, "acpi") == 0) {
 		fputs(acpi_usage, f);
+		return 0;
+	}
+	if (strcmp(command, "jail") == 0) {
+		fputs(jail_usage, f);
 		return 0;
 	}
 	if (strcmp(command, "help") == 0) {
