@@ -235,14 +235,22 @@ void mmio_driver_ok_locked(struct virtio_mmio *t)
 	pthread_mutex_unlock(&t->io_lock);
 }
 
+/* The status bits a driver sets (2.1); DEVICE_NEEDS_RESET is the device's. */
+#define STATUS_DRIVER_BITS                                                                                             \
+	(VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_DRIVER_OK | VIRTIO_STATUS_FEATURES_OK |      \
+	 VIRTIO_STATUS_FAILED)
+
 static void write_status(struct virtio_mmio *t, uint32_t v)
 {
-	uint32_t old = t->status, added = v & ~old;
+	uint32_t old = t->status, added = v & ~old & STATUS_DRIVER_BITS;
 
 	if (v == 0) {
 		reset_locked(t);
 		return;
 	}
+	/* Bits 2.1 does not define are not kept: a snapshot (mmio_snap.c) would refuse the status. */
+	if (v & ~(STATUS_DRIVER_BITS | VIRTIO_STATUS_DEVICE_NEEDS_RESET))
+		bad_access(t, "status 0x%llx has undefined bits (not kept)", (unsigned long long)v);
 	/* Bits are only added (the device's NEEDS_RESET bit is not the driver's to clear). */
 	if ((old & ~VIRTIO_STATUS_DEVICE_NEEDS_RESET) & ~v) {
 		bad_access(t, "status 0x%llx would clear bits of 0x%llx", (unsigned long long)v,
@@ -305,6 +313,11 @@ static void write_queue_ready(struct virtio_mmio *t, struct queue_slot *s, uint3
 	if (v != 1) {
 		/* Without VIRTIO_F_RING_RESET a driver only resets queues through the device status. */
 		bad_access(t, "QueueReady %llu for queue %llu", (unsigned long long)v, (unsigned long long)s->index);
+		return;
+	}
+	/* 3.1.1: queues are set up after FEATURES_OK, whose EVENT_IDX and INDIRECT_DESC shape the ring. */
+	if (!(t->status & VIRTIO_STATUS_FEATURES_OK)) {
+		bad_access(t, "QueueReady for queue %llu before FEATURES_OK", (unsigned long long)s->index);
 		return;
 	}
 	s->vq.size = s->num;

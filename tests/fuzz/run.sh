@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh - builds the libFuzzer harnesses with clang and runs each for a bounded time.
 #
-#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage symbols virtq blk net vsock snapshot api_link config api"   CLANG=clang   BUILD=build
+#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage symbols virtq blk net vsock snapshot api_link config api mmio serial i8042 cmos rng vconsole restore"   CLANG=clang   BUILD=build
 #
 # Each target gets build/fuzz/fuzz_<t>, a corpus build/fuzz/corpus-<t>/ (seeded
 # on every run, kept between runs) and crash artifacts in build/fuzz/artifacts-<t>/.
@@ -11,28 +11,42 @@ set -eu
 cd "$(dirname "$0")/../.."
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage symbols virtq blk net vsock snapshot api_link config api}
+FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage symbols virtq blk net vsock snapshot api_link config api mmio serial i8042 cmos rng vconsole restore}
 CLANG=${CLANG:-clang}
 OUT=${BUILD:-build}/fuzz
 CFLAGS="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 -std=gnu11 -Iinclude -D_GNU_SOURCE
 	-Wall -Wextra -Werror"
 
+# The virtio-mmio transport and what every device harness links; fuzz_restore's devices.
+VIRTIO_SRCS="src/virtio/mmio.c src/virtio/mmio_snap.c src/virtio/queue.c src/bus.c src/mem.c src/util/log.c src/snapshot/snapfile.c"
+RESTORE_SRCS="src/devices/serial8250.c src/devices/console_io.c src/timeline.c src/devices/i8042.c src/devices/cmos.c
+	src/devices/debugexit.c src/devices/bootmark.c src/devices/acpi_pm.c src/virtio/rng.c src/virtio/console.c
+	$VIRTIO_SRCS"
+
 # The harness and exactly the library sources it needs (no KVM, no libbrisk.a).
 sources() {
 	case $1 in
-	elf) echo tests/fuzz/fuzz_elf.c src/arch/x86/elf.c src/arch/x86/image.c src/mem.c src/util/log.c ;;
+	elf) echo tests/fuzz/fuzz_elf.c src/arch/x86/elf.c src/arch/x86/image.c src/mem.c src/util/log.c src/util/errmsg.c src/util/file.c ;;
 	bzimage)
 		echo tests/fuzz/fuzz_bzimage.c src/arch/x86/bzimage.c src/arch/x86/kernel.c src/arch/x86/initrd.c \
 			src/arch/x86/zeropage.c src/arch/x86/pvh.c src/arch/x86/elf.c src/arch/x86/image.c \
-			src/arch/x86/memmap.c src/arch/x86/entry.c src/kvm.c src/timeline.c src/mem.c src/util/log.c
+			src/arch/x86/memmap.c src/arch/x86/entry.c src/kvm.c src/timeline.c src/mem.c src/util/log.c \
+			src/util/errmsg.c src/util/file.c
 		;;
-	symbols) echo tests/fuzz/fuzz_symbols.c src/profile/symbols.c src/util/file.c ;;
-	virtq) echo tests/fuzz/fuzz_virtq.c src/virtio/queue.c src/mem.c src/util/log.c ;;
+	symbols) echo tests/fuzz/fuzz_symbols.c src/profile/symbols.c src/util/file.c src/util/errmsg.c ;;
+	virtq) echo tests/fuzz/fuzz_virtq.c src/virtio/queue.c src/mem.c src/util/log.c src/snapshot/snapfile.c ;;
 	blk)
-		echo tests/fuzz/fuzz_blk.c src/virtio/blk_req.c src/virtio/queue.c src/mem.c src/util/log.c
+		echo tests/fuzz/fuzz_blk.c src/virtio/blk_req.c src/virtio/queue.c src/mem.c src/util/log.c \
+			src/snapshot/snapfile.c
 		;;
-	net) echo tests/fuzz/fuzz_net.c src/virtio/net_frame.c src/virtio/queue.c src/mem.c src/util/log.c ;;
-	vsock) echo tests/fuzz/fuzz_vsock.c src/virtio/vsock_pkt.c src/virtio/queue.c src/mem.c src/util/log.c ;;
+	net)
+		echo tests/fuzz/fuzz_net.c src/virtio/net_frame.c src/virtio/queue.c src/mem.c src/util/log.c \
+			src/snapshot/snapfile.c
+		;;
+	vsock)
+		echo tests/fuzz/fuzz_vsock.c src/virtio/vsock_pkt.c src/virtio/queue.c src/mem.c src/util/log.c \
+			src/snapshot/snapfile.c
+		;;
 	snapshot) echo tests/fuzz/fuzz_snapshot.c src/snapshot/snapfile.c ;;
 	api_link) echo tests/fuzz/fuzz_api_link.c src/api/api_wire.c src/util/errmsg.c ;;
 	api)
@@ -53,6 +67,21 @@ sources() {
 			src/util/size.c src/arch/x86/cpuid.c src/arch/x86/msr.c src/arch/x86/cpuid_template.c \
 			src/arch/x86/cpuid_topology.c src/arch/x86/cpuid_json.c src/kvm.c src/timeline.c src/mem.c -ljson-c
 		;;
+	# the device harnesses (fuzz_vdev.h): a fake context and a hand-run event loop, no KVM, no threads
+	mmio) echo tests/fuzz/fuzz_mmio.c $VIRTIO_SRCS ;;
+	serial)
+		# fuzz_pio.c includes console_io.c (its input path without the thread) and wraps console_io_create
+		echo -DFUZZ_PIO_SERIAL -Wl,--wrap=console_io_create tests/fuzz/fuzz_pio.c src/devices/serial8250.c \
+			src/timeline.c $VIRTIO_SRCS
+		;;
+	i8042) echo -DFUZZ_PIO_I8042 tests/fuzz/fuzz_pio.c src/devices/i8042.c $VIRTIO_SRCS ;;
+	cmos) echo -DFUZZ_PIO_CMOS tests/fuzz/fuzz_pio.c src/devices/cmos.c $VIRTIO_SRCS ;;
+	rng) echo -DFUZZ_DEV_RNG tests/fuzz/fuzz_vdevice.c src/virtio/rng.c $VIRTIO_SRCS ;;
+	vconsole)
+		echo -DFUZZ_DEV_CONSOLE -Wl,--wrap=console_io_create tests/fuzz/fuzz_vdevice.c src/virtio/console.c \
+			$VIRTIO_SRCS
+		;;
+	restore) echo tests/fuzz/fuzz_restore.c $RESTORE_SRCS ;;
 	*) echo "run.sh: unknown fuzz target '$1'" >&2; return 1 ;;
 	esac
 }
@@ -66,7 +95,7 @@ seed() {
 		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_elf_seeds" tests/fuzz/gen_elf_seeds.c
 		"$OUT/gen_elf_seeds" "$corpus"
 		for g in "${BUILD:-build}"/guests/*.elf; do
-			[ -f "$g" ] && cp "$g" "$corpus/guest-$(basename "$g")"
+			if [ -f "$g" ]; then cp "$g" "$corpus/guest-$(basename "$g")"; fi # no guests built: no match
 		done
 		;;
 	bzimage)
@@ -112,6 +141,16 @@ seed() {
 	api)
 		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_api_seeds" tests/fuzz/gen_api_seeds.c
 		"$OUT/gen_api_seeds" "$corpus"
+		;;
+	mmio | serial | i8042 | cmos | rng | vconsole)
+		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_dev_seeds" tests/fuzz/gen_dev_seeds.c
+		"$OUT/gen_dev_seeds" "$1" "$corpus"
+		;;
+	restore)
+		# shellcheck disable=SC2086
+		$CLANG -std=gnu11 -Iinclude -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -pthread -o "$OUT/gen_restore_seeds" \
+			tests/fuzz/gen_restore_seeds.c $RESTORE_SRCS
+		"$OUT/gen_restore_seeds" "$corpus"
 		;;
 	esac
 }
