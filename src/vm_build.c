@@ -543,11 +543,10 @@ static int map_snapshot_memory(struct vm *vm, const char *path, struct vm_error 
 	return 0;
 }
 
-/* Restore step R3: the VM-wide KVM state (irqchip, PIT, clock), then every device, before anything runs. */
-static int restore_vm_state(struct vm *vm, struct vm_error *e)
+/* Restore step R3: the VM-wide KVM state (irqchip, PIT, clock), before the vCPUs get theirs. */
+static int restore_kvm_vm(struct vm *vm, struct vm_error *e)
 {
 	struct snap_reader *sec;
-	const char *dev = "?";
 	char err[512] = "";
 	int ret = snap_section(vm->snap, SNAP_TAG_VM, 0, "kvm-vm", &sec);
 
@@ -558,9 +557,23 @@ static int restore_vm_state(struct vm *vm, struct vm_error *e)
 		ret = -EINVAL, snprintf(err, sizeof(err), "malformed VM section");
 	if (ret)
 		return fail(e, ret == -EINVAL ? VM_ERR_USAGE : VM_ERR_HOST, ret, "restoring the VM state: %s", err);
-	ret = bus_restore(&vm->bus, vm->snap, &dev, err, sizeof(err));
+	return 0;
+}
+
+/*
+ * Restore step R5: every device, after the vCPUs: a device may raise its interrupt as it is restored (the
+ * UART's level, vsock's transport-reset event), and KVM_SET_LAPIC replaces a LAPIC's pending interrupts
+ * wholesale, so an interrupt delivered before the vCPUs' state would be lost. The event loop starts after.
+ */
+static int restore_devices(struct vm *vm, struct vm_error *e)
+{
+	const char *dev = "?";
+	char err[512] = "";
+	int ret = bus_restore(&vm->bus, vm->snap, &dev, err, sizeof(err));
+
 	if (ret)
 		return fail(e, VM_ERR_USAGE, ret, "restoring device %s: %s", dev, err);
+	timeline_mark(TL_STATE_RESTORED);
 	return 0;
 }
 
@@ -578,7 +591,6 @@ static int restore_vcpus(struct vm *vm, struct vm_error *e)
 	ret = vm_restore_vcpus(vm, vm->snap, err, sizeof(err));
 	if (ret)
 		return fail(e, ret == -EINVAL ? VM_ERR_USAGE : VM_ERR_HOST, ret, "restoring the vCPUs: %s", err);
-	timeline_mark(TL_STATE_RESTORED);
 	return 0;
 }
 
@@ -606,10 +618,10 @@ int vm_restore(const struct vm_config *base, const char *state_path, const char 
 	open_kvm(vm);
 	if ((ret = check_kvm(vm, e)) || (ret = create_vm(vm, e)) || (ret = map_memory(vm, e)) ||
 	    (ret = create_irqchip(vm, e)) || (ret = start_vcpus(vm, e)) || (ret = create_devices(vm, e)) ||
-	    (ret = prepare_cpuid(vm, e)) || (ret = restore_vm_state(vm, e)))
+	    (ret = prepare_cpuid(vm, e)) || (ret = restore_kvm_vm(vm, e)))
 		goto fail;
 	vm_publish_config(vm, VM_CONFIG_PUBLISHED);
-	if ((ret = start_devices(vm, e)) || (ret = restore_vcpus(vm, e)))
+	if ((ret = restore_vcpus(vm, e)) || (ret = restore_devices(vm, e)) || (ret = start_devices(vm, e)))
 		goto fail;
 	snap_reader_free(vm->snap);
 	vm->snap = NULL;

@@ -15,6 +15,18 @@ BUILD = ROOT / os.environ.get("BUILD", "build")
 BRISK = Path(os.environ.get("BRISK", BUILD / "brisk")).resolve()
 GUESTS = BUILD / "guests"
 
+
+def _sanitized(path):
+    """Whether the brisk under test is the ASan+UBSan build (its RSS says nothing about leaks: ASan keeps
+    freed memory in quarantine)."""
+    try:
+        return b"__asan_init" in path.read_bytes()
+    except OSError:
+        return False
+
+
+SANITIZED = _sanitized(BRISK)
+
 # Exit statuses (include/brisk/exitcode.h, docs/exit-codes.md).
 EXIT_GUEST_OK = 0
 EXIT_USAGE = 2
@@ -79,3 +91,11 @@ def run_brisk(*args, input=None, timeout=120, stdin=subprocess.DEVNULL, **kw):
 def boot(name, *args, **kw):
     """Boots test guest `name` with extra brisk run options."""
     return run_brisk("run", "--kernel", guest(name), *args, **kw)
+
+
+def pytest_collection_modifyitems(items):
+    """Test groups (pytest.ini): a test marked neither `security` nor `endurance` is `functional`, so
+    `-m functional`, `-m security` and `-m endurance` split the suite as Firecracker's groups do."""
+    for item in items:
+        if item.get_closest_marker("security") is None and item.get_closest_marker("endurance") is None:
+            item.add_marker(pytest.mark.functional)

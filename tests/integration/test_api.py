@@ -256,6 +256,7 @@ def test_device_refused(fresh, path, body, key):
     assert key in fault(fresh.api.put(path, body))
 
 
+@pytest.mark.security
 def test_missing_tap_at_instance_start(kvm, fresh):
     """A tap that does not exist: PUT accepts the name (nothing is opened before InstanceStart, as
     Firecracker). At InstanceStart, brisk opens it with TUNSETIFF: with CAP_NET_ADMIN the kernel creates a
@@ -604,6 +605,7 @@ POST_BOOT_MALFORMED = [m for m in MALFORMED if m[0] in ("/actions", "/vm", "/log
                        or (m[0] == "/snapshot/create")]
 
 
+@pytest.mark.security
 def test_malformed_body_while_running(running):
     """The endpoints a running VM answers, each with every malformed body: a 400 naming the key, and the VM
     keeps counting (and the configuration endpoints answer NOT_AFTER whatever their body)."""
@@ -674,6 +676,7 @@ def test_socket_path_rules(procs, sockdir):
 # ---- the API never blocks the guest -----------------------------------------------------------------------
 
 
+@pytest.mark.security
 def test_stalled_client_does_not_block(running):
     """A client that sends half a request (headers promising a body it never sends), and one that connects
     and says nothing: the guest keeps counting and other clients are answered promptly."""

@@ -174,6 +174,7 @@ def test_body_at_the_limit(echo):
     assert json.loads(out)["body_len"] == BODY_MAX
 
 
+@pytest.mark.security
 def test_body_one_byte_over(echo):
     # answered as soon as the headers are in, the body unread, the connection closed (as micro_http)
     s = socket.socket(socket.AF_UNIX)
@@ -196,6 +197,7 @@ def test_body_one_byte_over(echo):
     assert fault(body) == f"Request payload with size {BODY_MAX + 1} is larger than the limit of {BODY_MAX} allowed by server."
 
 
+@pytest.mark.security
 def test_chunked_body_over_the_limit(echo):
     chunk = b"x" * 4096
     body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(BODY_MAX // len(chunk) + 1)) + b"0\r\n\r\n"
@@ -210,6 +212,7 @@ def test_chunked_body_within_the_limit(echo):
     assert b'"body_len":5' in out
 
 
+@pytest.mark.security
 def test_malformed_request_line(echo):
     out = echo.raw(b"GET /x FOO/1.1\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 400 "), out
@@ -292,6 +295,7 @@ def test_stalled_body_does_not_block_others(echo):
     stalled.close()
 
 
+@pytest.mark.security
 def test_connection_limit(echo):
     conns = []
     for _ in range(CONN_LIMIT + 8):
@@ -338,6 +342,7 @@ def test_disconnect_while_brisk_works(echo):
     assert echo.request("GET", "/after")[0] == 200
 
 
+@pytest.mark.security
 def test_oversized_headers(echo):
     out = echo.raw(b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 4"), out[:100]  # 431 from libmicrohttpd

@@ -61,6 +61,7 @@ def test_debug_exit_codes(code):
     assert f"exitcode: {code}" in p.stdout
 
 
+@pytest.mark.security
 def test_triple_fault_dumps_registers():
     p = boot("triple")
     assert p.returncode == EXIT_TRIPLE_FAULT, p.stderr
@@ -69,6 +70,7 @@ def test_triple_fault_dumps_registers():
     assert "rip=0x" in p.stderr and "cr0=0x" in p.stderr
 
 
+@pytest.mark.security
 def test_unhandled_port_logged_once():
     p = boot("unhandled")
     assert p.returncode == EXIT_GUEST_OK, p.stdout + p.stderr
@@ -111,6 +113,7 @@ def test_memory_options(opts):
     assert p.returncode == EXIT_GUEST_OK, (opts, p.stderr)
 
 
+@pytest.mark.security
 def test_sigterm_stops_cleanly():
     # echo waits for input forever: stop it from the host
     proc = subprocess.Popen([str(BRISK), "run", "--kernel", guest("echo")], stdin=subprocess.PIPE,
@@ -130,6 +133,7 @@ def test_ctrl_a_x_stops():
     assert p.returncode == EXIT_STOPPED, p.stderr
 
 
+@pytest.mark.security
 def test_flood_with_stalled_stdout():
     """The guest floods the UART while nobody reads stdout: the vCPU must not block."""
     r, w = os.pipe()

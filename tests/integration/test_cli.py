@@ -52,23 +52,27 @@ def test_no_command():
     (["--serial", "tcp:1"], "--serial"),
     (["--log-level", "loud"], "--log-level"),
 ])
+@pytest.mark.security
 def test_bad_values(args, needle):
     p = run_brisk("run", *args)
     assert p.returncode == EXIT_USAGE, p.stderr
     assert needle in p.stderr
 
 
+@pytest.mark.security
 def test_missing_kernel(tmp_path):
     p = run_brisk("run", "--kernel", str(tmp_path / "nope"))
     assert p.returncode == EXIT_IMAGE
     assert "nope" in p.stderr
 
 
+@pytest.mark.security
 def test_directory_as_kernel(tmp_path):
     p = run_brisk("run", "--kernel", str(tmp_path))
     assert p.returncode == EXIT_IMAGE
 
 
+@pytest.mark.security
 def test_empty_kernel(tmp_path):
     k = tmp_path / "empty"
     k.write_bytes(b"")
@@ -77,6 +81,7 @@ def test_empty_kernel(tmp_path):
     assert "empty" in p.stderr
 
 
+@pytest.mark.security
 def test_garbage_kernel(tmp_path):
     k = tmp_path / "garbage"
     k.write_bytes(os.urandom(4096))
@@ -86,6 +91,7 @@ def test_garbage_kernel(tmp_path):
 
 
 @pytest.mark.parametrize("cut", [16, 64, 100, 300])
+@pytest.mark.security
 def test_truncated_kernel(tmp_path, cut):
     data = open(guest("hello"), "rb").read()
     k = tmp_path / "truncated"

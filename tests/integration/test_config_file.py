@@ -125,6 +125,7 @@ BOOT = {"kernel_image_path": "/k"}
     ({"machine-config": {"vcpu_count": 1, "mem_size_mib": 128}}, ["boot-source"]),
     ({}, ["boot-source"]),
 ])
+@pytest.mark.security
 def test_bad_config_file(tmp_path, cfg, words):
     p = run_brisk("--config-file", write(tmp_path, cfg), "--no-api")
     one_line_error(p, *words)
@@ -139,6 +140,7 @@ def test_bad_config_file(tmp_path, cfg, words):
     ("", ["empty"]),
     ('{"boot-source": ' + "[" * 40 + "]" * 40 + "}", ["bad JSON at byte", "nest"]),
 ])
+@pytest.mark.security
 def test_bad_json_file(tmp_path, text, words):
     path = write(tmp_path, text)
     one_line_error(run_brisk("run", "--config-file", path), path, *words)
@@ -153,6 +155,7 @@ def test_config_file_missing(tmp_path):
     one_line_error(run_brisk("run", "--config-file", path), path)
 
 
+@pytest.mark.security
 def test_config_file_over_1mib(tmp_path):
     cfg = json.dumps({"boot-source": {"kernel_image_path": "/k", "boot_args": "x"}})
     text = cfg[:-1] + " " * (1 << 20) + "}"

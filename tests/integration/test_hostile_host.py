@@ -14,6 +14,7 @@ from conftest import (BRISK, EXIT_GUEST_OK, EXIT_HOST, EXIT_IMAGE, EXIT_STOPPED,
                       check_sanitizers, guest, run_brisk)
 
 pytestmark = pytest.mark.usefixtures("kvm")
+pytestmark = [pytestmark, pytest.mark.security]  # SECURITY.md threat model (docs/security.md)
 
 
 def sha(path):

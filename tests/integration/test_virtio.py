@@ -40,6 +40,7 @@ def test_device_words_for_every_kernel():
     assert re.search(r"^cmdline: event_idx=1$", p.stdout, re.M), p.stdout  # no device, no word
 
 
+@pytest.mark.security
 def test_rng_rate_limit_throttles():
     """At 64 bytes/s the guest's requests (1+16+64+256+16+512+64+64 bytes) are served at most 64 bytes
     (a one-second burst) plus 64 per second: answers shrink (5.4.6.1 allows fewer bytes than asked), the

@@ -74,6 +74,7 @@ def test_interrupt_stress(tmp_path, words):
 
 
 @pytest.mark.parametrize("words", ["", "event_idx=0", "indirect=0", "event_idx=0 indirect=0"])
+@pytest.mark.security
 def test_conformance_rw(tmp_path, words):
     """Poll and interrupt mode, direct and indirect chains; the image afterwards holds exactly what the guest
     wrote (sectors 2-5, 2-4 without indirect) and the pattern everywhere else."""
@@ -87,6 +88,7 @@ def test_conformance_rw(tmp_path, words):
         assert sector(img, n) == want, f"sector {n}"
 
 
+@pytest.mark.security
 def test_conformance_ro(tmp_path):
     """,ro: VIRTIO_BLK_F_RO offered, every write IOERR and nothing written; no discard offered."""
     img = make_image(tmp_path / "d.img", 0x44, sectors=16)
@@ -169,22 +171,26 @@ def refused(disk, why):
     assert f"--disk {disk.split(',')[0]}: " in p.stderr and why in p.stderr, p.stderr
 
 
+@pytest.mark.security
 def test_missing_image(tmp_path):
     refused(str(tmp_path / "nope.img"), "no such file")
 
 
+@pytest.mark.security
 def test_size_not_multiple_of_512(tmp_path):
     img = tmp_path / "odd.img"
     img.write_bytes(b"\0" * 1000)
     refused(str(img), "1000 bytes, is not a multiple of 512")
 
 
+@pytest.mark.security
 def test_readonly_file_rw_requested(tmp_path):
     img = make_image(tmp_path / "d.img", 0, sectors=8)
     os.chmod(img, 0o444)
     refused(img, "the image is read-only")
 
 
+@pytest.mark.security
 def test_not_a_file(tmp_path):
     refused(str(tmp_path), "is a directory")
     fifo = tmp_path / "fifo"
@@ -194,6 +200,7 @@ def test_not_a_file(tmp_path):
     assert time.monotonic() - t0 < 30
 
 
+@pytest.mark.security
 def test_locked_image(tmp_path):
     """Another process's lock (lockf: a POSIX lock, which OFD locks conflict with) keeps brisk out, read-write
     and read-only alike; a read-only user does not keep another read-only user out."""
@@ -247,6 +254,7 @@ def test_second_vm_on_a_disk_in_use(tmp_path):
     assert p.returncode == EXIT_GUEST_OK, out + err
 
 
+@pytest.mark.security
 def test_image_truncated_while_running(tmp_path):
     """The image shrinks to nothing under the running guest: reads and writes get IOERR (a write does not grow
     the file back), the VM runs on to the guest's own end, brisk says what happened."""

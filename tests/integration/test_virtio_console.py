@@ -75,6 +75,7 @@ def test_stdin_eof_without_a_line(tmp_path):
     assert "CHECK reset: PASS" in text  # the device still answers after the failed wait
 
 
+@pytest.mark.security
 def test_stdin_flood_is_bounded(tmp_path):
     """64 MiB offered on stdin while the guest reads one line: brisk reads only what its bounded ring
     holds (the rest stays with the writer: back-pressure), its memory does not grow, the VM ends normally."""
@@ -138,6 +139,7 @@ def full_pipe():
     return r, w
 
 
+@pytest.mark.security
 def test_stalled_stdout_does_not_freeze_the_vm(tmp_path):
     """stdout is a full pipe nobody reads: the guest's transmits still complete, the VM ends on its own
     (at most the 1 s flush later) and the lost bytes are reported."""
@@ -184,6 +186,7 @@ def finish(p):
     return out.decode(errors="replace"), err.decode(errors="replace")
 
 
+@pytest.mark.security
 def test_ctrl_a_x_on_a_terminal(tmp_path):
     """Ctrl-A x on the virtio console's terminal stops the VM with status 16; the terminal is restored."""
     log = tmp_path / "serial.log"

@@ -24,6 +24,7 @@ import pytest
 from conftest import BRISK, EXIT_GUEST_OK, boot, check_sanitizers, guest
 
 pytestmark = pytest.mark.usefixtures("kvm")
+pytestmark = [pytestmark, pytest.mark.security]  # SECURITY.md threat model (docs/security.md)
 
 DROPPED = "malformed request"  # virtio_bad_request: a chain completed with an error
 NEEDS_RESET = "device needs reset"  # virtio_needs_reset / a queue refused at QueueReady

@@ -118,6 +118,7 @@ def check_pass(p):
 
 
 @pytest.mark.parametrize("mrg", [1, 0])
+@pytest.mark.security
 def test_tap_echo(netns, echo, mrg):
     """Frames go out through the tap and come back byte for byte; the answer to a frame sent before any
     receive buffer was posted waits in the device; a receive chain too small for it is returned empty (without
@@ -151,6 +152,7 @@ def test_tap_offloads_offered(netns, echo):
         assert offered & (1 << bit), f"feature bit {bit} not offered: {offered:#x}"
 
 
+@pytest.mark.security
 def test_tap_deleted_while_running(netns):
     """The tap disappears under a running VM: one error line, link down, frames dropped and counted, the guest's
     chains all come back, the VM ends normally."""
@@ -176,6 +178,7 @@ time.sleep(30)
 """
 
 
+@pytest.mark.security
 def test_tap_busy(netns):
     """A tap another process holds is an error at start (TUNSETIFF: EBUSY), naming the tap; exit status 2."""
     holder = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-c", HOLD, "btap0"],
@@ -257,6 +260,7 @@ def wait_socket_full(helper, timeout=60):
     raise AssertionError(f"the helper's socket never filled (Recv-Q {last})")
 
 
+@pytest.mark.security
 def test_user_backpressure_helper_stopped():
     """The helper stops reading (SIGSTOP) while the guest transmits as fast as it can: the socket fills, brisk
     pauses the transmit queue (EAGAIN, counted) instead of dropping or blocking, and once the helper runs again

@@ -227,6 +227,7 @@ def test_host_to_guest(sockdir, small):
     assert c["bad_lines"] == 6, c  # five garbage lines and the silent client
 
 
+@pytest.mark.security
 def test_hostile_guest(sockdir):
     """Malformed packets each cost their connection a RST and are counted; a header cut short is dropped; a
     header spread over two buffers is fine; sending past the credit is a RST; the device keeps working."""
@@ -247,6 +248,7 @@ def test_hostile_guest(sockdir):
     assert "virtio-vsock" in p.stderr  # the rate-limited log of the bad requests
 
 
+@pytest.mark.security
 def test_connection_flood(sockdir):
     """1100 guest connections: the first 1024 (the documented limit) are accepted, the rest reset and counted;
     after the guest resets them, a new connection works."""
@@ -271,6 +273,7 @@ def test_connection_flood(sockdir):
     assert c["limit"] == 76 and c["guest"] == 1025, c
 
 
+@pytest.mark.security
 def test_stale_socket_replaced_regular_file_refused(sockdir):
     uds = os.path.join(sockdir, "v.sock")
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -311,6 +314,7 @@ def test_option_errors(value, why):
     assert "--vsock" in p.stderr and why in p.stderr, p.stderr
 
 
+@pytest.mark.security
 def test_option_errors_at_validation(sockdir):
     p = run_brisk("run", "--vsock", "cid=3,uds=/nonexistent-dir/x.sock", timeout=30)
     assert p.returncode == EXIT_USAGE and "--vsock" in p.stderr and "directory" in p.stderr, p.stderr

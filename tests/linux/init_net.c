@@ -35,12 +35,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/reboot.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -499,11 +501,21 @@ void net_mode(const char *cmdline)
  *   "exchange\n"          then the exchange of init_net.c's header comment, the init as the acceptor
  *   "dial PORT BYTES\n"   answered "ok\n"; the init then connects to the host port PORT and exchanges BYTES
  *   "stop\n"              answered "ok\n"; the init closes its files, unmounts /mnt and returns
+ * Ctrl-Alt-Del (the API's SendCtrlAltDel) stops it the same way, for when vsock does not work: the mode turns
+ * the kernel's immediate reboot off (RB_DISABLE_CAD), so the kernel sends PID 1 a SIGINT instead.
  */
 #define TICK_MS	     200
 #define SNAP_MNT     "/mnt"
 #define SNAP_BLOCK   4096
 #define SNAP_CMD_MAX 64
+
+static volatile sig_atomic_t snap_sigint;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	snap_sigint = 1;
+}
 
 struct snap {
 	int log_fd, blk_fd;
@@ -639,10 +651,17 @@ void snapshot_mode(const char *cmdline)
 		snprintf(v + strlen(v), sizeof(v) - strlen(v), ":1");
 		lfd = listen_on(AF_VSOCK, v, &lport, &one);
 	}
+	struct sigaction sa = {.sa_handler = on_sigint}; /* no SA_RESTART: poll returns EINTR */
+	sigaction(SIGINT, &sa, NULL);
+	reboot(RB_DISABLE_CAD);
 	say("brisk-snap: ticking every %d ms\n", TICK_MS);
 	long due = now_ms();
 	int stop = 0;
 	while (!stop) {
+		if (snap_sigint) {
+			say("brisk-snap: SIGINT (Ctrl-Alt-Del): stopping\n");
+			break;
+		}
 		long now = now_ms();
 		if (now >= due) {
 			snap_tick(&s, ++tick);
@@ -662,11 +681,16 @@ void snapshot_mode(const char *cmdline)
 			char b[16];
 			int err = 0;
 			socklen_t len = sizeof(err);
+			/* SO_ERROR first: recv on a vsock socket that is no longer connected says only ENOTCONN */
+			getsockopt(hold, SOL_SOCKET, SO_ERROR, &err, &len);
 			ssize_t r = recv(hold, b, sizeof(b), MSG_DONTWAIT);
 			int e = errno;
-			getsockopt(hold, SOL_SOCKET, SO_ERROR, &err, &len);
-			say("brisk-snap: held connection 2:%u ended at tick %u: %s (revents 0x%x)\n", hport, tick,
-			    r == 0 ? "EOF" : r > 0 ? "unexpected data" : strerror(e), (unsigned)p[1].revents);
+			say("brisk-snap: held connection 2:%u ended at tick %u: SO_ERROR %s, recv %s (revents 0x%x)\n",
+			    hport, tick, err ? strerror(err) : "0",
+			    r == 0  ? "EOF"
+			    : r > 0 ? "unexpected data"
+				    : strerror(e),
+			    (unsigned)p[1].revents);
 			close(hold);
 			hold = -1;
 		}

@@ -343,6 +343,22 @@ static int restore_msrs(int vcpu_fd, const struct kvm_msr_entry *e, uint32_t n, 
 /* ---- CPUID ------------------------------------------------------------------------------------------- */
 
 /* KVM_GET_CPUID2 (api.rst 4.87): E2BIG means a larger table. Caller frees. */
+/*
+ * Drops the entries KVM_GET_CPUID2 did not fill: kernels before 6.4 ("KVM: x86: Update number of entries
+ * for KVM_GET_CPUID2 on success, not failure") leave nent as the caller's on success, so the zeroed tail
+ * of the buffer reads as entries. No real entry is all zeros (leaf 0's EAX is the highest leaf).
+ */
+static void trim_unfilled(struct kvm_cpuid2 *t)
+{
+	static const struct kvm_cpuid_entry2 zero;
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < t->nent; i++)
+		if (memcmp(&t->entries[i], &zero, sizeof(zero)) != 0)
+			t->entries[n++] = t->entries[i];
+	t->nent = n;
+}
+
 static struct kvm_cpuid2 *get_cpuid(int vcpu_fd, char *err, size_t errlen)
 {
 	for (unsigned nent = 128; nent <= KVM_STATE_MAX_CPUID; nent *= 2) {
@@ -350,8 +366,10 @@ static struct kvm_cpuid2 *get_cpuid(int vcpu_fd, char *err, size_t errlen)
 
 		if (!t)
 			return snprintf(err, errlen, "out of memory for the CPUID table"), NULL;
-		if (KVM_IOCTL(vcpu_fd, KVM_GET_CPUID2, t) == 0)
+		if (KVM_IOCTL(vcpu_fd, KVM_GET_CPUID2, t) == 0) {
+			trim_unfilled(t);
 			return t;
+		}
 		free(t);
 		if (errno != E2BIG)
 			return ioctl_err("KVM_GET_CPUID2", err, errlen), NULL;

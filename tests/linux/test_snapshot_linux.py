@@ -1,0 +1,481 @@
+"""Snapshot and restore of Debian's stock kernel (issue 11 section 3: "the same with a Linux guest in the real
+kernel tier (the guest's uptime continues; its disk and vsock work after restore)").
+
+One boot and one restore check everything. vmlinuz with build/linux/initramfs-virtio.cpio.gz, an ext4 disk from
+tests/linux/mkrootfs.sh (--disk), --vsock cid=7,uds=DIR/v.sock and --api-sock, the command line brisk's default
+(less acpi=off: Debian's kernel finds virtio-mmio in the DSDT) plus
+  brisk.virtio=1 brisk.poweroff=auto brisk.snapshot=1 brisk.snapshot.hold=HOLD brisk.snapshot.listen=LISTEN
+The init's snapshot mode (tests/linux/init_net.c) mounts the disk on /mnt, connects to the host's DIR/v.sock_HOLD
+and keeps that connection open, listens on vsock LISTEN, and every 200 ms of guest time prints
+  brisk-init: tick N uptime U mono M disk ok
+after appending "tick N uptime U" to /mnt/brisk-ticks (fsync) and writing and reading back (O_DIRECT, so from
+the device) the same line in /mnt/brisk-tick. The test
+  1. waits for tick TICKS_BEFORE, pauses the VM (PATCH /vm), takes a full snapshot (PUT /snapshot/create),
+     SIGKILLs brisk, waits until at least PAUSED_S have passed since the pause,
+  2. runs `brisk restore --snapshot S --mem M --api-sock ...` in a new process and waits for TICKS_AFTER ticks,
+  3. over vsock, after the restore: the host connects to the guest ("CONNECT LISTEN" on DIR/v.sock) and
+     exchanges BYTES each way ("exchange", netpeer's protocol); it asks the guest to connect out ("dial") to
+     DIR/v.sock_DIAL and exchanges BYTES each way there; then says "stop": the init unmounts /mnt and
+     powers off (ACPI S5), which ends the restored brisk with status 0;
+and checks: the tick sequence of both processes' output joined is 1, 2, 3, ... with no gap or repeat and the
+restored process printed no line of a new boot; the guest's uptime and monotonic clock across the snapshot
+advance by less than MAX_JUMP_S although the VM was paused for at least PAUSED_S; every tick's disk step said
+ok; the held connection (open at snapshot time) ended with a reset (ECONNRESET) after the restore by itself,
+before any new vsock traffic, not hung; both fresh vsock exchanges are right byte for byte on both sides; the
+image is clean (e2fsck -fn) and /brisk-ticks on it holds every tick 1..last in order (debugfs), the first ones
+written by the first process, the rest by the restored one.
+A vsock step that fails is recorded and the run goes on; when the "stop" command cannot be sent over vsock the
+guest is stopped with the API's SendCtrlAltDel instead (the init turns it into the same stop), so the disk checks
+still run.
+BRISK_SNAP_STOP=api stops the guest through SendCtrlAltDel even when vsock works (to try that path).
+BRISK_SNAP_KEEP=DIR copies the state file and the disk image to DIR (to look at a failure).
+"""
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+
+from . import netpeer
+from .conftest import (BRISK, LINUX, MEMORY, ROOT, TIMEOUT, _report, brisk_default_cmdline, brisk_run_help,
+                       kernel)
+
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+from apiclient import ApiClient, BriskProcess, wait_for_socket  # noqa: E402
+import hangdiag  # noqa: E402  (tests/hangdiag.py, on the path through conftest)
+
+pytestmark = pytest.mark.usefixtures("linux_kvm")
+
+MKROOTFS = ROOT / "tests" / "linux" / "mkrootfs.sh"
+INITRD = LINUX / "initramfs-virtio.cpio.gz"
+CID, HOLD, LISTEN, DIAL = 7, 5101, 5102, 5103
+BYTES = 256 << 10
+TICKS_BEFORE = 8     # ticks seen before the pause
+TICKS_AFTER = 10     # ticks the restored guest prints before the vsock checks
+PAUSED_S = 10.0      # the VM stays paused (and then not running at all) at least this long
+HELD_END_S = 20.0    # the restored guest must see its held connection reset within this (host) time
+MAX_JUMP_S = 3.0     # what the guest's clocks may advance across the snapshot (its ticks are 0.2 s apart)
+TICK_RE = re.compile(r"^brisk-init: tick (\d+) uptime ([0-9.]+) mono ([0-9.]+) disk (ok|FAIL.*)$", re.M)
+STEPS = ["mkrootfs", "boot", "pause and snapshot", "restore", "ticks after the vsock checks", "stop"]
+NEW_BOOT_RE = re.compile(r"Linux version|Command line:|brisk-init: started as pid|brisk-init: kernel ")
+
+
+class Proc(BriskProcess):
+    """One brisk process, its stdout and stderr collected by threads (apiclient.BriskProcess)."""
+
+    def __init__(self, args):
+        super().__init__(BRISK, args)
+
+    @property
+    def out(self):
+        return super().out.replace("\r", "")  # the console's \r\n
+
+    def describe(self, lines=60):
+        """The last `lines` lines of stdout that are not ticks (the kernel's and the init's other lines), the
+        first and last three ticks, stderr."""
+        out = self.out.splitlines()
+        is_tick = [bool(TICK_RE.match(x)) for x in out]
+        tick_at = [i for i, t in enumerate(is_tick) if t]
+        keep = set(tick_at[:3] + tick_at[-3:]) | {i for i, t in enumerate(is_tick) if not t}
+        tail = "\n".join(out[i] for i in sorted(keep)[-lines:])
+        return (f"brisk {' '.join(self.args)}\nexit status {self.proc.poll()}, {len(tick_at)} tick lines\n"
+                f"--- stdout (tail, ticks elided) ---\n{tail}\n--- stderr (tail) ---\n{self.err[-3000:]}")
+
+    def wait_for(self, regex, timeout, diag=True):
+        """The first match of regex in the complete lines of stdout; fails (with kvm-diag's look) on a timeout."""
+        r = re.compile(regex, re.M)
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.out
+            m = r.search(text[: text.rfind("\n") + 1])
+            if m:
+                return m
+            if self.proc.poll() is not None:
+                time.sleep(0.2)
+                raise AssertionError(f"brisk exited before /{regex}/\n{self.describe()}")
+            if time.monotonic() > deadline:
+                look = hangdiag.diagnose(self.proc.pid) if diag else "(not asked for)"
+                raise AssertionError(f"no /{regex}/ within {timeout:.0f} s\n{self.describe()}\n"
+                                     f"--- scripts/kvm-diag.sh ---\n{look}")
+            time.sleep(0.05)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=60)
+        for t in self._threads:
+            t.join(timeout=10)
+
+    def wait(self, timeout):
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            diag = hangdiag.diagnose(self.proc.pid)
+            self.kill()
+            raise AssertionError(f"brisk still running after {timeout:.0f} s\n{self.describe()}\n"
+                                 f"--- scripts/kvm-diag.sh ---\n{diag}")
+        for t in self._threads:
+            t.join(timeout=10)
+        return self.proc.returncode
+
+
+class Held:
+    """The host's side of the guest's held connection (DIR/v.sock_HOLD): accepts it, echoes "hold\\n", then
+    reads until it ends (when the first brisk dies)."""
+
+    def __init__(self, path):
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(1)
+        self.echoed, self.ended, self.error = False, None, None
+        self.thread = netpeer.thread(self._run)
+
+    def _run(self):
+        self.listener.settimeout(TIMEOUT)
+        try:
+            conn, _ = self.listener.accept()
+            with conn:
+                conn.settimeout(None)
+                got = b""
+                while len(got) < 5:
+                    b = conn.recv(5 - len(got))
+                    if not b:
+                        raise EOFError(f"EOF after {got!r}")
+                    got += b
+                if got != b"hold\n":
+                    raise AssertionError(f"got {got!r}")
+                conn.sendall(got)
+                self.echoed = True
+                while conn.recv(4096):
+                    pass
+                self.ended = time.monotonic()
+        except Exception as e:  # noqa: BLE001 (reported by the test)
+            self.error = f"{type(e).__name__}: {e}"
+        finally:
+            self.listener.close()
+
+
+def command(uds, line, timeout=60):
+    """A command connection to the guest's LISTEN port: sends line, returns the socket (the caller reads)."""
+    s = netpeer.vsock_hybrid_connect(uds, LISTEN)
+    s.settimeout(timeout)
+    s.sendall(line.encode())
+    return s
+
+
+def read_line(s):
+    line = b""
+    while not line.endswith(b"\n") and len(line) < 64:
+        b = s.recv(1)
+        if not b:
+            break
+        line += b
+    return line.decode(errors="replace")
+
+
+class Run:
+    """Everything one boot + snapshot + restore produced. `failed`: the step that did not complete, or None."""
+
+    def __init__(self):
+        self.failed = self.failed_step = None
+        self.p1 = self.p2 = None
+        self.out1 = self.out2 = ""
+        self.status2 = None
+        self.held = None
+        self.exchange = netpeer.Result()
+        self.dial = netpeer.Result()
+        self.dial_answer = self.stop_answer = None
+        self.held_ended_first = False  # the held connection ended before the host's first new connection
+        self.stopped_by = None  # "vsock" or "SendCtrlAltDel" (when the vsock command failed)
+        self.errors = []  # vsock steps that failed; the run went on to stop the guest
+        self.image = None
+        self.t = {}  # host times (monotonic) of the steps
+
+    def describe(self):
+        parts = [f"step that failed: {self.failed}" if self.failed else "all steps completed"]
+        for name, p in (("first process", self.p1), ("restored process", self.p2)):
+            if p:
+                parts.append(f"=== {name} ===\n{p.describe()}")
+        parts.append(f"--- host side --- held: echoed={self.held and self.held.echoed} "
+                     f"error={self.held and self.held.error}; exchange: {self.exchange}; dial: {self.dial} "
+                     f"(answer {self.dial_answer!r}); stop answer {self.stop_answer!r}, stopped by {self.stopped_by}")
+        parts += [f"vsock step failed: {e}" for e in self.errors]
+        return "\n".join(parts)
+
+    def need(self, step):
+        """Fails the calling test when the run stopped at or before `step` (one of STEPS)."""
+        if self.failed_step and STEPS.index(self.failed_step) <= STEPS.index(step):
+            pytest.fail(f"the run stopped before this could be checked\n{self.describe()}")
+
+
+@pytest.fixture(scope="module")
+def snap_run(tmp_path_factory):
+    if not INITRD.exists():
+        pytest.skip(f"{INITRD} missing: tests/linux/run.sh builds it")
+    tmp = tmp_path_factory.mktemp("snap")
+    sockdir = tempfile.mkdtemp(prefix="bls", dir="/tmp")  # sun_path holds 108 bytes
+    r = Run()
+    try:
+        _run(r, tmp, sockdir)
+    finally:
+        for p in (r.p1, r.p2):
+            if p:
+                p.kill()
+        shutil.rmtree(sockdir, ignore_errors=True)
+        keep = os.environ.get("BRISK_SNAP_KEEP")  # a directory: the state file and the disk image go there
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+            for f in ("vm.state", "disk.img"):
+                if (tmp / f).exists():
+                    shutil.copy(tmp / f, keep)
+    t = r.t
+    if "restored" in t:
+        _report.append(f"snapshot: boot to tick {TICKS_BEFORE} {t['ticked'] - t['start']:.1f} s, pause + snapshot "
+                       f"{t['snapshotted'] - t['pause']:.1f} s, restore exec to its first tick "
+                       f"{t.get('first_tick2', float('nan')) - t['restored']:.1f} s, restored process ran "
+                       f"{t.get('ended', float('nan')) - t['restored']:.1f} s")
+    return r
+
+
+def _run(r, tmp, sockdir):
+    uds = os.path.join(sockdir, "v.sock")
+    state, mem = tmp / "vm.state", tmp / "vm.mem"
+    r.image = tmp / "disk.img"
+    step = "mkrootfs"
+    p = subprocess.run([str(MKROOTFS), "--init", str(LINUX / "init"), str(r.image)], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, f"tests/linux/mkrootfs.sh failed:\n{p.stderr}"
+    words = [w for w in brisk_default_cmdline(brisk_run_help()).split()
+             if w != "acpi=off" and not w.startswith("console=")]
+    words += ["console=ttyS0", "brisk.virtio=1", "brisk.poweroff=auto", "brisk.snapshot=1",
+              f"brisk.snapshot.hold={HOLD}", f"brisk.snapshot.listen={LISTEN}", "brisk.snapshot.max=900"]
+    r.held = Held(f"{uds}_{HOLD}")
+    try:
+        step = "boot"
+        api1 = os.path.join(sockdir, "api1.sock")
+        r.t["start"] = time.monotonic()
+        r.p1 = Proc(["run", "--kernel", kernel("vmlinuz"), "--initrd", INITRD, "--memory", MEMORY,
+                     "--disk", r.image, "--vsock", f"cid={CID},uds={uds}", "--api-sock", api1,
+                     "--log-level", "info", "--cmdline", " ".join(words)])
+        wait_for_socket(api1, r.p1.proc, timeout=60)
+        r.p1.wait_for(rf"^brisk-init: tick {TICKS_BEFORE} ", TIMEOUT)
+        r.t["ticked"] = time.monotonic()
+        assert r.held.echoed, f"the guest's held connection was not made: {r.held.error}"
+
+        step = "pause and snapshot"
+        api = ApiClient(api1, timeout=120)
+        r.t["pause"] = time.monotonic()
+        api.pause()
+        api.snapshot_create(state, mem)
+        r.t["snapshotted"] = time.monotonic()
+        r.p1.kill()
+        r.out1 = r.p1.out
+        left = r.t["pause"] + PAUSED_S - time.monotonic()
+        if left > 0:
+            time.sleep(left)
+
+        step = "restore"
+        api2 = os.path.join(sockdir, "api2.sock")
+        r.t["restored"] = time.monotonic()
+        r.p2 = Proc(["restore", "--snapshot", state, "--mem", mem, "--api-sock", api2, "--log-level", "info"])
+        last1 = max((int(m.group(1)) for m in TICK_RE.finditer(r.out1)), default=0)
+        r.p2.wait_for(r"^brisk-init: tick \d+ ", 120)  # (possibly the rest of a line cut by the pause)
+        r.t["first_tick2"] = time.monotonic()
+        r.p2.wait_for(rf"^brisk-init: tick {last1 + TICKS_AFTER} ", 180)
+        # the held connection must end by itself (the transport reset), before any new vsock traffic
+        try:
+            r.p2.wait_for(rf"^brisk-snap: held connection 2:{HOLD} ended ", HELD_END_S, diag=False)
+            r.held_ended_first = True
+        except AssertionError:
+            pass
+
+        # the vsock steps: a failure is recorded (test_vsock_after_restore reports it) and the run goes on
+        step = "vsock exchange"  # host -> guest, a connection made after the restore
+        try:
+            with command(uds, "exchange\n") as s:
+                r.exchange.attempts = 1
+                netpeer.exchange_connector(s, BYTES, r.exchange)
+            r.p2.wait_for(rf"^brisk-net: vsock accept port {LISTEN}: ", 60)
+        except Exception as e:  # noqa: BLE001
+            r.exchange.error = r.exchange.error or f"{type(e).__name__}: {e}"
+            r.errors.append(f"{step}: {type(e).__name__}: {str(e)[:300]}")
+
+        step = "vsock dial"  # guest -> host
+        try:
+            lst = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            lst.bind(f"{uds}_{DIAL}")
+            lst.listen(1)
+            th = netpeer.thread(netpeer.serve_once, lst, r.dial, 90)
+            with command(uds, f"dial {DIAL} {BYTES}\n") as s:
+                r.dial_answer = read_line(s)
+            th.join(timeout=120)
+            r.p2.wait_for(rf"^brisk-net: vsock connect 2:{DIAL}: ", 60)
+        except Exception as e:  # noqa: BLE001
+            r.errors.append(f"{step}: {type(e).__name__}: {str(e)[:300]}")
+
+        step = "ticks after the vsock checks"
+        last = max(int(m.group(1)) for m in TICK_RE.finditer(r.p2.out))
+        r.p2.wait_for(rf"^brisk-init: tick {last + 3} ", 60)
+
+        step = "stop"
+        try:
+            if os.environ.get("BRISK_SNAP_STOP") == "api":  # to try the fallback below
+                raise ConnectionError("BRISK_SNAP_STOP=api: not sending stop over vsock")
+            with command(uds, "stop\n") as s:
+                r.stop_answer = read_line(s)
+            r.stopped_by = "vsock"
+        except Exception as e:  # noqa: BLE001 (vsock broken: Ctrl-Alt-Del makes the init stop the same way)
+            r.errors.append(f"{step}: {type(e).__name__}: {str(e)[:300]}")
+            ApiClient(api2, timeout=60).ok("PUT", "/actions", {"action_type": "SendCtrlAltDel"})
+            r.stopped_by = "SendCtrlAltDel"
+        r.status2 = r.p2.wait(120)
+        r.t["ended"] = time.monotonic()
+        r.out2 = r.p2.out
+        step = None
+    except Exception as e:  # noqa: BLE001 (each test says what it could not check)
+        r.failed, r.failed_step = f"{step}: {type(e).__name__}: {e}", step
+    finally:
+        r.held.thread.join(timeout=5)
+        if r.p1:
+            r.p1.kill()
+            r.out1 = r.p1.out
+        if r.p2:
+            if r.p2.proc.poll() is None:
+                r.p2.kill()
+            r.out2 = r.p2.out
+
+
+def ticks(text):
+    """[(n, uptime, monotonic, disk result, uptime as printed)] of every tick line."""
+    return [(int(n), float(u), float(m), d, u) for n, u, m, d in TICK_RE.findall(text)]
+
+
+def complete(text):
+    return text[: text.rfind("\n") + 1]
+
+
+def run_tool(*cmd):
+    env = dict(os.environ, PATH=os.environ.get("PATH", "") + ":/sbin:/usr/sbin")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_restore_continues_the_same_boot(snap_run):
+    """The ticks of both processes joined are 1, 2, 3, ...: the restored guest continues at the next tick, and
+    the restored process printed nothing of a new boot."""
+    r = snap_run
+    r.need("restore")
+    before = ticks(complete(r.out1))
+    assert len(before) >= TICKS_BEFORE, r.describe()
+    joined = ticks(r.out1 + r.out2)
+    ns = [t[0] for t in joined]
+    assert ns == list(range(1, len(ns) + 1)), f"tick sequence broken: {ns}\n{r.describe()}"
+    after = [n for n in ns if n > before[-1][0]]
+    assert len(after) >= TICKS_AFTER, f"only {len(after)} ticks after the restore\n{r.describe()}"
+    new_boot = NEW_BOOT_RE.search(r.out2)
+    assert not new_boot, f"the restored process shows a new boot: {new_boot.group(0)!r}\n{r.describe()}"
+    assert "brisk-init: tick" in r.out2 and "brisk-init: tick 1 " not in r.out2, r.describe()
+
+
+def test_uptime_continues(snap_run):
+    """The guest's CLOCK_BOOTTIME and CLOCK_MONOTONIC advance across the snapshot by about one tick's spacing,
+    not by the time the VM spent paused, killed and restored."""
+    r = snap_run
+    r.need("restore")
+    last1 = ticks(complete(r.out1))[-1][0]
+    joined = {t[0]: t for t in ticks(r.out1 + r.out2)}
+    assert last1 + 1 in joined, r.describe()
+    # the snapshot fell between the last complete tick line before it and the next one (or, when that next
+    # line was cut by the pause, the one after): the largest step around there is the jump
+    around = [n for n in range(last1 - 1, last1 + 3) if n in joined and n - 1 in joined]
+    jump_up = max(joined[n][1] - joined[n - 1][1] for n in around)
+    jump_mono = max(joined[n][2] - joined[n - 1][2] for n in around)
+    steps = [joined[n][1] - joined[n - 1][1] for n in sorted(joined) if n - 1 in joined]
+    host_gap = r.t["restored"] - r.t["pause"]
+    _report.append(f"snapshot: VM paused {host_gap:.1f} s (host clock); guest uptime step across the snapshot "
+                   f"{jump_up:.3f} s (monotonic {jump_mono:.3f} s); tick steps otherwise "
+                   f"{min(steps):.3f}..{max(steps):.3f} s")
+    assert host_gap >= PAUSED_S
+    assert 0 < jump_up < MAX_JUMP_S and 0 < jump_mono < MAX_JUMP_S, (
+        f"the guest's clock jumped {jump_up:.3f} s (monotonic {jump_mono:.3f} s) across a pause of "
+        f"{host_gap:.1f} s\n{r.describe()}")
+    for n in sorted(joined):
+        if n - 1 in joined:
+            assert joined[n][1] > joined[n - 1][1], f"uptime went back at tick {n}\n{r.describe()}"
+
+
+def test_disk_works_after_restore(snap_run):
+    """Every tick's write, fsync and O_DIRECT read-back on virtio-blk succeeded, before and after the restore;
+    the guest unmounted the disk and powered off; the image is clean and holds every tick in order."""
+    r = snap_run
+    r.need("stop")
+    joined = ticks(r.out1 + r.out2)
+    bad = [t for t in joined if t[3] != "ok"]
+    assert not bad, f"disk step failed: {bad[:5]}\n{r.describe()}"
+    m = re.search(r"^brisk-snap: stopped after tick (\d+); files closed: yes; /mnt unmounted: yes$", r.out2, re.M)
+    assert m, f"the guest did not close and unmount its disk\n{r.describe()}"
+    last = int(m.group(1))
+    assert last == joined[-1][0], r.describe()
+    fsck = run_tool("e2fsck", "-fn", str(r.image))
+    assert fsck.returncode == 0, f"e2fsck -fn: exit {fsck.returncode}\n{fsck.stdout}{fsck.stderr}"
+    cat = run_tool("debugfs", "-R", "cat /brisk-ticks", str(r.image))
+    want = "".join(f"tick {t[0]} uptime {t[4]}\n" for t in joined)
+    assert cat.stdout == want, (f"/brisk-ticks on the image is not the ticks printed:\n{cat.stdout[-2000:]!r}\n"
+                                f"{cat.stderr}\nwanted (tail): {want[-500:]!r}")
+    blk = run_tool("debugfs", "-R", "cat /brisk-tick", str(r.image))
+    assert blk.stdout.rstrip("\0") == f"tick {last} uptime {joined[-1][4]}\n", repr(blk.stdout[:100])
+
+
+def test_vsock_old_connection_reset(snap_run):
+    """The connection open at snapshot time ends in the restored guest with ECONNRESET, the transport reset
+    (virtio 1.2 5.10.6.6), by itself: within HELD_END_S of the restore, before the host makes any new vsock
+    connection (it does not hang until some other traffic comes)."""
+    r = snap_run
+    r.need("restore")
+    last1 = ticks(complete(r.out1))[-1][0]
+    m = re.search(rf"^brisk-snap: held connection 2:{HOLD} ended at tick (\d+): SO_ERROR ([^,]*), (.*)$", r.out2,
+                  re.M)
+    assert m, f"the guest's held connection did not end after the restore\n{r.describe()}"
+    _report.append(f"snapshot: the connection open at snapshot time ended at tick {m.group(1)} (restored after "
+                   f"tick {last1}; {'before' if r.held_ended_first else 'only after'} the host's first new vsock "
+                   f"connection): SO_ERROR {m.group(2)}, {m.group(3)}")
+    # ECONNRESET is what the driver's transport-reset handling sets (virtio_vsock_reset_sock); an RST packet
+    # for the connection would end it with SO_ERROR 0 and EOF instead
+    assert int(m.group(1)) >= last1 and m.group(2) == "Connection reset by peer", m.group(0)
+    assert r.held_ended_first, (f"the held connection did not end within {HELD_END_S:.0f} s of the restore, only "
+                                f"when new vsock traffic came: {m.group(0)}\n{r.describe()}")
+
+
+def test_vsock_fresh_connections_after_restore(snap_run):
+    """Connections made after the restore, host -> guest first, then guest -> host, each carry BYTES each way,
+    checked on both sides."""
+    r = snap_run
+    r.need("restore")
+    ok = f"sent {BYTES} received {BYTES} ok"
+    line = re.search(rf"^brisk-net: vsock accept port {LISTEN}: (.*)$", r.out2, re.M)
+    assert line and line.group(1).startswith(ok), f"host -> guest: {line and line.group(0)}\n{r.describe()}"
+    assert r.exchange.ok and r.exchange.bytes == BYTES, f"host side of host -> guest: {r.exchange}"
+    assert r.dial_answer == "ok\n", r.describe()
+    line = re.search(rf"^brisk-net: vsock connect 2:{DIAL}: (.*)$", r.out2, re.M)
+    assert line and line.group(1).startswith(ok), f"guest -> host: {line and line.group(0)}\n{r.describe()}"
+    assert r.dial.ok and r.dial.bytes == BYTES, f"host side of guest -> host: {r.dial}"
+
+
+def test_restored_vm_ends_cleanly(snap_run):
+    """The restored guest powers off (ACPI S5): the restored brisk exits 0, and no sanitizer spoke."""
+    r = snap_run
+    r.need("stop")
+    assert r.stop_answer == "ok\n" or r.stopped_by == "SendCtrlAltDel", r.describe()
+    if r.stopped_by == "SendCtrlAltDel":
+        assert "brisk-snap: SIGINT (Ctrl-Alt-Del): stopping" in r.out2, r.describe()
+    assert r.status2 == 0, r.describe()
+    assert "reboot: Power down" in r.out2 or "reboot: Restarting system" in r.out2, r.describe()
+    for p in (r.p1, r.p2):
+        for marker in ("AddressSanitizer", "runtime error:", "UndefinedBehaviorSanitizer"):
+            assert marker not in p.err, p.err[-3000:]
