@@ -18,7 +18,7 @@ VERSION := 0.1.0
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) -Iinclude -D_GNU_SOURCE -DBRISK_VERSION='"$(VERSION)"' -pthread -MMD -MP
-LDLIBS  := -pthread -ljson-c -lm
+LDLIBS  := -pthread -ljson-c -lm -lseccomp
 
 # The plain brisk binary is linked statically (STATIC=0: dynamically): no dynamic loader work at exec,
 # measured 0.2 ms of a ~3 ms start (docs/performance.md, "Start-up at the floor"). ASan needs dynamic linking.
@@ -78,6 +78,8 @@ LIB_SRCS := \
 	src/snapshot/snapfile.c \
 	src/snapshot/snap_config.c \
 	src/vm_snapshot.c \
+	src/seccomp/seccomp.c \
+	src/seccomp/seccomp_lists.c \
 	src/arch/x86/kvm_state.c \
 	src/devices/serial8250.c \
 	src/devices/console_io.c \
@@ -117,6 +119,9 @@ LIB_SRCS := \
 	src/profile/report_json.c \
 	src/profile/report_text.c \
 	src/profile/report_out.c
+
+# the per-thread seccomp filters; the helpers (brisk-api, brisk-slirp) link them too
+SECCOMP_SRCS := src/seccomp/seccomp.c src/seccomp/seccomp_lists.c
 
 MAIN_SRCS := \
 	src/main.c \
@@ -194,11 +199,11 @@ $(1)/libbrisk.a: $(LIB_SRCS:%.c=$(1)/obj/%.o)
 $(1)/brisk: $(addprefix $(1)/obj/,$(MAIN_OBJS)) $(1)/libbrisk.a
 	$$(CC) $(2) $(3) -o $$@ $$(filter %.o,$$^) $(1)/libbrisk.a $$(LDLIBS)
 # --net user's helper: dynamically linked (libslirp is a shared library only), see src/virtio/net_user.c
-$(1)/brisk-slirp: src/net/slirp_helper.c
-	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$< -lslirp
+$(1)/brisk-slirp: src/net/slirp_helper.c $(SECCOMP_SRCS)
+	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$(filter %.c,$$^) -lslirp -lseccomp
 # the API socket's HTTP helper: dynamically linked (Debian's libmicrohttpd.a needs gnutls), see src/api/api_link.c
-$(1)/brisk-api: src/api/api_helper.c src/api/api_wire.c src/util/errmsg.c include/brisk/api_link.h
-	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$(filter %.c,$$^) -lmicrohttpd
+$(1)/brisk-api: src/api/api_helper.c src/api/api_wire.c src/util/errmsg.c include/brisk/api_link.h $(SECCOMP_SRCS)
+	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$(filter %.c,$$^) -lmicrohttpd -lseccomp
 $(1)/tests/%: tests/unit/%.c $(1)/libbrisk.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$< $(1)/libbrisk.a -lcmocka $$(LDLIBS)

@@ -11,6 +11,7 @@
 
 #include "brisk/evloop.h"
 #include "brisk/log.h"
+#include "brisk/seccomp.h"
 
 #define EVLOOP_MAX_WATCH 256 /* fds: a few per device; bounded so a registration cannot grow forever */
 #define EVLOOP_BATCH	 32  /* events taken per epoll_wait */
@@ -21,11 +22,21 @@ struct watch {
 	void *arg;
 };
 
+/*
+ * The thread is started once and lives until evloop_destroy: evloop_stop parks it (a snapshot stops the
+ * loop) and evloop_start wakes it, so that no thread is created after the main thread confined itself
+ * (a thread inherits its creator's seccomp filter: docs/security.md, "Seccomp").
+ */
 struct evloop {
 	int epfd;
-	int stop_fd; /* eventfd: leave the loop */
+	int stop_fd; /* eventfd: leave the loop (park, or end with `quit`) */
 	pthread_t thread;
-	bool running;
+	bool started;	     /* the thread exists (until joined by evloop_destroy) */
+	bool running;	     /* started and not stopped */
+	bool parked, resume; /* under park_lock: the thread waits in park(); evloop_start lets it go */
+	bool quit, ended;    /* under park_lock: evloop_destroy ends it; the thread has returned */
+	pthread_mutex_t park_lock;
+	pthread_cond_t park_cond;
 	pthread_mutex_t lock; /* nr / watch[] against concurrent evloop_add */
 	unsigned nr;
 	struct watch watch[EVLOOP_MAX_WATCH];
@@ -39,6 +50,8 @@ struct evloop *evloop_create(void)
 	if (!l)
 		return NULL;
 	pthread_mutex_init(&l->lock, NULL);
+	pthread_mutex_init(&l->park_lock, NULL);
+	pthread_cond_init(&l->park_cond, NULL);
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
 	l->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (l->epfd < 0 || l->stop_fd < 0 || epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->stop_fd, &ev) < 0) {
@@ -75,9 +88,27 @@ int evloop_add(struct evloop *l, int fd, uint32_t events, evloop_fn fn, void *ar
 	return 0;
 }
 
-static void *loop_thread(void *arg)
+/* The stop eventfd fired: waits until evloop_start (returns false) or evloop_destroy (true). */
+static bool park(struct evloop *l)
 {
-	struct evloop *l = arg;
+	uint64_t stale;
+	bool quit;
+
+	if (read(l->stop_fd, &stale, sizeof(stale)) < 0 && errno != EAGAIN)
+		log_warn("I/O event loop: reading its stop eventfd: %s", strerror(errno));
+	pthread_mutex_lock(&l->park_lock);
+	l->parked = true;
+	pthread_cond_broadcast(&l->park_cond);
+	while (!l->resume && !l->quit)
+		pthread_cond_wait(&l->park_cond, &l->park_lock);
+	l->parked = l->resume = false;
+	quit = l->quit;
+	pthread_mutex_unlock(&l->park_lock);
+	return quit;
+}
+
+static void run(struct evloop *l)
+{
 	struct epoll_event ev[EVLOOP_BATCH];
 
 	for (;;) {
@@ -87,16 +118,32 @@ static void *loop_thread(void *arg)
 			if (errno == EINTR)
 				continue;
 			log_error("I/O event loop: epoll_wait: %s", strerror(errno));
-			return NULL;
+			return;
 		}
 		for (int i = 0; i < n; i++) {
 			const struct watch *w = ev[i].data.ptr;
 
-			if (!w)
-				return NULL; /* the stop eventfd */
+			if (!w) { /* the stop eventfd: the rest of the batch is reported again after the park */
+				if (park(l))
+					return;
+				break;
+			}
 			w->fn(w->arg, ev[i].events);
 		}
 	}
+}
+
+static void *loop_thread(void *arg)
+{
+	struct evloop *l = arg;
+
+	seccomp_enter(SECCOMP_IO);
+	run(l);
+	pthread_mutex_lock(&l->park_lock);
+	l->ended = true;
+	pthread_cond_broadcast(&l->park_cond);
+	pthread_mutex_unlock(&l->park_lock);
+	return NULL;
 }
 
 int evloop_start(struct evloop *l)
@@ -108,7 +155,14 @@ int evloop_start(struct evloop *l)
 
 	if (l->running)
 		return 0;
-	/* A loop stopped before (a snapshot pauses it) starts again: forget that stop request. */
+	if (l->started) { /* parked by evloop_stop: let it go */
+		pthread_mutex_lock(&l->park_lock);
+		l->resume = true;
+		pthread_cond_broadcast(&l->park_cond);
+		pthread_mutex_unlock(&l->park_lock);
+		l->running = true;
+		return 0;
+	}
 	if (read(l->stop_fd, &stale, sizeof(stale)) < 0 && errno != EAGAIN)
 		return -errno;
 	sigfillset(&all);
@@ -117,19 +171,27 @@ int evloop_start(struct evloop *l)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err)
 		return -err;
-	l->running = true;
+	l->started = l->running = true;
 	return 0;
+}
+
+static void wake(struct evloop *l)
+{
+	uint64_t one = 1;
+
+	if (write(l->stop_fd, &one, sizeof(one)) < 0)
+		log_warn("I/O event loop: waking it to stop failed: %s", strerror(errno));
 }
 
 void evloop_stop(struct evloop *l)
 {
-	uint64_t one = 1;
-
 	if (!l || !l->running)
 		return;
-	if (write(l->stop_fd, &one, sizeof(one)) < 0)
-		log_warn("I/O event loop: waking it to stop failed: %s", strerror(errno));
-	pthread_join(l->thread, NULL);
+	wake(l);
+	pthread_mutex_lock(&l->park_lock);
+	while (!l->parked && !l->ended)
+		pthread_cond_wait(&l->park_cond, &l->park_lock);
+	pthread_mutex_unlock(&l->park_lock);
 	l->running = false;
 }
 
@@ -137,11 +199,21 @@ void evloop_destroy(struct evloop *l)
 {
 	if (!l)
 		return;
-	evloop_stop(l);
+	if (l->started) {
+		pthread_mutex_lock(&l->park_lock);
+		l->quit = true;
+		pthread_cond_broadcast(&l->park_cond);
+		pthread_mutex_unlock(&l->park_lock);
+		wake(l);
+		pthread_join(l->thread, NULL);
+		l->started = l->running = false;
+	}
 	if (l->epfd >= 0)
 		close(l->epfd);
 	if (l->stop_fd >= 0)
 		close(l->stop_fd);
 	pthread_mutex_destroy(&l->lock);
+	pthread_mutex_destroy(&l->park_lock);
+	pthread_cond_destroy(&l->park_cond);
 	free(l);
 }

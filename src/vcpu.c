@@ -9,6 +9,7 @@
 #include "brisk/cpuid.h"
 #include "brisk/exitcode.h"
 #include "brisk/log.h"
+#include "brisk/seccomp.h"
 #include "brisk/timeline.h"
 #include "vm_impl.h"
 
@@ -264,11 +265,14 @@ void *vcpu_thread(void *arg)
 	pthread_sigmask(SIG_UNBLOCK, &kick, NULL);
 	v->tid = gettid();
 	v->setup_error = vcpu_create(v);
+	seccomp_prepare(); /* while the main thread builds the rest of the VM */
 	if (vm_vcpu_wait_config(vm) == 0 && !v->setup_error)
 		v->setup_error = vcpu_configure(v);
 	vm_vcpu_ready_wait_go(vm);
-	if (!v->setup_error && !atomic_load(&vm->exit_requested))
+	if (!v->setup_error && !atomic_load(&vm->exit_requested)) {
+		seccomp_enter(SECCOMP_VCPU); /* configured: from here on only what the guest's exits need */
 		run_loop(v);
+	}
 	atomic_store(&v->done, 1);
 	return NULL;
 }

@@ -23,9 +23,9 @@ struct evloop *evloop_create(void);
  * or -errno.
  */
 int evloop_add(struct evloop *l, int fd, uint32_t events, evloop_fn fn, void *arg);
-/* Starts the loop thread (every signal blocked in it); also again after evloop_stop. Returns 0 or -errno. */
+/* Starts the loop thread (every signal blocked in it); after evloop_stop, wakes the same thread. 0 or -errno. */
 int evloop_start(struct evloop *l);
-/* Stops and joins the loop thread: no callback runs after it returns (until evloop_start). Idempotent. */
+/* Stops the loop thread (it waits, parked): no callback runs after it returns (until evloop_start). Idempotent. */
 void evloop_stop(struct evloop *l);
 /* Stops the loop if running and frees it (not the watched fds). NULL is fine. */
 void evloop_destroy(struct evloop *l);

@@ -17,6 +17,7 @@ enum brisk_exit {
 	EXIT_FAIL_ENTRY = 12,	  /* KVM_EXIT_FAIL_ENTRY (K) */
 	EXIT_UNKNOWN_EXIT = 14,	  /* an exit reason brisk does not handle (K) */
 	EXIT_STOPPED = 16,	  /* SIGINT, SIGTERM or Ctrl-A x from the host (K) */
+	EXIT_SECCOMP = 18,	  /* a thread made a syscall its seccomp filter denies (K; include/brisk/seccomp.h) */
 };
 
 #endif

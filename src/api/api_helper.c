@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "brisk/api_link.h"
+#include "brisk/seccomp.h"
 
 #define CONN_LIMIT     32
 #define IDLE_TIMEOUT_S 10
@@ -571,6 +572,9 @@ int main(int argc, char **argv)
 		say(h.fd, "ERR libmicrohttpd could not serve the API socket");
 		return 1;
 	}
+	/* every thread of the helper (libmicrohttpd's too) confined before brisk hears OK (docs/security.md) */
+	if (seccomp_helper_wanted() && seccomp_configure(true) == 0)
+		seccomp_enter(SECCOMP_API_HELPER);
 	say(h.fd, "OK");
 	/* A client that connected while the helper started has its request queued: pass it on now. */
 	pthread_mutex_lock(&h.lock);

@@ -79,12 +79,14 @@ static const char run_usage[] =
     "      --config-file FILE the VM from a Firecracker configuration file instead of the\n"
     "                         VM options above (process options still apply)\n"
     "      --no-api           with --config-file: no API socket (as Firecracker's --no-api)\n"
+    "      --seccomp on|off   per-thread seccomp filters (default on; off only to debug):\n"
+    "                         a denied system call ends brisk with status 18, naming it\n"
     "  -h, --help             this text\n"
     "\n"
     "The console: host stdin goes to the guest's COM1 (hvc0 with --console virtio); Ctrl-A x stops the VM.\n"
     "Exit status: the guest's (0 on power-off/reset, odd values from the debug-exit\n"
     "port), or brisk's own even codes: 2 usage, 4 host, 6 image, 8 triple fault,\n"
-    "10 KVM internal error, 12 entry failure, 14 unknown exit, 16 stopped.\n";
+    "10 KVM internal error, 12 entry failure, 14 unknown exit, 16 stopped, 18 seccomp.\n";
 
 static const char cpuid_usage[] =
     "usage: brisk cpuid [options]\n"

@@ -18,6 +18,7 @@
 #include "brisk/fc_config.h"
 #include "brisk/file.h"
 #include "brisk/log.h"
+#include "brisk/seccomp.h"
 #include "brisk/timeline.h"
 #include "brisk/timeline_json.h"
 #include "brisk/vm.h"
@@ -42,7 +43,8 @@ enum {
 	OPT_NO_API,
 	OPT_SNAPSHOT,
 	OPT_MEM,
-	OPT_PAUSED
+	OPT_PAUSED,
+	OPT_SECCOMP
 };
 
 static const struct option options[] = {
@@ -71,6 +73,7 @@ static const struct option options[] = {
     {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
     {"mem", required_argument, NULL, OPT_MEM},
     {"paused", no_argument, NULL, OPT_PAUSED},
+    {"seccomp", required_argument, NULL, OPT_SECCOMP},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -83,6 +86,8 @@ static bool no_api;
 /* brisk restore: --snapshot STATE --mem MEM [--paused]; and the first VM-shaping option seen (refused there). */
 static const char *snapshot_path, *mem_path, *vm_option;
 static bool paused;
+/* --seccomp on|off: the per-thread filters (docs/security.md, "Seccomp"); off is for debugging. */
+static bool seccomp_off;
 
 static int bad_value(const char *opt, const char *value, const char *expected)
 {
@@ -199,6 +204,11 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 		return 0;
 	case OPT_PAUSED:
 		paused = true;
+		return 0;
+	case OPT_SECCOMP:
+		if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0)
+			return bad_value("--seccomp", arg, "on or off");
+		seccomp_off = strcmp(arg, "off") == 0;
 		return 0;
 	case OPT_LOG_LEVEL:
 		if (log_parse_level(arg, &level))
@@ -434,6 +444,33 @@ static int run_vm(const struct vm_config *cfg, struct fc_vm *fc, int sig_fd)
 	return ret;
 }
 
+/*
+ * The main thread's filter goes on once the VM is built and its vCPUs are configured, before any enters
+ * KVM_RUN (vm.h's vcpus_ready): the same point for a VM from options, a config file, a restore, or the
+ * API's InstanceStart or snapshot load (the API's base configuration carries these hooks).
+ */
+static void confine_main(struct vm *vm, void *ctx)
+{
+	(void)vm, (void)ctx;
+	seccomp_enter(SECCOMP_MAIN);
+}
+
+static const struct vm_hooks seccomp_hooks = {.vcpus_ready = confine_main};
+
+static int setup_seccomp(struct vm_config *cfg)
+{
+	int ret = seccomp_configure(!seccomp_off);
+
+	if (ret) {
+		fprintf(stderr, "brisk: seccomp filters unavailable: %s; --seccomp off runs without them\n",
+			strerror(-ret));
+		return EXIT_HOST;
+	}
+	if (!seccomp_off && !cfg->hooks)
+		cfg->hooks = &seccomp_hooks;
+	return 0;
+}
+
 /* brisk restore: the snapshot's VM, resumed unless --paused, with the API beside it when --api-sock. */
 static int restore_vm(const struct vm_config *base, int sig_fd)
 {
@@ -565,7 +602,7 @@ static int run_command(int argc, char **argv, enum run_mode mode)
 
 	if (ret)
 		return ret < 0 ? 0 : ret;
-	if ((ret = check_mode(mode)))
+	if ((ret = check_mode(mode)) || (ret = setup_seccomp(&cfg)))
 		return ret;
 	if (report_json && (report_fd = open_report(&cfg)) < 0)
 		return report_fd == -EMFILE || report_fd == -ENFILE ? EXIT_HOST : EXIT_USAGE;

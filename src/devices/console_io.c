@@ -38,6 +38,7 @@
 
 #include "brisk/console_io.h"
 #include "brisk/log.h"
+#include "brisk/seccomp.h"
 
 #define CTRL_A	   0x01
 #define OUT_CHUNK  4096 /* PIPE_BUF: one write after POLLOUT fits a pipe's free slot */
@@ -353,6 +354,7 @@ static void *out_thread(void *arg)
 	ssize_t w;
 	size_t n;
 
+	seccomp_enter(SECCOMP_CONSOLE_OUT);
 	pthread_mutex_lock(&io->lock);
 	for (;;) {
 		while (io->out.count == 0 && !io->stopping) {
@@ -488,6 +490,7 @@ static void *in_thread(void *arg)
 	size_t room, k;
 	ssize_t r;
 
+	seccomp_enter(SECCOMP_CONSOLE_IN);
 	while (wait_for_room(io, esc, &room)) {
 		if (room == 0)
 			room = ESC_SCAN; /* a terminal with the ring full */

@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "brisk/seccomp.h"
+
 #define FRAME_MAX    (65535 + 18)
 #define INPUT_BUDGET 64 /* frames from brisk per loop turn */
 #define MAX_FWDS     16
@@ -399,6 +401,9 @@ int main(int argc, char **argv)
 		}
 	}
 	check_overlap(cfg.vnetwork, cfg.vnetmask);
+	/* the forwards listen: from here on the helper only moves frames and the guest's connections */
+	if (seccomp_helper_wanted() && seccomp_configure(true) == 0)
+		seccomp_enter(SECCOMP_SLIRP_HELPER);
 	reply(h.fd, "OK");
 	loop(&h);
 	if (h.verbose)

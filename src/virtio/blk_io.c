@@ -18,6 +18,7 @@
 
 #include "blk_impl.h"
 #include "brisk/log.h"
+#include "brisk/seccomp.h"
 
 uint8_t blk_host_error(struct blk *b, const char *what, int err)
 {
@@ -201,6 +202,7 @@ static void *worker(void *arg)
 	uint8_t *bounce = NULL;
 	uint64_t one = 1;
 
+	seccomp_enter(SECCOMP_BLK);
 	pthread_mutex_lock(&p->mu);
 	while (!p->stop) {
 		struct slot *s = p->todo;

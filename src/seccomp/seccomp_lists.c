@@ -1,0 +1,131 @@
+/* seccomp_lists.c - the allow-list of each thread role (include/brisk/seccomp.h, docs/security.md "Seccomp"). */
+#include <seccomp.h>
+#include <stddef.h>
+
+#include "seccomp_impl.h"
+
+/*
+ * Every role: thread exit and the SIGSYS report (exit, exit_group), locks (futex), the allocator (brk, mmap,
+ * mprotect: never PROT_EXEC; munmap, madvise), signal masks around thread creation and exit, the kick handler's
+ * return and a sleep resumed after a stop (restart_syscall), the log line (write; sendto only to fd 2, a socket
+ * stderr), clocks where the vDSO falls back to the kernel. sigaltstack and gettid: ASan's runtime at each
+ * thread's start and end.
+ */
+#define BASE_CALLS                                                                                                     \
+	SC(exit), SC(exit_group), SC(futex), SC(brk), SC(mmap), SC(mprotect), SC(munmap), SC(madvise),                 \
+	    SC(rt_sigprocmask), SC(rt_sigreturn), SC(restart_syscall), SC(sigaltstack), SC(write), SC(sendto),         \
+	    SC(clock_gettime), SC(gettid)
+
+/* Ending the VM from this thread kicks every vCPU: pthread_kill is getpid + tgkill (to this process only). */
+#define KICK_CALLS SC(getpid), SC(tgkill)
+
+/* Starting a thread: clone (threads only; clone3 answers ENOSYS so glibc falls back to clone) and what the new
+ * thread does before and while it adds its own filter (set_robust_list, rseq; sched_getaffinity: ASan's
+ * runtime reads its new thread's attributes; prctl PR_SET_NO_NEW_PRIVS and
+ * seccomp SECCOMP_SET_MODE_FILTER only: a filter can only narrow what is allowed). */
+#define SPAWN_CALLS SC(clone), SC(clone3), SC(set_robust_list), SC(rseq), SC(sched_getaffinity), SC(prctl), SC(seccomp)
+
+/* A virtio-blk worker's file I/O (src/virtio/blk_io.c): vectored reads and writes, flushes, holes, and the
+ * image's size (a file truncated under the VM). */
+#define BLK_CALLS SC(preadv), SC(pwritev), SC(fdatasync), SC(fallocate), SC(newfstatat)
+
+/*
+ * The I/O event loop: every virtio device's queues (eventfds, the tap, brisk-slirp's socketpair, vsock's Unix
+ * sockets: a guest's connect is a socket + connect here, a host's an accept4), a disk read the page cache holds
+ * (preadv2 RWF_NOWAIT), the entropy (getrandom), rate-limit and retry timers (timerfd), the block workers it
+ * starts, ending the VM on a device fault.
+ */
+#define IO_CALLS                                                                                                       \
+	SC(epoll_wait), SC(epoll_ctl), SC(read), SC(readv), SC(writev), SC(close), SC(eventfd2), SC(socket),           \
+	    SC(connect), SC(accept4), SC(shutdown), SC(recvfrom), SC(sendmsg), SC(timerfd_settime), SC(getrandom),     \
+	    SC(preadv2)
+
+static const struct sc_call vcpu_calls[] = {BASE_CALLS,
+					    KICK_CALLS,
+					    SC(ioctl),
+					    SC(gettid),
+					    /* a driver's register writes on this thread activate or reset a virtio
+					     * device: its eventfds, watches and timers, the tap's offloads */
+					    SC(eventfd2),
+					    SC(epoll_ctl),
+					    SC(close),
+					    SC(read),
+					    SC(timerfd_settime),
+					    {0, NULL}};
+static const struct sc_call io_calls[] = {BASE_CALLS, KICK_CALLS, IO_CALLS, BLK_CALLS, SPAWN_CALLS, {0, NULL}};
+static const struct sc_call blk_calls[] = {BASE_CALLS, BLK_CALLS, {0, NULL}};
+static const struct sc_call out_calls[] = {BASE_CALLS, SC(poll), SC(read), {0, NULL}};
+static const struct sc_call in_calls[] = {BASE_CALLS, KICK_CALLS, SC(poll), SC(read), {0, NULL}};
+/*
+ * ASan+UBSan builds only (main and the helpers): LeakSanitizer's check when a process exits stops the world the way a
+ * debugger does: a tracer task cloned from the main thread (not a thread: CLONE_UNTRACED) attaches to every thread with
+ * ptrace and reads /proc/self/task (open, getdents: its raw calls). The plain build allows none of this (seccomp.c
+ * relaxes prctl and clone to match in sanitizer builds only).
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZER_EXIT_CALLS                                                                                           \
+	SC(ptrace), SC(open), SC(getdents), SC(getdents64), SC(lseek), SC(sched_yield), SC(rt_sigaction), SC(waitid),  \
+	    SC(wait4), SC(getppid), SC(readlink), SC(nanosleep), SC(prctl), SC(clone)
+#else
+#define SANITIZER_EXIT_CALLS SC(exit)
+#endif
+
+/*
+ * The main thread from just before the first KVM_RUN: waiting (poll, the
+ * signalfd), the API link (recvfrom; sendto), pause (kicks), the
+ * console input thread it starts last (SPAWN_CALLS), snapshot create (files:
+ * openat, newfstatat, fcntl, ftruncate, pwrite64, fsync; the VM's and vCPUs'
+ * state ioctls), metrics and logger files, SendCtrlAltDel, the end (joins,
+ * devices stopped: close, unlink of the vsock socket, the helpers reaped:
+ * wait4, kill, clock_nanosleep; the terminal restored: TCSETS), json-c's hash seed
+ * (getrandom, on the first JSON the API builds). The I/O
+ * loop's thread is parked and woken around a snapshot, not recreated.
+ */
+static const struct sc_call main_calls[] = {
+    BASE_CALLS,	  KICK_CALLS,	 SPAWN_CALLS,	       SC(poll),       SC(read),  SC(close),
+    SC(ioctl),	  SC(recvfrom),	 SC(openat),	       SC(newfstatat), SC(fcntl), SC(ftruncate),
+    SC(pwrite64), SC(fsync),	 SC(unlink),	       SC(wait4),      SC(kill),  SC(clock_nanosleep),
+    SC(gettid),	  SC(getrandom), SANITIZER_EXIT_CALLS, {0, NULL}};
+/* brisk-api, after libmicrohttpd started: its polling thread (whose start may still be under way: set_robust_list,
+ * rseq, sched_getaffinity under ASan, prctl PR_SET_NAME) and the helper's loop on the link to brisk. */
+static const struct sc_call api_calls[] = {BASE_CALLS,
+					   SC(poll),
+					   SC(read),
+					   SC(accept4),
+					   SC(recvfrom),
+					   SC(recvmsg),
+					   SC(sendmsg),
+					   SC(close),
+					   SC(shutdown),
+					   SC(fcntl),
+					   SC(setsockopt),
+					   SC(getsockopt),
+					   SC(clock_nanosleep),
+					   SC(getpid),
+					   SC(tgkill),
+					   SC(gettid),
+					   SC(set_robust_list),
+					   SC(rseq),
+					   SC(sched_getaffinity),
+					   SC(prctl),
+					   SANITIZER_EXIT_CALLS,
+					   {0, NULL}};
+/* brisk-slirp: libslirp's sockets for the guest's connections (IPv4/IPv6 only), resolv.conf read-only. */
+static const struct sc_call slirp_calls[] = {
+    BASE_CALLS,	    SC(poll),	    SC(ppoll),	     SC(read),	      SC(readv),   SC(writev),
+    SC(recvfrom),   SC(recvmsg),    SC(sendmsg),     SC(socket),      SC(connect), SC(accept4),
+    SC(bind),	    SC(listen),	    SC(shutdown),    SC(close),	      SC(fcntl),   SC(ioctl),
+    SC(setsockopt), SC(getsockopt), SC(getsockname), SC(getpeername), SC(openat),  SC(newfstatat),
+    SC(lseek),	    SC(getrandom),  SC(gettid),	     SC(getpid),      SC(tgkill),  SANITIZER_EXIT_CALLS,
+    {0, NULL}};
+
+const struct sc_role sc_roles[SECCOMP_ROLES] = {
+    [SECCOMP_MAIN] = {"main", main_calls},
+    [SECCOMP_VCPU] = {"vcpu", vcpu_calls},
+    [SECCOMP_IO] = {"io", io_calls},
+    [SECCOMP_BLK] = {"blk", blk_calls},
+    [SECCOMP_CONSOLE_OUT] = {"console-out", out_calls},
+    [SECCOMP_CONSOLE_IN] = {"console-in", in_calls},
+    [SECCOMP_API_HELPER] = {"brisk-api", api_calls},
+    [SECCOMP_SLIRP_HELPER] = {"brisk-slirp", slirp_calls},
+};
