@@ -110,14 +110,42 @@ static const struct sc_call api_calls[] = {BASE_CALLS,
 					   SC(prctl),
 					   SANITIZER_EXIT_CALLS,
 					   {0, NULL}};
-/* brisk-slirp: libslirp's sockets for the guest's connections (IPv4/IPv6 only), resolv.conf read-only. */
-static const struct sc_call slirp_calls[] = {
-    BASE_CALLS,	    SC(poll),	    SC(ppoll),	     SC(read),	      SC(readv),   SC(writev),
-    SC(recvfrom),   SC(recvmsg),    SC(sendmsg),     SC(socket),      SC(connect), SC(accept4),
-    SC(bind),	    SC(listen),	    SC(shutdown),    SC(close),	      SC(fcntl),   SC(ioctl),
-    SC(setsockopt), SC(getsockopt), SC(getsockname), SC(getpeername), SC(openat),  SC(newfstatat),
-    SC(lseek),	    SC(getrandom),  SC(gettid),	     SC(getpid),      SC(tgkill),  SANITIZER_EXIT_CALLS,
-    {0, NULL}};
+/*
+ * brisk-slirp: libslirp's sockets for the guest's connections (IPv4/IPv6 only), resolv.conf read-only. Found by
+ * the real-kernel tier: a hostfwd connection is libslirp's accept(2), not accept4.
+ */
+static const struct sc_call slirp_calls[] = {BASE_CALLS,
+					     SC(poll),
+					     SC(ppoll),
+					     SC(read),
+					     SC(readv),
+					     SC(writev),
+					     SC(recvfrom),
+					     SC(recvmsg),
+					     SC(sendmsg),
+					     SC(socket),
+					     SC(connect),
+					     SC(accept),
+					     SC(accept4),
+					     SC(bind),
+					     SC(listen),
+					     SC(shutdown),
+					     SC(close),
+					     SC(fcntl),
+					     SC(ioctl),
+					     SC(setsockopt),
+					     SC(getsockopt),
+					     SC(getsockname),
+					     SC(getpeername),
+					     SC(openat),
+					     SC(newfstatat),
+					     SC(lseek),
+					     SC(getrandom),
+					     SC(gettid),
+					     SC(getpid),
+					     SC(tgkill),
+					     SANITIZER_EXIT_CALLS,
+					     {0, NULL}};
 
 const struct sc_role sc_roles[SECCOMP_ROLES] = {
     [SECCOMP_MAIN] = {"main", main_calls},
