@@ -81,6 +81,7 @@ static const char run_usage[] =
     "      --no-api           with --config-file: no API socket (as Firecracker's --no-api)\n"
     "      --seccomp on|off   per-thread seccomp filters (default on; off only to debug):\n"
     "                         a denied system call ends brisk with status 18, naming it\n"
+    "                         (without it, BRISK_SECCOMP=off in the environment means off)\n"
     "  -h, --help             this text\n"
     "\n"
     "The console: host stdin goes to the guest's COM1 (hvc0 with --console virtio); Ctrl-A x stops the VM.\n"

@@ -86,8 +86,11 @@ static bool no_api;
 /* brisk restore: --snapshot STATE --mem MEM [--paused]; and the first VM-shaping option seen (refused there). */
 static const char *snapshot_path, *mem_path, *vm_option;
 static bool paused;
-/* --seccomp on|off: the per-thread filters (docs/security.md, "Seccomp"); off is for debugging. */
-static bool seccomp_off;
+/*
+ * --seccomp on|off: the per-thread filters (docs/security.md, "Seccomp"); off is for debugging. Without the
+ * option, BRISK_SECCOMP=off in the environment means off (docs/security.md: the nested harness's tier).
+ */
+static bool seccomp_off, seccomp_given;
 
 static int bad_value(const char *opt, const char *value, const char *expected)
 {
@@ -209,6 +212,7 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 		if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0)
 			return bad_value("--seccomp", arg, "on or off");
 		seccomp_off = strcmp(arg, "off") == 0;
+		seccomp_given = true;
 		return 0;
 	case OPT_LOG_LEVEL:
 		if (log_parse_level(arg, &level))
@@ -459,7 +463,12 @@ static const struct vm_hooks seccomp_hooks = {.vcpus_ready = confine_main};
 
 static int setup_seccomp(struct vm_config *cfg)
 {
-	int ret = seccomp_configure(!seccomp_off);
+	const char *env = getenv("BRISK_SECCOMP");
+	int ret;
+
+	if (!seccomp_given && env && strcmp(env, "off") == 0)
+		seccomp_off = true;
+	ret = seccomp_configure(!seccomp_off);
 
 	if (ret) {
 		fprintf(stderr, "brisk: seccomp filters unavailable: %s; --seccomp off runs without them\n",

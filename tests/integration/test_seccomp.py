@@ -104,6 +104,17 @@ def test_seccomp_off(kvm):
     assert "seccomp" not in p.stderr
 
 
+def test_seccomp_environment_default(kvm):
+    """BRISK_SECCOMP=off in the environment is --seccomp off's default (the real-kernel tier uses it); an explicit
+    --seccomp on wins over it: the self-test's denied call is then fatal again."""
+    env = dict(os.environ, BRISK_SECCOMP="off", BRISK_SECCOMP_SELFTEST="vcpu")
+    p = run_brisk("run", "--kernel", guest("counter"), "--cmdline", "console=ttyS0 stop=3", env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    p = run_brisk("run", "--seccomp", "on", "--kernel", guest("counter"), "--cmdline", "console=ttyS0", env=env,
+                  timeout=60)
+    assert p.returncode == EXIT_SECCOMP, p.stderr
+
+
 def test_seccomp_option_value(kvm):
     p = run_brisk("run", "--seccomp", "maybe", "--kernel", guest("hello"))
     assert p.returncode == EXIT_USAGE
