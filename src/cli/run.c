@@ -88,7 +88,7 @@ static const char *snapshot_path, *mem_path, *vm_option;
 static bool paused;
 /*
  * --seccomp on|off: the per-thread filters (docs/security.md, "Seccomp"); off is for debugging. Without the
- * option, BRISK_SECCOMP=off in the environment means off (docs/security.md: the nested harness's tier).
+ * option, BRISK_SECCOMP=off in the environment means off (to compare runs without changing command lines).
  */
 static bool seccomp_off, seccomp_given;
 

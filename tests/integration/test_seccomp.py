@@ -105,7 +105,7 @@ def test_seccomp_off(kvm):
 
 
 def test_seccomp_environment_default(kvm):
-    """BRISK_SECCOMP=off in the environment is --seccomp off's default (the real-kernel tier uses it); an explicit
+    """BRISK_SECCOMP=off in the environment is --seccomp off's default; an explicit
     --seccomp on wins over it: the self-test's denied call is then fatal again."""
     env = dict(os.environ, BRISK_SECCOMP="off", BRISK_SECCOMP_SELFTEST="vcpu")
     p = run_brisk("run", "--kernel", guest("counter"), "--cmdline", "console=ttyS0 stop=3", env=env, timeout=60)

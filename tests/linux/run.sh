@@ -55,12 +55,9 @@ if [ -z "$skip" ] && [ -n "$host_why" ] && [ -x scripts/nested-kvm.sh ] &&
 	errf=$(mktemp)
 	cache=(-o "cache_dir=$BUILD/linux/.pytest_cache")
 	outf=$(mktemp)
-	# BRISK_SECCOMP=off: in this harness (Debian 6.1's kvm_amd under QEMU TCG) the Linux guest of the network
-	# boot triple-faulted in 2 of 2 runs with brisk's seccomp filters on and passed with them off; the cause is
-	# not found yet (docs/security.md, "Seccomp"). The filters are tested on every other tier.
 	nested_pytest() { # pytest arguments (ending with the test file); sets rc, output also in $outf
 		NESTED_KVM_TIMEOUT=${NESTED_KVM_TIMEOUT:-900} \
-			scripts/nested-kvm.sh -- env BRISK_IN_NESTED=1 BRISK_SECCOMP=off "$PYTHON" -m pytest -rs "${cache[@]}" "$@" \
+			scripts/nested-kvm.sh -- env BRISK_IN_NESTED=1 "$PYTHON" -m pytest -rs "${cache[@]}" "$@" \
 			2> >(tee "$errf" >&2) | tee "$outf"
 		rc=${PIPESTATUS[0]}
 		wait
