@@ -1,8 +1,10 @@
 """Shared fixtures for brisk's integration tests: the binary, the test guests, and a probed KVM."""
 import fcntl
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -99,3 +101,23 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.get_closest_marker("security") is None and item.get_closest_marker("endurance") is None:
             item.add_marker(pytest.mark.functional)
+
+
+@pytest.fixture
+def sockdir():
+    """A short directory for Unix sockets (sun_path holds 108 bytes with "_<port>" added; pytest's tmp_path can
+    be longer), removed at the end."""
+    d = tempfile.mkdtemp(prefix="bsk", dir="/tmp")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def procs():
+    """Every brisk process (apiclient.BriskProcess) a test appends, killed at its end whatever happened; a
+    sanitizer report in its stderr fails the test."""
+    started = []
+    yield started
+    for b in started:
+        b.kill()
+        check_sanitizers(b.err)

@@ -11,10 +11,8 @@ The tests that need no VM (pre-boot configuration, pre-boot violations) run with
 import json
 import os
 import re
-import shutil
 import signal
 import socket
-import tempfile
 import time
 
 import pytest
@@ -63,24 +61,6 @@ class Brisk(BriskProcess):
         code = super().wait(timeout)
         check_sanitizers(self.err)
         return code
-
-
-@pytest.fixture
-def sockdir():
-    """A short directory (sun_path holds 108 bytes; pytest's tmp_path can be longer)."""
-    d = tempfile.mkdtemp(prefix="bapi", dir="/tmp")
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-def procs():
-    """Every Brisk a test starts, killed at its end whatever happened; sanitizer reports fail the test."""
-    started = []
-    yield started
-    for b in started:
-        b.kill()
-        check_sanitizers(b.err)
 
 
 @pytest.fixture

@@ -7,11 +7,9 @@ build), which finds brisk-api next to itself or one directory up.
 import http.client
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -114,13 +112,6 @@ def read_all(s, wait):
     finally:
         s.close()
     return out
-
-
-@pytest.fixture
-def sockdir():
-    d = tempfile.mkdtemp(prefix="brisk-api-")
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

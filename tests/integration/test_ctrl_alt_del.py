@@ -6,9 +6,7 @@ in the controller's bounded queue (a further press that does not fit is refused)
 Needs KVM and build/brisk-api next to build/brisk (libmicrohttpd)."""
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import time
 
 import pytest
@@ -57,13 +55,6 @@ class KbdVM(BriskProcess):
         code = self.wait(timeout)
         check_sanitizers(self.err)
         return code, self.out, self.err
-
-
-@pytest.fixture
-def sockdir():
-    d = tempfile.mkdtemp(prefix="brisk-cad-", dir="/tmp")  # short: sun_path holds 107 bytes
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

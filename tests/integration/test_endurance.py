@@ -10,11 +10,9 @@ vfork of Python starts with Python's high-water mark (fs/exec.c exec_mmap), whic
 BRISK_ENDURANCE_RUNS overrides the 1,000 (the sanitizer build is slower)."""
 import os
 import re
-import shutil
 import signal
 import statistics
 import subprocess
-import tempfile
 import threading
 import time
 
@@ -90,13 +88,6 @@ def test_start_stop_cycles(tmp_path):
 
 
 # ---- 1,000 API requests to one brisk ------------------------------------------------------------------------
-
-@pytest.fixture
-def sockdir():
-    d = tempfile.mkdtemp(prefix="bend", dir="/tmp")  # sun_path holds 108 bytes
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
 
 def test_api_requests_do_not_leak(sockdir):
     """`brisk --api-sock` running counter.elf serves 1,000 requests (GET /, GET /machine-config, PATCH /vm

@@ -83,24 +83,6 @@ class Brisk(BriskProcess):
         return code
 
 
-@pytest.fixture
-def sockdir():
-    """A short directory for API sockets (sun_path holds 108 bytes; pytest's tmp_path can be longer)."""
-    d = tempfile.mkdtemp(prefix="bsnap", dir="/tmp")
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-def procs():
-    """Every Brisk started by a test, killed at its end whatever happened."""
-    started = []
-    yield started
-    for b in started:
-        b.kill()
-        check_sanitizers(b.err)
-
-
 def api_brisk(procs, sockdir, name, *extra):
     """`brisk --api-sock DIR/NAME.sock [extra]`: no VM until the API configures one."""
     sock = os.path.join(sockdir, f"{name}.sock")

@@ -9,9 +9,7 @@ Run with the plain and the sanitizer build: BRISK=build/brisk and BRISK=build/as
 import os
 import re
 import resource
-import shutil
 import socket
-import tempfile
 import threading
 import time
 
@@ -29,14 +27,6 @@ CID = 42
 def pat(n, start=0):
     """The guest's byte pattern: byte i of a stream is (i * 7 + (i >> 10)) & 0xff."""
     return bytes(((i * 7) + (i >> 10)) & 0xFF for i in range(start, start + n))
-
-
-@pytest.fixture
-def sockdir():
-    """A short directory: socket paths must fit sun_path with "_<port>" added."""
-    d = tempfile.mkdtemp(prefix="bvs", dir="/tmp")
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def counters(stderr):
