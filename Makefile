@@ -69,6 +69,7 @@ LIB_SRCS := \
 	src/util/errmsg.c \
 	src/util/helper.c \
 	src/jail/jail_args.c \
+	src/jail/jail_libs.c \
 	src/api/api_wire.c \
 	src/api/api_link.c \
 	src/api/api.c \

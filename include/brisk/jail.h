@@ -16,6 +16,9 @@
 #define JAIL_EXEC_NAME	   "brisk"     /* the copied binary: /brisk inside the jail */
 #define JAIL_PID_FILE	   "brisk.pid" /* <base>/brisk/<ID>/brisk.pid: the jailed brisk's host pid */
 #define JAIL_CGROUP_PARENT "brisk"     /* <cgroup2 mount>/brisk/<ID> */
+#define JAIL_MAX_LIBS	   64	       /* shared objects one helper may need, its interpreter included */
+#define JAIL_LD_OUT_MAX	   (64 << 10)  /* bytes of `INTERP --list HELPER` output read at most */
+#define JAIL_LD_LINE_MAX   8192	       /* bytes of one line of that output at most */
 
 /* One --cgroup KEY=VALUE: the file KEY of the VM's cgroup gets VALUE. */
 struct jail_cgroup_kv {
@@ -97,6 +100,55 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 void jail_config_free(struct jail_config *cfg);
 
 /*
+ * A dynamically linked helper's program interpreter and the shared objects
+ * its loader maps (src/jail/jail_libs.c): each is placed into the jail at the
+ * path the loader printed, where the jail's loader, with no ld.so.cache,
+ * finds it again.
+ */
+struct jail_libs {
+	char interp[4096];		/* PT_INTERP: absolute, a regular file of root's */
+	char *path[JAIL_MAX_LIBS];	/* the host paths the loader printed, pointers into text */
+	unsigned nr;			/* entries in path[] */
+	char text[JAIL_LD_OUT_MAX + 1]; /* the loader's output, cut into paths in place */
+};
+
+/* A helper program (helper.h) the jail places as /NAME, found while the inputs are checked. */
+struct jail_helper {
+	char host[4096];	/* its real path on the host; "" when none was found (then none is placed) */
+	struct jail_libs *libs; /* what it needs when dynamically linked (owned, freed by jail_remove); else NULL */
+};
+
+/*
+ * The program interpreter (PT_INTERP) ELF64 file path asks for, copied to
+ * out[0..len). Returns 1 (dynamically linked), 0 (no PT_INTERP, not ELF64
+ * or unreadable: nothing to load), or -EINVAL (a PT_INTERP that is empty,
+ * not NUL-terminated or longer than len - 1).
+ */
+int jail_elf_interp(const char *path, char *out, size_t len);
+
+/*
+ * The output of glibc's `INTERP --list PROGRAM`, NUL-terminated in text,
+ * parsed in place into libs->path[] / libs->nr (pointers into text). Lines
+ * are "\tNAME => PATH (0xADDR)" or "\tPATH (0xADDR)"; the vDSO
+ * (linux-vdso.so.1, linux-gate.so.1: no file) is skipped, a path printed
+ * twice kept once. Every PATH must be absolute, below a directory (the
+ * jail's "/" holds brisk's own files), without empty, "." or ".."
+ * components, shorter than PATH_MAX. Returns 0; -ENOENT for "NAME => not
+ * found"; -E2BIG for more than JAIL_MAX_LIBS objects; -EINVAL for any other
+ * line refused (over JAIL_LD_LINE_MAX bytes included); err names the line.
+ */
+int jail_ld_list_parse(char *text, struct jail_libs *libs, char *err, size_t errlen);
+
+/*
+ * Copies the regular file open as in (named src in messages) to a new file
+ * dirfd/name (O_EXCL, no symlink followed), owned by the caller (root), mode
+ * `mode` whatever the umask; shown is the new file's full path for messages.
+ * Returns 0 or EXIT_HOST with err.
+ */
+int jail_copy(int in, const char *src, int dirfd, const char *name, mode_t mode, const char *shown, char *err,
+	      size_t errlen);
+
+/*
  * The jail's directory tree on the host (src/jail/jail_fs.c). Functions
  * below return 0 or an exit status (EXIT_USAGE: a missing or unsafe input;
  * EXIT_HOST: a host call failed) with err naming the input or the call and
@@ -109,13 +161,43 @@ struct jail_tree {
 	int root_fd;		       /* O_PATH|O_DIRECTORY of root, or -1 */
 	bool created;		       /* id_dir is ours to remove on failure */
 	bool api_helper, slirp_helper; /* /brisk-api, /brisk-slirp were placed */
+	struct jail_helper api, slirp; /* where they come from, and the libraries they need */
 };
 
-/* Every host input checked before anything is created: the chroot base, each placed file, /dev/kvm. */
+/*
+ * What helper (NAME in messages, at host path `helper`) needs to start in
+ * the jail: NULL in *libs when it is statically linked, else a new
+ * jail_libs (the caller frees it) filled by running its interpreter (which
+ * must be absolute and a regular file of root's, not writable by group or
+ * others) as `INTERP --list HELPER` with an empty environment, output
+ * bounded to JAIL_LD_OUT_MAX bytes and time to 10 s. Returns 0; EXIT_USAGE
+ * (an unsafe interpreter, a library not found or refused by
+ * jail_ld_list_parse, the loader failing) or EXIT_HOST (pipe, fork, poll)
+ * with err naming the helper.
+ */
+int jail_libs_find(const char *name, const char *helper, struct jail_libs **libs, char *err, size_t errlen);
+
+/*
+ * Places libs->interp (mode 0755) and every libs->path (0644) into t's root
+ * at the same path, in directories created root:root 0755: a hard link to
+ * the host file when it is on the same file system, root's and not writable
+ * by group or others, else a copy of the file a symlink leads to. A path
+ * already in the jail (placed for the other helper) is kept. Then checks the
+ * jail's loader, chrooted there with no ld.so.cache, loads /NAME with them.
+ * Returns 0, EXIT_USAGE (not a regular file; the loader fails in the jail)
+ * or EXIT_HOST with err.
+ */
+int jail_libs_place(const struct jail_tree *t, const char *name, const struct jail_libs *libs, char *err,
+		    size_t errlen);
+
+/*
+ * Every host input checked before anything is created: the chroot base, each
+ * placed file, /dev/kvm, the helpers and what dynamic ones need (t->api, t->slirp).
+ */
 int jail_check_inputs(const struct jail_config *cfg, struct jail_tree *t, char *err, size_t errlen);
 /* Creates <base>/brisk/<ID>/root with brisk, its helpers, the placed files, device nodes and directories. */
 int jail_build(struct jail_config *cfg, struct jail_tree *t, char *err, size_t errlen);
-/* Removes what jail_build created (after a failure before brisk ran). */
+/* Removes what jail_build created (after a failure before brisk ran); frees the helpers' jail_libs always. */
 void jail_remove(struct jail_tree *t);
 
 /* cgroup v2 (src/jail/jail_cgroup.c): <cgroup2 mount>/brisk/<ID>. */

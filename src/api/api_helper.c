@@ -545,6 +545,7 @@ static void say(int fd, const char *text)
 
 int main(int argc, char **argv)
 {
+	const pid_t parent = getppid(); /* not "1 means orphaned": in brisk jail, brisk is PID 1 of its namespace */
 	struct MHD_Daemon *d;
 	int lfd = -1;
 
@@ -563,7 +564,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() == 1) /* brisk died before PDEATHSIG was set */
+	if (getppid() != parent) /* brisk died before PDEATHSIG was set (earlier: serve() sees the link close) */
 		return 1;
 	signal(SIGPIPE, SIG_IGN);
 	close_range((unsigned)(lfd > h.fd ? lfd : h.fd) + 1, ~0u, 0);

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 #include "brisk/jail.h"
 
 static bool is_dynamic(const char *path);
+static int find_helpers(struct jail_tree *t, char *err, size_t errlen);
 
 /* err_set for the exit-status convention of this file. */
 #define FAIL(status, ...) (err_set(err, errlen, 0, __VA_ARGS__), (status))
@@ -104,93 +104,75 @@ int jail_check_inputs(const struct jail_config *cfg, struct jail_tree *t, char *
 	}
 	if (is_dynamic("/proc/self/exe"))
 		return FAIL(EXIT_USAGE,
-			    "this brisk is dynamically linked (as ASan builds are): the jail holds no shared "
-			    "libraries, so it could not start there; use a static build (make STATIC=1)");
+			    "this brisk is dynamically linked (as ASan builds are): the jail places shared "
+			    "libraries for the helpers only (and has no /proc for the sanitizer); use a static "
+			    "build (make STATIC=1)");
 	if (stat("/dev/kvm", &st) || !S_ISCHR(st.st_mode))
 		return FAIL(EXIT_HOST, "/dev/kvm: %s on this host: a jail without KVM cannot run a VM",
 			    errno == ENOENT ? "no such device node" : "not a character device");
-	return 0;
+	return find_helpers(t, err, errlen);
 }
 
 /* Copies regular file src to dirfd/name, mode 0755, owned by root: brisk's own copy, as Firecracker's jailer. */
 static int copy_exec(const char *src, int dirfd, const char *name, const char *root, char *err, size_t errlen)
 {
-	char buf[1 << 16];
-	int in, out, ret = 0;
-	ssize_t n;
+	char shown[PATH_MAX + 64];
+	int in, ret;
 
 	in = open(src, O_RDONLY | O_CLOEXEC);
 	if (in < 0)
 		return FAIL(EXIT_HOST, "open %s: %s", src, strerror(errno));
-	out = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0700);
-	if (out < 0) {
-		close(in);
-		return FAIL(EXIT_HOST, "create %s/%s: %s", root, name, strerror(errno));
-	}
-	while ((n = read(in, buf, sizeof(buf))) != 0) {
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 || write(out, buf, (size_t)n) != n) {
-			ret = FAIL(EXIT_HOST, "copy %s to %s/%s: %s", src, root, name,
-				   n < 0 || errno ? strerror(errno) : "short write");
-			break;
-		}
-	}
-	if (!ret && fchmod(out, 0755))
-		ret = FAIL(EXIT_HOST, "chmod %s/%s: %s", root, name, strerror(errno));
+	snprintf(shown, sizeof(shown), "%s/%s", root, name);
+	ret = jail_copy(in, src, dirfd, name, 0755, shown, err, errlen);
 	close(in);
-	close(out);
 	return ret;
 }
 
-/*
- * Whether ELF file path asks for a program interpreter (PT_INTERP): a
- * dynamically linked program, which cannot start in a jail that holds no
- * shared libraries. Unreadable or non-ELF files count as static.
- */
+/* Whether ELF file path asks for a program interpreter: a dynamically linked program. */
 static bool is_dynamic(const char *path)
 {
-	unsigned char eh[64], ph[56];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	bool dyn = false;
-	uint64_t off;
-	uint16_t size, num;
+	char interp[PATH_MAX];
 
-	if (fd < 0)
-		return false;
-	if (pread(fd, eh, sizeof(eh), 0) == (ssize_t)sizeof(eh) &&
-	    memcmp(eh,
-		   "\x7f"
-		   "ELF",
-		   4) == 0 &&
-	    eh[4] == 2) {
-		memcpy(&off, eh + 0x20, 8);
-		memcpy(&size, eh + 0x36, 2);
-		memcpy(&num, eh + 0x38, 2);
-		for (unsigned i = 0; i < num && size >= sizeof(ph) && !dyn; i++) {
-			uint32_t type;
-
-			if (pread(fd, ph, sizeof(ph), (off_t)(off + (uint64_t)i * size)) != (ssize_t)sizeof(ph))
-				break;
-			memcpy(&type, ph, 4);
-			dyn = type == 3; /* PT_INTERP */
-		}
-	}
-	close(fd);
-	return dyn;
+	return jail_elf_interp(path, interp, sizeof(interp)) != 0;
 }
 
-/* A helper next to brisk, placed when it is statically linked (a dynamic one could not start in the jail). */
-static int place_helper(struct jail_tree *t, const char *name, const char *env, bool *placed, char *err, size_t errlen)
+/*
+ * A helper next to brisk (helper.h), found before anything is created, with
+ * the shared objects its loader maps when it is dynamically linked. One not
+ * found is not placed: brisk reports "helper not found" if the VM needs it.
+ */
+static int find_helper(struct jail_helper *h, const char *name, const char *env, char *err, size_t errlen)
 {
 	char path[PATH_MAX];
 
 	if (helper_find(name, env, path, sizeof(path)))
 		return 0;
-	if (is_dynamic(path))
-		return 0; /* brisk reports "helper not found" if the VM needs it (docs/security.md) */
+	if (!realpath(path, h->host))
+		return FAIL(EXIT_HOST, "%s %s: %s", name, path, strerror(errno));
+	return jail_libs_find(name, h->host, &h->libs, err, errlen);
+}
+
+static int find_helpers(struct jail_tree *t, char *err, size_t errlen)
+{
+	int ret = find_helper(&t->api, "brisk-api", "BRISK_API_HELPER", err, errlen);
+
+	return ret ? ret : find_helper(&t->slirp, "brisk-slirp", "BRISK_SLIRP_HELPER", err, errlen);
+}
+
+/* A found helper as /NAME, with its interpreter and libraries at their host paths (jail_libs.c). */
+static int place_helper(struct jail_tree *t, const struct jail_helper *h, const char *name, bool *placed, char *err,
+			size_t errlen)
+{
+	int ret;
+
+	if (!h->host[0])
+		return 0;
+	if ((ret = copy_exec(h->host, t->root_fd, name, t->root, err, errlen)))
+		return ret;
+	if (h->libs && (ret = jail_libs_place(t, name, h->libs, err, errlen)))
+		return ret;
 	*placed = true;
-	return copy_exec(path, t->root_fd, name, t->root, err, errlen);
+	return 0;
 }
 
 /* brisk itself and, when found, its helpers (helper.h), into the jail's root. */
@@ -205,9 +187,9 @@ static int place_programs(struct jail_tree *t, char *err, size_t errlen)
 	exe[n] = '\0';
 	if ((ret = copy_exec(exe, t->root_fd, JAIL_EXEC_NAME, t->root, err, errlen)))
 		return ret;
-	if ((ret = place_helper(t, "brisk-api", "BRISK_API_HELPER", &t->api_helper, err, errlen)))
+	if ((ret = place_helper(t, &t->api, "brisk-api", &t->api_helper, err, errlen)))
 		return ret;
-	return place_helper(t, "brisk-slirp", "BRISK_SLIRP_HELPER", &t->slirp_helper, err, errlen);
+	return place_helper(t, &t->slirp, "brisk-slirp", &t->slirp_helper, err, errlen);
 }
 
 /*
@@ -377,6 +359,9 @@ static int remove_one(const char *path, const struct stat *st, int flag, struct 
 
 void jail_remove(struct jail_tree *t)
 {
+	free(t->api.libs);
+	free(t->slirp.libs);
+	t->api.libs = t->slirp.libs = NULL;
 	if (t->root_fd >= 0)
 		close(t->root_fd);
 	t->root_fd = -1;

@@ -1,12 +1,18 @@
 """brisk jail: the chroot, namespaces, cgroup, rlimits and privilege drop, seen from outside (docs/security.md)."""
 import os
+import re
+import shlex
+import shutil
 import signal
 import stat
+import struct
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from apiclient import ApiClient, wait_for_socket
 from conftest import BRISK, EXIT_HOST, EXIT_STOPPED, EXIT_USAGE, KVM_REASON, check_sanitizers, guest
 
 NOBODY = 65534
@@ -29,11 +35,58 @@ def skip_if_environment(p):
         pytest.skip(err.strip().splitlines()[-1])
 
 
-def run_jail(base, jid, *run_args, extra=(), timeout=60):
+def run_jail(base, jid, *run_args, extra=(), timeout=60, env=None):
     p = subprocess.run(jail_cmd(base, jid, *run_args, extra=extra), stdin=subprocess.DEVNULL,
-                       capture_output=True, text=True, timeout=timeout)
+                       capture_output=True, text=True, timeout=timeout, env=env)
     check_sanitizers(p.stderr)
     return p
+
+
+def elf_interp(path):
+    """The PT_INTERP of an ELF64 file, or None (static, or not ELF)."""
+    data = Path(path).read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        return None
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    for i in range(phnum):
+        ph = phoff + i * phentsize
+        if struct.unpack_from("<I", data, ph)[0] == 3:
+            off, = struct.unpack_from("<Q", data, ph + 0x08)
+            size, = struct.unpack_from("<Q", data, ph + 0x20)
+            return data[off:off + size].rstrip(b"\0").decode()
+    return None
+
+
+def loader_list(helper):
+    """The host paths of the shared objects `INTERP --list HELPER` prints (empty environment), interp included."""
+    interp = elf_interp(helper)
+    if interp is None:
+        return []
+    out = subprocess.run([interp, "--list", str(helper)], env={}, capture_output=True, text=True, check=True).stdout
+    paths = {interp}
+    for line in out.splitlines():
+        m = re.match(r"\t(?:\S+ => )?(/\S+) \(0x[0-9a-f]+\)$", line)
+        if m:
+            paths.add(m.group(1))
+    return sorted(paths)
+
+
+def helpers():
+    """The helpers brisk jail places: the ones built next to brisk."""
+    return [h for h in (BRISK.parent / "brisk-api", BRISK.parent / "brisk-slirp") if h.exists()]
+
+
+def check_library_tree(root, top):
+    """A top-level directory the jail made for shared objects: real directories root:root 0755, files root's,
+    writable by nobody but root, no symlink, nothing else."""
+    for d, dirs, files in os.walk(root / top):
+        st = os.lstat(d)
+        assert stat.S_ISDIR(st.st_mode) and (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o755), d
+        for f in files:
+            st = os.lstat(os.path.join(d, f))
+            assert stat.S_ISREG(st.st_mode) and st.st_uid == 0, f"{d}/{f}"
+            assert not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH), f"{d}/{f}: {oct(st.st_mode)}"
 
 
 @pytest.fixture
@@ -57,7 +110,10 @@ def test_hello_boots_in_jail(kvm, base):
     root = base / "brisk" / "t1" / "root"
     names = sorted(os.listdir(root))
     assert "brisk" in names and "kernel" in names and "dev" in names
-    assert set(names) <= {"brisk", "brisk-api", "brisk-slirp", "kernel", "dev", "run"}, names
+    wanted = {p.split("/")[1] for h in helpers() for p in loader_list(h)}
+    assert set(names) == {"brisk", "kernel", "dev", "run"} | {h.name for h in helpers()} | wanted, names
+    for top in wanted:
+        check_library_tree(root, top)
     st = os.stat(root / "kernel")
     assert st.st_ino == os.stat(kernel).st_ino or st.st_size == os.stat(kernel).st_size
     kvm_node = os.lstat(root / "dev" / "kvm")
@@ -319,3 +375,193 @@ def test_kernel_from_another_file_system_is_bind_mounted(kvm, base):
         assert os.stat(base / "brisk" / "t6" / "root" / "kernel").st_size == 0
     finally:
         kernel.unlink()
+
+
+# ---- dynamically linked helpers: their interpreter and shared objects placed in the jail ------------------
+
+
+def dynamic_helper(name):
+    """BUILD/name when it is built and dynamically linked (the default build), else skips."""
+    h = BRISK.parent / name
+    if not h.exists():
+        pytest.skip(f"{name} not built")
+    if elf_interp(h) is None:
+        pytest.skip(f"{name} is statically linked: nothing to place")
+    return h
+
+
+def test_helper_libraries_placed(kvm, base):
+    """Each shared object a helper's loader lists sits at the same path in the jail (a real directory where the
+    host has a symlink, /lib -> usr/lib), with the host file's content (the very inode when it could be
+    hard-linked), root's and writable by root only; shared objects the helpers share are placed once."""
+    lists = {h.name: loader_list(h) for h in (dynamic_helper("brisk-api"), dynamic_helper("brisk-slirp"))}
+    p = run_jail(base, "l1", "run", "--kernel", guest("hello"))
+    skip_if_environment(p)
+    assert p.returncode == 0, p.stderr
+    root = base / "brisk" / "l1" / "root"
+    for name, paths in lists.items():
+        assert paths, name
+        for path in paths:
+            placed = root / path.lstrip("/")
+            st, host = os.lstat(placed), os.stat(path)
+            assert stat.S_ISREG(st.st_mode) and st.st_uid == 0, placed
+            assert not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH), placed
+            assert st.st_ino == host.st_ino or placed.read_bytes() == Path(path).read_bytes(), placed
+            for parent in placed.relative_to(root).parents:
+                if str(parent) != ".":
+                    assert not (root / parent).is_symlink(), root / parent
+    common = set(lists["brisk-api"]) & set(lists["brisk-slirp"])
+    assert any(p.endswith("/libc.so.6") for p in common), common
+    interp = elf_interp(BRISK.parent / "brisk-api")
+    assert os.stat(root / interp.lstrip("/")).st_mode & 0o111, "the interpreter must be executable"
+
+
+def test_api_sock_in_jail(kvm, base):
+    """`brisk jail ... -- --api-sock /run/api.sock`: brisk-api starts in the jail (its root, the jail's user, its
+    seccomp filter on), the VM is configured and started through the API with a kernel placed in the jail, and
+    the jailed brisk ends with the guest's status, its socket removed."""
+    dynamic_helper("brisk-api")
+    proc = subprocess.Popen(jail_cmd(base, "a1", "--api-sock", "/run/api.sock"), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    root = base / "brisk" / "a1" / "root"
+    sock = root / "run" / "api.sock"
+    try:
+        try:
+            wait_for_socket(sock, proc, timeout=20)
+        except AssertionError:
+            out, err = proc.communicate(timeout=30)
+            skip_if_environment(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+            raise
+        api = ApiClient(sock)
+        assert api.get("/").status == 200
+        brisk_pid = int((base / "brisk" / "a1" / "brisk.pid").read_text())
+        kids = Path(f"/proc/{brisk_pid}/task/{brisk_pid}/children").read_text().split()
+        assert len(kids) == 1, kids
+        helper = proc_status(kids[0])
+        assert helper["Name"] == "brisk-api", helper["Name"]
+        assert helper["Uid"].split() == [str(NOBODY)] * 4 and helper["NoNewPrivs"] == "1"
+        assert helper["Seccomp"] == "2", "the helper's filter goes on after the loader's work"
+        assert os.stat(f"/proc/{kids[0]}/root").st_ino == os.stat(root).st_ino
+        # The kernel, placed as a Firecracker user places it: into the jail's root, readable by the jail's user.
+        shutil.copyfile(guest("hello"), root / "hello.elf")
+        os.chmod(root / "hello.elf", 0o644)
+        api.boot_source("/hello.elf")
+        api.machine_config(1, 64)
+        api.start()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    check_sanitizers(err)
+    assert proc.returncode == 0, err
+    assert HELLO_LINE in out, out
+    assert not sock.exists(), "the API socket outlived brisk"
+
+
+def test_net_user_in_jail(kvm, base):
+    """`--net user` in the jail: brisk-slirp (libslirp, glib) starts there and answers the guest's ARP request
+    for the gateway; the VM ends with the guest's status and the helper reports its frames."""
+    dynamic_helper("brisk-slirp")
+    p = run_jail(base, "n1", "run", "--kernel", guest("virtio-net"), "--net", "user", "--log-level", "info",
+                 "--cmdline", "peer=slirp ip=0xc0a84c0f gw=0xc0a84c02", timeout=120)
+    skip_if_environment(p)
+    assert p.returncode == 0, f"{p.stdout}\n{p.stderr}"
+    assert "virtio-net: PASS" in p.stdout, p.stdout
+    assert "CHECK rx_arp_sender_gateway: PASS (sender 192.168.76.2" in p.stdout, p.stdout
+    assert re.search(r"virtio-net 0 \(user\): 2 frames tx, 2 rx", p.stderr), p.stderr
+    assert re.search(r"^brisk-slirp: 2 frames from the guest, 2 to it", p.stderr, re.M), p.stderr
+
+
+def patched_copy(src, dst, old, new):
+    """src copied to dst (mode 0755) with every occurrence of the bytes old replaced by new (the same length)."""
+    assert len(old) == len(new)
+    data = Path(src).read_bytes()
+    assert old in data, f"{old!r} not in {src}"
+    dst.write_bytes(data.replace(old, new))
+    os.chmod(dst, 0o755)
+    return dst
+
+
+def test_helper_library_missing_refused(base, tmp_path):
+    """A helper whose loader cannot find a library (DT_NEEDED renamed in a copy): exit 2 naming the library,
+    before anything is created."""
+    helper = patched_copy(dynamic_helper("brisk-api"), tmp_path / "brisk-api", b"libmicrohttpd.so.12",
+                          b"libmicrohttpx.so.12")
+    p = run_jail(base, "m1", "run", "--kernel", guest("hello"), env={**os.environ, "BRISK_API_HELPER": str(helper)})
+    assert p.returncode == EXIT_USAGE, p.stderr
+    assert "brisk-api" in p.stderr and "libmicrohttpx.so.12" in p.stderr and "--list" in p.stderr, p.stderr
+    assert not (base / "brisk").exists()
+
+
+def test_helper_interpreter_not_roots_refused(base):
+    """A program interpreter that is not root's is never run as root: exit 2, before anything is created."""
+    real = elf_interp(dynamic_helper("brisk-api"))
+    d = Path(tempfile.mkdtemp(prefix="bj", dir="/tmp"))
+    try:
+        fake = d / ("x" * (len(real) - len(str(d)) - 1))
+        assert len(str(fake)) == len(real)
+        shutil.copyfile(os.path.realpath(real), fake)
+        os.chown(fake, NOBODY, NOBODY)
+        os.chmod(fake, 0o755)
+        helper = patched_copy(BRISK.parent / "brisk-api", d / "brisk-api", real.encode(), str(fake).encode())
+        p = run_jail(base, "m2", "run", "--kernel", guest("hello"),
+                     env={**os.environ, "BRISK_API_HELPER": str(helper)})
+    finally:
+        shutil.rmtree(d)
+    assert p.returncode == EXIT_USAGE, p.stderr
+    assert f"program interpreter {fake} is not root's" in p.stderr, p.stderr
+    assert not (base / "brisk").exists()
+
+
+def test_helper_library_only_found_through_origin_refused(kvm, base, tmp_path):
+    """A library the host finds through $ORIGIN (the helper's directory) is placed at the host's path, where
+    the jail's loader does not look: the check in the jail catches it (exit 2, the library named) and the
+    jail is removed."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler to build a helper with a $ORIGIN run path")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "zz.c").write_text("int zz(void) { return 0; }\n")
+    (tmp_path / "main.c").write_text("int zz(void);\nint main(void) { return zz(); }\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(tmp_path / "lib" / "libzz.so"), str(tmp_path / "zz.c")],
+                   check=True)
+    helper = tmp_path / "brisk-slirp"
+    subprocess.run([cc, "-o", str(helper), str(tmp_path / "main.c"), f"-L{tmp_path / 'lib'}", "-lzz",
+                    "-Wl,-rpath,$ORIGIN/lib"], check=True)
+    p = run_jail(base, "m3", "run", "--kernel", guest("hello"), env={**os.environ, "BRISK_SLIRP_HELPER": str(helper)})
+    skip_if_environment(p)
+    assert p.returncode == EXIT_USAGE, p.stderr
+    assert "brisk-slirp" in p.stderr and "in the jail" in p.stderr and "libzz.so" in p.stderr, p.stderr
+    assert not (base / "brisk" / "m3").exists()
+
+
+def test_helper_libraries_copied_across_file_systems(kvm, tmp_path):
+    """A chroot base on another file system (a tmpfs, in a mount namespace of the test's own) gets copies, not
+    links: root's, 0644 (the interpreter 0755) under a umask of 077, and the jail's loader finds them."""
+    helper = dynamic_helper("brisk-slirp")
+    if not shutil.which("unshare"):
+        pytest.skip("no unshare(1) to mount a tmpfs privately")
+    base = tmp_path / "tmpfs"
+    base.mkdir(mode=0o755)
+    root = base / "brisk" / "c1" / "root"
+    script = (f"mount -t tmpfs -o mode=0755 brisk-jail-test {base} && umask 077 && "
+              f"{shlex.join(jail_cmd(base, 'c1', 'run', '--kernel', guest('hello')))} && "
+              f"find {root} -mindepth 1 -printf '%m %u %n %y %P\\n'")
+    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    check_sanitizers(p.stderr)
+    if p.returncode and "unshare" in p.stderr:
+        pytest.skip(f"no private mount namespace here: {p.stderr.strip()}")
+    skip_if_environment(p)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0] == HELLO_LINE
+    entries = {line.split(" ", 4)[4]: line.split(" ")[:4] for line in p.stdout.splitlines()[1:]}
+    interp = elf_interp(helper).lstrip("/")
+    for path in loader_list(helper):
+        mode, owner, links, kind = entries[path.lstrip("/")]
+        assert (owner, links, kind) == ("root", "1", "f"), (path, entries[path.lstrip("/")])
+        assert mode == ("755" if path.lstrip("/") == interp else "644"), (path, mode)
+    for rel, (mode, owner, _, kind) in entries.items():
+        if rel.split("/")[0] not in {"brisk", "brisk-api", "brisk-slirp", "kernel", "dev", "run"} and kind == "d":
+            assert (mode, owner) == ("755", "root"), rel
