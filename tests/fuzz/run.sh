@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh - builds the libFuzzer harnesses with clang and runs each for a bounded time.
 #
-#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage symbols virtq blk net vsock snapshot api_link config api mmio serial i8042 cmos rng vconsole restore"   CLANG=clang   BUILD=build
+#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage symbols virtq blk net vsock snapshot api_link config api mmio serial i8042 cmos rng vconsole restore cpu_template pvh"   CLANG=clang   BUILD=build
 #
 # Each target gets build/fuzz/fuzz_<t>, a corpus build/fuzz/corpus-<t>/ (seeded
 # on every run, kept between runs) and crash artifacts in build/fuzz/artifacts-<t>/.
@@ -11,7 +11,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage symbols virtq blk net vsock snapshot api_link config api mmio serial i8042 cmos rng vconsole restore}
+FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage symbols virtq blk net vsock snapshot api_link config api mmio serial i8042 cmos rng vconsole restore cpu_template pvh}
 CLANG=${CLANG:-clang}
 OUT=${BUILD:-build}/fuzz
 CFLAGS="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 -std=gnu11 -Iinclude -D_GNU_SOURCE
@@ -69,6 +69,19 @@ sources() {
 			src/config.c src/config_net.c src/config_vsock.c src/util/log.c src/util/file.c src/util/errmsg.c \
 			src/util/size.c src/arch/x86/cpuid.c src/arch/x86/msr.c src/arch/x86/cpuid_template.c \
 			src/arch/x86/cpuid_topology.c src/arch/x86/cpuid_json.c src/kvm.c src/timeline.c src/mem.c -ljson-c
+		;;
+	cpu_template)
+		# the template file and its application, on the unit tests' recorded KVM tables (read from the repository root)
+		echo -Wno-gnu-variable-sized-type-not-at-end tests/fuzz/fuzz_cpu_template.c src/arch/x86/cpuid.c \
+			src/arch/x86/msr.c src/arch/x86/cpuid_template.c src/arch/x86/cpuid_topology.c \
+			src/arch/x86/cpuid_json.c src/kvm.c src/timeline.c src/mem.c src/util/log.c src/util/file.c \
+			src/util/errmsg.c -ljson-c
+		;;
+	pvh)
+		echo tests/fuzz/fuzz_pvh.c src/arch/x86/kernel.c src/arch/x86/initrd.c src/arch/x86/pvh.c \
+			src/arch/x86/bzimage.c src/arch/x86/zeropage.c src/arch/x86/elf.c src/arch/x86/image.c \
+			src/arch/x86/memmap.c src/arch/x86/entry.c src/kvm.c src/timeline.c src/mem.c src/util/log.c \
+			src/util/errmsg.c src/util/file.c
 		;;
 	# the device harnesses (fuzz_vdev.h): a fake context and a hand-run event loop, no KVM, no threads
 	mmio) echo tests/fuzz/fuzz_mmio.c $VIRTIO_SRCS ;;
@@ -140,6 +153,15 @@ seed() {
 	config)
 		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_config_seeds" tests/fuzz/gen_config_seeds.c
 		"$OUT/gen_config_seeds" "$corpus"
+		;;
+	cpu_template)
+		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_cpu_template_seeds" \
+			tests/fuzz/gen_cpu_template_seeds.c
+		"$OUT/gen_cpu_template_seeds" "$corpus"
+		;;
+	pvh)
+		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_pvh_seeds" tests/fuzz/gen_pvh_seeds.c
+		"$OUT/gen_pvh_seeds" "$corpus"
 		;;
 	api)
 		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_api_seeds" tests/fuzz/gen_api_seeds.c

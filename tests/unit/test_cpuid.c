@@ -680,6 +680,10 @@ static void test_template_load_without_kvm(void **state)
 	     "cpuid[0]: leaf -1 is out of range"},
 	    {"{\"cpuid\": [{\"leaf\": 1, \"register\": 3, \"mask\": 1, \"value\": 1}]}",
 	     "cpuid[0]: register must be \"eax\", \"ebx\", \"ecx\" or \"edx\", not 3"},
+	    /* fuzz_cpu_template: what the file quotes reaches the terminal without its control characters */
+	    {"{\"cpuid\": [{\"l\\neaf\": 7}]}", "cpuid[0]: unknown key \"l?eaf\""},
+	    {"{\"cpuid\": [{\"leaf\": \"1\\u001b[2J\\r\", \"register\": \"eax\", \"mask\": 1, \"value\": 1}]}",
+	     "cpuid[0]: leaf \"1?[2J?\" is not a number in 0..0xffffffff"},
 	};
 	struct cpuid_template *t = NULL;
 	char err[512], want[600];

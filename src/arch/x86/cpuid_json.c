@@ -31,6 +31,10 @@ __attribute__((format(printf, 2, 3))) static int fail(const struct jctx *c, cons
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* Keys and strings quoted from the file reach a terminal: one line, no control characters (JSON "\n", ESC). */
+	for (char *p = msg; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
 	snprintf(c->err, c->errlen, "--cpu-template %s: %s", c->path, msg);
 	return -EINVAL;
 }
