@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "brisk/json_strict.h"
+
 #include "vm.h"
 
 /*
@@ -18,10 +20,8 @@
  * length are checked, unknown and duplicate keys refused.
  */
 
-#define FC_ID_MAX	64	   /* drive_id, iface_id, vsock_id: 1..64 of [A-Za-z0-9_] */
-#define FC_PARTUUID_MAX 64	   /* partuuid: 1..64 of [A-Za-z0-9-/=] (it lands on the command line) */
-#define FC_JSON_MAX	(1u << 20) /* a body or a --config-file: at most 1 MiB */
-#define FC_JSON_DEPTH	16	   /* nesting of objects and arrays json_tokener accepts */
+#define FC_ID_MAX	64 /* drive_id, iface_id, vsock_id: 1..64 of [A-Za-z0-9_] */
+#define FC_PARTUUID_MAX 64 /* partuuid: 1..64 of [A-Za-z0-9-/=] (it lands on the command line) */
 
 /* Drive cache_type: both map to brisk's writeback cache (struct fc_drive). */
 enum fc_cache_type { FC_CACHE_UNSAFE = 0, FC_CACHE_WRITEBACK };

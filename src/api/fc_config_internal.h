@@ -9,29 +9,6 @@
 
 #include "brisk/fc_config.h"
 
-/* Members an object may have: every Firecracker object has fewer; bounds the duplicate-key check. */
-#define FC_MAX_MEMBERS 32
-
-/* Where a value comes from, for messages: `what` is "drives", "config file: drives[1]", ... */
-struct fcj {
-	const char *what;
-	char *err;
-	size_t errlen;
-};
-
-/* Fills c->err with "WHAT: message" and returns -EINVAL. */
-int fcj_fail(const struct fcj *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/*
- * Parses `len` bytes of untrusted JSON text into *out (the caller puts it):
- * at most FC_JSON_MAX bytes, no NUL byte, strict JSON (json_tokener,
- * JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8, depth FC_JSON_DEPTH),
- * one object and only white space after it, no object with a duplicate key,
- * a key with an escape sequence or more than FC_MAX_MEMBERS members.
- * Returns 0, -EINVAL (message from `c`) or -ENOMEM.
- */
-__attribute__((warn_unused_result)) int fcj_parse(const struct fcj *c, const char *text, size_t len, json_object **out);
-
 /* `o` is an object whose keys are all in the NULL-terminated `allowed`; else "unknown key 'k'". */
 __attribute__((warn_unused_result)) int fcj_keys(const struct fcj *c, json_object *o, const char *const *allowed);
 /* Member `key` of `o`, or NULL when absent or JSON null (Firecracker's Option fields take null as absent). */

@@ -74,7 +74,7 @@ sources() {
 		# the template file and its application, on the unit tests' recorded KVM tables (read from the repository root)
 		echo -Wno-gnu-variable-sized-type-not-at-end tests/fuzz/fuzz_cpu_template.c src/arch/x86/cpuid.c \
 			src/arch/x86/msr.c src/arch/x86/cpuid_template.c src/arch/x86/cpuid_topology.c \
-			src/arch/x86/cpuid_json.c src/kvm.c src/timeline.c src/mem.c src/util/log.c src/util/file.c \
+			src/arch/x86/cpuid_json.c src/api/fc_config_json.c src/kvm.c src/timeline.c src/mem.c src/util/log.c src/util/file.c \
 			src/util/errmsg.c -ljson-c
 		;;
 	pvh)

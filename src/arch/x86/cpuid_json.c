@@ -1,6 +1,7 @@
 /* cpuid_json.c - JSON CPU templates (json-c): loaded and checked without KVM, then applied against KVM's facts. */
 #include <errno.h>
 #include <json-c/json.h>
+#include <limits.h>
 #include <linux/kvm.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include "brisk/cpuid.h"
 #include "brisk/file.h"
+#include "brisk/json_strict.h"
 #include "cpuid_internal.h"
 
 /* A template is a few KiB; refuse anything absurd before parsing it. */
@@ -109,50 +111,24 @@ static char *read_file(const struct jctx *c, int *ret)
 	return buf;
 }
 
-/* json-c's reason, except for its "continue": the text ended inside a value. */
-static int bad_json(const struct jctx *c, json_tokener *tok, size_t len)
-{
-	enum json_tokener_error je = json_tokener_get_error(tok);
-
-	if (je == json_tokener_success || je == json_tokener_continue)
-		return fail(c,
-			    "bad JSON: the file ends at byte %zu inside an unfinished value (a missing '}', ']' or "
-			    "'\"'?)",
-			    len);
-	return fail(c, "bad JSON at byte %zu: %s", json_tokener_get_parse_end(tok), json_tokener_error_desc(je));
-}
-
-/* The parsed document, or NULL with the reason and the byte offset. */
+/*
+ * The parsed document, or NULL with the reason: the strict reader API bodies
+ * and config files use (json_strict.h: duplicate keys, raw control
+ * characters, single quotes and trailing data refused, depth bounded).
+ */
 static json_object *parse(const struct jctx *c, int *ret)
 {
+	char what[PATH_MAX + 32];
+	struct fcj fc = {.what = what, .err = c->err, .errlen = c->errlen};
 	char *text = read_file(c, ret);
-	json_tokener *tok;
 	json_object *root = NULL;
-	size_t len, end;
 
 	if (!text)
 		return NULL;
-	tok = json_tokener_new();
-	if (!tok) {
-		free(text);
-		*ret = -ENOMEM;
-		return NULL;
-	}
-	len = strlen(text);
-	root = json_tokener_parse_ex(tok, text, (int)len);
-	end = json_tokener_get_parse_end(tok);
-	if (!root || json_tokener_get_error(tok) != json_tokener_success) {
-		*ret = bad_json(c, tok, len);
-		json_object_put(root);
-		root = NULL;
-	} else if (end + strspn(text + end, " \t\r\n") < len) {
-		*ret = fail(c, "bad JSON at byte %zu: trailing data after the top-level value", end);
-		json_object_put(root);
-		root = NULL;
-	}
-	json_tokener_free(tok);
+	snprintf(what, sizeof(what), "--cpu-template %s", c->path);
+	*ret = fcj_parse(&fc, text, strlen(text), &root);
 	free(text);
-	return root;
+	return *ret ? NULL : root;
 }
 
 /* A number given as a JSON integer or a string ("0x1f", "31"), at most `max`; `where` names the item. */
@@ -176,7 +152,7 @@ static int get_u64(const struct jctx *c, json_object *o, const char *where, cons
 	s = json_object_get_string(o);
 	errno = 0;
 	*out = strtoull(s, &end, 0);
-	if (!*s || *s == '-' || *end || errno || *out > max)
+	if (!*s || *s == '-' || *end || errno || *out > max || strlen(s) != (size_t)json_object_get_string_len(o))
 		return fail(c, "%s: %s \"%s\" is not a number in 0..0x%llx", where, what, s, (unsigned long long)max);
 	return 0;
 }
