@@ -245,7 +245,7 @@ def test_cli_host_dump_loads(tmp_path):
 
 
 @pytest.mark.parametrize("text,message", [
-    ("{", "bad JSON: the file ends at byte 1 inside an unfinished value"),
+    ("{", "bad JSON: the text ends inside an unfinished value"),
     ('{"cpuid": 5 6}', "bad JSON at byte 12: "),
     ("", "the file is empty"),
     ('{"cpuid": [], "msrs": [{"index": 1}]}', 'msrs[0]: missing key "value"'),
@@ -267,7 +267,7 @@ def test_cli_bad_template(tmp_path, text, message):
 @pytest.mark.parametrize("text,message", [
     ("", "the file is empty; a template is a JSON object"),
     ("\n  \n", "the file is only white space"),
-    ('{"cpuid": [', "bad JSON: the file ends at byte 11 inside an unfinished value"),
+    ('{"cpuid": [', "bad JSON: the text ends inside an unfinished value"),
     ('{"cpuid": [], "msrs": [{"index": 1}]}', 'msrs[0]: missing key "value"'),
 ])
 @pytest.mark.parametrize("command", ["run", "cpuid"])

@@ -135,7 +135,7 @@ static void test_cpu_template_checked_before_kvm(void **state)
 		const char *json, *want;
 	} bad[] = {
 	    {"", "the file is empty"},
-	    {"{\"cpuid\": [", "bad JSON: the file ends at byte 11"},
+	    {"{\"cpuid\": [", "bad JSON: the text ends inside an unfinished value"},
 	    {"{\"cpuid\": [{\"leaf\": 1, \"register\": \"ecx\", \"mask\": 1}]}", "cpuid[0]: missing key \"value\""},
 	    {"{\"cpuid\": [], \"cpus\": 2}", "the top level: unknown key \"cpus\""},
 	    {"{\"msrs\": [{\"index\": \"0x1a0\", \"value\": -1}]}", "msrs[0]: value -1 is out of range"},
