@@ -66,6 +66,12 @@ static void dump_registers(struct vcpu *v)
 	dump_segment("tr", &s.tr);
 	log_error("  gdt base=0x%llx limit=0x%x idt base=0x%llx limit=0x%x", s.gdt.base, s.gdt.limit, s.idt.base,
 		  s.idt.limit);
+	if (r.rip == 0xfff0 && s.cs.selector == 0xf000 && s.cs.base == 0xffff0000 &&
+	    v->run->exit_reason == KVM_EXIT_SHUTDOWN)
+		log_error(
+		    "  (these are the reset values: KVM on AMD SVM resets a vCPU that shut down, so its state at the "
+		    "fault is gone; the kvm:kvm_exit tracepoint's \"reason shutdown\" event has the guest's rip and "
+		    "the exception it was delivering)");
 }
 
 static int end_vm(struct vcpu *v, int code, const char *what)
