@@ -29,6 +29,7 @@
 #   NESTED_KVM_APPEND   extra guest kernel command line
 #   NESTED_KVM_9P_CACHE 9p cache mode (default loose; mmap = coherent with host-side changes, slower)
 #   NESTED_KVM_HOLD     0 = do not start scripts/kvm-hold.c in the VM (to show the wedge it prevents)
+#   NESTED_KVM_BPF_JIT  1 = leave the VM kernel's BPF JIT on (default 0: off, see nested-kvm.md "Known problems")
 #   NESTED_KVM_TCG_THREAD  multi (default: one host thread per vCPU) or single (all vCPUs on one thread)
 set -euo pipefail
 
@@ -106,6 +107,7 @@ for a in $(cat /proc/cmdline); do
 	nkvm.tty=*) TTYS=${a#nkvm.tty=} ;;
 	nkvm.winsz=*) WINSZ=${a#nkvm.winsz=} ;;
 	nkvm.hold=*) HOLD=${a#nkvm.hold=} ;;
+	nkvm.bpfjit=*) BPFJIT=${a#nkvm.bpfjit=} ;;
 	esac
 done
 modfail=
@@ -125,6 +127,10 @@ why() { dmesg | grep -v -i 'command line' | grep -i -E 'kvm|svm' | tail -n 3 | t
 [ -c /dev/kvm ] || err "/dev/kvm did not appear ($(why))"
 # One idle VM held for the VM's life: no kernel text patching per test VM (scripts/kvm-hold.c).
 [ "$HOLD" = 0 ] || /bin/kvm-hold 2>/dev/console &
+# BPF programs (every brisk thread's seccomp filter) run in the interpreter: the JIT writes them into executable
+# pages other CPUs are running, and QEMU 7.2's TCG can keep running a stale translation of such a page, which
+# corrupted this kernel's and the test guests' memory (scripts/nested-kvm.md, "Known problems").
+[ "$BPFJIT" = 1 ] || echo 0 > /proc/sys/net/core/bpf_jit_enable
 mount -t proc proc $H/proc
 mount -t sysfs sysfs $H/sys
 mount -t devtmpfs devtmpfs $H/dev
@@ -325,7 +331,7 @@ mkfifo "$RUN/out.in" "$RUN/out.out" "$RUN/err.in" "$RUN/err.out"
 cat "$RUN/out.out" & outpid=$!
 cat "$RUN/err.out" >&2 & errpid=$!
 
-append="console=ttyS0 quiet loglevel=${NESTED_KVM_LOGLEVEL:-4} panic=-1 rdinit=/init tsc=reliable mitigations=off nkvm.hold=${NESTED_KVM_HOLD:-1} ${NESTED_KVM_APPEND:-}"
+append="console=ttyS0 quiet loglevel=${NESTED_KVM_LOGLEVEL:-4} panic=-1 rdinit=/init tsc=reliable mitigations=off nkvm.hold=${NESTED_KVM_HOLD:-1} nkvm.bpfjit=${NESTED_KVM_BPF_JIT:-0} ${NESTED_KVM_APPEND:-}"
 append+=" nkvm.run=$RUN nkvm.amd=${KVM_AMD_PARAMS// /,} nkvm.cache=$CACHE9P"
 otty=0 etty=0
 [[ -t 1 ]] && otty=1
