@@ -410,6 +410,23 @@ static void vsock_ping(const char *v)
 	dial("vsock ping", AF_VSOCK, v, PING_MAX, use_ping);
 }
 
+/* "brisk-net: tcp accept port P from A:Q" before the exchange: which path each connection came by. */
+static void say_peer(const char *kind, unsigned port, const struct sockaddr_storage *peer)
+{
+	char a[INET_ADDRSTRLEN] = "?";
+
+	if (peer->ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)peer;
+
+		inet_ntop(AF_INET, &in->sin_addr, a, sizeof(a));
+		say("brisk-net: %s port %u from %s:%u\n", kind, port, a, ntohs(in->sin_port));
+	} else if (peer->ss_family == AF_VSOCK) {
+		const struct sockaddr_vm *vm = (const struct sockaddr_vm *)peer;
+
+		say("brisk-net: %s port %u from cid %u port %u\n", kind, port, vm->svm_cid, vm->svm_port);
+	}
+}
+
 /* A listening socket for "PORT:COUNT" (*count connections to accept); -1 on failure. */
 static int listen_on(int family, const char *v, unsigned *port, uint64_t *count)
 {
@@ -461,11 +478,14 @@ void net_mode(const char *cmdline)
 		for (int i = 0; i < 2; i++) {
 			if (p[i].fd < 0 || !(p[i].revents & POLLIN))
 				continue;
-			int c = accept4(p[i].fd, NULL, NULL, SOCK_CLOEXEC);
+			struct sockaddr_storage peer;
+			socklen_t plen = sizeof(peer);
+			int c = accept4(p[i].fd, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
 			if (c < 0)
 				continue;
 			char where[32];
 			snprintf(where, sizeof(where), "port %u", port[i]);
+			say_peer(kind[i], port[i], &peer);
 			exchange_acceptor(c, kind[i], where);
 			if (--left[i] == 0) {
 				close(p[i].fd);

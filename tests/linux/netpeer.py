@@ -46,13 +46,21 @@ class Result:
 
     def __init__(self):
         self.ok, self.bytes, self.recv_s, self.error, self.attempts = False, 0, None, "not run", 0
+        self.errors = {}  # each distinct error of a retried connector: [first attempt, count, monotonic time]
 
     def mib_s(self):
         return self.bytes / 1048576 / self.recv_s if self.recv_s else 0.0
 
+    def note(self, error):
+        """A failed attempt: the last error, and each distinct one with when it first came (for a failure's report)."""
+        self.error = error
+        e = self.errors.setdefault(error, [self.attempts, 0, time.monotonic()])
+        e[1] += 1
+
     def __repr__(self):
+        seen = "; ".join(f"{err} (from attempt {a}, {n}x)" for err, (a, n, _) in self.errors.items())
         return (f"ok={self.ok} bytes={self.bytes} recv={self.recv_s} attempts={self.attempts} "
-                f"error={self.error}")
+                f"error={self.error}" + (f" [errors: {seen}]" if len(self.errors) > 1 else ""))
 
 
 def exchange_connector(sock, n, result):
@@ -129,7 +137,7 @@ def connect_retrying(open_conn, n, result, deadline):
                 exchange_connector(s, n, result)
                 return
         except (ConnectionError, EOFError, OSError) as e:
-            result.error = f"{type(e).__name__}: {e}"
+            result.note(f"{type(e).__name__}: {e}")
             time.sleep(0.5)
         except AssertionError as e:
             result.error = f"data: {e}"

@@ -59,7 +59,9 @@ class NetBoot:
             assert r.ok and r.bytes == BYTES, f"host side of {name}: {r}\n{self.describe()}"
 
     def describe(self):
-        return self.boot.describe() + "\n--- host side ---\n" + "\n".join(f"{k}: {v}" for k, v in self.peers.items())
+        guest = "\n".join(re.findall(r"^brisk-net: .*$", self.out, re.M))
+        return (self.boot.describe() + "\n--- the guest's brisk-net lines ---\n" + guest + "\n--- host side ---\n"
+                + "\n".join(f"{k}: {v}" for k, v in self.peers.items()))
 
 
 def _in_ns(ns, fn, *args):
