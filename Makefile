@@ -7,7 +7,7 @@
 #   make bench    start-up benchmark (bench/README.md)
 #   make bench-order  which order of the VM set-up ioctls is cheapest on this host (bench/setup_order.c)
 #   make bench-acpi   what ACPI costs start-up: acpi_build alone, and boots with --acpi off vs on (bench/acpi.sh)
-#   make fuzz     bounded libFuzzer run of the image parsers
+#   make fuzz     bounded libFuzzer run of every untrusted-input parser (tests/fuzz/run.sh)
 #   make format   apply .clang-format
 
 CC      ?= gcc
