@@ -127,9 +127,9 @@ why() { dmesg | grep -v -i 'command line' | grep -i -E 'kvm|svm' | tail -n 3 | t
 [ -c /dev/kvm ] || err "/dev/kvm did not appear ($(why))"
 # One idle VM held for the VM's life: no kernel text patching per test VM (scripts/kvm-hold.c).
 [ "$HOLD" = 0 ] || /bin/kvm-hold 2>/dev/console &
-# BPF programs (every brisk thread's seccomp filter) run in the interpreter: the JIT writes them into executable
-# pages other CPUs are running, and QEMU 7.2's TCG can keep running a stale translation of such a page, which
-# corrupted this kernel's and the test guests' memory (scripts/nested-kvm.md, "Known problems").
+# BPF programs (every brisk thread's seccomp filter) run in the interpreter, as a precaution: the JIT writes them
+# into executable pages other CPUs are running, and QEMU 7.2's TCG can keep running a stale translation of such a
+# page (the int3 wedge of scripts/nested-kvm.md, "Known problems", where the measurements are).
 [ "$BPFJIT" = 1 ] || echo 0 > /proc/sys/net/core/bpf_jit_enable
 mount -t proc proc $H/proc
 mount -t sysfs sysfs $H/sys
