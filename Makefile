@@ -78,6 +78,7 @@ LIB_SRCS := \
 	src/api/api_serve.c \
 	src/snapshot/snapfile.c \
 	src/snapshot/snap_config.c \
+	src/snapshot/snap_memfile.c \
 	src/vm_snapshot.c \
 	src/seccomp/seccomp.c \
 	src/seccomp/seccomp_lists.c \
@@ -148,6 +149,7 @@ UNIT_TESTS := \
 	test_virtio_blk \
 	test_log \
 	test_mem \
+	test_file \
 	test_size \
 	test_config \
 	test_fc_config \

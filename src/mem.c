@@ -1,5 +1,7 @@
 /* mem.c - guest RAM: one anonymous mapping split around the 32-bit MMIO hole, and the checked accessor. */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -37,15 +39,48 @@ static int apply_flags(struct gmem *m, unsigned flags)
 	return 0;
 }
 
+/*
+ * `size` bytes at a GMEM_ALIGN-aligned address: a PROT_NONE reservation GMEM_ALIGN larger, the mapping
+ * placed over its aligned part (MAP_FIXED), the slack either side returned. The host address and the guest
+ * address of RAM then agree modulo 2 MiB, which KVM needs before it maps a guest page with a huge page
+ * (arch/x86/kvm/mmu: the host's huge page must cover the same 2 MiB frame the guest's does); mmap alone
+ * gives 4 KiB alignment. `fd` -1: anonymous memory. Returns the address or MAP_FAILED with errno.
+ */
+static uint8_t *map_aligned(size_t size, int fd)
+{
+	size_t span = size + GMEM_ALIGN, head, tail;
+	uint8_t *res = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0), *at, *p;
+	int flags = MAP_PRIVATE | MAP_NORESERVE | MAP_FIXED | (fd < 0 ? MAP_ANONYMOUS : 0);
+
+	if (res == MAP_FAILED)
+		return res;
+	at = (uint8_t *)(((uintptr_t)res + GMEM_ALIGN - 1) & ~(uintptr_t)(GMEM_ALIGN - 1));
+	p = mmap(at, size, PROT_READ | PROT_WRITE, flags, fd, 0);
+	if (p == MAP_FAILED) {
+		int e = errno;
+
+		munmap(res, span);
+		errno = e;
+		return MAP_FAILED;
+	}
+	head = (size_t)(at - res);
+	tail = span - head - size;
+	if (head)
+		munmap(res, head);
+	if (tail)
+		munmap(at + size, tail);
+	return at;
+}
+
 int gmem_init(struct gmem *m, uint64_t size, unsigned flags)
 {
 	int ret;
 
 	memset(m, 0, sizeof(*m));
-	if (size == 0 || size > SIZE_MAX)
+	if (size == 0 || size > SIZE_MAX - GMEM_ALIGN)
 		return -EINVAL;
 	/* MAP_NORESERVE: pages are committed when the guest touches them. */
-	m->base = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	m->base = map_aligned((size_t)size, -1);
 	if (m->base == MAP_FAILED) {
 		ret = -errno;
 		m->base = NULL;
@@ -69,10 +104,10 @@ int gmem_init_file(struct gmem *m, int fd, uint64_t size)
 		return -errno;
 	if (!S_ISREG(st.st_mode))
 		return -EINVAL;
-	if ((uint64_t)st.st_size != size || size == 0 || size > SIZE_MAX)
+	if ((uint64_t)st.st_size != size || size == 0 || size > SIZE_MAX - GMEM_ALIGN)
 		return -ERANGE;
 	/* Private: the guest's writes never reach the file; pages are read on first touch, nothing is copied now. */
-	m->base = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, fd, 0);
+	m->base = map_aligned((size_t)size, fd);
 	if (m->base == MAP_FAILED) {
 		ret = -errno;
 		m->base = NULL;
@@ -94,9 +129,67 @@ static int page_is_zero(const uint8_t *p, size_t len)
 	return 1;
 }
 
-int gmem_save(const struct gmem *m, int fd)
+/*
+ * Which pages of a restored VM's RAM need not be read to be saved: those in a hole of the memory file it
+ * maps (src) that are not resident (mincore 0: the guest never touched them, and nothing of the file is
+ * cached there), hence zero. Reading them would fault the hole in, which on tmpfs allocates a page in the
+ * file (and raises SIGBUS when it is full); saving a mostly idle restored guest would copy its whole size
+ * into the page cache. `start`/`end` cache the source's current extent (`hole` says which kind).
+ */
+struct save_src {
+	int fd; /* -1: anonymous RAM, every page is read */
+	uint64_t start, end;
+	bool hole;
+	uint64_t vbase; /* the pages `vec` describes: [vbase, vbase + sizeof(vec) pages) */
+	bool vvalid;
+	unsigned char vec[512];
+};
+
+/* The source extent holding `off`: data or hole (SEEK_DATA/SEEK_HOLE; without them, all data). */
+static void src_extent(struct save_src *s, uint64_t off, uint64_t size)
+{
+	off_t data = lseek(s->fd, (off_t)off, SEEK_DATA), hole;
+
+	s->start = off;
+	if (data < 0) { /* ENXIO: only a hole from here on; anything else: no hole information */
+		s->hole = errno == ENXIO;
+		s->end = size;
+		return;
+	}
+	if ((uint64_t)data > off) {
+		s->hole = true;
+		s->end = (uint64_t)data;
+		return;
+	}
+	hole = lseek(s->fd, (off_t)off, SEEK_HOLE);
+	s->hole = false;
+	s->end = hole > data ? (uint64_t)hole : size;
+}
+
+static bool skippable(const struct gmem *m, struct save_src *s, uint64_t off)
+{
+	const uint64_t span = sizeof(s->vec) * 4096;
+
+	if (s->fd < 0)
+		return false;
+	if (off < s->start || off >= s->end)
+		src_extent(s, off, m->size);
+	if (!s->hole)
+		return false;
+	if (!s->vvalid || off < s->vbase || off >= s->vbase + span) {
+		s->vbase = off & ~(span - 1);
+		s->vvalid = mincore(m->base + s->vbase, (size_t)(m->size - s->vbase < span ? m->size - s->vbase : span),
+				    s->vec) == 0;
+		if (!s->vvalid)
+			return false;
+	}
+	return !(s->vec[(off - s->vbase) / 4096] & 1);
+}
+
+int gmem_save(const struct gmem *m, int fd, int src_fd)
 {
 	const size_t chunk = 4096;
+	struct save_src src = {.fd = src_fd};
 	uint64_t off = 0;
 
 	if (ftruncate(fd, 0) < 0 || ftruncate(fd, (off_t)m->size) < 0)
@@ -106,12 +199,12 @@ int gmem_save(const struct gmem *m, int fd)
 		size_t len = m->size - off < chunk ? (size_t)(m->size - off) : chunk;
 		uint64_t run = off;
 
-		if (page_is_zero(m->base + off, len)) {
+		if (skippable(m, &src, off) || page_is_zero(m->base + off, len)) {
 			off += len;
 			continue;
 		}
 		/* Coalesce consecutive non-zero pages into one write. */
-		while (off < m->size && !page_is_zero(m->base + off, len)) {
+		while (off < m->size && !skippable(m, &src, off) && !page_is_zero(m->base + off, len)) {
 			off += len;
 			len = m->size - off < chunk ? (size_t)(m->size - off) : chunk;
 		}

@@ -13,6 +13,7 @@
 
 #include "brisk/devices.h"
 #include "brisk/exitcode.h"
+#include "brisk/file.h"
 #include "brisk/log.h"
 #include "brisk/snapshot.h"
 #include "brisk/timeline.h"
@@ -29,6 +30,7 @@ void vm_init(struct vm *vm, const struct vm_config *cfg)
 	vm->fd = -1;
 	vm->kvm.fd = -1;
 	vm->serial_out_fd = -1;
+	vm->mem_file_fd = -1;
 	vm->wake_fd = -1;
 	pthread_mutex_init(&vm->go_lock, NULL);
 	pthread_cond_init(&vm->go_cond, NULL);
@@ -52,6 +54,21 @@ int vm_fd(const struct vm *vm)
 const struct vm_config *vm_config(const struct vm *vm)
 {
 	return &vm->cfg;
+}
+
+const char *vm_api_desc(const struct vm *vm)
+{
+	return vm->api_desc;
+}
+
+void vm_config_guard(const struct vm_config *cfg)
+{
+	file_guard_add_path(cfg->kernel, FILE_GUARD_INPUT, "the kernel image (--kernel)");
+	file_guard_add_path(cfg->initrd, FILE_GUARD_INPUT, "the initrd (--initrd)");
+	if (cfg->cpu_template && strcmp(cfg->cpu_template, "host") != 0 && strcmp(cfg->cpu_template, "baseline") != 0)
+		file_guard_add_path(cfg->cpu_template, FILE_GUARD_INPUT, "the CPU template (--cpu-template)");
+	for (unsigned i = 0; i < cfg->nr_disks; i++)
+		file_guard_add_path(cfg->disk[i].path, FILE_GUARD_DISK, "a disk image of this VM");
 }
 
 unsigned vm_nr_vcpus(const struct vm *vm)
@@ -431,6 +448,9 @@ void vm_destroy(struct vm *vm)
 	free(vm->cmdline);
 	snap_reader_free(vm->snap);
 	gmem_destroy(&vm->mem);
+	if (vm->mem_file_fd >= 0)
+		close(vm->mem_file_fd);
+	free(vm->api_desc);
 	if (vm->fd >= 0)
 		close(vm->fd);
 	kvm_close(&vm->kvm);

@@ -26,6 +26,7 @@
 #include "brisk/log.h"
 #include "brisk/kvm_state.h"
 #include "brisk/mptable.h"
+#include "brisk/snap_memfile.h"
 #include "brisk/snapshot.h"
 #include "brisk/timeline.h"
 #include "brisk/virtio_vsock.h"
@@ -259,22 +260,24 @@ static int create_irqchip(struct vm *vm, struct vm_error *e)
 
 /*
  * Step 2: the serial output file, opened now so that a bad path is a usage
- * error before anything is created; never the kernel or initrd being booted
- * (truncating a mapped image would destroy it and fault brisk), never a
- * blocking open (include/brisk/file.h).
+ * error before anything is created; never a file this VM boots from, serves
+ * as a disk or was restored from (the guard, include/brisk/file.h:
+ * truncating a mapped image would destroy it and fault brisk), never another
+ * VM's disk, never a blocking open.
  */
 static int open_outputs(struct vm *vm, struct vm_error *e)
 {
-	const struct file_avoid avoid[] = {
-	    {vm->kernel.image.mapped ? &vm->kernel.image.st : NULL, "the kernel image (--kernel)"},
-	    {vm->kernel.initrd.mapped ? &vm->kernel.initrd.st : NULL, "the initrd (--initrd)"},
-	};
 	char err[512];
 	int fd;
 
+	if (vm->kernel.image.mapped)
+		file_guard_add(&vm->kernel.image.st, FILE_GUARD_INPUT, "the kernel image (--kernel)");
+	if (vm->kernel.initrd.mapped)
+		file_guard_add(&vm->kernel.initrd.st, FILE_GUARD_INPUT, "the initrd (--initrd)");
+	vm_config_guard(&vm->cfg);
 	if (vm->cfg.serial != SERIAL_FILE)
 		return 0;
-	fd = file_open_output(vm->cfg.serial_path, "--serial file:", avoid, 2, 0, err, sizeof(err));
+	fd = file_open_output(vm->cfg.serial_path, "--serial file:", FILE_OUT_TRUNCATE, false, err, sizeof(err));
 	if (fd < 0)
 		return fail(e, kind_of(fd, VM_ERR_USAGE), fd, "%s", err);
 	vm->serial_out_fd = fd;
@@ -500,6 +503,32 @@ fail:
 	return ret;
 }
 
+/* The API's description of the VM, when the state file has one (SNAP_TAG_API): kept for vm_api_desc. */
+static int read_api_desc(struct vm *vm)
+{
+	struct snap_reader *sec = NULL;
+	size_t n;
+	int ret = snap_section(vm->snap, SNAP_TAG_API, 0, "api-config", &sec);
+
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		return -EINVAL;
+	n = snap_remaining(sec);
+	vm->api_desc = malloc(n + 1);
+	if (!vm->api_desc)
+		return -ENOMEM;
+	if (snap_get(sec, vm->api_desc, n))
+		return -EINVAL;
+	vm->api_desc[n] = 0;
+	if (strlen(vm->api_desc) != n) { /* no NUL inside: it is JSON text */
+		free(vm->api_desc);
+		vm->api_desc = NULL;
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /*
  * Restore step R1: the state file read and checked whole (framing, version, checksum:
  * snapshot.h), and the configuration it holds over the caller's base.
@@ -507,11 +536,13 @@ fail:
 static int read_snapshot(struct vm *vm, const char *path, struct vm_error *e)
 {
 	char err[512];
-	int fd = file_open_input(path, "snapshot_path", NULL, err, sizeof(err));
+	struct stat st;
+	int fd = file_open_input(path, "snapshot_path", &st, err, sizeof(err));
 	int ret;
 
 	if (fd < 0)
 		return fail(e, kind_of(fd, VM_ERR_USAGE), fd, "%s", err);
+	file_guard_add(&st, FILE_GUARD_SNAPSHOT, "the state file this VM was restored from");
 	ret = snap_reader_open(fd, &vm->snap, err, sizeof(err));
 	close(fd);
 	if (ret)
@@ -519,26 +550,41 @@ static int read_snapshot(struct vm *vm, const char *path, struct vm_error *e)
 	ret = snap_config_load(vm->snap, &vm->cfg, &vm->snap_strings, err, sizeof(err));
 	if (ret)
 		return fail(e, VM_ERR_USAGE, ret, "snapshot_path %s: %s", path, err);
+	ret = read_api_desc(vm);
+	if (ret)
+		return fail(e, kind_of(ret, VM_ERR_USAGE), ret, "snapshot_path %s: a malformed api-config section", path);
 	return 0;
 }
 
-/* Restore step R2: guest RAM mapped privately from the memory file: no page is read until touched. */
+/*
+ * Restore step R2: guest RAM mapped privately from the memory file the state file names (snap_memfile.h:
+ * an interrupted create is completed, the previous snapshot's memory refused): no page is read until
+ * touched. The file stays open with its mapped-lock (file.h) so that no brisk's output overwrites it.
+ */
 static int map_snapshot_memory(struct vm *vm, const char *path, struct vm_error *e)
 {
-	char err[512];
+	char err[768];
+	struct snap_memfile m;
 	struct stat st;
-	int fd = file_open_input(path, "mem_file_path", &st, err, sizeof(err));
-	int ret;
+	bool present;
+	int fd, ret = snap_memfile_load(vm->snap, &m, &present);
 
+	if (ret)
+		return fail(e, VM_ERR_USAGE, ret, "the state file's memfile section is malformed");
+	fd = snap_memfile_open(present ? &m : NULL, path, &st, err, sizeof(err));
 	if (fd < 0)
 		return fail(e, kind_of(fd, VM_ERR_USAGE), fd, "%s", err);
 	ret = gmem_init_file(&vm->mem, fd, vm->cfg.memory);
-	close(fd);
-	if (ret == -ERANGE)
-		return fail(e, VM_ERR_USAGE, ret, "mem_file_path %s: %lld bytes, but the snapshot's guest has %llu", path,
-			    (long long)st.st_size, (unsigned long long)vm->cfg.memory);
-	if (ret)
+	if (ret) {
+		close(fd);
+		if (ret == -ERANGE)
+			return fail(e, VM_ERR_USAGE, ret, "mem_file_path %s: %lld bytes, but the snapshot's guest has %llu",
+				    path, (long long)st.st_size, (unsigned long long)vm->cfg.memory);
 		return fail(e, kind_of(ret, VM_ERR_HOST), ret, "mapping mem_file_path %s failed: %s", path, strerror(-ret));
+	}
+	file_guard_add(&st, FILE_GUARD_SNAPSHOT, "the memory file this VM was restored from");
+	(void)file_lock_mapped(fd); /* a file system without locks: the guard still protects it in this process */
+	vm->mem_file_fd = fd;
 	timeline_mark(TL_SNAPSHOT_READ);
 	return 0;
 }

@@ -85,7 +85,9 @@ struct vm {
 	/* Restore (vm_restore): the state file being loaded, and what its configuration's strings point at. */
 	struct snap_reader *snap;
 	struct snap_config_strings snap_strings;
-	bool restoring; /* the vCPUs get the saved state, not the boot entry state */
+	char *api_desc;	 /* the state file's api-config section (JSON text), or NULL */
+	int mem_file_fd; /* the memory file a restore maps, open for its mapped-lock (file.h); -1 */
+	bool restoring;	 /* the vCPUs get the saved state, not the boot entry state */
 	_Atomic int exit_requested;
 	int exit_code;
 	char exit_reason[128];

@@ -5,9 +5,11 @@
  * Create, with every vCPU parked (vm_pause): the devices finish in-flight I/O (bus_quiesce: a disk's
  * requests complete and are on the used ring), the I/O event loop stops (no device callback runs, no
  * frame lands in guest memory), then the state file is built in memory — configuration, the VM-wide
- * KVM state, each vCPU, each device — guest memory is written (sparse) and the state file last, so a
- * state file never names memory that was not fully written. The event loop then runs again; the VM
- * stays paused until resumed.
+ * KVM state, each vCPU, each device — guest memory is written (sparse) and synced and the state file
+ * last, so a state file never names memory that was not fully written. Both go to temporary files beside
+ * their targets and are renamed into place only once complete (the state first: see commit()), so a
+ * failure, a full disk or a crash at any moment leaves the previous snapshot loadable, or the new one.
+ * The event loop then runs again; the VM stays paused until resumed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,29 +24,9 @@
 #include "brisk/kvm_state.h"
 #include "brisk/log.h"
 #include "brisk/snap_config.h"
+#include "brisk/snap_memfile.h"
 #include "brisk/snapshot.h"
 #include "vm_impl.h"
-
-/* Opens a snapshot output: a regular file, never one of the VM's disk images. */
-static int open_snapshot_output(const struct vm *vm, const char *path, const char *what, char *err, size_t errlen)
-{
-	struct stat st[VM_MAX_DISKS];
-	struct file_avoid avoid[VM_MAX_DISKS];
-	struct stat got;
-	int fd;
-
-	for (unsigned i = 0; i < vm->cfg.nr_disks; i++)
-		avoid[i] = (struct file_avoid){stat(vm->cfg.disk[i].path, &st[i]) == 0 ? &st[i] : NULL, "a disk image"};
-	fd = file_open_output(path, what, avoid, vm->cfg.nr_disks, 0, err, errlen);
-	if (fd < 0)
-		return fd;
-	if (fstat(fd, &got) < 0 || !S_ISREG(got.st_mode)) {
-		snprintf(err, errlen, "%s %s: not a regular file", what, path);
-		close(fd);
-		return -EINVAL;
-	}
-	return fd;
-}
 
 /* The state file's sections, built in memory: nothing is written until all of it is known. */
 static int build_state(struct vm *vm, struct snap_writer *w, char *err, size_t errlen)
@@ -77,8 +59,33 @@ static int build_state(struct vm *vm, struct snap_writer *w, char *err, size_t e
 	return ret;
 }
 
-/* Quiesced and with the event loop stopped: state and memory to their files. */
-static int write_snapshot(struct vm *vm, int state_fd, int mem_fd, char *err, size_t errlen)
+/* The sections that tie the state to its memory file and carry the API's description of the VM. */
+static int build_links(struct vm *vm, struct snap_writer *w, const struct file_replace *mem, const char *api_desc)
+{
+	struct snap_memfile m = {
+	    .dev = (uint64_t)mem->st.st_dev,
+	    .ino = (uint64_t)mem->st.st_ino,
+	    .size = vm->mem.size,
+	    .ctime_ns = (int64_t)mem->st.st_ctim.tv_sec * 1000000000 + mem->st.st_ctim.tv_nsec,
+	};
+	int ret;
+
+	snprintf(m.tmp, sizeof(m.tmp), "%s", mem->tmp);
+	ret = snap_memfile_save(w, &m);
+	if (ret || !api_desc)
+		return ret;
+	if ((ret = snap_section_begin(w, SNAP_TAG_API, 0, "api-config")) ||
+	    (ret = snap_put(w, api_desc, strlen(api_desc))))
+		return ret;
+	return snap_section_end(w);
+}
+
+/*
+ * Quiesced and with the event loop stopped: memory to its temporary file, synced, then the state (which
+ * names that file) to its own, synced. Nothing is renamed here.
+ */
+static int write_snapshot(struct vm *vm, struct file_replace *state, struct file_replace *mem, const char *api_desc,
+			  char *err, size_t errlen)
 {
 	struct snap_writer *w = snap_writer_new();
 	int ret;
@@ -88,37 +95,89 @@ static int write_snapshot(struct vm *vm, int state_fd, int mem_fd, char *err, si
 		return -ENOMEM;
 	}
 	ret = build_state(vm, w, err, errlen);
-	if (!ret && (ret = gmem_save(&vm->mem, mem_fd)))
+	if (!ret && (ret = build_links(vm, w, mem, api_desc)))
+		snprintf(err, errlen, "building the state file: %s", strerror(-ret));
+	if (!ret && (ret = gmem_save(&vm->mem, mem->fd, vm->mem_file_fd)))
 		snprintf(err, errlen, "writing guest memory: %s", strerror(-ret));
+	/* The memory durable before a state file that names it can be. */
+	if (!ret && (ret = file_replace_sync(mem)))
+		snprintf(err, errlen, "fsync of the memory file: %s", strerror(-ret));
 	if (!ret)
-		ret = snap_writer_finish(w, state_fd, false, err, errlen);
+		ret = snap_writer_finish(w, state->fd, false, err, errlen);
 	snap_writer_free(w);
 	return ret;
 }
 
-int vm_snapshot_create(struct vm *vm, const char *state_path, const char *mem_path, char *err, size_t errlen)
+/* Both outputs: checked (the guard, locks, kinds) and their temporary files created; not the same file. */
+static int open_outputs(const char *state_path, const char *mem_path, struct file_replace *state,
+			struct file_replace *mem, char *err, size_t errlen)
 {
+	const unsigned flags = FILE_REPLACE_REGULAR | FILE_REPLACE_SNAPSHOT;
+	int ret = file_replace_open(state, state_path, "snapshot_path", flags, err, errlen);
+
+	if (ret)
+		return ret;
+	ret = file_replace_open(mem, mem_path, "mem_file_path", flags, err, errlen);
+	if (ret) {
+		file_replace_abort(state);
+		return ret;
+	}
+	if (file_replace_same_target(state, mem)) {
+		file_replace_abort(mem);
+		file_replace_abort(state);
+		return err_set(err, errlen, -EINVAL, "snapshot_path and mem_file_path name the same file (%s)",
+			       state_path);
+	}
+	return 0;
+}
+
+/*
+ * The commit: the state file renamed into place first (the point after which this snapshot is the one
+ * at these paths: it names the memory's temporary file, which a load finds if the next step never
+ * happens, snap_memfile.h), then the memory file. A failure before the first rename leaves the old
+ * snapshot whole; after it, the new one is loadable.
+ */
+static int commit(struct file_replace *state, struct file_replace *mem, char *err, size_t errlen)
+{
+	int ret = file_replace_commit(state, true, err, errlen);
+
+	if (ret && state->tmp[0]) {
+		file_replace_abort(state);
+		file_replace_abort(mem);
+		return ret;
+	}
+	if (file_replace_commit(mem, true, err, errlen) && mem->tmp[0]) {
+		size_t n = strlen(err);
+
+		snprintf(err + n, errlen - n,
+			 " (the state file is in place; its memory is in %s, which the next load "
+			 "renames into place)",
+			 mem->tmp);
+		file_replace_keep(mem);
+		return -EIO;
+	}
+	return ret;
+}
+
+int vm_snapshot_create(struct vm *vm, const char *state_path, const char *mem_path, const char *api_desc, char *err,
+		       size_t errlen)
+{
+	struct file_replace state, mem;
 	const char *dev = "?";
-	int state_fd, mem_fd, ret;
+	int ret;
 
 	if (!vm_paused(vm)) {
 		snprintf(err, errlen, "the VM must be paused first");
 		return -EBUSY;
 	}
-	state_fd = open_snapshot_output(vm, state_path, "snapshot_path", err, errlen);
-	if (state_fd < 0)
-		return state_fd;
-	mem_fd = open_snapshot_output(vm, mem_path, "mem_file_path", err, errlen);
-	if (mem_fd < 0) {
-		close(state_fd);
-		return mem_fd;
-	}
+	if ((ret = open_outputs(state_path, mem_path, &state, &mem, err, errlen)))
+		return ret;
 	ret = bus_quiesce(&vm->bus, &dev);
 	if (ret)
 		snprintf(err, errlen, "device %s did not finish its in-flight I/O: %s", dev, strerror(-ret));
 	evloop_stop(vm->loop);
 	if (!ret)
-		ret = write_snapshot(vm, state_fd, mem_fd, err, errlen);
+		ret = write_snapshot(vm, &state, &mem, api_desc, err, errlen);
 	if (vm->loop) {
 		int lret = evloop_start(vm->loop);
 
@@ -127,9 +186,12 @@ int vm_snapshot_create(struct vm *vm, const char *state_path, const char *mem_pa
 			vm_request_exit(vm, EXIT_HOST, "I/O event loop restart failed");
 		}
 	}
-	close(mem_fd);
-	close(state_fd);
-	return ret;
+	if (ret) {
+		file_replace_abort(&mem);
+		file_replace_abort(&state);
+		return ret;
+	}
+	return commit(&state, &mem, err, errlen);
 }
 
 int vm_restore_vcpus(struct vm *vm, struct snap_reader *r, char *err, size_t errlen)

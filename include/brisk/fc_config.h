@@ -180,6 +180,16 @@ __attribute__((warn_unused_result)) int fc_vm_finalize(struct fc_vm *f, char *er
  * unchanged).
  */
 __attribute__((warn_unused_result)) int fc_vm_set_from_config(struct fc_vm *f, const struct vm_config *cfg);
+/*
+ * Describes a restored VM: fc_vm_set_from_config of the restored `cfg`, then, when `desc` (the API's
+ * description saved with the snapshot, GET /vm/config's JSON, or NULL) is readable and names the same
+ * devices in the same order, its drive and interface ids, root device, partuuid, cache type, I/O
+ * engine, vsock_id, smt, huge_pages, entropy bucket and boot source, so that clients address the
+ * devices by the ids they gave them. The logger and metrics are the new process's, never the
+ * snapshot's. An unreadable or mismatched `desc` is logged and ignored. Returns 0 or -ENOMEM.
+ */
+__attribute__((warn_unused_result)) int fc_vm_set_from_restore(struct fc_vm *f, const struct vm_config *cfg,
+							       const char *desc);
 
 /*
  * GET /vm/config: {"balloon", "drives", "boot-source", "logger",

@@ -7,6 +7,8 @@
 
 #define GMEM_HUGEPAGES 0x1u /* madvise(MADV_HUGEPAGE) */
 #define GMEM_PREFAULT  0x2u /* populate every page before boot */
+/* Host alignment of guest RAM: 2 MiB, so KVM can back guest 2 MiB frames with host huge pages. */
+#define GMEM_ALIGN (2u << 20)
 
 /* One contiguous range of guest-physical RAM backed by host memory. */
 struct gmem_region {
@@ -26,16 +28,20 @@ struct gmem {
 	struct gmem_region region[2];
 };
 
-/* Maps `size` bytes (MAP_NORESERVE). Returns 0 or -errno. */
+/* Maps `size` bytes (MAP_NORESERVE) at a GMEM_ALIGN-aligned host address. Returns 0 or -errno. */
 __attribute__((warn_unused_result)) int gmem_init(struct gmem *m, uint64_t size, unsigned flags);
 /*
  * Guest RAM from a snapshot's memory file (regular, exactly `size` bytes: else -EINVAL / -ERANGE),
- * mapped MAP_PRIVATE: each page is read from the file when first touched, the guest's writes stay
- * in this process. Returns 0 or -errno.
+ * mapped MAP_PRIVATE at a GMEM_ALIGN-aligned host address: each page is read from the file when first
+ * touched, the guest's writes stay in this process. Returns 0 or -errno.
  */
 __attribute__((warn_unused_result)) int gmem_init_file(struct gmem *m, int fd, uint64_t size);
-/* Writes all of guest RAM to `fd` from offset 0 (file size = RAM size; zero pages left as holes). 0 or -errno. */
-__attribute__((warn_unused_result)) int gmem_save(const struct gmem *m, int fd);
+/*
+ * Writes all of guest RAM to `fd` from offset 0 (file size = RAM size; zero pages left as holes). `src_fd`
+ * is the memory file RAM was restored from (gmem_init_file), or -1: pages in its holes that were never
+ * touched are zero and are not read (reading would allocate them in the file). 0 or -errno.
+ */
+__attribute__((warn_unused_result)) int gmem_save(const struct gmem *m, int fd, int src_fd);
 void gmem_destroy(struct gmem *m);
 
 /*

@@ -34,7 +34,9 @@ enum snap_tag {
 	SNAP_TAG_CONFIG = 1, /* the VM's configuration (what `brisk restore` rebuilds) */
 	SNAP_TAG_VM = 2,     /* VM-wide KVM state: irqchip (PICs, IOAPIC), PIT, KVM clock */
 	SNAP_TAG_VCPU = 3,   /* one vCPU (index = vCPU index) */
-	SNAP_TAG_DEVICE = 4, /* one bus device (index = bus order, name = dev_ops name) */
+	SNAP_TAG_DEVICE = 4,  /* one bus device (index = bus order, name = dev_ops name) */
+	SNAP_TAG_MEMFILE = 5, /* the memory file this state belongs to (snap_memfile.h); optional */
+	SNAP_TAG_API = 6,     /* the API's description of the VM (ids, root device, boot source); optional */
 };
 
 struct snap_writer;

@@ -156,10 +156,14 @@ void vm_resume(struct vm *vm);
 bool vm_paused(const struct vm *vm);
 /*
  * Snapshot of a paused VM (docs/api.md, "Snapshots"): the VM's state to `state_path`, guest memory to
- * `mem_path` (both regular files, created or truncated, never one of the VM's disks). In-flight
- * device I/O completes first. The VM stays paused. Returns 0 or -errno with `err` (-EBUSY: not paused).
+ * `mem_path`, both regular files replaced whole (written beside, synced, renamed into place: a failure
+ * leaves the previous files), never one of the VM's disks, kernel or initrd, another VM's disk, or the
+ * same file twice. `api_desc` (NULL: none) is the API's description of the VM (GET /vm/config's JSON),
+ * kept for the restored VM's API. In-flight device I/O completes first. The VM stays paused. Returns 0
+ * or -errno with `err` (-EBUSY: not paused).
  */
-int vm_snapshot_create(struct vm *vm, const char *state_path, const char *mem_path, char *err, size_t errlen);
+int vm_snapshot_create(struct vm *vm, const char *state_path, const char *mem_path, const char *api_desc, char *err,
+		       size_t errlen);
 /*
  * Builds a VM from a snapshot: the configuration saved in `state_path` over `base` (which gives what a
  * snapshot does not hold: the serial, hooks, --timeline), guest memory mapped privately from
@@ -186,6 +190,13 @@ int vm_signals_init(void);
 int vm_fd(const struct vm *vm);
 /* The configuration the VM was built with (a restore's: the one in its state file). */
 const struct vm_config *vm_config(const struct vm *vm);
+/* The API's description of the VM a restore read from its state file (JSON text), or NULL. */
+const char *vm_api_desc(const struct vm *vm);
+/*
+ * Adds the files `cfg` names (kernel, initrd, CPU template file, disks) to the process's guard
+ * (file.h), so that no output opened from now on overwrites one, even before they are opened.
+ */
+void vm_config_guard(const struct vm_config *cfg);
 unsigned vm_nr_vcpus(const struct vm *vm);
 int vm_vcpu_fd(const struct vm *vm, unsigned i);
 int vm_vcpu_tid(const struct vm *vm, unsigned i);

@@ -143,6 +143,21 @@ void api_patch_vm(struct api *a, const char *body, size_t len, struct api_reply 
 	r->status = 204;
 }
 
+/* The snapshot, with GET /vm/config's description of the VM inside (its ids come back after a load). */
+static void do_create(struct api *a, const char *state, const char *mem, struct api_reply *r)
+{
+	char err[1024];
+	char *desc = fc_vm_to_json(&a->fc);
+
+	if (!desc)
+		return api_fault(r, 400, "Create snapshot error: out of memory");
+	if (vm_snapshot_create(a->vm, state, mem, desc, err, sizeof(err)))
+		api_fault(r, 400, "Create snapshot error: %s", err);
+	else
+		r->status = 204;
+	free(desc);
+}
+
 void api_snapshot_create(struct api *a, const char *body, size_t len, struct api_reply *r)
 {
 	static const char *const keys[] = {"snapshot_type", "snapshot_path", "mem_file_path", "version", NULL};
@@ -167,10 +182,8 @@ void api_snapshot_create(struct api *a, const char *body, size_t len, struct api
 		api_fault(
 		    r, 400,
 		    "Create snapshot error: the microVM must be paused first (PATCH /vm {\"state\": \"Paused\"})");
-	else if (vm_snapshot_create(a->vm, state, mem, err, sizeof(err)))
-		api_fault(r, 400, "Create snapshot error: %s", err);
 	else
-		r->status = 204;
+		do_create(a, state, mem, r);
 	json_object_put(o);
 }
 
@@ -227,7 +240,7 @@ static void do_load(struct api *a, const char *state, const char *mem, bool resu
 		return api_fault(r, 400, "Load snapshot error: dry run");
 	if (vm_restore(&base, state, mem, resume, &a->vm, &e))
 		return api_fault(r, 400, "Load snapshot error: %s", e.msg);
-	if (fc_vm_set_from_config(&a->fc, vm_config(a->vm)))
+	if (fc_vm_set_from_restore(&a->fc, vm_config(a->vm), vm_api_desc(a->vm)))
 		log_warn("GET /vm/config will not describe the restored VM: out of memory");
 	a->state = resume ? API_RUNNING : API_PAUSED;
 	ret = vm_start(a->vm);
@@ -262,10 +275,15 @@ void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_r
 	json_object_put(o);
 }
 
-/* Opens a logger or metrics destination: a file (appended), a FIFO with a reader; never blocking. */
-static int open_sink(const char *path, const char *what, char *err, size_t errlen)
+/*
+ * Opens a logger or metrics destination: a file (appended, never truncated), a FIFO with a reader; never
+ * blocking; never a file the VM boots from, serves as a disk or was restored from, nor another VM's disk
+ * (the guard, include/brisk/file.h; a configured VM's files are added before it is built).
+ */
+static int open_sink(struct api *a, const char *path, const char *what, char *err, size_t errlen)
 {
-	return file_open_output(path, what, NULL, 0, 1, err, errlen);
+	vm_config_guard(a->vm ? vm_config(a->vm) : &a->fc.cfg);
+	return file_open_output(path, what, FILE_OUT_APPEND, true, err, errlen);
 }
 
 /* The logger's settings in a->fc take effect: its file (replacing an earlier one) and its level. */
@@ -275,7 +293,7 @@ static int apply_logger(struct api *a, char *err, size_t errlen)
 	int fd;
 
 	if (a->fc.logger.log_path) {
-		fd = open_sink(a->fc.logger.log_path, "logger: log_path", err, errlen);
+		fd = open_sink(a, a->fc.logger.log_path, "logger: log_path", err, errlen);
 		if (fd < 0)
 			return fd;
 		log_set_fd(fd); /* kept open for the process's life, as Firecracker's logger */
@@ -289,7 +307,7 @@ static int apply_logger(struct api *a, char *err, size_t errlen)
 
 static int apply_metrics(struct api *a, char *err, size_t errlen)
 {
-	int fd = open_sink(a->fc.metrics.metrics_path, "metrics: metrics_path", err, errlen);
+	int fd = open_sink(a, a->fc.metrics.metrics_path, "metrics: metrics_path", err, errlen);
 
 	if (fd < 0)
 		return fd;

@@ -183,6 +183,7 @@ int fc_vm_load_config_file(struct fc_vm *f, const char *path, char *err, size_t 
 
 	if (fd < 0)
 		return fd;
+	file_guard_add(&st, FILE_GUARD_INPUT, "the config file (--config-file)");
 	snprintf(what, sizeof(what), "--config-file %s", path);
 	if (st.st_size > FC_JSON_MAX) {
 		close(fd);
@@ -279,4 +280,81 @@ int fc_vm_set_from_config(struct fc_vm *f, const struct vm_config *cfg)
 	memcpy(f, tmp, sizeof(*f));
 	free(tmp);
 	return 0;
+}
+
+/* Whether the description's devices are the restored VM's, in the same order (nothing else is taken from it). */
+static bool same_devices(const struct vm_config *desc, const struct vm_config *cfg)
+{
+	unsigned taps = 0;
+
+	if (desc->cpus != cfg->cpus || desc->memory != cfg->memory || desc->nr_disks != cfg->nr_disks)
+		return false;
+	for (unsigned i = 0; i < cfg->nr_disks; i++)
+		if (strcmp(desc->disk[i].path, cfg->disk[i].path) != 0 || desc->disk[i].ro != cfg->disk[i].ro)
+			return false;
+	/* User-mode interfaces have no Firecracker shape (fc_vm_to_json leaves them out): taps are compared. */
+	for (unsigned i = 0; i < cfg->nr_nets; i++) {
+		if (cfg->net[i].kind != NET_TAP)
+			continue;
+		if (taps >= desc->nr_nets || strcmp(desc->net[taps].tap, cfg->net[i].tap) != 0)
+			return false;
+		taps++;
+	}
+	return taps == desc->nr_nets;
+}
+
+/* Firecracker's identities from `d` (the snapshot's description) onto `f` (made from the restored cfg). */
+static int take_identities(struct fc_vm *f, struct fc_vm *d)
+{
+	const struct vm_config *cfg = &f->cfg;
+	unsigned tap = 0;
+
+	for (unsigned i = 0; i < cfg->nr_disks; i++)
+		f->drive[i] = d->drive[i];
+	for (unsigned i = 0; i < cfg->nr_nets; i++)
+		if (cfg->net[i].kind == NET_TAP)
+			f->net[i] = d->net[tap++];
+	memcpy(f->vsock_id, d->vsock_id, sizeof(f->vsock_id));
+	f->smt = d->smt;
+	f->huge_pages = d->huge_pages;
+	f->rng_size = d->rng_size;
+	f->rng_refill_ms = d->rng_refill_ms;
+	f->boot_source_set = d->boot_source_set;
+	/* The boot source: what the snapshot's VM was booted from (the restored cfg has no kernel). */
+	free(f->kernel), free(f->initrd), free(f->cmdline);
+	f->cfg.kernel = f->kernel = d->kernel, d->kernel = NULL;
+	f->cfg.initrd = f->initrd = d->initrd, d->initrd = NULL;
+	f->cfg.cmdline = f->cmdline = d->cmdline, d->cmdline = NULL;
+	return 0;
+}
+
+int fc_vm_set_from_restore(struct fc_vm *f, const struct vm_config *cfg, const char *desc)
+{
+	struct fc_vm *d;
+	char err[512];
+	int ret = fc_vm_set_from_config(f, cfg);
+
+	if (ret || !desc)
+		return ret;
+	d = malloc(sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	fc_vm_init(d);
+	ret = fc_vm_load_config_json(d, desc, strlen(desc), err, sizeof(err));
+	if (ret == -ENOMEM)
+		goto out;
+	if (ret)
+		log_warn("GET /vm/config: the snapshot's description of the VM is not readable (%s): ids are "
+			 "derived",
+			 err);
+	else if (!same_devices(&d->cfg, cfg))
+		log_warn("GET /vm/config: the snapshot's description of the VM does not match its configuration: ids "
+			 "are derived");
+	else
+		take_identities(f, d);
+	ret = 0;
+out:
+	fc_vm_free(d);
+	free(d);
+	return ret;
 }

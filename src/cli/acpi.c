@@ -56,7 +56,7 @@ static int write_table(const char *dir, const char *name, const uint8_t *buf, si
 		fprintf(stderr, "brisk acpi: --dump %s: the path is too long\n", dir);
 		return EXIT_USAGE;
 	}
-	fd = file_open_output(path, "--dump", NULL, 0, 0, err, sizeof(err));
+	fd = file_open_output(path, "--dump", FILE_OUT_TRUNCATE, false, err, sizeof(err));
 	if (fd < 0) {
 		fprintf(stderr, "brisk acpi: %s\n", err);
 		return fd == -EMFILE || fd == -ENFILE ? EXIT_HOST : EXIT_USAGE;

@@ -340,18 +340,19 @@ int cli_vm_build(const struct vm_config *cfg, struct vm **vm)
 /*
  * --report-json is opened before the VM is built, so that a bad path is a
  * usage error that costs nothing, and so that it cannot block (a FIFO with
- * no reader is refused) or overwrite the kernel or initrd being booted.
+ * no reader is refused) or overwrite a file the VM boots from or serves as a
+ * disk, or another VM's disk (the guard, include/brisk/file.h).
  */
 static int open_report(const struct vm_config *cfg)
 {
-	struct stat kst, ist;
-	const struct file_avoid avoid[] = {
-	    {cfg->kernel && stat(cfg->kernel, &kst) == 0 ? &kst : NULL, "the kernel image (--kernel)"},
-	    {cfg->initrd && stat(cfg->initrd, &ist) == 0 ? &ist : NULL, "the initrd (--initrd)"},
-	};
 	char err[512];
-	int fd = file_open_output(report_json, "--report-json", avoid, 2, 1, err, sizeof(err));
+	int fd;
 
+	vm_config_guard(cfg);
+	file_guard_add_path(snapshot_path, FILE_GUARD_SNAPSHOT, "the state file this VM is restored from");
+	file_guard_add_path(mem_path, FILE_GUARD_SNAPSHOT, "the memory file this VM is restored from");
+	file_guard_add_path(config_file, FILE_GUARD_INPUT, "the config file (--config-file)");
+	fd = file_open_output(report_json, "--report-json", FILE_OUT_TRUNCATE, true, err, sizeof(err));
 	if (fd < 0)
 		fprintf(stderr, "brisk run: %s\n", err);
 	return fd;

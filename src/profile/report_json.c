@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "brisk/exits.h"
+#include "brisk/file.h"
 #include "brisk/kvm.h"
 #include "brisk/profile.h"
 #include "brisk/timeline.h"
@@ -579,9 +580,18 @@ jo *report_json_build(const struct profile_inputs *in)
 
 int report_json_write(jo *report, const char *path, char *err, size_t errlen)
 {
-	if (json_object_to_file_ext(path, report, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE)) {
-		snprintf(err, errlen, "cannot write %s: %s", path, json_util_get_last_err());
+	struct file_replace r;
+	int ret = file_replace_open(&r, path, "--json", 0, err, errlen);
+
+	if (ret)
+		return ret;
+	if (json_object_to_fd(r.fd, report, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE)) {
+		snprintf(err, errlen, "--json %s: %s", path, json_util_get_last_err());
+		file_replace_abort(&r);
 		return -EIO;
 	}
-	return 0;
+	ret = file_replace_commit(&r, false, err, errlen);
+	if (ret)
+		file_replace_abort(&r);
+	return ret;
 }

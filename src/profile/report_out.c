@@ -135,15 +135,15 @@ int report_emit(struct json_object *report, const struct report_opts *o, const c
 	report_text_print(report, stdout);
 	fflush(stdout);
 	if (o->json && report_json_write(report, o->json, err, sizeof(err))) {
-		fprintf(stderr, "brisk %s: --json: %s\n", cmd, err);
+		fprintf(stderr, "brisk %s: %s\n", cmd, err);
 		ret = -1;
 	}
 	if (o->trace_out && report_perfetto_write(report, o->trace_out, err, sizeof(err))) {
-		fprintf(stderr, "brisk %s: --trace-out %s: %s\n", cmd, o->trace_out, err);
+		fprintf(stderr, "brisk %s: %s\n", cmd, err);
 		ret = -1;
 	}
 	if (o->svg && report_svg_write(report, o->svg, err, sizeof(err))) {
-		fprintf(stderr, "brisk %s: --svg %s: %s\n", cmd, o->svg, err);
+		fprintf(stderr, "brisk %s: %s\n", cmd, err);
 		ret = -1;
 	}
 	return ret;

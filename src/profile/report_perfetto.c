@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "brisk/errmsg.h"
+#include "brisk/file.h"
 #include "brisk/profile.h"
 #include "report_input.h"
 
@@ -274,18 +276,22 @@ static int trace_write(struct trace *t)
  * trace-event JSON: phases as "X" slices on the "VMM" thread (tid 0), milestones as process-scoped "i"
  * instants, one "C" counter "vcpu N exits" per vCPU with one value per series source. Missing sections are
  * left out. Returns 0; -EINVAL when the profile is malformed (err names the field); -ENOMEM; or -errno of
- * the file (err names it). On error no file is left at `path`.
+ * the file (err names it). On error the file at `path` is as it was (file_replace).
  */
 int report_perfetto_write(struct json_object *profile, const char *path, char *err, size_t errlen)
 {
 	struct report_input in;
 	struct trace t = {.in = &in};
+	struct file_replace r;
 	int ret = report_input_read(profile, &in, err, errlen);
 
 	if (ret)
 		return ret;
 	t.pid = in.pid > 0 ? in.pid : DEFAULT_PID;
-	t.f = fopen(path, "we");
+	ret = file_replace_open(&r, path, "--trace-out", 0, err, errlen);
+	if (ret)
+		goto out;
+	t.f = fdopen(dup(r.fd), "we");
 	if (!t.f) {
 		ret = -errno;
 	} else {
@@ -295,11 +301,14 @@ int report_perfetto_write(struct json_object *profile, const char *path, char *e
 			ret = errno ? -errno : -EIO;
 		if (fclose(t.f) != 0 && !ret)
 			ret = errno ? -errno : -EIO;
-		if (ret)
-			unlink(path);
 	}
 	if (ret && errlen)
 		snprintf(err, errlen, "--trace-out %s: %s", path, strerror(-ret));
+	if (!ret)
+		ret = file_replace_commit(&r, false, err, errlen);
+	if (ret)
+		file_replace_abort(&r);
+out:
 	report_input_free(&in);
 	return ret;
 }

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "brisk/errmsg.h"
+#include "brisk/file.h"
 #include "brisk/profile.h"
 #include "report_input.h"
 
@@ -449,14 +451,24 @@ static void title(struct svg *s)
 	s->y = 50;
 }
 
-/* The root element (its height known only now), the body, the end tag: into `path`, removed on failure. */
-static int write_svg(const char *path, const char *body, size_t len, double height)
+/*
+ * The root element (its height known only now), the body, the end tag: into `path`, replaced whole
+ * (file_replace: a failure leaves what was there).
+ */
+static int write_svg(const char *path, const char *body, size_t len, double height, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "we");
-	int ret = 0;
+	struct file_replace r;
+	FILE *f;
+	int ret = file_replace_open(&r, path, "--svg", 0, err, errlen);
 
-	if (!f)
-		return -errno;
+	if (ret)
+		return ret;
+	f = fdopen(dup(r.fd), "we");
+	if (!f) {
+		ret = -errno;
+		file_replace_abort(&r);
+		return err_set(err, errlen, ret, "--svg %s: %s", path, strerror(-ret));
+	}
 	errno = 0;
 	fprintf(f,
 		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
@@ -467,8 +479,12 @@ static int write_svg(const char *path, const char *body, size_t len, double heig
 		ret = errno ? -errno : -EIO;
 	if (fclose(f) != 0 && !ret)
 		ret = errno ? -errno : -EIO;
+	if (!ret)
+		ret = file_replace_commit(&r, false, err, errlen);
+	else
+		err_set(err, errlen, ret, "--svg %s: %s", path, strerror(-ret));
 	if (ret)
-		unlink(path);
+		file_replace_abort(&r);
 	return ret;
 }
 
@@ -477,7 +493,7 @@ static int write_svg(const char *path, const char *body, size_t len, double heig
  * self-contained SVG, WIDTH px wide: title, "VMM phases" (bars on an axis zoomed to the phases), "Run"
  * (milestone lines and labels, exits per bucket per series track, legend). Missing sections get a note
  * instead of their chart. Returns 0; -EINVAL when the profile is malformed (err names the field);
- * -ENOMEM; or -errno of the file (err names it). On error no file is left at `path`.
+ * -ENOMEM; or -errno of the file (err names it). On error the file at `path` is as it was.
  */
 int report_svg_write(struct json_object *profile, const char *path, char *err, size_t errlen)
 {
@@ -496,10 +512,10 @@ int report_svg_write(struct json_object *profile, const char *path, char *err, s
 		title(&s);
 		phases_panel(&s);
 		run_panel(&s);
-		ret = fclose(s.f) == 0 ? write_svg(path, body, len, ceil(s.y + 10)) : -ENOMEM;
+		ret = fclose(s.f) == 0 ? write_svg(path, body, len, ceil(s.y + 10), err, errlen) : -ENOMEM;
+		if (ret == -ENOMEM && errlen)
+			snprintf(err, errlen, "--svg %s: out of memory", path);
 	}
-	if (ret && errlen)
-		snprintf(err, errlen, "--svg %s: %s", path, strerror(-ret));
 	free(body);
 	report_input_free(&in);
 	return ret;

@@ -6,13 +6,14 @@
 
 /*
  * Every role: thread exit and the SIGSYS report (exit, exit_group), locks (futex), the allocator (brk, mmap,
- * mprotect: never PROT_EXEC; munmap, madvise), signal masks around thread creation and exit, the kick handler's
- * return and a sleep resumed after a stop (restart_syscall), the log line (write; sendto only to fd 2, a socket
- * stderr), clocks where the vDSO falls back to the kernel. sigaltstack and gettid: ASan's runtime at each
+ * mprotect: never PROT_EXEC; munmap, madvise; mremap: glibc's realloc of a block it took with mmap, i.e. one
+ * of 128 KiB or more, such as a 16-vCPU VM's state file as it is built), signal masks around thread creation and exit,
+ * the kick handler's return and a sleep resumed after a stop (restart_syscall), the log line (write; sendto only to fd
+ * 2, a socket stderr), clocks where the vDSO falls back to the kernel. sigaltstack and gettid: ASan's runtime at each
  * thread's start and end.
  */
 #define BASE_CALLS                                                                                                     \
-	SC(exit), SC(exit_group), SC(futex), SC(brk), SC(mmap), SC(mprotect), SC(munmap), SC(madvise),                 \
+	SC(exit), SC(exit_group), SC(futex), SC(brk), SC(mmap), SC(mprotect), SC(munmap), SC(madvise), SC(mremap),     \
 	    SC(rt_sigprocmask), SC(rt_sigreturn), SC(restart_syscall), SC(sigaltstack), SC(write), SC(sendto),         \
 	    SC(clock_gettime), SC(gettid)
 
@@ -73,19 +74,51 @@ static const struct sc_call in_calls[] = {BASE_CALLS, KICK_CALLS, SC(poll), SC(r
 /*
  * The main thread from just before the first KVM_RUN: waiting (poll, the
  * signalfd), the API link (recvfrom; sendto), pause (kicks), the
- * console input thread it starts last (SPAWN_CALLS), snapshot create (files:
- * openat, newfstatat, fcntl, ftruncate, pwrite64, fsync; the VM's and vCPUs'
- * state ioctls), metrics and logger files, SendCtrlAltDel, the end (joins,
+ * console input thread it starts last (SPAWN_CALLS), snapshot create (files
+ * replaced whole, include/brisk/file.h: openat, newfstatat, fcntl (locks),
+ * fchmod, ftruncate, pwrite64, fsync, renameat, unlinkat of a temporary
+ * file; readlink: realpath of a symbolic link target; a restored VM's RAM
+ * saved without faulting in its memory file's holes: lseek SEEK_DATA, mincore;
+ * the VM's and vCPUs'
+ * state ioctls), a load completing an interrupted create (renameat), the
+ * profile's reports (dup for stdio), metrics and logger files, SendCtrlAltDel, the end (joins,
  * devices stopped: close, unlink of the vsock socket, the helpers reaped:
  * wait4, kill, clock_nanosleep; the terminal restored: TCSETS), json-c's hash seed
  * (getrandom, on the first JSON the API builds). The I/O
  * loop's thread is parked and woken around a snapshot, not recreated.
  */
-static const struct sc_call main_calls[] = {
-    BASE_CALLS,	  KICK_CALLS,	 SPAWN_CALLS,	       SC(poll),       SC(read),  SC(close),
-    SC(ioctl),	  SC(recvfrom),	 SC(openat),	       SC(newfstatat), SC(fcntl), SC(ftruncate),
-    SC(pwrite64), SC(fsync),	 SC(unlink),	       SC(wait4),      SC(kill),  SC(clock_nanosleep),
-    SC(gettid),	  SC(getrandom), SANITIZER_EXIT_CALLS, {0, NULL}};
+static const struct sc_call main_calls[] = {BASE_CALLS,
+					    KICK_CALLS,
+					    SPAWN_CALLS,
+					    SC(poll),
+					    SC(read),
+					    SC(close),
+					    SC(ioctl),
+					    SC(recvfrom),
+					    SC(openat),
+					    SC(newfstatat),
+					    SC(fcntl),
+					    SC(ftruncate),
+					    SC(pwrite64),
+					    SC(fsync),
+					    SC(unlink),
+					    SC(unlinkat),
+					    SC(rename),
+					    SC(renameat),
+					    SC(renameat2),
+					    SC(fchmod),
+					    SC(dup),
+					    SC(readlink),
+					    SC(readlinkat),
+					    SC(lseek),
+					    SC(mincore),
+					    SC(wait4),
+					    SC(kill),
+					    SC(clock_nanosleep),
+					    SC(gettid),
+					    SC(getrandom),
+					    SANITIZER_EXIT_CALLS,
+					    {0, NULL}};
 /* brisk-api, after libmicrohttpd started: its polling thread (whose start may still be under way: set_robust_list,
  * rseq, sched_getaffinity under ASan, prctl PR_SET_NAME) and the helper's loop on the link to brisk. */
 static const struct sc_call api_calls[] = {BASE_CALLS,

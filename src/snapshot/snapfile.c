@@ -80,7 +80,7 @@ static bool name_ok(const uint8_t *s, size_t len)
 
 static bool tag_ok(uint32_t tag)
 {
-	return tag >= SNAP_TAG_CONFIG && tag <= SNAP_TAG_DEVICE;
+	return tag >= SNAP_TAG_CONFIG && tag <= SNAP_TAG_API;
 }
 
 /* ---- writer ------------------------------------------------------------------------------------------- */

@@ -76,10 +76,21 @@ void vm_resume(struct vm *vm)
 	(void)vm;
 	NEVER("vm_resume");
 }
-int vm_snapshot_create(struct vm *vm, const char *state_path, const char *mem_path, char *err, size_t errlen)
+int vm_snapshot_create(struct vm *vm, const char *state_path, const char *mem_path, const char *api_desc, char *err,
+		       size_t errlen)
 {
-	(void)vm, (void)state_path, (void)mem_path, (void)err, (void)errlen;
+	(void)vm, (void)state_path, (void)mem_path, (void)api_desc, (void)err, (void)errlen;
 	NEVER("vm_snapshot_create");
+}
+const char *vm_api_desc(const struct vm *vm)
+{
+	(void)vm;
+	NEVER("vm_api_desc");
+}
+/* The guard of the API's configured files (vm.c): the paths are the fuzzer's, nothing to protect here. */
+void vm_config_guard(const struct vm_config *cfg)
+{
+	(void)cfg;
 }
 int vm_ctrl_alt_del(struct vm *vm)
 {
@@ -220,12 +231,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
  * Linked with -Wl,--wrap=file_open_output: the logger's and the metrics' files land in the scratch directory
  * whatever path the body names (its '/' become '_'), so the fuzzer writes nothing else on the host.
  */
-int __real_file_open_output(const char *path, const char *what, const struct file_avoid *avoid, size_t nr_avoid,
-			    int nonblock, char *err, size_t errlen);
-int __wrap_file_open_output(const char *path, const char *what, const struct file_avoid *avoid, size_t nr_avoid,
-			    int nonblock, char *err, size_t errlen);
-int __wrap_file_open_output(const char *path, const char *what, const struct file_avoid *avoid, size_t nr_avoid,
-			    int nonblock, char *err, size_t errlen)
+int __real_file_open_output(const char *path, const char *what, enum file_out_mode mode, bool nonblock, char *err,
+			    size_t errlen);
+int __wrap_file_open_output(const char *path, const char *what, enum file_out_mode mode, bool nonblock, char *err,
+			    size_t errlen);
+int __wrap_file_open_output(const char *path, const char *what, enum file_out_mode mode, bool nonblock, char *err,
+			    size_t errlen)
 {
 	char mapped[4096 + sizeof(scratch) + 1];
 	size_t n = (size_t)snprintf(mapped, sizeof(mapped), "%s/", scratch);
@@ -233,7 +244,7 @@ int __wrap_file_open_output(const char *path, const char *what, const struct fil
 	for (const char *p = path; *p && n + 1 < sizeof(mapped); p++)
 		mapped[n++] = *p == '/' ? '_' : *p;
 	mapped[n] = 0;
-	return __real_file_open_output(mapped, what, avoid, nr_avoid, nonblock, err, errlen);
+	return __real_file_open_output(mapped, what, mode, nonblock, err, errlen);
 }
 
 /* ---- the reply's shape ----------------------------------------------------------------------------------- */

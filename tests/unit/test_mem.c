@@ -4,6 +4,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -77,12 +79,41 @@ static void test_flags_and_errors(void **state)
 	assert_null(m.base);
 }
 
+/*
+ * Guest RAM starts 2 MiB-aligned in brisk's address space (anonymous or from a memory file), whatever its
+ * size, so KVM can map guest 2 MiB frames with host huge pages.
+ */
+static void test_aligned(void **state)
+{
+	static const uint64_t sizes[] = {4096, 1 * MiB + 4096, 2 * MiB, 127 * MiB + 12288, 128 * MiB};
+	char path[] = "/tmp/test_mem.XXXXXX";
+	int fd = mkstemp(path);
+	struct gmem m;
+
+	(void)state;
+	assert_true(fd >= 0);
+	unlink(path);
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		assert_int_equal(gmem_init(&m, sizes[i], 0), 0);
+		assert_int_equal((uintptr_t)m.base % GMEM_ALIGN, 0);
+		*(volatile uint8_t *)(m.base + sizes[i] - 1) = 1;
+		gmem_destroy(&m);
+		assert_int_equal(ftruncate(fd, (off_t)sizes[i]), 0);
+		assert_int_equal(gmem_init_file(&m, fd, sizes[i]), 0);
+		assert_int_equal((uintptr_t)m.base % GMEM_ALIGN, 0);
+		assert_int_equal(*(volatile uint8_t *)(m.base + sizes[i] - 1), 0);
+		gmem_destroy(&m);
+	}
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_small),
 	    cmocka_unit_test(test_hole),
 	    cmocka_unit_test(test_flags_and_errors),
+	    cmocka_unit_test(test_aligned),
 	};
 
 	return cmocka_run_group_tests_name("mem", tests, NULL, NULL);
