@@ -13,6 +13,7 @@
 #include "brisk/bench.h"
 #include "brisk/config.h"
 #include "brisk/exitcode.h"
+#include "brisk/file.h"
 #include "brisk/timeline.h"
 
 /* ---- shell-like word splitting ------------------------------------------ */
@@ -542,9 +543,24 @@ json_object *bench_side_json(const struct bench_side *side, char *const *opts, s
 
 int bench_write_json(const char *cmd, const char *path, json_object *root)
 {
-	if (json_object_to_file_ext(
-		path, root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE) == 0)
-		return 0;
-	fprintf(stderr, "brisk %s: cannot write --json %s: %s\n", cmd, path, json_util_get_last_err());
-	return EXIT_HOST;
+	char err[512];
+	struct file_replace r;
+	int ret = file_replace_open(&r, path, "--json", 0, err, sizeof(err));
+
+	if (ret) {
+		fprintf(stderr, "brisk %s: %s\n", cmd, err);
+		return ret == -EMFILE || ret == -ENFILE ? EXIT_HOST : EXIT_USAGE;
+	}
+	if (json_object_to_fd(r.fd, root,
+			      JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE)) {
+		fprintf(stderr, "brisk %s: cannot write --json %s: %s\n", cmd, path, json_util_get_last_err());
+		file_replace_abort(&r);
+		return EXIT_HOST;
+	}
+	if (file_replace_commit(&r, false, err, sizeof(err))) {
+		fprintf(stderr, "brisk %s: --json %s: %s\n", cmd, path, err);
+		file_replace_abort(&r);
+		return EXIT_HOST;
+	}
+	return 0;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "brisk/snap_memfile.h"
 #include "brisk/snapshot.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -61,6 +62,17 @@ static void walk_tag(struct snap_reader *r, enum snap_tag tag)
 	}
 }
 
+/* The memfile record (snap_memfile.h): accepted only as a bare name in the memory file's directory. */
+static void check_memfile(struct snap_reader *r)
+{
+	struct snap_memfile m;
+	bool present;
+
+	if (snap_memfile_load(r, &m, &present) == 0 && present &&
+	    (!m.tmp[0] || strchr(m.tmp, '/') || strlen(m.tmp) > NAME_MAX || strcmp(m.tmp, "..") == 0))
+		abort();
+}
+
 static void try_open(const uint8_t *data, size_t size)
 {
 	struct snap_reader *r;
@@ -71,8 +83,9 @@ static void try_open(const uint8_t *data, size_t size)
 			abort(); /* a refusal returns nothing and says why */
 		return;
 	}
-	for (enum snap_tag t = SNAP_TAG_CONFIG; t <= SNAP_TAG_DEVICE; t++)
+	for (enum snap_tag t = SNAP_TAG_CONFIG; t <= SNAP_TAG_API; t++)
 		walk_tag(r, t);
+	check_memfile(r);
 	snap_reader_free(r);
 }
 

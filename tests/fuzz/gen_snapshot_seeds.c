@@ -50,6 +50,12 @@ int main(int argc, char **argv)
 		       snap_put_u32(w, i) || snap_put_u64(w, i) || snap_section_end(w);
 	bad |= bad || snap_section_begin(w, SNAP_TAG_DEVICE, 0, "serial8250") || snap_put(w, "\x01\x02\x03", 3) ||
 	       snap_section_end(w) || save_writer(w, argv[1], "seed-vm");
+	/* the optional sections: the memory file's record (snap_memfile.h), the API's description */
+	bad |= bad || snap_section_begin(w, SNAP_TAG_MEMFILE, 0, "memfile") || snap_put_u64(w, 64769) ||
+	       snap_put_u64(w, 1234567) || snap_put_u64(w, 1 << 27) || snap_put_u64(w, 1700000000000000000ull) ||
+	       snap_put_u32(w, 12) || snap_put(w, ".vm.mem.AbC1", 12) || snap_section_end(w) ||
+	       snap_section_begin(w, SNAP_TAG_API, 0, "api-config") || snap_put(w, "{\"drives\": []}", 14) ||
+	       snap_section_end(w) || save_writer(w, argv[1], "seed-links");
 	snap_writer_free(w);
 	return bad;
 }

@@ -50,7 +50,7 @@ sources() {
 		echo tests/fuzz/fuzz_vsock.c src/virtio/vsock_pkt.c src/virtio/queue.c src/mem.c src/util/log.c \
 			src/snapshot/snapfile.c
 		;;
-	snapshot) echo tests/fuzz/fuzz_snapshot.c src/snapshot/snapfile.c ;;
+	snapshot) echo tests/fuzz/fuzz_snapshot.c src/snapshot/snapfile.c src/snapshot/snap_memfile.c src/util/file.c src/util/errmsg.c src/util/log.c ;;
 	api_link) echo tests/fuzz/fuzz_api_link.c src/api/api_wire.c src/util/errmsg.c ;;
 	api)
 		# the router with dry_run; fuzz_api.c stubs the VM (aborting if reached) and wraps file_open_output
