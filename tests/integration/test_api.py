@@ -313,6 +313,37 @@ def test_logger_reconfigured_keeps_one_fd(fresh, sockdir):
     assert len(os.listdir(fd_dir)) == n0 and len(logs) == 1, f"log files held open: {logs}"
 
 
+def test_refused_logger_changes_nothing(fresh, sockdir):
+    """A PUT /logger whose log_path cannot be opened is refused whole: the stored path, the level and the
+    log's file stay as they were, and a later request that names no path does not retry the refused one."""
+    bad = "/nonexistent-dir/x.log"
+    assert "log_path" in fault(fresh.api.put("/logger", {"log_path": bad, "level": "Error"}))
+    assert vm_config(fresh)["logger"] is None
+    fresh.api.ok("PUT", "/logger", {"level": "Info"})  # was: refused with the earlier path's error
+    assert vm_config(fresh)["logger"]["log_path"] is None
+    good = os.path.join(sockdir, "good.log")
+    fresh.api.ok("PUT", "/logger", {"log_path": good, "level": "Warning"})
+    assert "log_path" in fault(fresh.api.put("/logger", {"log_path": bad, "level": "Debug"}))
+    logger = vm_config(fresh)["logger"]
+    assert (logger["log_path"], logger["level"]) == (good, "Warning"), logger
+    fault(fresh.api.get("/not-logged"))  # at debug: the refused level did not take effect
+    fresh.api.ok("PUT", "/logger", {"level": "Debug"})
+    fault(fresh.api.get("/logged"))
+    text = open(good).read()
+    assert "GET /logged" in text and "GET /not-logged" not in text, text
+
+
+def test_refused_metrics_changes_nothing(fresh, sockdir):
+    assert "metrics_path" in fault(fresh.api.put("/metrics", {"metrics_path": "/nonexistent-dir/m.json"}))
+    assert vm_config(fresh)["metrics"] is None
+    assert "PUT /metrics" in fault(fresh.api.put("/actions", {"action_type": "FlushMetrics"}))
+    path = os.path.join(sockdir, "metrics.json")
+    fresh.api.ok("PUT", "/metrics", {"metrics_path": path, "emit_id": True})
+    assert vm_config(fresh)["metrics"] == {"metrics_path": path, "emit_id": True}
+    assert "Reinitialization" in fault(fresh.api.put("/metrics", {"metrics_path": "/nonexistent-dir/m.json"}))
+    assert vm_config(fresh)["metrics"]["metrics_path"] == path
+
+
 def read_metrics(path):
     with open(path) as f:
         return [json.loads(line) for line in f.read().splitlines()]
