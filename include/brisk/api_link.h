@@ -65,16 +65,22 @@ struct api_link;
 
 /* ---- brisk's side (api_link.c) -------------------------------------------------------------------- */
 
+/* Whose fault a failed api_link_start is: the socket path's (the user's), or the host's (the helper missing,
+ * not executable or not starting, out of descriptors or memory). brisk exits 2 for the one, 4 for the other. */
+enum api_link_fault { API_LINK_FAULT_PATH = 1, API_LINK_FAULT_HOST };
+
 /*
  * Creates the listening Unix stream socket at sock_path and starts brisk-api on it; waits (at most 2 s) for
- * the helper's "OK". A path longer than sun_path allows (-ENAMETOOLONG), a missing directory (-ENOENT), a
- * socket some process still listens on (-EADDRINUSE, "in use") or an existing file that is not a socket
- * (-EEXIST; never unlinked) is an error; a stale socket (connect is refused) is replaced. The helper is
- * $BRISK_API_HELPER, else brisk-api next to the running binary (or one directory up). On failure nothing is
- * left behind: the socket is unlinked and the helper reaped. Returns 0 and *out, or -errno and err.
+ * the helper's "OK". The socket is bound and listening under a temporary name in the same directory before
+ * it is renamed to sock_path, so the path exists only once connections are accepted. A path longer than
+ * sun_path allows (-ENAMETOOLONG), a missing directory (-ENOENT), a socket some process still listens on
+ * (-EADDRINUSE, "in use") or an existing file that is not a socket (-EEXIST; never touched) is an error; a
+ * stale socket (connect is refused) is replaced. The helper is $BRISK_API_HELPER, else brisk-api next to
+ * the running binary (or one directory up). On failure nothing is left behind: the socket is unlinked and
+ * the helper reaped. Returns 0 and *out, or -errno, err and (when fault is not NULL) *fault.
  */
-__attribute__((warn_unused_result)) int api_link_start(const char *sock_path, struct api_link **out, char *err,
-						       size_t errlen);
+__attribute__((warn_unused_result)) int api_link_start(const char *sock_path, struct api_link **out,
+						       enum api_link_fault *fault, char *err, size_t errlen);
 
 /* The descriptor to poll for POLLIN: a request (or the helper's exit) is waiting for api_link_recv. */
 int api_link_fd(const struct api_link *l);
@@ -93,6 +99,16 @@ __attribute__((warn_unused_result)) int api_link_recv(struct api_link *l, struct
  * API_REPLY_MAX), -EPIPE (helper gone) or another -errno from send.
  */
 int api_link_reply(struct api_link *l, unsigned status, const char *json_body);
+
+/*
+ * The helper has gone (api_link_recv returned -EPIPE): removes the socket file (if still the one brisk
+ * created), reaps the helper, and writes how it ended to why ("was killed by signal 9 (Killed)"). The link
+ * is dead afterwards: api_link_fd is -1; api_link_close still frees it.
+ */
+void api_link_lost(struct api_link *l, char *why, size_t whylen);
+
+/* The socket path the link serves. */
+const char *api_link_path(const struct api_link *l);
 
 /* Stops the helper (its end of the socketpair closes; SIGKILL after 1 s), reaps it, and unlinks the socket
  * path if it is still the socket api_link_start created (same st_dev and st_ino). NULL is a no-op. */

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -69,17 +70,19 @@ static int fill_addr(struct sockaddr_un *sa, const char *path, char *err, size_t
 	return 0;
 }
 
-/* The path exists: -EEXIST for a non-socket, -EADDRINUSE for a live socket, 0 after unlinking a stale one. */
-static int clear_stale(const struct sockaddr_un *sa, char *err, size_t errlen)
+/*
+ * What is at the socket path now: 0 nothing, 1 a stale socket (connect is refused: its process died; *old its
+ * identity), -EEXIST a file that is not a socket, -EADDRINUSE a socket some process listens on.
+ */
+static int probe_target(const struct sockaddr_un *sa, struct stat *old, char *err, size_t errlen)
 {
-	struct stat st;
 	int fd, ret;
 
-	if (lstat(sa->sun_path, &st) < 0)
+	if (lstat(sa->sun_path, old) < 0)
 		return errno == ENOENT
 			   ? 0
 			   : err_set(err, errlen, -errno, "API socket %s: %s", sa->sun_path, strerror(errno));
-	if (!S_ISSOCK(st.st_mode))
+	if (!S_ISSOCK(old->st_mode))
 		return err_set(err, errlen, -EEXIST, "API socket path %s exists and is not a socket (left untouched)",
 			       sa->sun_path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -87,49 +90,112 @@ static int clear_stale(const struct sockaddr_un *sa, char *err, size_t errlen)
 		return err_set(err, errlen, -errno, "socket(AF_UNIX): %s", strerror(errno));
 	ret = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ? 0 : -errno;
 	close(fd);
-	if (ret == -ECONNREFUSED) { /* nobody listens: a socket left by a process that died */
-		if (unlink(sa->sun_path) < 0 && errno != ENOENT)
-			return err_set(err, errlen, -errno, "removing stale API socket %s: %s", sa->sun_path,
-				       strerror(errno));
-		return 0;
-	}
+	if (ret == -ECONNREFUSED) /* nobody listens: a socket left by a process that died */
+		return 1;
 	if (ret == 0 || ret == -EAGAIN)
 		return err_set(err, errlen, -EADDRINUSE, "API socket %s is in use by another process", sa->sun_path);
 	return err_set(err, errlen, ret, "API socket %s exists and cannot be probed: %s", sa->sun_path, strerror(-ret));
 }
 
-static int bind_once(int fd, const struct sockaddr_un *sa, char *err, size_t errlen)
+/*
+ * A temporary name next to the final one: "DIR/.brisk-" and 8 random characters, shortened to what sun_path
+ * leaves after DIR/ (at least one character). Returns 0 or -ENAMETOOLONG.
+ */
+static int temp_addr(const struct sockaddr_un *final, struct sockaddr_un *tmp)
 {
-	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0)
-		return 0;
-	if (errno == EADDRINUSE)
-		return -EADDRINUSE;
-	if (errno == ENOENT || errno == ENOTDIR)
-		return err_set(err, errlen, -errno, "API socket %s: its directory does not exist", sa->sun_path);
-	return err_set(err, errlen, -errno, "bind API socket %s: %s", sa->sun_path, strerror(errno));
+	static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	const char *slash = strrchr(final->sun_path, '/');
+	size_t dir = slash ? (size_t)(slash - final->sun_path) + 1 : 0;
+	size_t room = sizeof(tmp->sun_path) - 1 - dir, n = 0;
+	char name[16] = ".brisk-";
+	uint64_t r;
+
+	if (room == 0)
+		return -ENAMETOOLONG;
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+		r = (uint64_t)getpid() << 32 ^ (uint64_t)clock();
+	for (n = room >= 15 ? 7 : 0; n < 15 && n < room; n++, r /= 36)
+		name[n] = alnum[r % 36];
+	*tmp = *final;
+	memcpy(tmp->sun_path + dir, name, n);
+	tmp->sun_path[dir + n] = '\0';
+	return 0;
 }
 
-/* Binds and listens on l->path; records the file's identity for api_link_close. Returns the fd or -errno. */
+/* Binds fd to a fresh temporary name beside sa's path (*tmp); a name some file already has is skipped. */
+static int bind_temp(int fd, const struct sockaddr_un *sa, struct sockaddr_un *tmp, char *err, size_t errlen)
+{
+	for (int attempt = 0; attempt < 32; attempt++) {
+		if (temp_addr(sa, tmp))
+			break;
+		if (bind(fd, (const struct sockaddr *)tmp, sizeof(*tmp)) == 0)
+			return 0;
+		if (errno == ENOENT || errno == ENOTDIR)
+			return err_set(err, errlen, -errno, "API socket %s: its directory does not exist",
+				       sa->sun_path);
+		if (errno != EADDRINUSE)
+			return err_set(err, errlen, -errno, "bind API socket %s (as %s): %s", sa->sun_path,
+				       tmp->sun_path, strerror(errno));
+	}
+	return err_set(err, errlen, -ENAMETOOLONG, "API socket %s: no free temporary name in its directory",
+		       sa->sun_path);
+}
+
+/*
+ * Gives the listening socket at tmp its final name without ever replacing anything but the stale socket
+ * `old` (stale: 1): an absent path is taken only if still absent (RENAME_NOREPLACE, or link where the file
+ * system has no such rename), a stale socket only if it is still the one probed.
+ */
+static int publish(const struct sockaddr_un *tmp, const struct sockaddr_un *sa, int stale, const struct stat *old,
+		   char *err, size_t errlen)
+{
+	struct stat now;
+
+	if (stale) {
+		if (lstat(sa->sun_path, &now) < 0 || now.st_dev != old->st_dev || now.st_ino != old->st_ino)
+			return err_set(err, errlen, -EADDRINUSE,
+				       "API socket %s was replaced by another process meanwhile", sa->sun_path);
+		if (rename(tmp->sun_path, sa->sun_path) == 0)
+			return 0;
+	} else if (renameat2(AT_FDCWD, tmp->sun_path, AT_FDCWD, sa->sun_path, RENAME_NOREPLACE) == 0) {
+		return 0;
+	} else if ((errno == EINVAL || errno == ENOSYS) && link(tmp->sun_path, sa->sun_path) == 0) {
+		unlink(tmp->sun_path);
+		return 0;
+	}
+	if (errno == EEXIST)
+		return err_set(err, errlen, -EADDRINUSE, "API socket %s was created by another process meanwhile",
+			       sa->sun_path);
+	return err_set(err, errlen, -errno, "naming API socket %s: %s", sa->sun_path, strerror(errno));
+}
+
+/*
+ * Listens on l->path: bound and listening under a temporary name in the same directory, then renamed into
+ * place, so the path exists only once it accepts connections (a client that connects as soon as it sees
+ * the file is never refused). Records the file's identity for api_link_close. Returns the fd or -errno.
+ */
 static int listen_at(struct api_link *l, char *err, size_t errlen)
 {
-	struct sockaddr_un sa;
-	struct stat st;
-	int fd, ret;
+	struct sockaddr_un sa, tmp;
+	struct stat old, st;
+	int fd, stale, ret;
 
 	if ((ret = fill_addr(&sa, l->path, err, errlen)))
 		return ret;
+	if ((stale = probe_target(&sa, &old, err, errlen)) < 0)
+		return stale;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return err_set(err, errlen, -errno, "socket(AF_UNIX): %s", strerror(errno));
-	ret = bind_once(fd, &sa, err, errlen);
-	if (ret == -EADDRINUSE && (ret = clear_stale(&sa, err, errlen)) == 0 &&
-	    (ret = bind_once(fd, &sa, err, errlen)) == -EADDRINUSE)
-		ret = err_set(err, errlen, ret, "API socket %s was created by another process meanwhile", l->path);
-	if (ret)
+	if ((ret = bind_temp(fd, &sa, &tmp, err, errlen)))
 		goto fail;
-	if (lstat(l->path, &st) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
+	if (lstat(tmp.sun_path, &st) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
 		ret = err_set(err, errlen, -errno, "listen on API socket %s: %s", l->path, strerror(errno));
-		unlink(l->path);
+		unlink(tmp.sun_path);
+		goto fail;
+	}
+	if ((ret = publish(&tmp, &sa, stale, &old, err, errlen))) {
+		unlink(tmp.sun_path);
 		goto fail;
 	}
 	l->bound = true;
@@ -205,23 +271,29 @@ static int wait_ready(int fd, char *err, size_t errlen)
 	return err_set(err, errlen, -EIO, "brisk-api: %s", strncmp(msg, "ERR ", 4) == 0 ? msg + 4 : msg);
 }
 
-static void stop_helper(struct api_link *l)
+/* Closes the link, waits for the helper (SIGKILL after EXIT_MS) and reaps it. Returns its wait status, or -1
+ * when there was none to reap. */
+static int stop_helper(struct api_link *l)
 {
+	int status = -1;
+
 	if (l->fd >= 0)
 		close(l->fd); /* the helper sees end-of-file, delivers what it holds, and exits */
 	l->fd = -1;
 	for (int ms = 0; l->pid > 0 && ms < EXIT_MS; ms += 5) {
-		if (waitpid(l->pid, NULL, WNOHANG) == l->pid) {
+		if (waitpid(l->pid, &status, WNOHANG) == l->pid) {
 			l->pid = 0;
-			return;
+			return status;
 		}
 		nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL);
 	}
 	if (l->pid > 0) {
 		kill(l->pid, SIGKILL);
-		waitpid(l->pid, NULL, 0);
+		if (waitpid(l->pid, &status, 0) != l->pid)
+			status = -1;
 		l->pid = 0;
 	}
+	return status;
 }
 
 static int set_bufs(int fd)
@@ -259,12 +331,23 @@ static int make_pair(int sv[2], char *err, size_t errlen)
 	return ret;
 }
 
-static int start(struct api_link *l, char *err, size_t errlen)
+/* The host's condition rather than the path's: out of descriptors or memory. */
+static bool host_errno(int ret)
+{
+	return ret == -EMFILE || ret == -ENFILE || ret == -ENOMEM || ret == -ENOBUFS;
+}
+
+static int start(struct api_link *l, enum api_link_fault *fault, char *err, size_t errlen)
 {
 	int sv[2] = {-1, -1}, lfd, moved, ret;
 
-	if ((lfd = listen_at(l, err, errlen)) < 0)
+	*fault = API_LINK_FAULT_PATH;
+	if ((lfd = listen_at(l, err, errlen)) < 0) {
+		if (host_errno(lfd))
+			*fault = API_LINK_FAULT_HOST;
 		return lfd;
+	}
+	*fault = API_LINK_FAULT_HOST; /* from here on: the helper, the socketpair, descriptors */
 	moved = fcntl(lfd, F_DUPFD_CLOEXEC, SPAWN_FD_MIN);
 	ret = moved < 0 ? err_set(err, errlen, -errno, "fcntl(F_DUPFD_CLOEXEC): %s", strerror(errno)) : 0;
 	close(lfd);
@@ -280,20 +363,24 @@ static int start(struct api_link *l, char *err, size_t errlen)
 	return ret;
 }
 
-int api_link_start(const char *sock_path, struct api_link **out, char *err, size_t errlen)
+int api_link_start(const char *sock_path, struct api_link **out, enum api_link_fault *fault, char *err, size_t errlen)
 {
+	enum api_link_fault ignored;
 	struct sockaddr_un sa;
 	struct api_link *l;
 	int ret;
 
+	fault = fault ? fault : &ignored;
+	*fault = API_LINK_FAULT_PATH;
 	if ((ret = fill_addr(&sa, sock_path, err, errlen)))
 		return ret;
+	*fault = API_LINK_FAULT_HOST;
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return err_set(err, errlen, -ENOMEM, "out of memory for the API link");
 	l->fd = -1;
 	memcpy(l->path, sa.sun_path, sizeof(l->path));
-	ret = start(l, err, errlen);
+	ret = start(l, fault, err, errlen);
 	if (ret) {
 		unlink_ours(l); /* before the helper goes, so nobody connects meanwhile */
 		stop_helper(l);
@@ -355,6 +442,29 @@ int api_link_reply(struct api_link *l, unsigned status, const char *json_body)
 	if (n >= 0 || n == -EPIPE)
 		l->pending = false;
 	return n < 0 ? (int)n : 0;
+}
+
+/* "exited with status N" / "was killed by signal N (NAME)" for a wait status. */
+static void describe_status(int status, char *out, size_t len)
+{
+	if (status < 0)
+		snprintf(out, len, "exited");
+	else if (WIFSIGNALED(status))
+		snprintf(out, len, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else
+		snprintf(out, len, "exited with status %d", WEXITSTATUS(status));
+}
+
+void api_link_lost(struct api_link *l, char *why, size_t whylen)
+{
+	unlink_ours(l);
+	l->bound = false;
+	describe_status(stop_helper(l), why, whylen);
+}
+
+const char *api_link_path(const struct api_link *l)
+{
+	return l->path;
 }
 
 void api_link_close(struct api_link *l)

@@ -96,6 +96,7 @@ static int finish(struct api *a)
 int api_serve(struct api *a, struct api_link *link, int sig_fd)
 {
 	struct pollfd p[3];
+	char why[96];
 
 	for (;;) {
 		p[0] = (struct pollfd){.fd = link ? api_link_fd(link) : -1, .events = POLLIN};
@@ -115,8 +116,15 @@ int api_serve(struct api *a, struct api_link *link, int sig_fd)
 			api_metrics_flush(a);
 		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)) || serve_requests(a, link) == 0)
 			continue;
-		/* The helper is gone: a VM runs on without its API (as Firecracker's VMM outlives its API thread). */
-		log_error("API: the brisk-api helper exited; the API socket is closed");
+		/*
+		 * The helper is gone: reaped at once and its socket file removed (no zombie, no path that refuses
+		 * connections). It is not restarted: a running VM's main thread may no longer create processes
+		 * (its seccomp filter), so the VM runs on without its API, as Firecracker's VMM outlives its API
+		 * thread; with no VM yet, brisk has nothing left to serve and ends (docs/exit-codes.md: 4).
+		 */
+		api_link_lost(link, why, sizeof(why));
+		log_error("API: the brisk-api helper %s; the API socket %s is removed%s", why, api_link_path(link),
+			  a->vm ? ", the VM runs on without its API" : "");
 		if (!a->vm)
 			return EXIT_HOST;
 		link = NULL;

@@ -13,12 +13,14 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 from apiclient import BriskProcess
-from conftest import BRISK, EXIT_STOPPED, EXIT_USAGE, check_sanitizers, debug_exit_status, guest
+from conftest import BRISK, EXIT_HOST, EXIT_STOPPED, EXIT_USAGE, check_sanitizers, debug_exit_status, guest
 
 NOT_AFTER = "The requested operation is not supported after starting the microVM."
 NOT_BEFORE = "The requested operation is not supported before starting the microVM."
@@ -682,6 +684,66 @@ def test_socket_path_rules(procs, sockdir):
     s.close()
     b = start_api(procs, sockdir, name="stale")
     assert b.api.get("/").status == 200
+
+
+def helper_pid(b):
+    """The brisk-api child of brisk process b."""
+    children = Path(f"/proc/{b.proc.pid}/task/{b.proc.pid}/children").read_text().split()
+    pids = [int(c) for c in children if Path(f"/proc/{c}/comm").read_text().strip() == "brisk-api"]
+    assert len(pids) == 1, children
+    return pids[0]
+
+
+def reaped(pid, timeout=10.0):
+    """True once pid no longer exists at all (exited and reaped: not even a zombie)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not os.path.exists(f"/proc/{pid}"):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.security
+def test_killed_helper_is_reaped_while_the_vm_runs(running):
+    """brisk-api killed under a running VM: brisk reaps it and removes the socket file at once (no zombie, no
+    path that refuses connections), logs how it ended, and the VM runs on; SIGTERM still ends it with 16."""
+    pid = helper_pid(running)
+    os.kill(pid, signal.SIGKILL)
+    assert reaped(pid), f"brisk-api {pid} left unreaped: {Path(f'/proc/{pid}/stat').read_text()}"
+    deadline = time.monotonic() + 10
+    while os.path.exists(running.sock) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not os.path.exists(running.sock), "the dead helper's socket file stayed"
+    running.assert_counting("after the helper was killed")
+    assert "brisk-api helper was killed by signal 9" in running.err, running.err
+    running.proc.send_signal(signal.SIGTERM)
+    assert running.wait() == EXIT_STOPPED
+
+
+@pytest.mark.security
+def test_killed_helper_before_start_ends_brisk(fresh):
+    os.kill(helper_pid(fresh), signal.SIGKILL)
+    assert fresh.wait() == EXIT_HOST
+    assert not os.path.exists(fresh.sock)
+    assert "brisk-api helper was killed by signal 9" in fresh.err, fresh.err
+
+
+@pytest.mark.parametrize("helper", ["missing", "not-executable", "exits"])
+def test_helper_that_cannot_start_is_a_host_failure(sockdir, helper):
+    """docs/exit-codes.md: a brisk-api that is missing or cannot start is the host's failure, 4 (the socket path's
+    own faults are 2: test_socket_path_rules); nothing is left at the path."""
+    path = {"missing": os.path.join(sockdir, "no-such-helper"), "exits": "/bin/false"}.get(helper)
+    if helper == "not-executable":
+        path = os.path.join(sockdir, "brisk-api")
+        Path(path).write_text("#!/bin/sh\n")
+    sock = os.path.join(sockdir, "api.sock")
+    p = subprocess.run([str(BRISK), "--api-sock", sock], env={**os.environ, "BRISK_API_HELPER": path},
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    check_sanitizers(p.stderr)
+    assert p.returncode == EXIT_HOST, p.stderr
+    assert "brisk-api" in p.stderr or path in p.stderr, p.stderr
+    assert not os.path.exists(sock)
 
 
 # ---- the API never blocks the guest -----------------------------------------------------------------------

@@ -7,6 +7,7 @@ build), which finds brisk-api next to itself or one directory up.
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -377,6 +378,60 @@ def test_stale_socket_replaced(sockdir):
     e = Echo(path)
     assert e.request("GET", "/")[0] == 200
     assert e.stop()[0] == 0
+    assert not os.path.exists(path)
+
+
+def connect_when_it_appears(path, proc, timeout=20.0):
+    """Connects the moment `path` exists (polled every millisecond); returns None or the connect error."""
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        assert proc.poll() is None and time.monotonic() < deadline, "no socket appeared"
+        time.sleep(0.001)
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(path)
+        return None
+    except OSError as e:
+        return e
+    finally:
+        s.close()
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace missing: it widens the bind-to-listen window")
+@pytest.mark.parametrize("stale", [False, True], ids=["absent", "stale"])
+def test_path_appears_only_once_listening(sockdir, stale):
+    """A client that connects as soon as the path exists (Firecracker's test framework does) must not be
+    refused: the socket is bound and listening under a temporary name and only then renamed into place.
+    strace delays listen(2) by 1 s to make the old window (bind, then listen) wide and certain."""
+    path = os.path.join(sockdir, "api.sock")
+    if stale:
+        old = socket.socket(socket.AF_UNIX)
+        old.bind(path)
+        old.close()
+        os.rename(path, path + ".old")  # absent while brisk starts, then stale-replaced below
+    p = subprocess.Popen(["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=listen",
+                          "-e", "inject=listen:delay_enter=1000000", str(ECHO), path],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if stale:
+            os.rename(path + ".old", path)
+            assert p.stdout.readline() == "ready\n", p.stderr.read()
+            assert connect_when_it_appears(path, p) is None
+        else:
+            err = connect_when_it_appears(path, p)
+            assert err is None, f"connected as soon as {path} appeared: {err!r}"
+            assert p.stdout.readline() == "ready\n", p.stderr.read()
+        assert sorted(os.listdir(sockdir)) == ["api.sock"]  # no temporary name left
+    finally:
+        children = Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()
+        for pid in children[:1]:  # api_echo (strace's child): SIGTERM is its clean exit
+            os.kill(int(pid), signal.SIGTERM)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise
+    check_sanitizers(p.stderr.read())
     assert not os.path.exists(path)
 
 

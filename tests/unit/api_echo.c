@@ -106,7 +106,7 @@ int main(int argc, char **argv)
 	sfd = signalfd(-1, &set, SFD_CLOEXEC);
 	if (sfd < 0)
 		return EXIT_OTHER;
-	if (api_link_start(argv[1], &l, err, sizeof(err))) {
+	if (api_link_start(argv[1], &l, NULL, err, sizeof(err))) {
 		fprintf(stderr, "api_echo: %s\n", err);
 		return EXIT_START_FAILED;
 	}
