@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -37,6 +38,11 @@
 #define EXIT_MS	       1000 /* at close: the helper delivers the last reply, then SIGKILL */
 #define HELPER_LISTEN  3    /* descriptor numbers in the helper */
 #define HELPER_LINK    4
+#define HELPER_CLAIM   5
+#define CLAIM_SIZE     4096 /* the claim word's page (api_link.h) */
+#define FRAG_WAIT_MS   1000 /* a reply fragment waits this long for room on the link */
+#define TIMEOUT_ENV    "BRISK_API_REPLY_TIMEOUT_S"
+#define TIMEOUT_MAX_S  3600
 #define SPAWN_FD_MIN   10 /* descriptors handed to posix_spawn are moved here first: no clash with 3 and 4 */
 
 extern char **environ;
@@ -50,7 +56,10 @@ struct api_link {
 	ino_t ino;
 	bool pending; /* a request was received and not yet answered */
 	uint32_t id;
+	uint64_t *claim;		/* the claim word, shared with the helper (api_link.h) */
+	uint64_t expired;		/* requests dropped: the helper had answered them 503 before brisk took them */
 	char buf[API_WIRE_REQ_MAX + 1]; /* +1: MSG_TRUNC tells an oversized message; also body's NUL */
+	unsigned char out[API_WIRE_REP_MAX]; /* one reply fragment */
 };
 
 /* ---- the socket --------------------------------------------------------------------------------------- */
@@ -218,10 +227,34 @@ static void unlink_ours(const struct api_link *l)
 
 /* ---- the helper --------------------------------------------------------------------------------------- */
 
-static int spawn_helper(struct api_link *l, int lfd, int hfd, char *err, size_t errlen)
+/* The requests' deadline: $BRISK_API_REPLY_TIMEOUT_S (1..3600, for tests and slow hosts) or the default. */
+static unsigned reply_timeout_ms(void)
 {
-	char path[PATH_MAX], lbuf[16], hbuf[16];
-	char *argv[] = {path, "--listen-fd", lbuf, "--link-fd", hbuf, log_enabled(LOG_INFO) ? "--verbose" : NULL, NULL};
+	const char *env = getenv(TIMEOUT_ENV);
+	char *end;
+	unsigned long v;
+
+	if (!env || !*env)
+		return API_REPLY_TIMEOUT_S * 1000;
+	errno = 0;
+	v = strtoul(env, &end, 10);
+	if (errno || *end || v < 1 || v > TIMEOUT_MAX_S) {
+		log_warn("$%s=%s is not a number of seconds in 1..%d: %d s it is", TIMEOUT_ENV, env, TIMEOUT_MAX_S,
+			 API_REPLY_TIMEOUT_S);
+		return API_REPLY_TIMEOUT_S * 1000;
+	}
+	return (unsigned)v * 1000;
+}
+
+static int spawn_helper(struct api_link *l, int lfd, int hfd, int cfd, char *err, size_t errlen)
+{
+	char path[PATH_MAX], lbuf[16], hbuf[16], cbuf[16], tbuf[16];
+	char *argv[] = {path, "--listen-fd",
+			lbuf, "--link-fd",
+			hbuf, "--claim-fd",
+			cbuf, "--reply-timeout-ms",
+			tbuf, log_enabled(LOG_INFO) ? "--verbose" : NULL,
+			NULL};
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	sigset_t none, dfl;
@@ -233,11 +266,14 @@ static int spawn_helper(struct api_link *l, int lfd, int hfd, char *err, size_t 
 			       strerror(-ret));
 	snprintf(lbuf, sizeof(lbuf), "%d", HELPER_LISTEN);
 	snprintf(hbuf, sizeof(hbuf), "%d", HELPER_LINK);
+	snprintf(cbuf, sizeof(cbuf), "%d", HELPER_CLAIM);
+	snprintf(tbuf, sizeof(tbuf), "%u", reply_timeout_ms());
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, lfd, HELPER_LISTEN); /* dup2 clears FD_CLOEXEC */
 	posix_spawn_file_actions_adddup2(&fa, hfd, HELPER_LINK);
+	posix_spawn_file_actions_adddup2(&fa, cfd, HELPER_CLAIM);
 	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addclosefrom_np(&fa, HELPER_LINK + 1); /* whatever brisk left without CLOEXEC */
+	posix_spawn_file_actions_addclosefrom_np(&fa, HELPER_CLAIM + 1); /* whatever brisk left without CLOEXEC */
 	/* brisk's blocked signals and ignored SIGPIPE are its own business: the helper starts clean */
 	sigemptyset(&none);
 	sigfillset(&dfl);
@@ -337,9 +373,29 @@ static bool host_errno(int ret)
 	return ret == -EMFILE || ret == -ENFILE || ret == -ENOMEM || ret == -ENOBUFS;
 }
 
+/* The claim word's page: a memfd (moved to SPAWN_FD_MIN or above, *cfd) mapped shared in brisk. */
+static int make_claim(struct api_link *l, int *cfd, char *err, size_t errlen)
+{
+	int raw = memfd_create("brisk-api-claim", MFD_CLOEXEC);
+	void *p;
+
+	*cfd = raw < 0 ? -1 : fcntl(raw, F_DUPFD_CLOEXEC, SPAWN_FD_MIN);
+	if (raw >= 0)
+		close(raw);
+	if (*cfd < 0)
+		return err_set(err, errlen, -errno, "memfd for the API's claim word: %s", strerror(errno));
+	if (ftruncate(*cfd, CLAIM_SIZE) < 0)
+		return err_set(err, errlen, -errno, "ftruncate of the API's claim word: %s", strerror(errno));
+	p = mmap(NULL, CLAIM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, *cfd, 0);
+	if (p == MAP_FAILED)
+		return err_set(err, errlen, -errno, "mmap of the API's claim word: %s", strerror(errno));
+	l->claim = p;
+	return 0;
+}
+
 static int start(struct api_link *l, enum api_link_fault *fault, char *err, size_t errlen)
 {
-	int sv[2] = {-1, -1}, lfd, moved, ret;
+	int sv[2] = {-1, -1}, lfd, moved, cfd = -1, ret;
 
 	*fault = API_LINK_FAULT_PATH;
 	if ((lfd = listen_at(l, err, errlen)) < 0) {
@@ -351,16 +407,27 @@ static int start(struct api_link *l, enum api_link_fault *fault, char *err, size
 	moved = fcntl(lfd, F_DUPFD_CLOEXEC, SPAWN_FD_MIN);
 	ret = moved < 0 ? err_set(err, errlen, -errno, "fcntl(F_DUPFD_CLOEXEC): %s", strerror(errno)) : 0;
 	close(lfd);
+	if (!ret)
+		ret = make_claim(l, &cfd, err, errlen);
 	if (!ret && !(ret = make_pair(sv, err, errlen))) {
-		ret = spawn_helper(l, moved, sv[1], err, errlen);
+		ret = spawn_helper(l, moved, sv[1], cfd, err, errlen);
 		close(sv[1]);
 		l->fd = sv[0];
 	}
+	if (cfd >= 0)
+		close(cfd); /* the mapping stays */
 	if (moved >= 0)
 		close(moved); /* the helper's now: brisk keeps no copy */
 	if (!ret && !(ret = wait_ready(l->fd, err, errlen)) && fcntl(l->fd, F_SETFL, O_NONBLOCK) < 0)
 		ret = err_set(err, errlen, -errno, "fcntl(O_NONBLOCK): %s", strerror(errno));
 	return ret;
+}
+
+static void free_link(struct api_link *l)
+{
+	if (l->claim)
+		munmap(l->claim, CLAIM_SIZE);
+	free(l);
 }
 
 int api_link_start(const char *sock_path, struct api_link **out, enum api_link_fault *fault, char *err, size_t errlen)
@@ -384,7 +451,7 @@ int api_link_start(const char *sock_path, struct api_link **out, enum api_link_f
 	if (ret) {
 		unlink_ours(l); /* before the helper goes, so nobody connects meanwhile */
 		stop_helper(l);
-		free(l);
+		free_link(l);
 		return ret;
 	}
 	*out = l;
@@ -398,11 +465,10 @@ int api_link_fd(const struct api_link *l)
 	return l->fd;
 }
 
-int api_link_recv(struct api_link *l, struct api_request *req, char *err, size_t errlen)
+/* One message from the helper into l->buf: its length, -EAGAIN, or -errno with err. */
+static ssize_t recv_msg(struct api_link *l, char *err, size_t errlen)
 {
 	ssize_t n = recv(l->fd, l->buf, sizeof(l->buf) - 1, MSG_DONTWAIT | MSG_TRUNC);
-	uint32_t id;
-	int ret;
 
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
@@ -416,32 +482,73 @@ int api_link_recv(struct api_link *l, struct api_request *req, char *err, size_t
 	if ((size_t)n > sizeof(l->buf) - 1)
 		return err_set(err, errlen, -EPROTO, "API request: %zd bytes, over the limit of %u", n,
 			       API_WIRE_REQ_MAX);
-	if ((ret = api_wire_decode_request(l->buf, (size_t)n, &id, req, err, errlen)))
-		return ret;
+	return n;
+}
+
+int api_link_recv(struct api_link *l, struct api_request *req, char *err, size_t errlen)
+{
+	uint32_t id;
+	ssize_t n;
+	int ret;
+
+	for (;;) {
+		if (l->fd < 0)
+			return err_set(err, errlen, -EPIPE, "the brisk-api helper has gone");
+		if ((n = recv_msg(l, err, errlen)) < 0)
+			return (int)n;
+		if ((ret = api_wire_decode_request(l->buf, (size_t)n, &id, req, err, errlen)))
+			return ret;
+		if (api_claim_swap(l->claim, id, API_CLAIM_SENT, API_CLAIM_TAKEN))
+			break;
+		l->expired++; /* answered 503 by the helper already: it must not take effect now */
+		log_debug("API: %s %s expired before brisk took it; dropped", api_method_name(req->method), req->path);
+	}
 	req->body[req->body_len] = '\0'; /* inside buf: n < sizeof(buf) */
 	l->id = id;
 	l->pending = true;
 	return 0;
 }
 
+uint64_t api_link_expired(const struct api_link *l)
+{
+	return l->expired;
+}
+
+/* Sends one fragment, waiting up to FRAG_WAIT_MS for room while the helper reads. 0 or -errno. */
+static int send_frag(struct api_link *l, size_t len)
+{
+	struct pollfd p = {.fd = l->fd, .events = POLLOUT};
+
+	for (;;) {
+		if (send(l->fd, l->out, len, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
+			return 0;
+		if (errno == ECONNRESET || errno == EPIPE)
+			return -EPIPE;
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return -errno;
+		if (errno != EINTR && poll(&p, 1, FRAG_WAIT_MS) == 0)
+			return -ETIMEDOUT;
+	}
+}
+
 int api_link_reply(struct api_link *l, unsigned status, const char *json_body)
 {
-	size_t len = json_body ? strlen(json_body) : 0;
-	char *msg;
-	long n;
+	size_t len = json_body ? strlen(json_body) : 0, off = 0, n;
+	long m;
+	int ret = 0;
 
-	if (!l->pending)
+	if (!l->pending || status < 100 || status > 599)
 		return -EINVAL;
-	msg = malloc(API_WIRE_REP_HDR + len);
-	if (!msg)
-		return -ENOMEM;
-	n = api_wire_encode_reply(msg, API_WIRE_REP_HDR + len, l->id, status, json_body, len);
-	if (n >= 0 && send(l->fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-		n = errno == ECONNRESET ? -EPIPE : -errno;
-	free(msg);
-	if (n >= 0 || n == -EPIPE)
-		l->pending = false;
-	return n < 0 ? (int)n : 0;
+	if (len > API_REPLY_MAX)
+		return -EMSGSIZE;
+	do {
+		n = len - off < API_WIRE_FRAG_MAX ? len - off : API_WIRE_FRAG_MAX;
+		m = api_wire_encode_reply(l->out, sizeof(l->out), l->id, status, len, off, json_body + off, n);
+		ret = m < 0 ? (int)m : send_frag(l, (size_t)m);
+		off += n;
+	} while (!ret && off < len);
+	l->pending = false; /* answered, or a part sent and the rest lost: either way no second answer */
+	return ret;
 }
 
 /* "exited with status N" / "was killed by signal N (NAME)" for a wait status. */
@@ -473,5 +580,5 @@ void api_link_close(struct api_link *l)
 		return;
 	unlink_ours(l);
 	stop_helper(l);
-	free(l);
+	free_link(l);
 }

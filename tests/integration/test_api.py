@@ -14,6 +14,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -34,8 +35,8 @@ COUNT_RE = re.compile(r"^count (\d+) sum \d+", re.M)
 class Brisk(BriskProcess):
     """brisk with args (apiclient.BriskProcess), with the counter guest's helpers."""
 
-    def __init__(self, args, sock=None):
-        super().__init__(BRISK, args, sock)
+    def __init__(self, args, sock=None, env=None):
+        super().__init__(BRISK, args, sock, env=env)
 
     def counts(self):
         return [int(n) for n in COUNT_RE.findall(self.out)]
@@ -71,9 +72,9 @@ def fresh(procs, sockdir):
     return start_api(procs, sockdir)
 
 
-def start_api(procs, sockdir, *extra, name="api"):
+def start_api(procs, sockdir, *extra, name="api", env=None):
     sock = os.path.join(sockdir, f"{name}.sock")
-    b = Brisk(["--api-sock", sock, *extra], sock=sock)
+    b = Brisk(["--api-sock", sock, *extra], sock=sock, env=env)
     procs.append(b)
     return b
 
@@ -431,6 +432,38 @@ def test_vm_config_round_trip(kvm, procs, sockdir):
     assert "up to 0x3fff000" in p.out, p.out  # 64 MiB of RAM
 
 
+def test_largest_configuration_is_described(fresh, sockdir):
+    """Any configuration brisk accepts can be read back (it used to exceed the 128 KiB reply limit: GET
+    /vm/config waited 60 s, then 503): a boot-source body near the 51,200-byte limit, 16 drives and logger and
+    metrics paths of 4,095 bytes (the drives' of quotes, which JSON doubles), 8 network interfaces; GET
+    /vm/config answers at once and says it all."""
+    def long_path(name):  # 4,095 bytes that name a real place: repeated slashes are one
+        return sockdir + "/" * (4095 - len(sockdir) - len(name) - 1) + "/" + name
+
+    boot = {"kernel_image_path": long_path("vmlinux"), "boot_args": ""}
+    boot["boot_args"] = "console=ttyS0 " + "x" * (51100 - len(json.dumps(boot)) - 14)  # a 51,100-byte body
+    boot_args = boot["boot_args"]
+    r = fresh.api.put("/boot-source", boot)
+    assert r.status == 204, r.status
+    def quoted_path(i):  # 4,095 bytes, each '"' two in the reply (drives are not opened before InstanceStart)
+        return f"/disk{i:02}" + '"' * (4095 - 7)
+
+    for i in range(16):
+        fresh.api.drive(f"d{i}", quoted_path(i), root=i == 0)
+    for i in range(8):
+        fresh.api.ok("PUT", f"/network-interfaces/n{i}", {"iface_id": f"n{i}", "host_dev_name": f"tap{i}"})
+    fresh.api.ok("PUT", "/logger", {"log_path": long_path("brisk.log")})
+    fresh.api.ok("PUT", "/metrics", {"metrics_path": long_path("metrics.json")})
+    t0 = time.monotonic()
+    cfg = vm_config(fresh)
+    assert time.monotonic() - t0 < 10
+    assert cfg["boot-source"]["boot_args"] == boot_args
+    assert [d["path_on_host"] for d in cfg["drives"]] == [quoted_path(i) for i in range(16)]
+    assert len(cfg["network-interfaces"]) == 8
+    assert cfg["logger"]["log_path"] == long_path("brisk.log")
+    assert cfg["metrics"]["metrics_path"] == long_path("metrics.json")
+
+
 def test_config_file_vm_config_describes_the_file(kvm, procs, sockdir):
     """`brisk --config-file vm.json --api-sock S`: GET /vm/config answers the file's configuration."""
     disk = raw_disk(os.path.join(sockdir, "d.img"))
@@ -684,6 +717,43 @@ def test_socket_path_rules(procs, sockdir):
     s.close()
     b = start_api(procs, sockdir, name="stale")
     assert b.api.get("/").status == 200
+
+
+@pytest.mark.security
+def test_request_answered_503_never_takes_effect(kvm, procs, sockdir):
+    """docs/security.md case 25: brisk stopped (SIGSTOP) past the reply timeout (3 s here, through
+    $BRISK_API_REPLY_TIMEOUT_S): PATCH /vm Paused and a second request queued behind it are each answered 503
+    at their own deadline, and after SIGCONT the VM is still running: brisk drops the expired requests
+    unread (the pause used to happen after its 503, and the queued request waited for the first's timeout)."""
+    timeout = 3
+    b = start_api(procs, sockdir, env={"BRISK_API_REPLY_TIMEOUT_S": str(timeout)})
+    boot_counter(b)
+    results = {}
+
+    def ask(key, body):
+        t0 = time.monotonic()
+        r = b.api.patch("/vm", body)
+        results[key] = (r, time.monotonic() - t0)
+
+    os.kill(b.proc.pid, signal.SIGSTOP)
+    try:
+        threads = [threading.Thread(target=ask, args=("pause", {"state": "Paused"}))]
+        threads[0].start()
+        time.sleep(0.5)
+        threads.append(threading.Thread(target=ask, args=("queued", {"state": "Paused"})))
+        threads[1].start()
+        for t in threads:
+            t.join(timeout=30)
+    finally:
+        os.kill(b.proc.pid, signal.SIGCONT)
+    for key, (r, took) in results.items():
+        assert "not carried out" in fault(r, 503), (key, r)
+        assert took < timeout + 2, f"{key}: answered after {took:.1f} s (its deadline: {timeout} s)"
+    assert len(results) == 2
+    assert b.api.get("/").json["state"] == "Running"
+    b.assert_counting("after the expired pause")
+    b.api.pause()  # a request that brisk takes is carried out as ever
+    assert b.api.get("/").json["state"] == "Paused"
 
 
 def helper_pid(b):

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "brisk/api_link.h"
 #include "brisk/config.h"
 #include "brisk/fc_config.h"
 
@@ -838,6 +839,91 @@ static void test_set_from_config(void **state)
 	free(json);
 }
 
+/* A JSON string literal of n '"' characters ("\"\"..."), malloc'd: each doubles again in GET's reply. */
+static char *quotes(size_t n)
+{
+	char *s = malloc(2 * n + 3), *p = s;
+
+	assert_non_null(s);
+	*p++ = '"';
+	for (size_t i = 0; i < n; i++, p += 2)
+		memcpy(p, "\\\"", 2);
+	*p++ = '"';
+	*p = '\0';
+	return s;
+}
+
+/* Formats a body around the string literals given (freed here) and applies it with fn or fn_id. */
+static void put_body(struct fc_vm *f, int (*fn)(struct fc_vm *, const char *, size_t, char *, size_t),
+		     int (*fn_id)(struct fc_vm *, const char *, const char *, size_t, char *, size_t), const char *id,
+		     char *body)
+{
+	int r = fn ? fn(f, body, strlen(body), err, sizeof(err)) : fn_id(f, id, body, strlen(body), err, sizeof(err));
+
+	if (r)
+		fail_msg("%s", err);
+	free(body);
+}
+
+static char *fmt(const char *format, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *format, ...)
+{
+	va_list ap;
+	char *s;
+
+	va_start(ap, format);
+	assert_true(vasprintf(&s, format, ap) >= 0);
+	va_end(ap);
+	return s;
+}
+
+/*
+ * The largest configuration brisk accepts, every string at its length limit and made of the one character
+ * JSON escapes into two: GET /vm/config's reply must fit API_REPLY_MAX (it used to exceed the 128 KiB of
+ * then and hang the request), for the API's bodies and a config file alike (both use these appliers).
+ */
+static void test_largest_config_is_describable(void **state)
+{
+	struct fc_vm *f = *state;
+	char *path = quotes(VM_DISK_PATH_MAX - 1), *json, id[FC_ID_MAX + 1];
+	size_t len;
+
+	put_body(f, fc_put_boot_source, NULL, NULL,
+		 fmt("{\"kernel_image_path\": %s, \"initrd_path\": %s, \"boot_args\": %s}", path, path, quotes(65535)));
+	for (unsigned i = 0; i < VM_MAX_DISKS; i++) {
+		snprintf(id, sizeof(id), "%02u%062u", i, 0u);
+		put_body(
+		    f, NULL, fc_put_drive, id,
+		    fmt("{\"drive_id\": \"%s\", \"path_on_host\": %s, \"is_root_device\": %s, \"partuuid\": \"%064u\","
+			" \"cache_type\": \"Writeback\", \"io_engine\": \"Async\"}",
+			id, path, i ? "false" : "true", 0u));
+	}
+	for (unsigned i = 0; i < VM_MAX_NETS; i++) {
+		snprintf(id, sizeof(id), "%02u%062u", i, 0u);
+		put_body(f, NULL, fc_put_net, id,
+			 fmt("{\"iface_id\": \"%s\", \"host_dev_name\": \"tap%012u\", \"guest_mac\": "
+			     "\"aa:bb:cc:dd:ee:%02x\"}",
+			     id, i, i));
+	}
+	put_body(f, fc_put_vsock, NULL, NULL,
+		 fmt("{\"vsock_id\": \"%064u\", \"guest_cid\": 4294967294, \"uds_path\": %s}", 0u,
+		     quotes(VM_VSOCK_UDS_MAX)));
+	put_body(f, fc_put_entropy, NULL, NULL,
+		 fmt("{\"rate_limiter\": {\"bandwidth\": {\"size\": 18446744073709551, \"refill_time\": 1}}}"));
+	put_body(
+	    f, fc_put_logger, NULL, NULL,
+	    fmt("{\"log_path\": %s, \"module\": %s, \"level\": \"Warning\", \"show_level\": true}", path, quotes(256)));
+	put_body(f, fc_put_metrics, NULL, NULL, fmt("{\"metrics_path\": %s, \"emit_id\": true}", path));
+	free(path);
+	json = fc_vm_to_json(f);
+	assert_non_null(json);
+	len = strlen(json);
+	print_message("largest GET /vm/config: %zu bytes (limit %d)\n", len, API_REPLY_MAX);
+	assert_true(len <= API_REPLY_MAX);
+	assert_true(len > 256 * 1024); /* the largest: well over the old limit of 128 KiB */
+	free(json);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -857,6 +943,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_config_file_on_disk, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_set_from_config, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_largest_config_is_describable, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("fc_config", tests, NULL, NULL);
