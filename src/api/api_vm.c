@@ -41,6 +41,15 @@ static void apply_base(const struct api *a, struct vm_config *cfg)
 	cfg->prefault = a->base.prefault;
 }
 
+/* 400 "PREFIX: MSG", MSG (brisk's VM code's, worded for the command line) in the API's field names. */
+static void vm_fault(const struct api *a, struct api_reply *r, const char *prefix, const char *msg)
+{
+	char named[1024];
+
+	api_field_names(&a->fc, msg, named, sizeof(named));
+	api_fault(r, 400, "%s: %s", prefix, named);
+}
+
 static void instance_start(struct api *a, struct api_reply *r)
 {
 	struct vm_error e;
@@ -52,11 +61,11 @@ static void instance_start(struct api *a, struct api_reply *r)
 	timeline_mark(TL_API_REQUEST);
 	apply_base(a, &a->fc.cfg);
 	if (fc_vm_finalize(&a->fc, err, sizeof(err)))
-		return api_fault(r, 400, "Start microvm error: %s", err);
+		return vm_fault(a, r, "Start microvm error", err);
 	if (a->dry_run)
 		return api_fault(r, 400, "Start microvm error: dry run");
 	if (vm_create(&a->fc.cfg, &a->vm, &e))
-		return api_fault(r, 400, "Start microvm error: %s", e.msg);
+		return vm_fault(a, r, "Start microvm error", e.msg);
 	a->state = API_RUNNING;
 	ret = vm_start(a->vm);
 	if (ret)
@@ -226,7 +235,7 @@ static void do_load(struct api *a, const char *state, const char *mem, bool resu
 	if (a->dry_run)
 		return api_fault(r, 400, "Load snapshot error: dry run");
 	if (vm_restore(&base, state, mem, resume, &a->vm, &e))
-		return api_fault(r, 400, "Load snapshot error: %s", e.msg);
+		return vm_fault(a, r, "Load snapshot error", e.msg);
 	if (fc_vm_set_from_config(&a->fc, vm_config(a->vm)))
 		log_warn("GET /vm/config will not describe the restored VM: out of memory");
 	a->state = resume ? API_RUNNING : API_PAUSED;

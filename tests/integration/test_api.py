@@ -276,6 +276,26 @@ def test_missing_disk_image_at_instance_start(kvm, fresh, sockdir):
     fresh.wait_count()
 
 
+def test_start_errors_name_the_api_fields(kvm, fresh, sockdir):
+    """InstanceStart's errors come from brisk's VM code, which words them for the command line (--disk,
+    --memory, --vsock): an API client sees the API's objects, ids and fields instead."""
+    fresh.api.boot_source(guest("counter"))
+    fresh.api.machine_config(1, 16777216)  # 16 TiB: more than this host's RAM + swap
+    msg = fault(fresh.api.put("/actions", {"action_type": "InstanceStart"}))
+    assert "machine-config: mem_size_mib 16777216 MiB exceeds" in msg and "--" not in msg, msg
+    fresh.api.machine_config(1, 128)
+    missing = os.path.join(sockdir, "nosuch.img")
+    fresh.api.drive("rootfs", missing, root=True)
+    msg = fault(fresh.api.put("/actions", {"action_type": "InstanceStart"}))
+    assert f"drives[rootfs]: path_on_host {missing}: " in msg and "--" not in msg, msg
+    fresh.api.drive("rootfs", raw_disk(missing), root=True)
+    uds = os.path.join(sockdir, "nodir", "v.sock")
+    fresh.api.ok("PUT", "/vsock", {"guest_cid": 3, "uds_path": uds})
+    msg = fault(fresh.api.put("/actions", {"action_type": "InstanceStart"}))
+    assert f"vsock: uds_path {uds}: " in msg and "--" not in msg, msg
+    assert fresh.api.get("/").json["state"] == "Not started"
+
+
 # ---- logger and metrics -----------------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "brisk/api.h"
 #include "brisk/api_link.h"
 #include "brisk/config.h"
 #include "brisk/fc_config.h"
@@ -924,6 +925,63 @@ static void test_largest_config_is_describable(void **state)
 	free(json);
 }
 
+/* msg through api_field_names: the API's words come out, and no command-line option is left in it. */
+static void expect_named(const struct fc_vm *f, const char *msg, const char *want)
+{
+	char out[1024];
+
+	api_field_names(f, msg, out, sizeof(out));
+	if (!strstr(out, want) || strstr(out, "--"))
+		fail_msg("\"%s\" became \"%s\", want \"%s\" and no option", msg, out, want);
+}
+
+/*
+ * The VM code's errors an API client can cause, worded for the command line, in the API's field names:
+ * config_validate's own messages (so that a new one naming an option is caught here), and the forms the
+ * device and KVM steps use, with the ids of the configuration.
+ */
+static void test_api_field_names(void **state)
+{
+	struct fc_vm *f = *state;
+
+	EXPECT_OK(PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"/k\"}"));
+	EXPECT_OK(PUT_ID(fc_put_drive, f, "rootfs",
+			 "{\"drive_id\": \"rootfs\", \"path_on_host\": \"/img\", \"is_root_device\": true}"));
+	EXPECT_OK(PUT_ID(fc_put_drive, f, "data",
+			 "{\"drive_id\": \"data\", \"path_on_host\": \"/img.data\", \"is_root_device\": false}"));
+	EXPECT_OK(PUT_ID(fc_put_net, f, "eth0", "{\"iface_id\": \"eth0\", \"host_dev_name\": \"tap7\"}"));
+	expect_named(f, "--disk /img.data: cannot open the image: no such file",
+		     "drives[data]: path_on_host /img.data: cannot open");
+	expect_named(f, "--disk /img: is a directory", "drives[rootfs]: path_on_host /img: is a directory");
+	expect_named(f, "--net tap=tap7: busy", "network-interfaces[eth0]: host_dev_name tap7: busy");
+	expect_named(f, "--vsock uds=/v.sock: in use", "vsock: uds_path /v.sock: in use");
+	expect_named(f, "--cpus 300 is out of range: KVM on this host allows 1..240",
+		     "machine-config: vcpu_count 300 is out of range");
+	expect_named(f, "--cpus 3: the topology", "machine-config: vcpu_count 3");
+	f->cfg.memory = 4096;
+	assert_int_equal(config_validate(&f->cfg, 8, 0, err, sizeof(err)), -EINVAL);
+	expect_named(f, err, "machine-config: mem_size_mib 0 MiB is too small");
+	f->cfg.memory = 64ULL << 30;
+	assert_int_equal(config_validate(&f->cfg, 8, 1ULL << 30, err, sizeof(err)), -EINVAL);
+	expect_named(f, err, "machine-config: mem_size_mib 65536 MiB exceeds");
+	f->cfg.memory = 128 * MiB;
+	f->cfg.cpus = 9;
+	assert_int_equal(config_validate(&f->cfg, 8, 0, err, sizeof(err)), -EINVAL);
+	expect_named(f, err, "machine-config: vcpu_count 9 is out of range");
+	f->cfg.cpus = 3;
+	f->cfg.topology.sockets = 1, f->cfg.topology.cores = 1, f->cfg.topology.threads = 2;
+	assert_int_equal(config_validate(&f->cfg, 8, 0, err, sizeof(err)), -EINVAL);
+	expect_named(f, err, "but vcpu_count is 3");
+	f->cfg.cpus = 1;
+	f->cfg.topology.sockets = 0;
+	f->cfg.nr_nets = 8;
+	f->cfg.nr_disks = 16;
+	assert_int_equal(config_validate(&f->cfg, 8, 0, err, sizeof(err)), -EINVAL);
+	expect_named(f, err, "(drives, network-interfaces, vsock, entropy, a virtio console)");
+	f->cfg.nr_nets = 1;
+	f->cfg.nr_disks = 2;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -944,6 +1002,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_set_from_config, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_largest_config_is_describable, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_api_field_names, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("fc_config", tests, NULL, NULL);
