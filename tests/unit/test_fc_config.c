@@ -886,11 +886,12 @@ static char *fmt(const char *format, ...)
 static void test_largest_config_is_describable(void **state)
 {
 	struct fc_vm *f = *state;
-	char *path = quotes(VM_DISK_PATH_MAX - 1), *json, id[FC_ID_MAX + 1];
+	char *path = quotes(VM_DISK_PATH_MAX - 1), *args = quotes(65535), *uds = quotes(VM_VSOCK_UDS_MAX);
+	char *module = quotes(256), *json, id[FC_ID_MAX + 1];
 	size_t len;
 
 	put_body(f, fc_put_boot_source, NULL, NULL,
-		 fmt("{\"kernel_image_path\": %s, \"initrd_path\": %s, \"boot_args\": %s}", path, path, quotes(65535)));
+		 fmt("{\"kernel_image_path\": %s, \"initrd_path\": %s, \"boot_args\": %s}", path, path, args));
 	for (unsigned i = 0; i < VM_MAX_DISKS; i++) {
 		snprintf(id, sizeof(id), "%02u%062u", i, 0u);
 		put_body(
@@ -907,15 +908,16 @@ static void test_largest_config_is_describable(void **state)
 			     id, i, i));
 	}
 	put_body(f, fc_put_vsock, NULL, NULL,
-		 fmt("{\"vsock_id\": \"%064u\", \"guest_cid\": 4294967294, \"uds_path\": %s}", 0u,
-		     quotes(VM_VSOCK_UDS_MAX)));
+		 fmt("{\"vsock_id\": \"%064u\", \"guest_cid\": 4294967294, \"uds_path\": %s}", 0u, uds));
 	put_body(f, fc_put_entropy, NULL, NULL,
 		 fmt("{\"rate_limiter\": {\"bandwidth\": {\"size\": 18446744073709551, \"refill_time\": 1}}}"));
-	put_body(
-	    f, fc_put_logger, NULL, NULL,
-	    fmt("{\"log_path\": %s, \"module\": %s, \"level\": \"Warning\", \"show_level\": true}", path, quotes(256)));
+	put_body(f, fc_put_logger, NULL, NULL,
+		 fmt("{\"log_path\": %s, \"module\": %s, \"level\": \"Warning\", \"show_level\": true}", path, module));
 	put_body(f, fc_put_metrics, NULL, NULL, fmt("{\"metrics_path\": %s, \"emit_id\": true}", path));
 	free(path);
+	free(args);
+	free(uds);
+	free(module);
 	json = fc_vm_to_json(f);
 	assert_non_null(json);
 	len = strlen(json);
