@@ -73,6 +73,7 @@ LIB_SRCS := \
 	src/api/api_wire.c \
 	src/api/api_link.c \
 	src/api/api.c \
+	src/api/api_names.c \
 	src/api/api_vm.c \
 	src/api/api_metrics.c \
 	src/api/api_serve.c \

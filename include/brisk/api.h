@@ -61,6 +61,14 @@ void api_handle(struct api *a, enum api_method method, const char *path, const c
  */
 int api_serve(struct api *a, struct api_link *link, int sig_fd);
 
+/*
+ * msg, an error of brisk's VM code worded for the command line ("--disk PATH: ...", "--memory 8 MiB is too
+ * small"), in the API's words ("drives[ID]: path_on_host PATH: ...", "machine-config: mem_size_mib 8 MiB is
+ * too small"): every option brisk's VM code names becomes the API field or object it comes from, with the
+ * ids `f` gives. Writes out[0..cap), NUL-terminated, cut to fit.
+ */
+void api_field_names(const struct fc_vm *f, const char *msg, char *out, size_t cap);
+
 /* Writes one metrics line now (FlushMetrics, the periodic flush, the end). 0 or -errno. */
 int api_metrics_flush(struct api *a);
 

@@ -144,6 +144,22 @@ __attribute__((warn_unused_result)) int fc_put_metrics(struct fc_vm *f, const ch
 						       size_t errlen);
 
 /*
+ * PUT /logger and PUT /metrics without touching the configuration, for the API, which opens the path first
+ * and keeps the result only when that worked (a refused request changes nothing). fc_parse_logger: *out is
+ * `cur` with the body's fields changed, its strings its own; *new_path tells whether the body named a
+ * log_path. fc_parse_metrics: *out from the body alone. Both return 0, -EINVAL or -ENOMEM with `err` as the
+ * fc_put_ functions; on error *out is untouched. Free *out with fc_logger_free / fc_metrics_free.
+ */
+__attribute__((warn_unused_result)) int fc_parse_logger(const struct fc_logger *cur, const char *body, size_t len,
+							struct fc_logger *out, bool *new_path, char *err,
+							size_t errlen);
+__attribute__((warn_unused_result)) int fc_parse_metrics(const char *body, size_t len, struct fc_metrics *out,
+							 char *err, size_t errlen);
+/* Frees the strings of *l / *m and clears them (a cleared one may be freed again). */
+void fc_logger_free(struct fc_logger *l);
+void fc_metrics_free(struct fc_metrics *m);
+
+/*
  * Firecracker's --config-file text: one object with "boot-source"
  * (required), "drives" and "network-interfaces" (arrays of the API bodies),
  * "machine-config", "vsock", "entropy", "logger", "metrics"; "balloon",

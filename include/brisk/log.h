@@ -4,6 +4,7 @@
 
 enum log_level { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
+#include <stdbool.h>
 #include <stdint.h>
 
 void log_set_level(enum log_level level);
@@ -20,6 +21,18 @@ uint64_t log_dropped(void);
 int log_parse_level(const char *s, enum log_level *out);
 int log_enabled(enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * Rate limit for a kind of log line that a client, a guest or a flood can repeat: true for the first 8, then
+ * the 16th, 32nd, 64th, ... occurrence (n: how many came before; count every one, log when this says so).
+ * src/virtio/mmio.c should_log and src/virtio/blk_impl.h blk_should_log are the same rule.
+ */
+static inline bool log_ratelimit(uint64_t n)
+{
+	uint64_t nth = n + 1;
+
+	return nth <= 8 || (nth & (nth - 1)) == 0;
+}
 
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)

@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -36,6 +38,11 @@
 #define EXIT_MS	       1000 /* at close: the helper delivers the last reply, then SIGKILL */
 #define HELPER_LISTEN  3    /* descriptor numbers in the helper */
 #define HELPER_LINK    4
+#define HELPER_CLAIM   5
+#define CLAIM_SIZE     4096 /* the claim word's page (api_link.h) */
+#define FRAG_WAIT_MS   1000 /* a reply fragment waits this long for room on the link */
+#define TIMEOUT_ENV    "BRISK_API_REPLY_TIMEOUT_S"
+#define TIMEOUT_MAX_S  3600
 #define SPAWN_FD_MIN   10 /* descriptors handed to posix_spawn are moved here first: no clash with 3 and 4 */
 
 extern char **environ;
@@ -49,7 +56,10 @@ struct api_link {
 	ino_t ino;
 	bool pending; /* a request was received and not yet answered */
 	uint32_t id;
+	uint64_t *claim;		/* the claim word, shared with the helper (api_link.h) */
+	uint64_t expired;		/* requests dropped: the helper had answered them 503 before brisk took them */
 	char buf[API_WIRE_REQ_MAX + 1]; /* +1: MSG_TRUNC tells an oversized message; also body's NUL */
+	unsigned char out[API_WIRE_REP_MAX]; /* one reply fragment */
 };
 
 /* ---- the socket --------------------------------------------------------------------------------------- */
@@ -69,17 +79,19 @@ static int fill_addr(struct sockaddr_un *sa, const char *path, char *err, size_t
 	return 0;
 }
 
-/* The path exists: -EEXIST for a non-socket, -EADDRINUSE for a live socket, 0 after unlinking a stale one. */
-static int clear_stale(const struct sockaddr_un *sa, char *err, size_t errlen)
+/*
+ * What is at the socket path now: 0 nothing, 1 a stale socket (connect is refused: its process died; *old its
+ * identity), -EEXIST a file that is not a socket, -EADDRINUSE a socket some process listens on.
+ */
+static int probe_target(const struct sockaddr_un *sa, struct stat *old, char *err, size_t errlen)
 {
-	struct stat st;
 	int fd, ret;
 
-	if (lstat(sa->sun_path, &st) < 0)
+	if (lstat(sa->sun_path, old) < 0)
 		return errno == ENOENT
 			   ? 0
 			   : err_set(err, errlen, -errno, "API socket %s: %s", sa->sun_path, strerror(errno));
-	if (!S_ISSOCK(st.st_mode))
+	if (!S_ISSOCK(old->st_mode))
 		return err_set(err, errlen, -EEXIST, "API socket path %s exists and is not a socket (left untouched)",
 			       sa->sun_path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -87,49 +99,112 @@ static int clear_stale(const struct sockaddr_un *sa, char *err, size_t errlen)
 		return err_set(err, errlen, -errno, "socket(AF_UNIX): %s", strerror(errno));
 	ret = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ? 0 : -errno;
 	close(fd);
-	if (ret == -ECONNREFUSED) { /* nobody listens: a socket left by a process that died */
-		if (unlink(sa->sun_path) < 0 && errno != ENOENT)
-			return err_set(err, errlen, -errno, "removing stale API socket %s: %s", sa->sun_path,
-				       strerror(errno));
-		return 0;
-	}
+	if (ret == -ECONNREFUSED) /* nobody listens: a socket left by a process that died */
+		return 1;
 	if (ret == 0 || ret == -EAGAIN)
 		return err_set(err, errlen, -EADDRINUSE, "API socket %s is in use by another process", sa->sun_path);
 	return err_set(err, errlen, ret, "API socket %s exists and cannot be probed: %s", sa->sun_path, strerror(-ret));
 }
 
-static int bind_once(int fd, const struct sockaddr_un *sa, char *err, size_t errlen)
+/*
+ * A temporary name next to the final one: "DIR/.brisk-" and 8 random characters, shortened to what sun_path
+ * leaves after DIR/ (at least one character). Returns 0 or -ENAMETOOLONG.
+ */
+static int temp_addr(const struct sockaddr_un *final, struct sockaddr_un *tmp)
 {
-	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0)
-		return 0;
-	if (errno == EADDRINUSE)
-		return -EADDRINUSE;
-	if (errno == ENOENT || errno == ENOTDIR)
-		return err_set(err, errlen, -errno, "API socket %s: its directory does not exist", sa->sun_path);
-	return err_set(err, errlen, -errno, "bind API socket %s: %s", sa->sun_path, strerror(errno));
+	static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	const char *slash = strrchr(final->sun_path, '/');
+	size_t dir = slash ? (size_t)(slash - final->sun_path) + 1 : 0;
+	size_t room = sizeof(tmp->sun_path) - 1 - dir, n = 0;
+	char name[16] = ".brisk-";
+	uint64_t r;
+
+	if (room == 0)
+		return -ENAMETOOLONG;
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+		r = (uint64_t)getpid() << 32 ^ (uint64_t)clock();
+	for (n = room >= 15 ? 7 : 0; n < 15 && n < room; n++, r /= 36)
+		name[n] = alnum[r % 36];
+	*tmp = *final;
+	memcpy(tmp->sun_path + dir, name, n);
+	tmp->sun_path[dir + n] = '\0';
+	return 0;
 }
 
-/* Binds and listens on l->path; records the file's identity for api_link_close. Returns the fd or -errno. */
+/* Binds fd to a fresh temporary name beside sa's path (*tmp); a name some file already has is skipped. */
+static int bind_temp(int fd, const struct sockaddr_un *sa, struct sockaddr_un *tmp, char *err, size_t errlen)
+{
+	for (int attempt = 0; attempt < 32; attempt++) {
+		if (temp_addr(sa, tmp))
+			break;
+		if (bind(fd, (const struct sockaddr *)tmp, sizeof(*tmp)) == 0)
+			return 0;
+		if (errno == ENOENT || errno == ENOTDIR)
+			return err_set(err, errlen, -errno, "API socket %s: its directory does not exist",
+				       sa->sun_path);
+		if (errno != EADDRINUSE)
+			return err_set(err, errlen, -errno, "bind API socket %s (as %s): %s", sa->sun_path,
+				       tmp->sun_path, strerror(errno));
+	}
+	return err_set(err, errlen, -ENAMETOOLONG, "API socket %s: no free temporary name in its directory",
+		       sa->sun_path);
+}
+
+/*
+ * Gives the listening socket at tmp its final name without ever replacing anything but the stale socket
+ * `old` (stale: 1): an absent path is taken only if still absent (RENAME_NOREPLACE, or link where the file
+ * system has no such rename), a stale socket only if it is still the one probed.
+ */
+static int publish(const struct sockaddr_un *tmp, const struct sockaddr_un *sa, int stale, const struct stat *old,
+		   char *err, size_t errlen)
+{
+	struct stat now;
+
+	if (stale) {
+		if (lstat(sa->sun_path, &now) < 0 || now.st_dev != old->st_dev || now.st_ino != old->st_ino)
+			return err_set(err, errlen, -EADDRINUSE,
+				       "API socket %s was replaced by another process meanwhile", sa->sun_path);
+		if (rename(tmp->sun_path, sa->sun_path) == 0)
+			return 0;
+	} else if (renameat2(AT_FDCWD, tmp->sun_path, AT_FDCWD, sa->sun_path, RENAME_NOREPLACE) == 0) {
+		return 0;
+	} else if ((errno == EINVAL || errno == ENOSYS) && link(tmp->sun_path, sa->sun_path) == 0) {
+		unlink(tmp->sun_path);
+		return 0;
+	}
+	if (errno == EEXIST)
+		return err_set(err, errlen, -EADDRINUSE, "API socket %s was created by another process meanwhile",
+			       sa->sun_path);
+	return err_set(err, errlen, -errno, "naming API socket %s: %s", sa->sun_path, strerror(errno));
+}
+
+/*
+ * Listens on l->path: bound and listening under a temporary name in the same directory, then renamed into
+ * place, so the path exists only once it accepts connections (a client that connects as soon as it sees
+ * the file is never refused). Records the file's identity for api_link_close. Returns the fd or -errno.
+ */
 static int listen_at(struct api_link *l, char *err, size_t errlen)
 {
-	struct sockaddr_un sa;
-	struct stat st;
-	int fd, ret;
+	struct sockaddr_un sa, tmp;
+	struct stat old, st;
+	int fd, stale, ret;
 
 	if ((ret = fill_addr(&sa, l->path, err, errlen)))
 		return ret;
+	if ((stale = probe_target(&sa, &old, err, errlen)) < 0)
+		return stale;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return err_set(err, errlen, -errno, "socket(AF_UNIX): %s", strerror(errno));
-	ret = bind_once(fd, &sa, err, errlen);
-	if (ret == -EADDRINUSE && (ret = clear_stale(&sa, err, errlen)) == 0 &&
-	    (ret = bind_once(fd, &sa, err, errlen)) == -EADDRINUSE)
-		ret = err_set(err, errlen, ret, "API socket %s was created by another process meanwhile", l->path);
-	if (ret)
+	if ((ret = bind_temp(fd, &sa, &tmp, err, errlen)))
 		goto fail;
-	if (lstat(l->path, &st) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
+	if (lstat(tmp.sun_path, &st) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
 		ret = err_set(err, errlen, -errno, "listen on API socket %s: %s", l->path, strerror(errno));
-		unlink(l->path);
+		unlink(tmp.sun_path);
+		goto fail;
+	}
+	if ((ret = publish(&tmp, &sa, stale, &old, err, errlen))) {
+		unlink(tmp.sun_path);
 		goto fail;
 	}
 	l->bound = true;
@@ -152,10 +227,34 @@ static void unlink_ours(const struct api_link *l)
 
 /* ---- the helper --------------------------------------------------------------------------------------- */
 
-static int spawn_helper(struct api_link *l, int lfd, int hfd, char *err, size_t errlen)
+/* The requests' deadline: $BRISK_API_REPLY_TIMEOUT_S (1..3600, for tests and slow hosts) or the default. */
+static unsigned reply_timeout_ms(void)
 {
-	char path[PATH_MAX], lbuf[16], hbuf[16];
-	char *argv[] = {path, "--listen-fd", lbuf, "--link-fd", hbuf, log_enabled(LOG_INFO) ? "--verbose" : NULL, NULL};
+	const char *env = getenv(TIMEOUT_ENV);
+	char *end;
+	unsigned long v;
+
+	if (!env || !*env)
+		return API_REPLY_TIMEOUT_S * 1000;
+	errno = 0;
+	v = strtoul(env, &end, 10);
+	if (errno || *end || v < 1 || v > TIMEOUT_MAX_S) {
+		log_warn("$%s=%s is not a number of seconds in 1..%d: %d s it is", TIMEOUT_ENV, env, TIMEOUT_MAX_S,
+			 API_REPLY_TIMEOUT_S);
+		return API_REPLY_TIMEOUT_S * 1000;
+	}
+	return (unsigned)v * 1000;
+}
+
+static int spawn_helper(struct api_link *l, int lfd, int hfd, int cfd, char *err, size_t errlen)
+{
+	char path[PATH_MAX], lbuf[16], hbuf[16], cbuf[16], tbuf[16];
+	char *argv[] = {path, "--listen-fd",
+			lbuf, "--link-fd",
+			hbuf, "--claim-fd",
+			cbuf, "--reply-timeout-ms",
+			tbuf, log_enabled(LOG_INFO) ? "--verbose" : NULL,
+			NULL};
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	sigset_t none, dfl;
@@ -167,11 +266,14 @@ static int spawn_helper(struct api_link *l, int lfd, int hfd, char *err, size_t 
 			       strerror(-ret));
 	snprintf(lbuf, sizeof(lbuf), "%d", HELPER_LISTEN);
 	snprintf(hbuf, sizeof(hbuf), "%d", HELPER_LINK);
+	snprintf(cbuf, sizeof(cbuf), "%d", HELPER_CLAIM);
+	snprintf(tbuf, sizeof(tbuf), "%u", reply_timeout_ms());
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, lfd, HELPER_LISTEN); /* dup2 clears FD_CLOEXEC */
 	posix_spawn_file_actions_adddup2(&fa, hfd, HELPER_LINK);
+	posix_spawn_file_actions_adddup2(&fa, cfd, HELPER_CLAIM);
 	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addclosefrom_np(&fa, HELPER_LINK + 1); /* whatever brisk left without CLOEXEC */
+	posix_spawn_file_actions_addclosefrom_np(&fa, HELPER_CLAIM + 1); /* whatever brisk left without CLOEXEC */
 	/* brisk's blocked signals and ignored SIGPIPE are its own business: the helper starts clean */
 	sigemptyset(&none);
 	sigfillset(&dfl);
@@ -205,23 +307,29 @@ static int wait_ready(int fd, char *err, size_t errlen)
 	return err_set(err, errlen, -EIO, "brisk-api: %s", strncmp(msg, "ERR ", 4) == 0 ? msg + 4 : msg);
 }
 
-static void stop_helper(struct api_link *l)
+/* Closes the link, waits for the helper (SIGKILL after EXIT_MS) and reaps it. Returns its wait status, or -1
+ * when there was none to reap. */
+static int stop_helper(struct api_link *l)
 {
+	int status = -1;
+
 	if (l->fd >= 0)
 		close(l->fd); /* the helper sees end-of-file, delivers what it holds, and exits */
 	l->fd = -1;
 	for (int ms = 0; l->pid > 0 && ms < EXIT_MS; ms += 5) {
-		if (waitpid(l->pid, NULL, WNOHANG) == l->pid) {
+		if (waitpid(l->pid, &status, WNOHANG) == l->pid) {
 			l->pid = 0;
-			return;
+			return status;
 		}
 		nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL);
 	}
 	if (l->pid > 0) {
 		kill(l->pid, SIGKILL);
-		waitpid(l->pid, NULL, 0);
+		if (waitpid(l->pid, &status, 0) != l->pid)
+			status = -1;
 		l->pid = 0;
 	}
+	return status;
 }
 
 static int set_bufs(int fd)
@@ -259,20 +367,55 @@ static int make_pair(int sv[2], char *err, size_t errlen)
 	return ret;
 }
 
-static int start(struct api_link *l, char *err, size_t errlen)
+/* The host's condition rather than the path's: out of descriptors or memory. */
+static bool host_errno(int ret)
 {
-	int sv[2] = {-1, -1}, lfd, moved, ret;
+	return ret == -EMFILE || ret == -ENFILE || ret == -ENOMEM || ret == -ENOBUFS;
+}
 
-	if ((lfd = listen_at(l, err, errlen)) < 0)
+/* The claim word's page: a memfd (moved to SPAWN_FD_MIN or above, *cfd) mapped shared in brisk. */
+static int make_claim(struct api_link *l, int *cfd, char *err, size_t errlen)
+{
+	int raw = memfd_create("brisk-api-claim", MFD_CLOEXEC);
+	void *p;
+
+	*cfd = raw < 0 ? -1 : fcntl(raw, F_DUPFD_CLOEXEC, SPAWN_FD_MIN);
+	if (raw >= 0)
+		close(raw);
+	if (*cfd < 0)
+		return err_set(err, errlen, -errno, "memfd for the API's claim word: %s", strerror(errno));
+	if (ftruncate(*cfd, CLAIM_SIZE) < 0)
+		return err_set(err, errlen, -errno, "ftruncate of the API's claim word: %s", strerror(errno));
+	p = mmap(NULL, CLAIM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, *cfd, 0);
+	if (p == MAP_FAILED)
+		return err_set(err, errlen, -errno, "mmap of the API's claim word: %s", strerror(errno));
+	l->claim = p;
+	return 0;
+}
+
+static int start(struct api_link *l, enum api_link_fault *fault, char *err, size_t errlen)
+{
+	int sv[2] = {-1, -1}, lfd, moved, cfd = -1, ret;
+
+	*fault = API_LINK_FAULT_PATH;
+	if ((lfd = listen_at(l, err, errlen)) < 0) {
+		if (host_errno(lfd))
+			*fault = API_LINK_FAULT_HOST;
 		return lfd;
+	}
+	*fault = API_LINK_FAULT_HOST; /* from here on: the helper, the socketpair, descriptors */
 	moved = fcntl(lfd, F_DUPFD_CLOEXEC, SPAWN_FD_MIN);
 	ret = moved < 0 ? err_set(err, errlen, -errno, "fcntl(F_DUPFD_CLOEXEC): %s", strerror(errno)) : 0;
 	close(lfd);
+	if (!ret)
+		ret = make_claim(l, &cfd, err, errlen);
 	if (!ret && !(ret = make_pair(sv, err, errlen))) {
-		ret = spawn_helper(l, moved, sv[1], err, errlen);
+		ret = spawn_helper(l, moved, sv[1], cfd, err, errlen);
 		close(sv[1]);
 		l->fd = sv[0];
 	}
+	if (cfd >= 0)
+		close(cfd); /* the mapping stays */
 	if (moved >= 0)
 		close(moved); /* the helper's now: brisk keeps no copy */
 	if (!ret && !(ret = wait_ready(l->fd, err, errlen)) && fcntl(l->fd, F_SETFL, O_NONBLOCK) < 0)
@@ -280,24 +423,35 @@ static int start(struct api_link *l, char *err, size_t errlen)
 	return ret;
 }
 
-int api_link_start(const char *sock_path, struct api_link **out, char *err, size_t errlen)
+static void free_link(struct api_link *l)
 {
+	if (l->claim)
+		munmap(l->claim, CLAIM_SIZE);
+	free(l);
+}
+
+int api_link_start(const char *sock_path, struct api_link **out, enum api_link_fault *fault, char *err, size_t errlen)
+{
+	enum api_link_fault ignored;
 	struct sockaddr_un sa;
 	struct api_link *l;
 	int ret;
 
+	fault = fault ? fault : &ignored;
+	*fault = API_LINK_FAULT_PATH;
 	if ((ret = fill_addr(&sa, sock_path, err, errlen)))
 		return ret;
+	*fault = API_LINK_FAULT_HOST;
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return err_set(err, errlen, -ENOMEM, "out of memory for the API link");
 	l->fd = -1;
 	memcpy(l->path, sa.sun_path, sizeof(l->path));
-	ret = start(l, err, errlen);
+	ret = start(l, fault, err, errlen);
 	if (ret) {
 		unlink_ours(l); /* before the helper goes, so nobody connects meanwhile */
 		stop_helper(l);
-		free(l);
+		free_link(l);
 		return ret;
 	}
 	*out = l;
@@ -311,11 +465,10 @@ int api_link_fd(const struct api_link *l)
 	return l->fd;
 }
 
-int api_link_recv(struct api_link *l, struct api_request *req, char *err, size_t errlen)
+/* One message from the helper into l->buf: its length, -EAGAIN, or -errno with err. */
+static ssize_t recv_msg(struct api_link *l, char *err, size_t errlen)
 {
 	ssize_t n = recv(l->fd, l->buf, sizeof(l->buf) - 1, MSG_DONTWAIT | MSG_TRUNC);
-	uint32_t id;
-	int ret;
 
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
@@ -329,32 +482,96 @@ int api_link_recv(struct api_link *l, struct api_request *req, char *err, size_t
 	if ((size_t)n > sizeof(l->buf) - 1)
 		return err_set(err, errlen, -EPROTO, "API request: %zd bytes, over the limit of %u", n,
 			       API_WIRE_REQ_MAX);
-	if ((ret = api_wire_decode_request(l->buf, (size_t)n, &id, req, err, errlen)))
-		return ret;
+	return n;
+}
+
+int api_link_recv(struct api_link *l, struct api_request *req, char *err, size_t errlen)
+{
+	uint32_t id;
+	ssize_t n;
+	int ret;
+
+	for (;;) {
+		if (l->fd < 0)
+			return err_set(err, errlen, -EPIPE, "the brisk-api helper has gone");
+		if ((n = recv_msg(l, err, errlen)) < 0)
+			return (int)n;
+		if ((ret = api_wire_decode_request(l->buf, (size_t)n, &id, req, err, errlen)))
+			return ret;
+		if (api_claim_swap(l->claim, id, API_CLAIM_SENT, API_CLAIM_TAKEN))
+			break;
+		l->expired++; /* answered 503 by the helper already: it must not take effect now */
+		log_debug("API: %s %s expired before brisk took it; dropped", api_method_name(req->method), req->path);
+	}
 	req->body[req->body_len] = '\0'; /* inside buf: n < sizeof(buf) */
 	l->id = id;
 	l->pending = true;
 	return 0;
 }
 
+uint64_t api_link_expired(const struct api_link *l)
+{
+	return l->expired;
+}
+
+/* Sends one fragment, waiting up to FRAG_WAIT_MS for room while the helper reads. 0 or -errno. */
+static int send_frag(struct api_link *l, size_t len)
+{
+	struct pollfd p = {.fd = l->fd, .events = POLLOUT};
+
+	for (;;) {
+		if (send(l->fd, l->out, len, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
+			return 0;
+		if (errno == ECONNRESET || errno == EPIPE)
+			return -EPIPE;
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return -errno;
+		if (errno != EINTR && poll(&p, 1, FRAG_WAIT_MS) == 0)
+			return -ETIMEDOUT;
+	}
+}
+
 int api_link_reply(struct api_link *l, unsigned status, const char *json_body)
 {
-	size_t len = json_body ? strlen(json_body) : 0;
-	char *msg;
-	long n;
+	size_t len = json_body ? strlen(json_body) : 0, off = 0, n;
+	long m;
+	int ret = 0;
 
-	if (!l->pending)
+	if (!l->pending || status < 100 || status > 599)
 		return -EINVAL;
-	msg = malloc(API_WIRE_REP_HDR + len);
-	if (!msg)
-		return -ENOMEM;
-	n = api_wire_encode_reply(msg, API_WIRE_REP_HDR + len, l->id, status, json_body, len);
-	if (n >= 0 && send(l->fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-		n = errno == ECONNRESET ? -EPIPE : -errno;
-	free(msg);
-	if (n >= 0 || n == -EPIPE)
-		l->pending = false;
-	return n < 0 ? (int)n : 0;
+	if (len > API_REPLY_MAX)
+		return -EMSGSIZE;
+	do {
+		n = len - off < API_WIRE_FRAG_MAX ? len - off : API_WIRE_FRAG_MAX;
+		m = api_wire_encode_reply(l->out, sizeof(l->out), l->id, status, len, off, json_body + off, n);
+		ret = m < 0 ? (int)m : send_frag(l, (size_t)m);
+		off += n;
+	} while (!ret && off < len);
+	l->pending = false; /* answered, or a part sent and the rest lost: either way no second answer */
+	return ret;
+}
+
+/* "exited with status N" / "was killed by signal N (NAME)" for a wait status. */
+static void describe_status(int status, char *out, size_t len)
+{
+	if (status < 0)
+		snprintf(out, len, "exited");
+	else if (WIFSIGNALED(status))
+		snprintf(out, len, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else
+		snprintf(out, len, "exited with status %d", WEXITSTATUS(status));
+}
+
+void api_link_lost(struct api_link *l, char *why, size_t whylen)
+{
+	unlink_ours(l);
+	l->bound = false;
+	describe_status(stop_helper(l), why, whylen);
+}
+
+const char *api_link_path(const struct api_link *l)
+{
+	return l->path;
 }
 
 void api_link_close(struct api_link *l)
@@ -363,5 +580,5 @@ void api_link_close(struct api_link *l)
 		return;
 	unlink_ours(l);
 	stop_helper(l);
-	free(l);
+	free_link(l);
 }

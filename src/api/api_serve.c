@@ -3,6 +3,7 @@
  * the periodic metrics flush, on one thread (the main thread), one request at a time.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,29 @@ void api_free(struct api *a)
 	/* a->log_fd stays open: the log may still write to it until the process exits (log.c holds it). */
 }
 
+/* Link errors a client or a flood can repeat, each kind counted and logged rate-limited (log_ratelimit). */
+static struct {
+	uint64_t malformed, reply_failed, too_big;
+} link_errors;
+
+/* Sends r, or a 500 naming the limit at once when r's body is over it (never a client left to time out). */
+static int send_reply(struct api_link *link, const struct api_request *req, const struct api_reply *r)
+{
+	struct api_reply big = {0};
+	int ret = api_link_reply(link, r->status, r->body);
+
+	if (ret != -EMSGSIZE)
+		return ret;
+	if (log_ratelimit(link_errors.too_big++))
+		log_warn("API: the reply to %s %s is %zu bytes, over the limit of %d (%" PRIu64 " so far)",
+			 api_method_name(req->method), req->path, strlen(r->body), API_REPLY_MAX, link_errors.too_big);
+	api_fault(&big, 500, "The reply of %zu bytes exceeds the API's limit of %d bytes.", strlen(r->body),
+		  API_REPLY_MAX);
+	ret = api_link_reply(link, big.status, big.body);
+	free(big.body);
+	return ret;
+}
+
 /* Answers every request waiting on the link. Returns 0, or -EPIPE when the helper has gone. */
 static int serve_requests(struct api *a, struct api_link *link)
 {
@@ -49,19 +73,21 @@ static int serve_requests(struct api *a, struct api_link *link)
 		if (ret == -EAGAIN)
 			return 0;
 		if (ret == -EPROTO) {
-			log_warn("API: dropped a malformed message from brisk-api: %s", err);
+			if (log_ratelimit(link_errors.malformed++))
+				log_warn("API: dropped a malformed message from brisk-api: %s (%" PRIu64 " so far)",
+					 err, link_errors.malformed);
 			continue;
 		}
 		if (ret)
 			return ret;
 		api_handle(a, req.method, req.path, req.body, req.body_len, &r);
-		ret = api_link_reply(link, r.status, r.body);
+		ret = send_reply(link, &req, &r);
 		free(r.body);
 		if (ret == -EPIPE)
 			return ret;
-		if (ret)
-			log_warn("API: replying to %s %s failed: %s", api_method_name(req.method), req.path,
-				 strerror(-ret));
+		if (ret && log_ratelimit(link_errors.reply_failed++))
+			log_warn("API: replying to %s %s failed: %s (%" PRIu64 " so far)", api_method_name(req.method),
+				 req.path, strerror(-ret), link_errors.reply_failed);
 	}
 }
 
@@ -96,6 +122,7 @@ static int finish(struct api *a)
 int api_serve(struct api *a, struct api_link *link, int sig_fd)
 {
 	struct pollfd p[3];
+	char why[96];
 
 	for (;;) {
 		p[0] = (struct pollfd){.fd = link ? api_link_fd(link) : -1, .events = POLLIN};
@@ -115,8 +142,15 @@ int api_serve(struct api *a, struct api_link *link, int sig_fd)
 			api_metrics_flush(a);
 		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)) || serve_requests(a, link) == 0)
 			continue;
-		/* The helper is gone: a VM runs on without its API (as Firecracker's VMM outlives its API thread). */
-		log_error("API: the brisk-api helper exited; the API socket is closed");
+		/*
+		 * The helper is gone: reaped at once and its socket file removed (no zombie, no path that refuses
+		 * connections). It is not restarted: a running VM's main thread may no longer create processes
+		 * (its seccomp filter), so the VM runs on without its API, as Firecracker's VMM outlives its API
+		 * thread; with no VM yet, brisk has nothing left to serve and ends (docs/exit-codes.md: 4).
+		 */
+		api_link_lost(link, why, sizeof(why));
+		log_error("API: the brisk-api helper %s; the API socket %s is removed%s", why, api_link_path(link),
+			  a->vm ? ", the VM runs on without its API" : "");
 		if (!a->vm)
 			return EXIT_HOST;
 		link = NULL;

@@ -41,6 +41,15 @@ static void apply_base(const struct api *a, struct vm_config *cfg)
 	cfg->prefault = a->base.prefault;
 }
 
+/* 400 "PREFIX: MSG", MSG (brisk's VM code's, worded for the command line) in the API's field names. */
+static void vm_fault(const struct api *a, struct api_reply *r, const char *prefix, const char *msg)
+{
+	char named[1024];
+
+	api_field_names(&a->fc, msg, named, sizeof(named));
+	api_fault(r, 400, "%s: %s", prefix, named);
+}
+
 static void instance_start(struct api *a, struct api_reply *r)
 {
 	struct vm_error e;
@@ -52,11 +61,11 @@ static void instance_start(struct api *a, struct api_reply *r)
 	timeline_mark(TL_API_REQUEST);
 	apply_base(a, &a->fc.cfg);
 	if (fc_vm_finalize(&a->fc, err, sizeof(err)))
-		return api_fault(r, 400, "Start microvm error: %s", err);
+		return vm_fault(a, r, "Start microvm error", err);
 	if (a->dry_run)
 		return api_fault(r, 400, "Start microvm error: dry run");
 	if (vm_create(&a->fc.cfg, &a->vm, &e))
-		return api_fault(r, 400, "Start microvm error: %s", e.msg);
+		return vm_fault(a, r, "Start microvm error", e.msg);
 	a->state = API_RUNNING;
 	ret = vm_start(a->vm);
 	if (ret)
@@ -239,7 +248,7 @@ static void do_load(struct api *a, const char *state, const char *mem, bool resu
 	if (a->dry_run)
 		return api_fault(r, 400, "Load snapshot error: dry run");
 	if (vm_restore(&base, state, mem, resume, &a->vm, &e))
-		return api_fault(r, 400, "Load snapshot error: %s", e.msg);
+		return vm_fault(a, r, "Load snapshot error", e.msg);
 	if (fc_vm_set_from_restore(&a->fc, vm_config(a->vm), vm_api_desc(a->vm)))
 		log_warn("GET /vm/config will not describe the restored VM: out of memory");
 	a->state = resume ? API_RUNNING : API_PAUSED;
@@ -286,28 +295,36 @@ static int open_sink(struct api *a, const char *path, const char *what, char *er
 	return file_open_output(path, what, FILE_OUT_APPEND, true, err, errlen);
 }
 
-/* The logger's settings in a->fc take effect: its file (replacing an earlier one) and its level. */
+static const enum log_level log_levels[] = {LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG, LOG_DEBUG, LOG_ERROR};
+
+/* The log goes to `fd` (opened for path): kept open for the process's life, as Firecracker's logger. */
+static void use_log_fd(struct api *a, int fd)
+{
+	log_set_fd(fd);
+	if (a->log_fd >= 0)
+		close(a->log_fd);
+	a->log_fd = fd;
+}
+
+/* A config file's logger in a->fc takes effect: its file and its level. */
 static int apply_logger(struct api *a, char *err, size_t errlen)
 {
-	static const enum log_level levels[] = {LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG, LOG_DEBUG, LOG_ERROR};
 	int fd;
 
 	if (a->fc.logger.log_path) {
 		fd = open_sink(a, a->fc.logger.log_path, "logger: log_path", err, errlen);
 		if (fd < 0)
 			return fd;
-		log_set_fd(fd); /* kept open for the process's life, as Firecracker's logger */
-		if (a->log_fd >= 0)
-			close(a->log_fd);
-		a->log_fd = fd;
+		use_log_fd(a, fd);
 	}
-	log_set_level(levels[a->fc.logger.level]);
+	log_set_level(log_levels[a->fc.logger.level]);
 	return 0;
 }
 
-static int apply_metrics(struct api *a, char *err, size_t errlen)
+/* Opens m's path and starts the metrics on it. 0 or -errno with err. */
+static int start_metrics(struct api *a, const struct fc_metrics *m, char *err, size_t errlen)
 {
-	int fd = open_sink(a, a->fc.metrics.metrics_path, "metrics: metrics_path", err, errlen);
+	int fd = open_sink(a, m->metrics_path, "metrics: metrics_path", err, errlen);
 
 	if (fd < 0)
 		return fd;
@@ -324,30 +341,51 @@ int api_apply_sinks(struct api *a, char *err, size_t errlen)
 	int ret = a->fc.logger.configured ? apply_logger(a, err, errlen) : 0;
 
 	if (!ret && a->fc.metrics.configured && !a->metrics)
-		ret = apply_metrics(a, err, errlen);
+		ret = start_metrics(a, &a->fc.metrics, err, errlen);
 	return ret;
 }
 
+/*
+ * PUT /logger: the body's fields over the current ones; a log_path it names is opened first, and only once
+ * that worked does anything change (the level, the stored settings, the log's file). A path that is not
+ * named again is not reopened.
+ */
 void api_put_logger(struct api *a, const char *body, size_t len, struct api_reply *r)
 {
+	struct fc_logger l;
+	bool new_path;
 	char err[512];
+	int fd = -1;
 
-	if (fc_put_logger(&a->fc, body, len, err, sizeof(err)))
+	if (fc_parse_logger(&a->fc.logger, body, len, &l, &new_path, err, sizeof(err)))
 		return api_fault(r, 400, "%s", err);
-	if (apply_logger(a, err, sizeof(err)))
+	if (new_path && (fd = open_sink(a, l.log_path, "logger: log_path", err, sizeof(err))) < 0) {
+		fc_logger_free(&l);
 		return api_fault(r, 400, "%s", err);
+	}
+	if (fd >= 0)
+		use_log_fd(a, fd);
+	log_set_level(log_levels[l.level]);
+	fc_logger_free(&a->fc.logger);
+	a->fc.logger = l;
 	r->status = 204;
 }
 
+/* PUT /metrics: once; the configuration records it only when its path could be opened. */
 void api_put_metrics(struct api *a, const char *body, size_t len, struct api_reply *r)
 {
+	struct fc_metrics m;
 	char err[512];
 
 	if (a->metrics)
 		return api_fault(r, 400, "Reinitialization of metrics not allowed.");
-	if (fc_put_metrics(&a->fc, body, len, err, sizeof(err)))
+	if (fc_parse_metrics(body, len, &m, err, sizeof(err)))
 		return api_fault(r, 400, "%s", err);
-	if (apply_metrics(a, err, sizeof(err)))
+	if (start_metrics(a, &m, err, sizeof(err))) {
+		fc_metrics_free(&m);
 		return api_fault(r, 400, "%s", err);
+	}
+	fc_metrics_free(&a->fc.metrics);
+	a->fc.metrics = m;
 	r->status = 204;
 }

@@ -99,11 +99,11 @@ long api_wire_encode_request(void *out, size_t cap, uint32_t id, enum api_method
 	return (long)(API_WIRE_REQ_HDR + path_len + body_len);
 }
 
-int api_wire_decode_reply(const void *msg, size_t len, uint32_t *id, unsigned *status, const char **body,
-			  size_t *body_len, char *err, size_t errlen)
+int api_wire_decode_reply(const void *msg, size_t len, struct api_wire_frag *f, char *err, size_t errlen)
 {
 	const unsigned char *p = msg;
-	uint32_t st, blen;
+	uint32_t st, total, off;
+	size_t n;
 
 	if (len < API_WIRE_REP_HDR)
 		return err_set(err, errlen, -EPROTO, "API reply: %zu bytes, shorter than its %u-byte header", len,
@@ -111,32 +111,42 @@ int api_wire_decode_reply(const void *msg, size_t len, uint32_t *id, unsigned *s
 	if (get_u32(p) != API_WIRE_REP_MAGIC)
 		return err_set(err, errlen, -EPROTO, "API reply: bad magic 0x%08x", get_u32(p));
 	st = get_u32(p + 8);
-	blen = get_u32(p + 12);
+	total = get_u32(p + 12);
+	off = get_u32(p + 16);
+	n = len - API_WIRE_REP_HDR;
 	if (st < 100 || st > 599)
 		return err_set(err, errlen, -EPROTO, "API reply: status %u is outside 100..599", st);
-	if (blen > API_REPLY_MAX || len != (size_t)API_WIRE_REP_HDR + blen)
-		return err_set(err, errlen, -EPROTO, "API reply: %zu bytes, but body_len %u (limit %d)", len, blen,
+	if (total > API_REPLY_MAX)
+		return err_set(err, errlen, -EPROTO, "API reply: body_len %u is over the limit of %d", total,
 			       API_REPLY_MAX);
-	*id = get_u32(p + 4);
-	*status = st;
-	*body = (const char *)p + API_WIRE_REP_HDR;
-	*body_len = blen;
+	if (off > total || n > total - off || n > API_WIRE_FRAG_MAX || (n == 0 && total != 0))
+		return err_set(err, errlen, -EPROTO, "API reply: a fragment of %zu bytes at offset %u of %u (limit %d)",
+			       n, off, total, API_WIRE_FRAG_MAX);
+	*f = (struct api_wire_frag){.id = get_u32(p + 4),
+				    .status = st,
+				    .body_len = total,
+				    .offset = off,
+				    .len = n,
+				    .data = (const char *)p + API_WIRE_REP_HDR};
 	return 0;
 }
 
-long api_wire_encode_reply(void *out, size_t cap, uint32_t id, unsigned status, const void *body, size_t body_len)
+long api_wire_encode_reply(void *out, size_t cap, uint32_t id, unsigned status, size_t body_len, size_t offset,
+			   const void *data, size_t n)
 {
 	unsigned char *p = out;
 
-	if (status < 100 || status > 599 || body_len > API_REPLY_MAX)
+	if (status < 100 || status > 599 || body_len > API_REPLY_MAX || offset > body_len || n > body_len - offset ||
+	    n > API_WIRE_FRAG_MAX || (n == 0 && body_len != 0))
 		return -EINVAL;
-	if (cap < API_WIRE_REP_HDR + body_len)
+	if (cap < API_WIRE_REP_HDR + n)
 		return -EMSGSIZE;
 	put_u32(p, API_WIRE_REP_MAGIC);
 	put_u32(p + 4, id);
 	put_u32(p + 8, status);
 	put_u32(p + 12, (uint32_t)body_len);
-	if (body_len)
-		memcpy(p + API_WIRE_REP_HDR, body, body_len);
-	return (long)(API_WIRE_REP_HDR + body_len);
+	put_u32(p + 16, (uint32_t)offset);
+	if (n)
+		memcpy(p + API_WIRE_REP_HDR, data, n);
+	return (long)(API_WIRE_REP_HDR + n);
 }

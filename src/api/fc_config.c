@@ -27,10 +27,17 @@ void fc_vm_init(struct fc_vm *f)
 	f->logger.level = FC_LOG_INFO;
 }
 
-static void logger_free(struct fc_logger *l)
+void fc_logger_free(struct fc_logger *l)
 {
 	free(l->log_path);
 	free(l->module);
+	l->log_path = l->module = NULL;
+}
+
+void fc_metrics_free(struct fc_metrics *m)
+{
+	free(m->metrics_path);
+	*m = (struct fc_metrics){0};
 }
 
 void fc_vm_free(struct fc_vm *f)
@@ -40,8 +47,8 @@ void fc_vm_free(struct fc_vm *f)
 	free(f->cmdline);
 	free(f->cmdline_append);
 	free(f->cpu_template);
-	logger_free(&f->logger);
-	free(f->metrics.metrics_path);
+	fc_logger_free(&f->logger);
+	fc_metrics_free(&f->metrics);
 	memset(f, 0, sizeof(*f));
 }
 
@@ -296,13 +303,15 @@ static int logger_strings(const struct fcj *c, json_object *o, char **path, char
 	return 0;
 }
 
-/* Firecracker's LOGGER.update: the given fields change, the others stay. */
-int fc_apply_logger(struct fc_vm *f, const struct fcj *c, json_object *o)
+/* Firecracker's LOGGER.update on a copy: *out is `cur` with the given fields changed (its strings its own). */
+static int logger_update(const struct fc_logger *cur, const struct fcj *c, json_object *o, struct fc_logger *out,
+			 bool *new_path)
 {
 	static const char *const keys[] = {"log_path", "level", "show_level", "show_log_origin", "module", NULL};
-	struct fc_logger l = f->logger;
+	struct fc_logger l = *cur;
 	unsigned level = l.level;
 	char *path, *module;
+	bool oom = false;
 	int ret;
 
 	if (fcj_keys(c, o, keys) || fcj_enum(c, o, "level", fc_level_names, true, &level) < 0 ||
@@ -312,21 +321,34 @@ int fc_apply_logger(struct fc_vm *f, const struct fcj *c, json_object *o)
 	ret = logger_strings(c, o, &path, &module);
 	if (ret)
 		return ret;
+	*new_path = path != NULL;
+	l.log_path = path ? path : dup_opt(cur->log_path, &oom);
+	l.module = module ? module : dup_opt(cur->module, &oom);
+	if (oom) {
+		fc_logger_free(&l);
+		return -ENOMEM;
+	}
 	l.level = level == 6 ? FC_LOG_WARNING : (enum fc_log_level)level;
-	if (path) {
-		free(l.log_path);
-		l.log_path = path;
-	}
-	if (module) {
-		free(l.module);
-		l.module = module;
-	}
 	l.configured = true;
+	*out = l;
+	return 0;
+}
+
+int fc_apply_logger(struct fc_vm *f, const struct fcj *c, json_object *o)
+{
+	struct fc_logger l;
+	bool new_path;
+	int ret = logger_update(&f->logger, c, o, &l, &new_path);
+
+	if (ret)
+		return ret;
+	fc_logger_free(&f->logger);
 	f->logger = l;
 	return 0;
 }
 
-int fc_apply_metrics(struct fc_vm *f, const struct fcj *c, json_object *o)
+/* PUT /metrics's body into *out (its path its own). */
+static int metrics_parse(const struct fcj *c, json_object *o, struct fc_metrics *out)
 {
 	static const char *const keys[] = {"metrics_path", "emit_id", "properties", NULL};
 	const char *path = NULL;
@@ -340,9 +362,45 @@ int fc_apply_metrics(struct fc_vm *f, const struct fcj *c, json_object *o)
 	p = strdup(path);
 	if (!p)
 		return -ENOMEM;
-	free(f->metrics.metrics_path);
-	f->metrics = (struct fc_metrics){.configured = true, .metrics_path = p, .emit_id = emit_id};
+	*out = (struct fc_metrics){.configured = true, .metrics_path = p, .emit_id = emit_id};
 	return 0;
+}
+
+int fc_apply_metrics(struct fc_vm *f, const struct fcj *c, json_object *o)
+{
+	struct fc_metrics m;
+	int ret = metrics_parse(c, o, &m);
+
+	if (ret)
+		return ret;
+	fc_metrics_free(&f->metrics);
+	f->metrics = m;
+	return 0;
+}
+
+int fc_parse_logger(const struct fc_logger *cur, const char *text, size_t len, struct fc_logger *out, bool *new_path,
+		    char *err, size_t errlen)
+{
+	const struct fcj c = {"logger", err, errlen};
+	json_object *o;
+	int ret = fcj_parse(&c, text, len, &o);
+
+	if (!ret)
+		ret = logger_update(cur, &c, o, out, new_path);
+	json_object_put(o);
+	return ret;
+}
+
+int fc_parse_metrics(const char *text, size_t len, struct fc_metrics *out, char *err, size_t errlen)
+{
+	const struct fcj c = {"metrics", err, errlen};
+	json_object *o;
+	int ret = fcj_parse(&c, text, len, &o);
+
+	if (!ret)
+		ret = metrics_parse(&c, o, out);
+	json_object_put(o);
+	return ret;
 }
 
 /* ---- the API bodies: parse, then apply ---------------------------------------------------------------- */

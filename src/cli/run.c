@@ -384,12 +384,14 @@ static int load_config_file(struct fc_vm *fc, const struct vm_config *opts)
 
 static int start_api(struct api_link **link)
 {
+	enum api_link_fault fault;
 	char err[512];
-	int ret = api_link_start(api_sock, link, err, sizeof(err));
+	int ret = api_link_start(api_sock, link, &fault, err, sizeof(err));
 
 	if (ret)
 		log_error("--api-sock %s: %s", api_sock, err);
-	return ret == -ENOMEM || ret == -EMFILE || ret == -ENFILE ? EXIT_HOST : ret ? EXIT_USAGE : 0;
+	/* the path is the user's mistake (2); a helper that is missing or cannot start is the host's (4) */
+	return !ret ? 0 : fault == API_LINK_FAULT_PATH ? EXIT_USAGE : EXIT_HOST;
 }
 
 /*

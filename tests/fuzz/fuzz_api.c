@@ -44,10 +44,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* ---- the VM must never be reached in a dry run ----------------------------------------------------------- */
 
-#define NEVER(what)                                                                                               \
-	do {                                                                                                      \
-		fprintf(stderr, "fuzz_api: %s called in a dry run\n", what);                                      \
-		abort();                                                                                          \
+#define NEVER(what)                                                                                                    \
+	do {                                                                                                           \
+		fprintf(stderr, "fuzz_api: %s called in a dry run\n", what);                                           \
+		abort();                                                                                               \
 	} while (0)
 
 int vm_create(const struct vm_config *cfg, struct vm **out, struct vm_error *err)
@@ -55,8 +55,8 @@ int vm_create(const struct vm_config *cfg, struct vm **out, struct vm_error *err
 	(void)cfg, (void)out, (void)err;
 	NEVER("vm_create");
 }
-int vm_restore(const struct vm_config *base, const char *state_path, const char *mem_path, bool resume,
-	       struct vm **out, struct vm_error *err)
+int vm_restore(const struct vm_config *base, const char *state_path, const char *mem_path, bool resume, struct vm **out,
+	       struct vm_error *err)
 {
 	(void)base, (void)state_path, (void)mem_path, (void)resume, (void)out, (void)err;
 	NEVER("vm_restore");
@@ -162,6 +162,16 @@ int api_link_reply(struct api_link *l, unsigned status, const char *json_body)
 {
 	(void)l, (void)status, (void)json_body;
 	NEVER("api_link_reply");
+}
+void api_link_lost(struct api_link *l, char *why, size_t whylen)
+{
+	(void)l, (void)why, (void)whylen;
+	NEVER("api_link_lost");
+}
+const char *api_link_path(const struct api_link *l)
+{
+	(void)l;
+	NEVER("api_link_path");
 }
 
 /* ---- host files: a scratch directory, and no descriptor left behind ------------------------------------- */

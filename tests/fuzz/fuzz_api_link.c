@@ -32,19 +32,17 @@ static void check_request(const uint8_t *data, size_t size)
 
 static void check_reply(const uint8_t *data, size_t size)
 {
-	const char *body;
-	unsigned status;
+	struct api_wire_frag f;
 	char err[160];
-	size_t blen;
-	uint32_t id;
 	long n;
 
-	if (api_wire_decode_reply(data, size, &id, &status, &body, &blen, err, sizeof(err)))
+	if (api_wire_decode_reply(data, size, &f, err, sizeof(err)))
 		return;
-	if (status < 100 || status > 599 || blen > API_REPLY_MAX || API_WIRE_REP_HDR + blen != size ||
-	    (const uint8_t *)body != data + API_WIRE_REP_HDR)
+	if (f.status < 100 || f.status > 599 || f.body_len > API_REPLY_MAX || f.offset > f.body_len ||
+	    f.len > f.body_len - f.offset || f.len > API_WIRE_FRAG_MAX || API_WIRE_REP_HDR + f.len != size ||
+	    (const uint8_t *)f.data != data + API_WIRE_REP_HDR)
 		abort();
-	n = api_wire_encode_reply(out, sizeof(out), id, status, body, blen);
+	n = api_wire_encode_reply(out, sizeof(out), f.id, f.status, f.body_len, f.offset, f.data, f.len);
 	if (n < 0 || (size_t)n != size || memcmp(out, data, size))
 		abort();
 }

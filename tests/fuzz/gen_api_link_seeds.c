@@ -16,7 +16,7 @@ static int request(const char *dir, const char *name, enum api_method m, const c
 
 static int reply(const char *dir, const char *name, unsigned status, const char *body)
 {
-	long n = api_wire_encode_reply(buf, sizeof(buf), 1, status, body, strlen(body));
+	long n = api_wire_encode_reply(buf, sizeof(buf), 1, status, strlen(body), 0, body, strlen(body));
 
 	return n < 0 || seed_save(dir, name, buf, (size_t)n);
 }

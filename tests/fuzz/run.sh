@@ -55,7 +55,7 @@ sources() {
 	api)
 		# the router with dry_run; fuzz_api.c stubs the VM (aborting if reached) and wraps file_open_output
 		echo -DBRISK_VERSION=\"fuzz\" -Wl,--wrap=file_open_output -Wno-gnu-variable-sized-type-not-at-end \
-			tests/fuzz/fuzz_api.c src/api/api.c src/api/api_vm.c src/api/api_metrics.c src/api/api_serve.c \
+			tests/fuzz/fuzz_api.c src/api/api.c src/api/api_names.c src/api/api_vm.c src/api/api_metrics.c src/api/api_serve.c \
 			src/api/api_wire.c src/api/fc_config.c src/api/fc_config_dev.c src/api/fc_config_file.c \
 			src/api/fc_config_get.c src/api/fc_config_json.c src/config.c src/config_net.c src/config_vsock.c \
 			src/util/log.c src/util/file.c src/util/errmsg.c src/util/size.c src/arch/x86/cpuid.c \

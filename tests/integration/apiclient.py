@@ -148,13 +148,14 @@ def spawn_brisk(brisk, args, stdout=subprocess.PIPE, stderr=subprocess.PIPE):
 
 class BriskProcess:
     """One brisk process: stdout (the guest's COM1) and stderr collected by threads, its API client when it has a
-    socket. stdin is closed unless `stdin` says otherwise (subprocess.PIPE: the guest's serial input)."""
+    socket. stdin is closed unless `stdin` says otherwise (subprocess.PIPE: the guest's serial input); `env` adds
+    to the environment."""
 
-    def __init__(self, brisk, args, sock=None, stdin=subprocess.DEVNULL):
+    def __init__(self, brisk, args, sock=None, stdin=subprocess.DEVNULL, env=None):
         self.args = [str(a) for a in args]
         self.sock = sock
         self.proc = subprocess.Popen([str(brisk), *self.args], stdin=stdin, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
+                                     stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
         self._out, self._err = bytearray(), bytearray()
         self._lock = threading.Lock()
         self._threads = [threading.Thread(target=self._pump, args=(f, b), daemon=True)

@@ -13,12 +13,15 @@ import os
 import re
 import signal
 import socket
+import subprocess
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from apiclient import BriskProcess
-from conftest import BRISK, EXIT_STOPPED, EXIT_USAGE, check_sanitizers, debug_exit_status, guest
+from conftest import BRISK, EXIT_HOST, EXIT_STOPPED, EXIT_USAGE, check_sanitizers, debug_exit_status, guest
 
 NOT_AFTER = "The requested operation is not supported after starting the microVM."
 NOT_BEFORE = "The requested operation is not supported before starting the microVM."
@@ -32,8 +35,8 @@ COUNT_RE = re.compile(r"^count (\d+) sum \d+", re.M)
 class Brisk(BriskProcess):
     """brisk with args (apiclient.BriskProcess), with the counter guest's helpers."""
 
-    def __init__(self, args, sock=None):
-        super().__init__(BRISK, args, sock)
+    def __init__(self, args, sock=None, env=None):
+        super().__init__(BRISK, args, sock, env=env)
 
     def counts(self):
         return [int(n) for n in COUNT_RE.findall(self.out)]
@@ -69,9 +72,9 @@ def fresh(procs, sockdir):
     return start_api(procs, sockdir)
 
 
-def start_api(procs, sockdir, *extra, name="api"):
+def start_api(procs, sockdir, *extra, name="api", env=None):
     sock = os.path.join(sockdir, f"{name}.sock")
-    b = Brisk(["--api-sock", sock, *extra], sock=sock)
+    b = Brisk(["--api-sock", sock, *extra], sock=sock, env=env)
     procs.append(b)
     return b
 
@@ -273,6 +276,26 @@ def test_missing_disk_image_at_instance_start(kvm, fresh, sockdir):
     fresh.wait_count()
 
 
+def test_start_errors_name_the_api_fields(kvm, fresh, sockdir):
+    """InstanceStart's errors come from brisk's VM code, which words them for the command line (--disk,
+    --memory, --vsock): an API client sees the API's objects, ids and fields instead."""
+    fresh.api.boot_source(guest("counter"))
+    fresh.api.machine_config(1, 16777216)  # 16 TiB: more than this host's RAM + swap
+    msg = fault(fresh.api.put("/actions", {"action_type": "InstanceStart"}))
+    assert "machine-config: mem_size_mib 16777216 MiB exceeds" in msg and "--" not in msg, msg
+    fresh.api.machine_config(1, 128)
+    missing = os.path.join(sockdir, "nosuch.img")
+    fresh.api.drive("rootfs", missing, root=True)
+    msg = fault(fresh.api.put("/actions", {"action_type": "InstanceStart"}))
+    assert f"drives[rootfs]: path_on_host {missing}: " in msg and "--" not in msg, msg
+    fresh.api.drive("rootfs", raw_disk(missing), root=True)
+    uds = os.path.join(sockdir, "nodir", "v.sock")
+    fresh.api.ok("PUT", "/vsock", {"guest_cid": 3, "uds_path": uds})
+    msg = fault(fresh.api.put("/actions", {"action_type": "InstanceStart"}))
+    assert f"vsock: uds_path {uds}: " in msg and "--" not in msg, msg
+    assert fresh.api.get("/").json["state"] == "Not started"
+
+
 # ---- logger and metrics -----------------------------------------------------------------------------------
 
 
@@ -311,6 +334,37 @@ def test_logger_reconfigured_keeps_one_fd(fresh, sockdir):
     opened = [os.readlink(os.path.join(fd_dir, f)) for f in os.listdir(fd_dir)]
     logs = [p for p in opened if p.endswith(".log")]
     assert len(os.listdir(fd_dir)) == n0 and len(logs) == 1, f"log files held open: {logs}"
+
+
+def test_refused_logger_changes_nothing(fresh, sockdir):
+    """A PUT /logger whose log_path cannot be opened is refused whole: the stored path, the level and the
+    log's file stay as they were, and a later request that names no path does not retry the refused one."""
+    bad = "/nonexistent-dir/x.log"
+    assert "log_path" in fault(fresh.api.put("/logger", {"log_path": bad, "level": "Error"}))
+    assert vm_config(fresh)["logger"] is None
+    fresh.api.ok("PUT", "/logger", {"level": "Info"})  # was: refused with the earlier path's error
+    assert vm_config(fresh)["logger"]["log_path"] is None
+    good = os.path.join(sockdir, "good.log")
+    fresh.api.ok("PUT", "/logger", {"log_path": good, "level": "Warning"})
+    assert "log_path" in fault(fresh.api.put("/logger", {"log_path": bad, "level": "Debug"}))
+    logger = vm_config(fresh)["logger"]
+    assert (logger["log_path"], logger["level"]) == (good, "Warning"), logger
+    fault(fresh.api.get("/not-logged"))  # at debug: the refused level did not take effect
+    fresh.api.ok("PUT", "/logger", {"level": "Debug"})
+    fault(fresh.api.get("/logged"))
+    text = open(good).read()
+    assert "GET /logged" in text and "GET /not-logged" not in text, text
+
+
+def test_refused_metrics_changes_nothing(fresh, sockdir):
+    assert "metrics_path" in fault(fresh.api.put("/metrics", {"metrics_path": "/nonexistent-dir/m.json"}))
+    assert vm_config(fresh)["metrics"] is None
+    assert "PUT /metrics" in fault(fresh.api.put("/actions", {"action_type": "FlushMetrics"}))
+    path = os.path.join(sockdir, "metrics.json")
+    fresh.api.ok("PUT", "/metrics", {"metrics_path": path, "emit_id": True})
+    assert vm_config(fresh)["metrics"] == {"metrics_path": path, "emit_id": True}
+    assert "Reinitialization" in fault(fresh.api.put("/metrics", {"metrics_path": "/nonexistent-dir/m.json"}))
+    assert vm_config(fresh)["metrics"]["metrics_path"] == path
 
 
 def read_metrics(path):
@@ -396,6 +450,38 @@ def test_vm_config_round_trip(kvm, procs, sockdir):
     assert p.wait() == 0, p.err
     assert "counter: 2 cpus" in p.out and "counter: PASS" in p.out, p.out
     assert "up to 0x3fff000" in p.out, p.out  # 64 MiB of RAM
+
+
+def test_largest_configuration_is_described(fresh, sockdir):
+    """Any configuration brisk accepts can be read back (it used to exceed the 128 KiB reply limit: GET
+    /vm/config waited 60 s, then 503): a boot-source body near the 51,200-byte limit, 16 drives and logger and
+    metrics paths of 4,095 bytes (the drives' of quotes, which JSON doubles), 8 network interfaces; GET
+    /vm/config answers at once and says it all."""
+    def long_path(name):  # 4,095 bytes that name a real place: repeated slashes are one
+        return sockdir + "/" * (4095 - len(sockdir) - len(name) - 1) + "/" + name
+
+    boot = {"kernel_image_path": long_path("vmlinux"), "boot_args": ""}
+    boot["boot_args"] = "console=ttyS0 " + "x" * (51100 - len(json.dumps(boot)) - 14)  # a 51,100-byte body
+    boot_args = boot["boot_args"]
+    r = fresh.api.put("/boot-source", boot)
+    assert r.status == 204, r.status
+    def quoted_path(i):  # 4,095 bytes, each '"' two in the reply (drives are not opened before InstanceStart)
+        return f"/disk{i:02}" + '"' * (4095 - 7)
+
+    for i in range(16):
+        fresh.api.drive(f"d{i}", quoted_path(i), root=i == 0)
+    for i in range(8):
+        fresh.api.ok("PUT", f"/network-interfaces/n{i}", {"iface_id": f"n{i}", "host_dev_name": f"tap{i}"})
+    fresh.api.ok("PUT", "/logger", {"log_path": long_path("brisk.log")})
+    fresh.api.ok("PUT", "/metrics", {"metrics_path": long_path("metrics.json")})
+    t0 = time.monotonic()
+    cfg = vm_config(fresh)
+    assert time.monotonic() - t0 < 10
+    assert cfg["boot-source"]["boot_args"] == boot_args
+    assert [d["path_on_host"] for d in cfg["drives"]] == [quoted_path(i) for i in range(16)]
+    assert len(cfg["network-interfaces"]) == 8
+    assert cfg["logger"]["log_path"] == long_path("brisk.log")
+    assert cfg["metrics"]["metrics_path"] == long_path("metrics.json")
 
 
 def test_config_file_vm_config_describes_the_file(kvm, procs, sockdir):
@@ -651,6 +737,103 @@ def test_socket_path_rules(procs, sockdir):
     s.close()
     b = start_api(procs, sockdir, name="stale")
     assert b.api.get("/").status == 200
+
+
+@pytest.mark.security
+def test_request_answered_503_never_takes_effect(kvm, procs, sockdir):
+    """docs/security.md case 25: brisk stopped (SIGSTOP) past the reply timeout (3 s here, through
+    $BRISK_API_REPLY_TIMEOUT_S): PATCH /vm Paused and a second request queued behind it are each answered 503
+    at their own deadline, and after SIGCONT the VM is still running: brisk drops the expired requests
+    unread (the pause used to happen after its 503, and the queued request waited for the first's timeout)."""
+    timeout = 3
+    b = start_api(procs, sockdir, env={"BRISK_API_REPLY_TIMEOUT_S": str(timeout)})
+    boot_counter(b)
+    results = {}
+
+    def ask(key, body):
+        t0 = time.monotonic()
+        r = b.api.patch("/vm", body)
+        results[key] = (r, time.monotonic() - t0)
+
+    os.kill(b.proc.pid, signal.SIGSTOP)
+    try:
+        threads = [threading.Thread(target=ask, args=("pause", {"state": "Paused"}))]
+        threads[0].start()
+        time.sleep(0.5)
+        threads.append(threading.Thread(target=ask, args=("queued", {"state": "Paused"})))
+        threads[1].start()
+        for t in threads:
+            t.join(timeout=30)
+    finally:
+        os.kill(b.proc.pid, signal.SIGCONT)
+    for key, (r, took) in results.items():
+        assert "not carried out" in fault(r, 503), (key, r)
+        assert took < timeout + 2, f"{key}: answered after {took:.1f} s (its deadline: {timeout} s)"
+    assert len(results) == 2
+    assert b.api.get("/").json["state"] == "Running"
+    b.assert_counting("after the expired pause")
+    b.api.pause()  # a request that brisk takes is carried out as ever
+    assert b.api.get("/").json["state"] == "Paused"
+
+
+def helper_pid(b):
+    """The brisk-api child of brisk process b."""
+    children = Path(f"/proc/{b.proc.pid}/task/{b.proc.pid}/children").read_text().split()
+    pids = [int(c) for c in children if Path(f"/proc/{c}/comm").read_text().strip() == "brisk-api"]
+    assert len(pids) == 1, children
+    return pids[0]
+
+
+def reaped(pid, timeout=10.0):
+    """True once pid no longer exists at all (exited and reaped: not even a zombie)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not os.path.exists(f"/proc/{pid}"):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.security
+def test_killed_helper_is_reaped_while_the_vm_runs(running):
+    """brisk-api killed under a running VM: brisk reaps it and removes the socket file at once (no zombie, no
+    path that refuses connections), logs how it ended, and the VM runs on; SIGTERM still ends it with 16."""
+    pid = helper_pid(running)
+    os.kill(pid, signal.SIGKILL)
+    assert reaped(pid), f"brisk-api {pid} left unreaped: {Path(f'/proc/{pid}/stat').read_text()}"
+    deadline = time.monotonic() + 10
+    while os.path.exists(running.sock) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not os.path.exists(running.sock), "the dead helper's socket file stayed"
+    running.assert_counting("after the helper was killed")
+    assert "brisk-api helper was killed by signal 9" in running.err, running.err
+    running.proc.send_signal(signal.SIGTERM)
+    assert running.wait() == EXIT_STOPPED
+
+
+@pytest.mark.security
+def test_killed_helper_before_start_ends_brisk(fresh):
+    os.kill(helper_pid(fresh), signal.SIGKILL)
+    assert fresh.wait() == EXIT_HOST
+    assert not os.path.exists(fresh.sock)
+    assert "brisk-api helper was killed by signal 9" in fresh.err, fresh.err
+
+
+@pytest.mark.parametrize("helper", ["missing", "not-executable", "exits"])
+def test_helper_that_cannot_start_is_a_host_failure(sockdir, helper):
+    """docs/exit-codes.md: a brisk-api that is missing or cannot start is the host's failure, 4 (the socket path's
+    own faults are 2: test_socket_path_rules); nothing is left at the path."""
+    path = {"missing": os.path.join(sockdir, "no-such-helper"), "exits": "/bin/false"}.get(helper)
+    if helper == "not-executable":
+        path = os.path.join(sockdir, "brisk-api")
+        Path(path).write_text("#!/bin/sh\n")
+    sock = os.path.join(sockdir, "api.sock")
+    p = subprocess.run([str(BRISK), "--api-sock", sock], env={**os.environ, "BRISK_API_HELPER": path},
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    check_sanitizers(p.stderr)
+    assert p.returncode == EXIT_HOST, p.stderr
+    assert "brisk-api" in p.stderr or path in p.stderr, p.stderr
+    assert not os.path.exists(sock)
 
 
 # ---- the API never blocks the guest -----------------------------------------------------------------------

@@ -7,9 +7,12 @@ build), which finds brisk-api next to itself or one directory up.
 import http.client
 import json
 import os
+import resource
+import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -20,8 +23,8 @@ from conftest import BRISK, check_sanitizers
 ECHO = BRISK.parent / "tests" / "api_echo"
 HELPER = BRISK.parent / "brisk-api"
 BODY_MAX = 51200  # API_BODY_MAX, Firecracker's default payload limit
-CONN_LIMIT = 32  # brisk-api's CONN_LIMIT
-IDLE_TIMEOUT = 10  # brisk-api's IDLE_TIMEOUT_S
+CONN_LIMIT = 1024  # brisk-api's CONN_LIMIT
+REQUEST_DEADLINE = 10  # brisk-api's REQUEST_DEADLINE_S
 EXIT_START_FAILED = 1  # api_echo's exit statuses
 EXIT_HELPER_GONE = 3
 
@@ -45,9 +48,10 @@ class UnixHTTPConnection(http.client.HTTPConnection):
 class Echo:
     """A running api_echo on a socket in a short private directory (sun_path holds 107 bytes)."""
 
-    def __init__(self, sock):
+    def __init__(self, sock, env=None):
         self.sock = sock
-        self.proc = subprocess.Popen([str(ECHO), sock], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen([str(ECHO), sock], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, **(env or {})})
         line = self.proc.stdout.readline()
         assert line == "ready\n", f"api_echo did not start: {self.proc.stderr.read()}"
 
@@ -204,6 +208,38 @@ def test_chunked_body_within_the_limit(echo):
 
 
 @pytest.mark.security
+@pytest.mark.parametrize("headers", [
+    b"Content-Length: 2\r\nContent-Length: 40\r\n",
+    b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n",
+    b"Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n",
+], ids=["two-lengths", "length-and-chunked", "two-encodings"])
+def test_ambiguous_length_refused(echo, headers):
+    """docs/security.md case 26: a request whose length two headers give (the first used to win) is request
+    smuggling's shape: 400 at once, the connection closed, nothing after it served."""
+    out = echo.raw(b"PUT /x HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n{}GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 400 "), out[:200]
+    assert b"Content-Length" in out and out.count(b"HTTP/1.1 ") == 1, out
+    assert b"smuggled" not in out
+    assert echo.request("GET", "/still-up")[0] == 200
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("line", [b"GET /\x00abc HTTP/1.1", b"GET /a\x00/../b?x=1 HTTP/1.1", b"GET\x00X /abc HTTP/1.1"],
+                         ids=["path", "path-with-query", "method"])
+def test_nul_in_request_line_refused(echo, line):
+    """docs/security.md case 26: a NUL byte in the request line used to cut it ("GET /\\0abc" served as "/"):
+    400, never a request with a shortened path."""
+    out = echo.raw(line + b"\r\nHost: x\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 400 "), out[:200]
+    assert b'"path"' not in out
+
+
+def test_query_string_still_served(echo):
+    # the NUL check must not mistake libmicrohttpd's own cut at '?' for one
+    assert json.loads(echo.request("GET", "/a?b=c")[2])["path"] == "/a"
+
+
+@pytest.mark.security
 def test_malformed_request_line(echo):
     out = echo.raw(b"GET /x FOO/1.1\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 400 "), out
@@ -259,6 +295,56 @@ def test_one_request_at_a_time(echo):
     assert b'"path":"/slow"' in read_all(slow, 1)
 
 
+def test_reply_in_fragments(echo):
+    """A reply larger than one link message arrives whole (api_link.h: fragments); one over API_REPLY_MAX is
+    refused by api_link_reply and answered with an error at once."""
+    status, ctype, out = echo.request("GET", "/big")
+    assert (status, ctype, len(out)) == (200, "application/json", 400002)
+    assert json.loads(out) == "0123456789" * 40000
+    t0 = time.monotonic()
+    assert echo.request("GET", "/huge")[0] == 500
+    assert time.monotonic() - t0 < 5  # at once, not after the reply timeout
+    assert echo.request("GET", "/still-up")[0] == 200
+
+
+def timed(fn, out, key):
+    t0 = time.monotonic()
+    try:
+        out[key] = (fn(), time.monotonic() - t0)
+    except Exception as e:  # noqa: BLE001  (reported by the assertion on out)
+        out[key] = (e, time.monotonic() - t0)
+
+
+@pytest.mark.security
+def test_expired_request_is_never_carried_out(sockdir):
+    """docs/security.md case 25: the API's server stopped (SIGSTOP) past the reply timeout (4 s here, through
+    $BRISK_API_REPLY_TIMEOUT_S): each request waiting is answered 503 at its own deadline (the one queued
+    behind the first does not wait for the first's), and after SIGCONT neither is carried out: the helper
+    expired them on the claim word, and the server drops them unread."""
+    timeout = 4
+    e = Echo(os.path.join(sockdir, "api.sock"), env={"BRISK_API_REPLY_TIMEOUT_S": str(timeout)})
+    results = {}
+    os.kill(e.proc.pid, signal.SIGSTOP)
+    try:
+        threads = [threading.Thread(target=timed, args=(lambda: e.request("GET", "/first"), results, "first"))]
+        threads[0].start()
+        time.sleep(0.5)
+        threads.append(threading.Thread(target=timed, args=(lambda: e.request("GET", "/second"), results,
+                                                           "second")))
+        threads[1].start()
+        for t in threads:
+            t.join(timeout=30)
+    finally:
+        os.kill(e.proc.pid, signal.SIGCONT)
+    for key in ("first", "second"):
+        (status, _, body), took = results[key]
+        assert status == 503 and "not carried out" in fault(body), (key, status, body)
+        assert took < timeout + 2, f"{key}: answered after {took:.1f} s (its deadline: {timeout} s)"
+    assert json.loads(e.request("GET", "/count")[2]) == {"handled": 1}  # only /count itself
+    rc, err = e.stop()
+    assert rc == 0, err
+
+
 # ---- hostile and broken clients ---------------------------------------------------------------------------
 
 
@@ -270,10 +356,10 @@ def test_stalled_client_does_not_block_others(echo):
     status, _, out = echo.request("GET", "/prompt")
     assert status == 200 and json.loads(out)["path"] == "/prompt"
     assert time.monotonic() - t0 < 1.0
-    # the stalled client loses its slot after the idle timeout, with no request reaching brisk
+    # the stalled client loses its slot at the request deadline, with no request reaching brisk
     t0 = time.monotonic()
-    assert read_all(stalled, IDLE_TIMEOUT + 5) == b""
-    assert IDLE_TIMEOUT - 2 < time.monotonic() - t0 < IDLE_TIMEOUT + 5
+    assert read_all(stalled, REQUEST_DEADLINE + 5) == b""
+    assert REQUEST_DEADLINE - 2 < time.monotonic() - t0 < REQUEST_DEADLINE + 5
 
 
 def test_stalled_body_does_not_block_others(echo):
@@ -286,31 +372,119 @@ def test_stalled_body_does_not_block_others(echo):
     stalled.close()
 
 
+def raise_fd_limit(need):
+    """Raises this process's RLIMIT_NOFILE for `need` sockets, or skips the test."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < need:
+        pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {need}")
+    if soft != resource.RLIM_INFINITY and soft < need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
+def timed_get(echo, path, timeout=5):
+    """GET path on a fresh connection: (status, seconds it took)."""
+    t0 = time.monotonic()
+    c = UnixHTTPConnection(echo.sock, timeout=timeout)
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        r.read()
+        return r.status, time.monotonic() - t0
+    finally:
+        c.close()
+
+
+def eof_within(s, seconds):
+    """True when the server closes s (EOF or reset) within `seconds`."""
+    s.settimeout(seconds)
+    try:
+        while s.recv(65536):
+            pass
+        return True
+    except socket.timeout:
+        return False
+    except ConnectionResetError:
+        return True
+
+
 @pytest.mark.security
-def test_connection_limit(echo):
-    conns = []
-    for _ in range(CONN_LIMIT + 8):
+def test_tricklers_do_not_delay_others(echo):
+    """docs/security.md case 24: 40 connections each sending one header byte a second (the slot limit was 32,
+    and every byte reset the idle timeout: a legitimate request waited 51 s behind them). Each GET made while
+    they trickle is answered at once; 2 s is a bound generous enough for a loaded 2-core machine."""
+    head = b"GET /slowloris HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 64
+    tricklers = []
+    for _ in range(40):
         s = socket.socket(socket.AF_UNIX)
-        s.connect(echo.sock)  # the extra ones wait in the listen backlog
-        conns.append(s)
-    for s in conns:
-        s.sendall(b"GET /c HTTP/1.1\r\nHost: x\r\n\r\n")
-    time.sleep(1.5)
-    answered, waiting = [], []
-    for s in conns:
-        s.setblocking(False)
+        s.connect(echo.sock)
+        tricklers.append(s)
+    try:
+        for i in range(5):
+            for s in tricklers:
+                try:
+                    s.send(head[i:i + 1])
+                except OSError:
+                    pass
+            status, took = timed_get(echo, f"/legit{i}")
+            assert status == 200 and took < 2.0, f"GET {i} took {took:.2f} s behind 40 tricklers"
+            time.sleep(1)
+    finally:
+        for s in tricklers:
+            s.close()
+
+
+@pytest.mark.security
+def test_trickler_closed_at_the_total_deadline(echo):
+    """docs/security.md case 24: a request must arrive whole within REQUEST_DEADLINE s of the connection;
+    bytes trickling in (here one every 0.5 s) do not extend it, as they extended the old idle timeout."""
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(echo.sock)
+    t0 = time.monotonic()
+    head = b"GET / HTTP/1.1\r\nX-Pad: " + b"a" * 200
+    closed = False
+    for b in head:
         try:
-            (answered if s.recv(65536).startswith(b"HTTP/1.1 200") else waiting).append(s)
-        except BlockingIOError:
-            waiting.append(s)
-    assert len(answered) == CONN_LIMIT
-    for s in answered:  # slots free up: the rest are served
-        s.close()
-    for s in waiting:
-        s.setblocking(True)
-        s.settimeout(5)
-        assert s.recv(65536).startswith(b"HTTP/1.1 200")
-        s.close()
+            s.send(bytes([b]))
+        except OSError:
+            closed = True
+            break
+        if eof_within(s, 0.5):
+            closed = True
+            break
+        if time.monotonic() - t0 > REQUEST_DEADLINE + 10:
+            break
+    took = time.monotonic() - t0
+    s.close()
+    assert closed, f"a trickler was still connected after {took:.1f} s"
+    assert took > REQUEST_DEADLINE - 2, f"closed after {took:.1f} s, before its deadline"
+    assert echo.request("GET", "/still-up")[0] == 200
+
+
+@pytest.mark.security
+def test_full_house_evicts_the_oldest_incomplete(echo):
+    """docs/security.md case 24: every one of the CONN_LIMIT slots taken by a client that sent half a header:
+    a new client is still served at once (it evicts the incomplete connection whose deadline is nearest, the
+    oldest), and connections whose complete request is being served are never the ones evicted."""
+    raise_fd_limit(CONN_LIMIT + 200)
+    busy = socket.socket(socket.AF_UNIX)  # a complete request, with brisk (api_echo answers /slow after 2 s)
+    busy.connect(echo.sock)
+    busy.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+    idle = []
+    try:
+        for _ in range(CONN_LIMIT):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(echo.sock)
+            s.sendall(b"GET /x HTTP/1.1\r\nHo")
+            idle.append(s)
+        time.sleep(0.5)  # the helper has accepted them all
+        status, took = timed_get(echo, "/legit")
+        assert status == 200 and took < 2.0, f"the new client waited {took:.2f} s"
+        assert b'"path":"/slow"' in read_all(busy, 5), "the request being served was evicted"
+        assert eof_within(idle[0], 2), "the oldest incomplete connection was not the one evicted"
+    finally:
+        for s in idle:
+            s.close()
+        busy.close()
     assert echo.request("GET", "/still-up")[0] == 200
 
 
@@ -377,6 +551,63 @@ def test_stale_socket_replaced(sockdir):
     e = Echo(path)
     assert e.request("GET", "/")[0] == 200
     assert e.stop()[0] == 0
+    assert not os.path.exists(path)
+
+
+def connect_when_it_appears(path, proc, timeout=20.0):
+    """Connects the moment `path` exists (polled every millisecond); returns None or the connect error."""
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        assert proc.poll() is None and time.monotonic() < deadline, "no socket appeared"
+        time.sleep(0.001)
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(path)
+        return None
+    except OSError as e:
+        return e
+    finally:
+        s.close()
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace missing: it widens the bind-to-listen window")
+@pytest.mark.parametrize("stale", [False, True], ids=["absent", "stale"])
+def test_path_appears_only_once_listening(sockdir, stale):
+    """A client that connects as soon as the path exists (Firecracker's test framework does) must not be
+    refused: the socket is bound and listening under a temporary name and only then renamed into place.
+    strace delays listen(2) by 1 s to make the old window (bind, then listen) wide and certain."""
+    path = os.path.join(sockdir, "api.sock")
+    if stale:
+        old = socket.socket(socket.AF_UNIX)
+        old.bind(path)
+        old.close()
+        os.rename(path, path + ".old")  # absent while brisk starts, then stale-replaced below
+    p = subprocess.Popen(["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=listen",
+                          "-e", "inject=listen:delay_enter=1000000", str(ECHO), path],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ,  # LeakSanitizer cannot run under ptrace: the rest of ASan can
+                              "ASAN_OPTIONS": ":".join(filter(None, [os.environ.get("ASAN_OPTIONS"),
+                                                                     "detect_leaks=0"]))})
+    try:
+        if stale:
+            os.rename(path + ".old", path)
+            assert p.stdout.readline() == "ready\n", p.stderr.read()
+            assert connect_when_it_appears(path, p) is None
+        else:
+            err = connect_when_it_appears(path, p)
+            assert err is None, f"connected as soon as {path} appeared: {err!r}"
+            assert p.stdout.readline() == "ready\n", p.stderr.read()
+        assert sorted(os.listdir(sockdir)) == ["api.sock"]  # no temporary name left
+    finally:
+        children = Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()
+        for pid in children[:1]:  # api_echo (strace's child): SIGTERM is its clean exit
+            os.kill(int(pid), signal.SIGTERM)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise
+    check_sanitizers(p.stderr.read())
     assert not os.path.exists(path)
 
 

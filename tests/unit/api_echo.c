@@ -5,7 +5,10 @@
  *   api_echo SOCKET_PATH
  *
  * Path "/fail" is answered 400 {"fault_message": "..."}, "/empty" 204 with no body, "/slow" after 2 s (the
- * other requests wait: one at a time), and "/exit" 200 before a clean exit. Prints "ready" on stdout once
+ * other requests wait: one at a time), "/count" 200 {"handled": N} (the requests api_echo has acted on, this
+ * one included: an expired request is never one of them), "/big" 200 with a body of BIG_LEN bytes (a JSON
+ * string of "0123456789" repeated: several reply fragments), "/huge" with one over API_REPLY_MAX (refused by
+ * api_link_reply: answered 500 instead), and "/exit" 200 before a clean exit. Prints "ready" on stdout once
  * the socket serves. Exit status: 0 after SIGTERM, SIGINT or /exit; 1 api_link_start failed (its message on
  * stderr); 3 the helper went away (api_link_recv returned -EPIPE); 4 any other error.
  */
@@ -14,6 +17,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -23,6 +27,9 @@
 #define EXIT_START_FAILED 1
 #define EXIT_HELPER_GONE  3
 #define EXIT_OTHER	  4
+#define BIG_LEN		  400002 /* '"' + 400,000 digits + '"' */
+
+static unsigned long handled;
 
 static int echo(struct api_link *l, const struct api_request *req)
 {
@@ -38,12 +45,51 @@ static int echo(struct api_link *l, const struct api_request *req)
 	return ret;
 }
 
+/* A JSON string of len - 2 digits, malloc'd. */
+static char *digits(size_t len)
+{
+	char *b = malloc(len + 1);
+
+	if (!b)
+		return NULL;
+	b[0] = '"';
+	for (size_t i = 1; i + 1 < len; i++)
+		b[i] = (char)('0' + (i - 1) % 10);
+	b[len - 1] = '"';
+	b[len] = '\0';
+	return b;
+}
+
+/* "/big" and "/huge": a reply of len bytes; one over the limit is refused and answered 500 at once. */
+static int big(struct api_link *l, size_t len)
+{
+	char *b = digits(len);
+	int ret;
+
+	if (!b)
+		return -ENOMEM;
+	ret = api_link_reply(l, 200, b);
+	free(b);
+	if (ret == -EMSGSIZE)
+		ret = api_link_reply(l, 500, "{\"fault_message\": \"the reply is over the limit\"}");
+	return ret;
+}
+
 /* Answers one request; 1 when it asked to exit. */
 static int handle(struct api_link *l, const struct api_request *req)
 {
+	char text[64];
 	int ret;
 
-	if (strcmp(req->path, "/fail") == 0)
+	handled++;
+	if (strcmp(req->path, "/count") == 0) {
+		snprintf(text, sizeof(text), "{\"handled\": %lu}", handled);
+		ret = api_link_reply(l, 200, text);
+	} else if (strcmp(req->path, "/big") == 0)
+		ret = big(l, BIG_LEN);
+	else if (strcmp(req->path, "/huge") == 0)
+		ret = big(l, API_REPLY_MAX + 1);
+	else if (strcmp(req->path, "/fail") == 0)
 		ret = api_link_reply(l, 400, "{\"fault_message\": \"asked to fail\"}");
 	else if (strcmp(req->path, "/empty") == 0)
 		ret = api_link_reply(l, 204, NULL);
@@ -106,7 +152,7 @@ int main(int argc, char **argv)
 	sfd = signalfd(-1, &set, SFD_CLOEXEC);
 	if (sfd < 0)
 		return EXIT_OTHER;
-	if (api_link_start(argv[1], &l, err, sizeof(err))) {
+	if (api_link_start(argv[1], &l, NULL, err, sizeof(err))) {
 		fprintf(stderr, "api_echo: %s\n", err);
 		return EXIT_START_FAILED;
 	}

@@ -10,7 +10,7 @@
 
 #include "brisk/api_link.h"
 
-static unsigned char msg[API_WIRE_REQ_MAX + 64];
+static unsigned char msg[(API_WIRE_REQ_MAX > API_WIRE_REP_MAX ? API_WIRE_REQ_MAX : API_WIRE_REP_MAX) + 64];
 
 static void put32(size_t off, uint32_t v)
 {
@@ -144,39 +144,82 @@ static void test_request_oversized_body(void **state)
 
 static void test_reply(void **state)
 {
-	const char *body;
-	size_t blen;
-	unsigned status;
+	struct api_wire_frag f;
 	char err[128];
-	uint32_t id;
 	long n;
 
 	(void)state;
-	n = api_wire_encode_reply(msg, sizeof(msg), 9, 204, NULL, 0);
+	n = api_wire_encode_reply(msg, sizeof(msg), 9, 204, 0, 0, NULL, 0);
 	assert_int_equal(n, API_WIRE_REP_HDR);
-	assert_int_equal(api_wire_decode_reply(msg, (size_t)n, &id, &status, &body, &blen, err, sizeof(err)), 0);
-	assert_int_equal(id, 9);
-	assert_int_equal(status, 204);
-	assert_int_equal(blen, 0);
+	assert_int_equal(api_wire_decode_reply(msg, (size_t)n, &f, err, sizeof(err)), 0);
+	assert_int_equal(f.id, 9);
+	assert_int_equal(f.status, 204);
+	assert_int_equal(f.body_len, 0);
+	assert_int_equal(f.len, 0);
 
-	n = api_wire_encode_reply(msg, sizeof(msg), 3, 400, "{\"fault_message\": \"x\"}", 22);
-	assert_int_equal(api_wire_decode_reply(msg, (size_t)n, &id, &status, &body, &blen, err, sizeof(err)), 0);
-	assert_int_equal(blen, 22);
-	assert_memory_equal(body, "{\"fault_message\": \"x\"}", 22);
-	for (long k = 0; k < n; k++)
-		assert_int_equal(api_wire_decode_reply(msg, (size_t)k, &id, &status, &body, &blen, err, sizeof(err)),
-				 -EPROTO);
+	n = api_wire_encode_reply(msg, sizeof(msg), 3, 400, 22, 0, "{\"fault_message\": \"x\"}", 22);
+	assert_int_equal(api_wire_decode_reply(msg, (size_t)n, &f, err, sizeof(err)), 0);
+	assert_int_equal(f.body_len, 22);
+	assert_int_equal(f.len, 22);
+	assert_memory_equal(f.data, "{\"fault_message\": \"x\"}", 22);
+	for (long k = 0; k < API_WIRE_REP_HDR; k++)
+		assert_int_equal(api_wire_decode_reply(msg, (size_t)k, &f, err, sizeof(err)), -EPROTO);
 	put32(8, 99); /* status out of range */
-	assert_int_equal(api_wire_decode_reply(msg, (size_t)n, &id, &status, &body, &blen, err, sizeof(err)), -EPROTO);
+	assert_int_equal(api_wire_decode_reply(msg, (size_t)n, &f, err, sizeof(err)), -EPROTO);
 	put32(8, 200);
 	put32(12, 0xffffffff);
-	assert_int_equal(api_wire_decode_reply(msg, (size_t)n, &id, &status, &body, &blen, err, sizeof(err)), -EPROTO);
+	assert_int_equal(api_wire_decode_reply(msg, (size_t)n, &f, err, sizeof(err)), -EPROTO);
+	put32(12, 22);
 	put32(0, API_WIRE_REQ_MAGIC);
-	assert_int_equal(api_wire_decode_reply(msg, (size_t)n, &id, &status, &body, &blen, err, sizeof(err)), -EPROTO);
+	assert_int_equal(api_wire_decode_reply(msg, (size_t)n, &f, err, sizeof(err)), -EPROTO);
 	assert_non_null(strstr(err, "magic"));
-	assert_int_equal(api_wire_encode_reply(msg, sizeof(msg), 1, 600, NULL, 0), -EINVAL);
-	assert_int_equal(api_wire_encode_reply(msg, sizeof(msg), 1, 200, msg, API_REPLY_MAX + 1), -EINVAL);
-	assert_int_equal(api_wire_encode_reply(msg, 10, 1, 200, NULL, 0), -EMSGSIZE);
+	assert_int_equal(api_wire_encode_reply(msg, sizeof(msg), 1, 600, 0, 0, NULL, 0), -EINVAL);
+	assert_int_equal(api_wire_encode_reply(msg, sizeof(msg), 1, 200, API_REPLY_MAX + 1, 0, msg, 1), -EINVAL);
+	assert_int_equal(api_wire_encode_reply(msg, 10, 1, 200, 0, 0, NULL, 0), -EMSGSIZE);
+}
+
+/* A body over one fragment: fragments at each offset, none past the body, none empty, none over the limit. */
+static void test_reply_fragments(void **state)
+{
+	static char big[API_REPLY_MAX];
+	struct api_wire_frag f;
+	char err[128];
+	long n;
+
+	(void)state;
+	memset(big, 'x', sizeof(big));
+	n = api_wire_encode_reply(msg, sizeof(msg), 5, 200, sizeof(big), 0, big, API_WIRE_FRAG_MAX);
+	assert_int_equal(n, API_WIRE_REP_HDR + API_WIRE_FRAG_MAX);
+	assert_int_equal(api_wire_decode_reply(msg, (size_t)n, &f, err, sizeof(err)), 0);
+	assert_int_equal(f.offset, 0);
+	assert_int_equal(f.len, API_WIRE_FRAG_MAX);
+	assert_int_equal(f.body_len, API_REPLY_MAX);
+	n = api_wire_encode_reply(msg, sizeof(msg), 5, 200, sizeof(big), sizeof(big) - 10, big, 10); /* the last */
+	assert_int_equal(api_wire_decode_reply(msg, (size_t)n, &f, err, sizeof(err)), 0);
+	assert_int_equal(f.offset + f.len, API_REPLY_MAX);
+	put32(16, API_REPLY_MAX - 9); /* would end one byte past the body */
+	assert_int_equal(api_wire_decode_reply(msg, (size_t)n, &f, err, sizeof(err)), -EPROTO);
+	put32(16, 0);
+	assert_int_equal(api_wire_decode_reply(msg, API_WIRE_REP_HDR, &f, err, sizeof(err)), -EPROTO); /* empty */
+	assert_int_equal(api_wire_encode_reply(msg, sizeof(msg), 5, 200, sizeof(big), 0, big, API_WIRE_FRAG_MAX + 1),
+			 -EINVAL);
+	assert_int_equal(api_wire_encode_reply(msg, sizeof(msg), 5, 200, 10, 5, big, 6), -EINVAL);
+	assert_int_equal(api_wire_encode_reply(msg, sizeof(msg), 5, 200, 10, 0, big, 0), -EINVAL);
+}
+
+/* The claim word: one of the two swaps wins, never both; another id's swap never does. */
+static void test_claim(void **state)
+{
+	uint64_t w = API_CLAIM(7, API_CLAIM_SENT);
+
+	(void)state;
+	assert_false(api_claim_swap(&w, 6, API_CLAIM_SENT, API_CLAIM_TAKEN));
+	assert_true(api_claim_swap(&w, 7, API_CLAIM_SENT, API_CLAIM_TAKEN));
+	assert_false(api_claim_swap(&w, 7, API_CLAIM_SENT, API_CLAIM_EXPIRED));
+	w = API_CLAIM(8, API_CLAIM_SENT);
+	assert_true(api_claim_swap(&w, 8, API_CLAIM_SENT, API_CLAIM_EXPIRED));
+	assert_false(api_claim_swap(&w, 8, API_CLAIM_SENT, API_CLAIM_TAKEN));
+	assert_int_equal(w, API_CLAIM(8, API_CLAIM_EXPIRED));
 }
 
 static void test_method_names(void **state)
@@ -194,6 +237,7 @@ int main(void)
 	    cmocka_unit_test(test_request_round_trip),	   cmocka_unit_test(test_request_limits),
 	    cmocka_unit_test(test_request_truncated),	   cmocka_unit_test(test_request_bad_fields),
 	    cmocka_unit_test(test_request_oversized_body), cmocka_unit_test(test_reply),
+	    cmocka_unit_test(test_reply_fragments),	   cmocka_unit_test(test_claim),
 	    cmocka_unit_test(test_method_names),
 	};
 

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "brisk/api.h"
+#include "brisk/api_link.h"
 #include "brisk/config.h"
 #include "brisk/fc_config.h"
 
@@ -838,6 +840,150 @@ static void test_set_from_config(void **state)
 	free(json);
 }
 
+/* A JSON string literal of n '"' characters ("\"\"..."), malloc'd: each doubles again in GET's reply. */
+static char *quotes(size_t n)
+{
+	char *s = malloc(2 * n + 3), *p = s;
+
+	assert_non_null(s);
+	*p++ = '"';
+	for (size_t i = 0; i < n; i++, p += 2)
+		memcpy(p, "\\\"", 2);
+	*p++ = '"';
+	*p = '\0';
+	return s;
+}
+
+/* Formats a body around the string literals given (freed here) and applies it with fn or fn_id. */
+static void put_body(struct fc_vm *f, int (*fn)(struct fc_vm *, const char *, size_t, char *, size_t),
+		     int (*fn_id)(struct fc_vm *, const char *, const char *, size_t, char *, size_t), const char *id,
+		     char *body)
+{
+	int r = fn ? fn(f, body, strlen(body), err, sizeof(err)) : fn_id(f, id, body, strlen(body), err, sizeof(err));
+
+	if (r)
+		fail_msg("%s", err);
+	free(body);
+}
+
+static char *fmt(const char *format, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *format, ...)
+{
+	va_list ap;
+	char *s;
+
+	va_start(ap, format);
+	assert_true(vasprintf(&s, format, ap) >= 0);
+	va_end(ap);
+	return s;
+}
+
+/*
+ * The largest configuration brisk accepts, every string at its length limit and made of the one character
+ * JSON escapes into two: GET /vm/config's reply must fit API_REPLY_MAX (it used to exceed the 128 KiB of
+ * then and hang the request), for the API's bodies and a config file alike (both use these appliers).
+ */
+static void test_largest_config_is_describable(void **state)
+{
+	struct fc_vm *f = *state;
+	char *path = quotes(VM_DISK_PATH_MAX - 1), *args = quotes(65535), *uds = quotes(VM_VSOCK_UDS_MAX);
+	char *module = quotes(256), *json, id[FC_ID_MAX + 1];
+	size_t len;
+
+	put_body(f, fc_put_boot_source, NULL, NULL,
+		 fmt("{\"kernel_image_path\": %s, \"initrd_path\": %s, \"boot_args\": %s}", path, path, args));
+	for (unsigned i = 0; i < VM_MAX_DISKS; i++) {
+		snprintf(id, sizeof(id), "%02u%062u", i, 0u);
+		put_body(
+		    f, NULL, fc_put_drive, id,
+		    fmt("{\"drive_id\": \"%s\", \"path_on_host\": %s, \"is_root_device\": %s, \"partuuid\": \"%064u\","
+			" \"cache_type\": \"Writeback\", \"io_engine\": \"Async\"}",
+			id, path, i ? "false" : "true", 0u));
+	}
+	for (unsigned i = 0; i < VM_MAX_NETS; i++) {
+		snprintf(id, sizeof(id), "%02u%062u", i, 0u);
+		put_body(f, NULL, fc_put_net, id,
+			 fmt("{\"iface_id\": \"%s\", \"host_dev_name\": \"tap%012u\", \"guest_mac\": "
+			     "\"aa:bb:cc:dd:ee:%02x\"}",
+			     id, i, i));
+	}
+	put_body(f, fc_put_vsock, NULL, NULL,
+		 fmt("{\"vsock_id\": \"%064u\", \"guest_cid\": 4294967294, \"uds_path\": %s}", 0u, uds));
+	put_body(f, fc_put_entropy, NULL, NULL,
+		 fmt("{\"rate_limiter\": {\"bandwidth\": {\"size\": 18446744073709551, \"refill_time\": 1}}}"));
+	put_body(f, fc_put_logger, NULL, NULL,
+		 fmt("{\"log_path\": %s, \"module\": %s, \"level\": \"Warning\", \"show_level\": true}", path, module));
+	put_body(f, fc_put_metrics, NULL, NULL, fmt("{\"metrics_path\": %s, \"emit_id\": true}", path));
+	free(path);
+	free(args);
+	free(uds);
+	free(module);
+	json = fc_vm_to_json(f);
+	assert_non_null(json);
+	len = strlen(json);
+	print_message("largest GET /vm/config: %zu bytes (limit %d)\n", len, API_REPLY_MAX);
+	assert_true(len <= API_REPLY_MAX);
+	assert_true(len > 256 * 1024); /* the largest: well over the old limit of 128 KiB */
+	free(json);
+}
+
+/* msg through api_field_names: the API's words come out, and no command-line option is left in it. */
+static void expect_named(const struct fc_vm *f, const char *msg, const char *want)
+{
+	char out[1024];
+
+	api_field_names(f, msg, out, sizeof(out));
+	if (!strstr(out, want) || strstr(out, "--"))
+		fail_msg("\"%s\" became \"%s\", want \"%s\" and no option", msg, out, want);
+}
+
+/*
+ * The VM code's errors an API client can cause, worded for the command line, in the API's field names:
+ * config_validate's own messages (so that a new one naming an option is caught here), and the forms the
+ * device and KVM steps use, with the ids of the configuration.
+ */
+static void test_api_field_names(void **state)
+{
+	struct fc_vm *f = *state;
+
+	EXPECT_OK(PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"/k\"}"));
+	EXPECT_OK(PUT_ID(fc_put_drive, f, "rootfs",
+			 "{\"drive_id\": \"rootfs\", \"path_on_host\": \"/img\", \"is_root_device\": true}"));
+	EXPECT_OK(PUT_ID(fc_put_drive, f, "data",
+			 "{\"drive_id\": \"data\", \"path_on_host\": \"/img.data\", \"is_root_device\": false}"));
+	EXPECT_OK(PUT_ID(fc_put_net, f, "eth0", "{\"iface_id\": \"eth0\", \"host_dev_name\": \"tap7\"}"));
+	expect_named(f, "--disk /img.data: cannot open the image: no such file",
+		     "drives[data]: path_on_host /img.data: cannot open");
+	expect_named(f, "--disk /img: is a directory", "drives[rootfs]: path_on_host /img: is a directory");
+	expect_named(f, "--net tap=tap7: busy", "network-interfaces[eth0]: host_dev_name tap7: busy");
+	expect_named(f, "--vsock uds=/v.sock: in use", "vsock: uds_path /v.sock: in use");
+	expect_named(f, "--cpus 300 is out of range: KVM on this host allows 1..240",
+		     "machine-config: vcpu_count 300 is out of range");
+	expect_named(f, "--cpus 3: the topology", "machine-config: vcpu_count 3");
+	f->cfg.memory = 4096;
+	assert_int_equal(config_validate(&f->cfg, 8, 0, err, sizeof(err)), -EINVAL);
+	expect_named(f, err, "machine-config: mem_size_mib 0 MiB is too small");
+	f->cfg.memory = 64ULL << 30;
+	assert_int_equal(config_validate(&f->cfg, 8, 1ULL << 30, err, sizeof(err)), -EINVAL);
+	expect_named(f, err, "machine-config: mem_size_mib 65536 MiB exceeds");
+	f->cfg.memory = 128 * MiB;
+	f->cfg.cpus = 9;
+	assert_int_equal(config_validate(&f->cfg, 8, 0, err, sizeof(err)), -EINVAL);
+	expect_named(f, err, "machine-config: vcpu_count 9 is out of range");
+	f->cfg.cpus = 3;
+	f->cfg.topology.sockets = 1, f->cfg.topology.cores = 1, f->cfg.topology.threads = 2;
+	assert_int_equal(config_validate(&f->cfg, 8, 0, err, sizeof(err)), -EINVAL);
+	expect_named(f, err, "but vcpu_count is 3");
+	f->cfg.cpus = 1;
+	f->cfg.topology.sockets = 0;
+	f->cfg.nr_nets = 8;
+	f->cfg.nr_disks = 16;
+	assert_int_equal(config_validate(&f->cfg, 8, 0, err, sizeof(err)), -EINVAL);
+	expect_named(f, err, "(drives, network-interfaces, vsock, entropy, a virtio console)");
+	f->cfg.nr_nets = 1;
+	f->cfg.nr_disks = 2;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -857,6 +1003,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_config_file_on_disk, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_set_from_config, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_largest_config_is_describable, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_api_field_names, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("fc_config", tests, NULL, NULL);
