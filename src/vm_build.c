@@ -339,9 +339,10 @@ static int create_virtio(struct vm *vm, const struct devctx *ctx, struct vm_erro
 		char why[sizeof(e->msg) / 2];
 		const struct vm_net *n = &vm->cfg.net[i];
 
-		/* The backend's fault (tap missing or busy, helper missing, hostfwd port taken): usage (2). */
+		/* The backend's fault (tap missing or busy, hostfwd port taken): usage (2); the helper that could
+		 * not run (-ECHILD) or memory: the host's (4), docs/exit-codes.md. */
 		if ((err = virtio_net_create(ctx, &vm->bus, &vm->devmgr.slot[slot], n, i, why, sizeof(why))))
-			return fail(e, err == -ENOMEM ? VM_ERR_HOST : VM_ERR_USAGE, err, "--net %s%s: %s",
+			return fail(e, err == -ENOMEM || err == -ECHILD ? VM_ERR_HOST : VM_ERR_USAGE, err, "--net %s%s: %s",
 				    n->kind == NET_TAP ? "tap=" : "user", n->kind == NET_TAP ? n->tap : "", why);
 	}
 	if (vm->cfg.vsock.cid) {

@@ -160,7 +160,9 @@ struct vm_net;
  * brisk binary, or $BRISK_SLIRP_HELPER) on one end of a SOCK_SEQPACKET
  * socketpair, one frame per message, configured from `n` (network,
  * hostfwd). Waits (bounded) for the helper to say it is ready: a hostfwd
- * port in use is an error here, in `err`. Returns 0 and *out, or -errno.
+ * port in use is an error here, in `err` (-EINVAL). Returns 0 and *out, or
+ * -errno: -ECHILD when the helper itself could not run (not found, not
+ * startable, exited or silent before it was ready: the host's failure).
  */
 int net_user_open(const struct vm_net *n, uint32_t mtu, struct net_backend **out, char *err, size_t errlen);
 

@@ -162,12 +162,12 @@ static int wait_ready(int fd, char *err, size_t errlen)
 
 	if (poll(&p, 1, HELPER_READY_MS) != 1) {
 		snprintf(err, errlen, "the brisk-slirp helper did not answer within %d ms", HELPER_READY_MS);
-		return -ETIMEDOUT;
+		return -ECHILD;
 	}
 	n = recv(fd, msg, sizeof(msg) - 1, 0);
 	if (n <= 0) {
 		snprintf(err, errlen, "the brisk-slirp helper exited before it was ready (see its message above)");
-		return -EPIPE;
+		return -ECHILD;
 	}
 	msg[n] = '\0';
 	if (strcmp(msg, "OK") == 0)
@@ -197,7 +197,7 @@ int net_user_open(const struct vm_net *n, uint32_t mtu, struct net_backend **out
 	if ((ret = helper_find("brisk-slirp", "BRISK_SLIRP_HELPER", path, sizeof(path)))) {
 		snprintf(err, errlen, "the brisk-slirp helper was not found next to brisk (or $BRISK_SLIRP_HELPER): %s",
 			 strerror(-ret));
-		return ret;
+		return -ECHILD;
 	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		ret = -errno;
@@ -218,6 +218,7 @@ int net_user_open(const struct vm_net *n, uint32_t mtu, struct net_backend **out
 	sv[1] = -1;
 	if (ret) {
 		snprintf(err, errlen, "starting %s: %s", path, strerror(-ret));
+		ret = -ECHILD;
 		goto fail;
 	}
 	if (net_seqpacket_backend(sv[0], pid, "user", out)) {

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import BRISK, EXIT_GUEST_OK, EXIT_USAGE, boot, guest, run_brisk
+from conftest import BRISK, EXIT_GUEST_OK, EXIT_HOST, EXIT_USAGE, boot, guest, run_brisk
 
 pytestmark = pytest.mark.usefixtures("kvm")
 
@@ -300,6 +300,20 @@ def test_user_hostfwd_port_in_use():
         s.close()
     assert p.returncode == EXIT_USAGE, p.stderr
     assert f"port {port}" in p.stderr and "--net user" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("helper", ["missing", "not-executable", "exits"])
+def test_user_helper_that_cannot_start_is_a_host_failure(tmp_path, helper):
+    """docs/exit-codes.md: a brisk-slirp that is missing, not executable or exits before it is ready is the host's
+    failure, 4 (it was 2, a usage error, although nothing in the command line was wrong); the message names it.
+    A hostfwd port in use stays the user's (2: test_user_hostfwd_port_in_use)."""
+    path = {"missing": str(tmp_path / "no-such-helper"), "exits": "/bin/false"}.get(helper)
+    if helper == "not-executable":
+        path = str(tmp_path / "brisk-slirp")
+        open(path, "w").write("#!/bin/sh\n")
+    p = run_brisk("run", "--kernel", guest("hello"), "--net", "user", env={**os.environ, "BRISK_SLIRP_HELPER": path})
+    assert p.returncode == EXIT_HOST, (p.returncode, p.stderr)
+    assert "brisk-slirp" in p.stderr or path in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("value,why", [
