@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""linux_boots.py - how often a real Linux boot fails, and how long it takes, under brisk and under QEMU microvm,
+interleaved (docs/performance.md "Linux boots: failures and times"). bench/linux-boots.sh runs it (inside
+scripts/nested-kvm.sh with BENCH_NESTED=1: the harness whose failures this counts).
+
+Each round boots the real-kernel tier's kernel (vmlinux, PVH entry) and initramfs-virtio.cpio.gz with its root on
+a virtio-blk disk made by tests/linux/mkrootfs.sh, 256 MiB, 1 vCPU, the same command line for both (brisk's default
+Linux command line + "brisk.virtio=1 brisk.root=/dev/vda brisk.poweroff=auto"):
+  brisk: brisk run --kernel K --initrd I --memory 256M --disk ROOT --cmdline CMDLINE
+  QEMU:  qemu-system-x86_64 -M microvm,acpi=on,rtc=on -accel kvm -cpu host,-arch-capabilities -m 256M -smp 1
+         -nodefaults -no-user-config -display none -no-reboot -serial stdio -global virtio-mmio.force-legacy=false
+         -drive id=root,file=ROOT,format=raw,if=none -device virtio-blk-device,drive=root -kernel K -initrd I
+         -append CMDLINE
+A boot passes when the root disk's init ran ("brisk-init: disk stage:" and "brisk-init: wrote" on the console)
+and the VMM exited 0 within the timeout; anything else is a failure, kept with its output. Rounds alternate which
+VMM goes first. Prints, per VMM: passed/failed, and exec -> "disk stage" line (median, min-max, of the passed).
+With BRISK_BASE=PATH an earlier brisk binary boots too ("base"), with the same options, in the same rounds.
+
+Usage: linux_boots.py [-n ROUNDS] [--timeout S]   (defaults 10 rounds, 300 s)
+"""
+import argparse
+import os
+import statistics as st
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from net_linux import BRISK, default_cmdline  # noqa: E402  (brisk's default Linux command line, from --help)
+
+BUILD = ROOT / os.environ.get("BUILD", "build")
+LINUX = Path(os.environ.get("BRISK_LINUX_DIR", BUILD / "linux"))
+DONE = "brisk-init: disk stage:"
+
+
+def boot(argv, timeout):
+    """Runs one boot; returns (passed, seconds from exec to the disk stage line or None, output)."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out, seen = bytearray(), None
+    os.set_blocking(p.stdout.fileno(), False)
+    while True:
+        chunk = None
+        try:
+            chunk = p.stdout.read()
+        except BlockingIOError:
+            pass
+        if chunk:
+            out.extend(chunk)
+            if seen is None and DONE.encode() in out:
+                seen = time.monotonic() - t0
+        if p.poll() is not None and not chunk:
+            break
+        if time.monotonic() - t0 > timeout:
+            p.kill()
+            p.wait()
+            break
+        time.sleep(0.01)
+    text = out.decode(errors="replace")
+    ok = p.returncode == 0 and seen is not None and "brisk-init: wrote" in text
+    return ok, seen, text
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", type=int, default=10, dest="rounds")
+    ap.add_argument("--timeout", type=float, default=300)
+    a = ap.parse_args()
+    kernel, initrd, init = LINUX / "vmlinux", LINUX / "initramfs-virtio.cpio.gz", LINUX / "init"
+    for f in (BRISK, kernel, initrd, init):
+        if not f.exists():
+            sys.exit(f"linux_boots: {f} missing: run make and tests/linux/run.sh first")
+    cmdline = default_cmdline() + " brisk.virtio=1 brisk.root=/dev/vda brisk.poweroff=auto"
+    out = BUILD / "bench" / "linux-boots" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="linux-boots.") as scratch:
+        root = Path(scratch) / "root.img"
+        subprocess.run([str(ROOT / "tests/linux/mkrootfs.sh"), "--init", str(init), str(root)], check=True,
+                       stdout=subprocess.DEVNULL)
+        argv = {
+            "brisk": [str(BRISK), "run", "--kernel", str(kernel), "--initrd", str(initrd), "--memory", "256M",
+                      "--disk", str(root), "--cmdline", cmdline],
+            "qemu": ["qemu-system-x86_64", "-M", "microvm,acpi=on,rtc=on", "-accel", "kvm", "-cpu",
+                     "host,-arch-capabilities", "-m", "256M", "-smp", "1", "-nodefaults", "-no-user-config",
+                     "-display", "none", "-no-reboot", "-serial", "stdio", "-global",
+                     "virtio-mmio.force-legacy=false", "-drive", f"id=root,file={root},format=raw,if=none",
+                     "-device", "virtio-blk-device,drive=root", "-kernel", str(kernel), "-initrd", str(initrd),
+                     "-append", cmdline],
+        }
+        if os.environ.get("BRISK_BASE"):  # an earlier brisk build beside this one (e.g. before a change)
+            argv["base"] = [os.environ["BRISK_BASE"], *argv["brisk"][1:]]
+        res = {k: [] for k in argv}
+        for r in range(a.rounds):
+            order = list(argv) if r % 2 == 0 else list(reversed(argv))
+            for who in order:
+                ok, t, text = boot(argv[who], a.timeout)
+                res[who].append((ok, t))
+                (out / f"round{r + 1}-{who}.out").write_text(text)
+                print(f"round {r + 1} {who:<5} {'pass' if ok else 'FAIL'} "
+                      f"{'%.2f s' % t if t is not None else '-'}", flush=True)
+    print(f"\n== {a.rounds} interleaved rounds; outputs in {out}")
+    for who, rows in res.items():
+        times = [t for ok, t in rows if ok]
+        fails = sum(1 for ok, _ in rows if not ok)
+        span = f"{st.median(times):.2f} s ({min(times):.2f}-{max(times):.2f})" if times else "n/a"
+        print(f"{who:<5} passed {len(rows) - fails} of {len(rows)}, failed {fails}; exec -> disk stage {span}")
+    b = [t for ok, t in res["brisk"] if ok]
+    q = [t for ok, t in res["qemu"] if ok]
+    if b and q:
+        print(f"brisk/QEMU (medians) {st.median(b) / st.median(q):.2f}")
+
+
+if __name__ == "__main__":
+    main()
