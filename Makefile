@@ -58,6 +58,7 @@ LIB_SRCS := \
 	src/config.c \
 	src/config_net.c \
 	src/config_vsock.c \
+	src/run_opts.c \
 	src/api/fc_config.c \
 	src/api/fc_config_dev.c \
 	src/api/fc_config_file.c \
@@ -68,6 +69,7 @@ LIB_SRCS := \
 	src/util/file.c \
 	src/util/errmsg.c \
 	src/util/helper.c \
+	src/util/opts.c \
 	src/jail/jail_args.c \
 	src/jail/jail_libs.c \
 	src/api/api_wire.c \

@@ -291,6 +291,7 @@ REFUSALS = [
     ("rlimit-not-number", {}, ("--resource-limit", "no-file=many"), "--resource-limit no-file=many"),
     ("rlimit-no-value", {}, ("--resource-limit", "fsize"), "--resource-limit fsize"),
     ("uid-not-number", {"uid": "nobody"}, (), "--uid nobody"),
+    ("abbreviated-option", {}, ("--daemon",), "--daemon: an abbreviation of --daemonize"),
 ]
 
 
@@ -324,6 +325,18 @@ def test_run_args_refused(base):
     assert p.returncode == EXIT_USAGE and "RUN-ARGS must start with" in p.stderr
     p = run_jail(base, "r4", "run", "--api-sock", "/run/../../x.sock")
     assert p.returncode == EXIT_USAGE and "'..'" in p.stderr
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("word", ["--kern", "--dis=/x", "--cpu-temp", "--api"])
+def test_abbreviated_run_args_refused(base, word):
+    """An abbreviated RUN-ARG (which the jail would not rewrite, so a host path would reach the jail) is refused
+    as brisk refuses it: exit 2 naming it, nothing created (docs/security.md, case 24)."""
+    args = [word, guest("hello")] if "=" not in word else [word]
+    p = run_jail(base, "r9", "run", "--kernel", guest("hello"), *args)
+    assert p.returncode == EXIT_USAGE, p.stderr
+    assert f"RUN-ARGS {word.split('=')[0]}: an abbreviation of" in p.stderr, p.stderr
+    assert not (base / "brisk").exists()
 
 
 def test_existing_id_refused(base):
