@@ -28,7 +28,8 @@ struct jail_cgroup_kv {
 
 /* A host file brisk jail places into the chroot (a hard link, or a bind mount across file systems). */
 struct jail_file {
-	const char *host; /* the path RUN-ARGS named, on the host */
+	const char *host; /* the path RUN-ARGS named, on the host (for messages) */
+	char *real;	  /* set by jail_check_inputs: host resolved (realpath: no symlink left), what is placed */
 	char name[24];	  /* its name in the jail's root directory: "kernel", "disk0", ... */
 	bool ro;	  /* bind mounts only: read-only (kernel, initrd, template, ",ro" disks) */
 	bool bind;	  /* set while building: link() said EXDEV, so the child bind-mounts it */
@@ -192,10 +193,16 @@ int jail_libs_place(const struct jail_tree *t, const char *name, const struct ja
 
 /*
  * Every host input checked before anything is created: the chroot base, each
- * placed file, /dev/kvm, the helpers and what dynamic ones need (t->api, t->slirp).
+ * placed file (resolved into its `real` path: a symlink is followed, to a
+ * regular file), /dev/kvm, the helpers and what dynamic ones need (t->api,
+ * t->slirp).
  */
-int jail_check_inputs(const struct jail_config *cfg, struct jail_tree *t, char *err, size_t errlen);
-/* Creates <base>/brisk/<ID>/root with brisk, its helpers, the placed files, device nodes and directories. */
+int jail_check_inputs(struct jail_config *cfg, struct jail_tree *t, char *err, size_t errlen);
+/*
+ * Creates <base>/brisk/<ID>/root with brisk, its helpers, the placed files
+ * (each file's `real` path: a hard link to the file a symlink leads to, or a
+ * placeholder for a bind mount), device nodes and directories.
+ */
 int jail_build(struct jail_config *cfg, struct jail_tree *t, char *err, size_t errlen);
 /* Removes what jail_build created (after a failure before brisk ran); frees the helpers' jail_libs always. */
 void jail_remove(struct jail_tree *t);

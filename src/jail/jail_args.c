@@ -501,6 +501,10 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 
 void jail_config_free(struct jail_config *cfg)
 {
+	for (unsigned i = 0; i < cfg->nr_files; i++) {
+		free(cfg->files[i].real);
+		cfg->files[i].real = NULL;
+	}
 	for (unsigned i = 0; i < cfg->nr_owned; i++)
 		free(cfg->owned[i]);
 	cfg->nr_owned = 0;

@@ -390,6 +390,41 @@ def test_kernel_from_another_file_system_is_bind_mounted(kvm, base):
         kernel.unlink()
 
 
+@pytest.mark.security
+@pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
+def test_symlinked_files_are_placed_as_their_targets(kvm, base, tmp_path, relative):
+    """--kernel, --disk and a --cpu-template file given as symlinks on the jail's own file system (where a hard
+    link of the symlink itself would succeed and leave /kernel pointing at a host path): the jail places the file
+    each symlink leads to, so the VM boots and reads the disk; the links themselves are untouched."""
+    files = tmp_path / "files"
+    files.mkdir()
+    kernel = files / "hello.elf"
+    shutil.copyfile(guest("hello"), kernel)
+    disk = files / "d.img"
+    disk.write_bytes(b"\0" * 4096)
+    tmpl = files / "t.json"
+    tmpl.write_text('{"cpuid": []}')
+    for f in (kernel, disk, tmpl):
+        os.chmod(f, 0o666)
+    links = tmp_path / "links"
+    links.mkdir()
+    for name, target in (("k", kernel), ("d", disk), ("t.json", tmpl)):
+        os.symlink(os.path.relpath(target, links) if relative else target, links / name)
+    assert os.stat(links).st_dev == os.stat(base).st_dev
+    jid = f"s{int(relative)}-{os.getpid()}"
+    p = run_jail(base, jid, "run", "--kernel", str(links / "k"), "--disk", str(links / "d"), "--cpu-template",
+                 str(links / "t.json"))
+    skip_if_environment(p)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0] == HELLO_LINE
+    root = base / "brisk" / jid / "root"
+    for name, target in (("kernel", kernel), ("disk0", disk), ("cpu-template.json", tmpl)):
+        st = os.lstat(root / name)
+        assert stat.S_ISREG(st.st_mode), f"/{name} is not a regular file in the jail"
+        assert st.st_ino == os.stat(target).st_ino, f"/{name} is not {target}"
+    assert all(os.path.islink(links / n) for n in ("k", "d", "t.json"))
+
+
 # ---- dynamically linked helpers: their interpreter and shared objects placed in the jail ------------------
 
 
