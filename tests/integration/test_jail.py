@@ -277,6 +277,105 @@ def test_cgroup_controller_missing_is_host_error(kvm, base):
     assert not Path(mnt, "brisk", "t4").exists()
 
 
+# ---- the cgroup outlives neither a killed jail nor a daemonized brisk (docs/security.md, case 26) ---------------
+
+
+def writable_cgroup():
+    """The cgroup v2 mount brisk jail uses, when this process can make cgroups there; else skips."""
+    mnt, _ = cgroup_controllers()
+    if not mnt or not os.access(mnt, os.W_OK):
+        pytest.skip("no writable cgroup v2 here")
+    return Path(mnt)
+
+
+def wait_gone(path, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not path.exists()
+
+
+@pytest.mark.security
+def test_cgroup_removed_after_the_jail_is_killed(kvm, base):
+    """kill -9 of a waiting jail: brisk dies with it (PDEATHSIG), and the cgroup's reaper, outside the jail's PID
+    namespace and cgroup, removes the cgroup; the ID can be used again at once."""
+    mnt = writable_cgroup()
+    jid = f"k9-{os.getpid()}"
+    j = Running(base, jid)
+    cg = mnt / "brisk" / jid
+    assert str(j.pid) in (cg / "cgroup.procs").read_text().split()
+    os.close(j.leak_w)
+    os.kill(j.proc.pid, signal.SIGKILL)
+    j.proc.communicate(timeout=30)
+    assert wait_gone(cg), f"{cg} is still there 10 s after kill -9 of the jail: {(cg / 'cgroup.procs').read_text()}"
+    shutil.rmtree(base / "brisk" / jid)  # the jail directory stays by design (cli.md)
+    p = run_jail(base, jid, "run", "--kernel", guest("hello"))
+    assert p.returncode == 0, p.stderr
+    assert "left behind" not in p.stderr
+
+
+@pytest.mark.security
+def test_cgroup_removed_when_a_daemonized_brisk_ends(kvm, base):
+    """--daemonize: the jail returns 0 at once; when brisk later ends (SIGTERM here), the reaper removes the
+    cgroup. The reaper holds none of the caller's fds: the jail's stdout and stderr reach EOF at once."""
+    mnt = writable_cgroup()
+    jid = f"dm-{os.getpid()}"
+    p = run_jail(base, jid, "run", "--kernel", guest("counter"), "--serial", "file:/run/serial.log",
+                 extra=("--daemonize",))
+    skip_if_environment(p)
+    assert p.returncode == 0, p.stderr
+    cg = mnt / "brisk" / jid
+    pid = int((base / "brisk" / jid / "brisk.pid").read_text())
+    log = base / "brisk" / jid / "root" / "run" / "serial.log"
+    try:
+        assert cg.is_dir() and str(pid) in (cg / "cgroup.procs").read_text().split()
+        # SIGTERM only once brisk runs the guest: before brisk blocks it, PID 1 of a namespace ignores it
+        deadline = time.monotonic() + 20
+        while not (log.exists() and "count 2 " in log.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    assert wait_gone(cg), f"{cg} is still there 10 s after the daemonized brisk ended"
+
+
+@pytest.mark.security
+def test_stale_empty_cgroup_is_reused(kvm, base):
+    """A cgroup of the ID left empty (no process, no child: a jail and its reaper both killed) does not block the
+    ID: it is removed and made again, with a note; the jail then runs and removes it as usual."""
+    mnt = writable_cgroup()
+    jid = f"st-{os.getpid()}"
+    cg = mnt / "brisk" / jid
+    cg.mkdir(parents=True)
+    p = run_jail(base, jid, "run", "--kernel", guest("hello"))
+    skip_if_environment(p)
+    assert p.returncode == 0, p.stderr
+    assert f"note: {cg} was left behind by an earlier jail with this ID (empty)" in p.stderr, p.stderr
+    assert not cg.exists()
+
+
+@pytest.mark.security
+def test_cgroup_in_use_refused(base):
+    """A cgroup of the ID that holds a process (a VM of that ID runs) is refused: exit 2 naming it, the new jail
+    directory removed again, the cgroup and its process untouched."""
+    mnt = writable_cgroup()
+    jid = f"bz-{os.getpid()}"
+    cg = mnt / "brisk" / jid
+    cg.mkdir(parents=True)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        (cg / "cgroup.procs").write_text(str(sleeper.pid))
+        p = run_jail(base, jid, "run", "--kernel", guest("hello"))
+        skip_if_environment(p)
+        assert p.returncode == EXIT_USAGE, p.stderr
+        assert f"the cgroup {cg} is in use" in p.stderr, p.stderr
+        assert not (base / "brisk" / jid).exists()
+        assert str(sleeper.pid) in (cg / "cgroup.procs").read_text().split()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        wait_gone(cg, 0) or cg.rmdir()
+
+
 # Every refused input: exit 2, one line naming the input, nothing created.
 REFUSALS = [
     ("bad-id-chars", {"id": "a_b"}, (), "--id a_b"),
