@@ -22,9 +22,9 @@
 #include "brisk/errmsg.h"
 #include "brisk/evloop.h"
 #include "brisk/file.h"
+#include "brisk/kvm_state.h"
 #include "brisk/layout.h"
 #include "brisk/log.h"
-#include "brisk/kvm_state.h"
 #include "brisk/mptable.h"
 #include "brisk/snapshot.h"
 #include "brisk/timeline.h"
@@ -307,6 +307,38 @@ static int start_vcpus(struct vm *vm, struct vm_error *e)
 	return 0;
 }
 
+/* Whether two stats name the same image: one inode, or one block device through two nodes. */
+static bool same_image(const struct stat *a, const struct stat *b)
+{
+	if (S_ISBLK(a->st_mode) && S_ISBLK(b->st_mode))
+		return a->st_rdev == b->st_rdev;
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/*
+ * One image attached twice, once read-write at least (two devices writing one file corrupt it; the second
+ * open would also meet the first one's lock and read as "locked by another process"): refused before any
+ * disk is opened. Two read-only views of one image are allowed. A path that cannot be stat'ed is left to
+ * the open, which says why.
+ */
+static int check_disks_distinct(const struct vm *vm, struct vm_error *e)
+{
+	struct stat st[VM_MAX_DISKS];
+	bool ok[VM_MAX_DISKS];
+	const struct vm_disk *d = vm->cfg.disk;
+
+	for (unsigned i = 0; i < vm->cfg.nr_disks; i++) {
+		ok[i] = stat(d[i].path, &st[i]) == 0;
+		for (unsigned j = 0; ok[i] && j < i; j++)
+			if (ok[j] && same_image(&st[i], &st[j]) && !(d[i].ro && d[j].ro))
+				return fail(e, VM_ERR_USAGE, -EINVAL,
+					    "--disk %s: the same image as --disk %s (disk %u) is given twice; a disk "
+					    "written by the guest can be attached once",
+					    d[i].path, d[j].path, j);
+	}
+	return 0;
+}
+
 /* The virtio devices, in the planned order, each in its window; their work runs on the I/O event loop. */
 static int create_virtio(struct vm *vm, const struct devctx *ctx, struct vm_error *e)
 {
@@ -315,6 +347,8 @@ static int create_virtio(struct vm *vm, const struct devctx *ctx, struct vm_erro
 
 	if (!vm->devmgr.nr)
 		return 0;
+	if ((err = check_disks_distinct(vm, e)))
+		return err;
 	vm->loop = evloop_create();
 	if (!vm->loop)
 		return fail(e, kind_of(-errno, VM_ERR_HOST), -errno, "creating the I/O event loop failed: %s",
@@ -535,10 +569,11 @@ static int map_snapshot_memory(struct vm *vm, const char *path, struct vm_error 
 	ret = gmem_init_file(&vm->mem, fd, vm->cfg.memory);
 	close(fd);
 	if (ret == -ERANGE)
-		return fail(e, VM_ERR_USAGE, ret, "mem_file_path %s: %lld bytes, but the snapshot's guest has %llu", path,
-			    (long long)st.st_size, (unsigned long long)vm->cfg.memory);
+		return fail(e, VM_ERR_USAGE, ret, "mem_file_path %s: %lld bytes, but the snapshot's guest has %llu",
+			    path, (long long)st.st_size, (unsigned long long)vm->cfg.memory);
 	if (ret)
-		return fail(e, kind_of(ret, VM_ERR_HOST), ret, "mapping mem_file_path %s failed: %s", path, strerror(-ret));
+		return fail(e, kind_of(ret, VM_ERR_HOST), ret, "mapping mem_file_path %s failed: %s", path,
+			    strerror(-ret));
 	timeline_mark(TL_SNAPSHOT_READ);
 	return 0;
 }
@@ -594,8 +629,8 @@ static int restore_vcpus(struct vm *vm, struct vm_error *e)
 	return 0;
 }
 
-int vm_restore(const struct vm_config *base, const char *state_path, const char *mem_path, bool resume,
-	       struct vm **out, struct vm_error *e)
+int vm_restore(const struct vm_config *base, const char *state_path, const char *mem_path, bool resume, struct vm **out,
+	       struct vm_error *e)
 {
 	struct vm *vm = calloc(1, sizeof(*vm));
 	int ret;
