@@ -458,6 +458,7 @@ static int prepare_cpuid(struct vm *vm, struct vm_error *e)
 	ret = cpuid_vm_init(&vm->cpuid_vm, k, &p, err, sizeof(err));
 	if (ret)
 		return fail(e, ret == -EINVAL ? VM_ERR_USAGE : VM_ERR_HOST, ret, "%s", err);
+	vm->cfg.cpu_template_digest = vm->cpuid_vm.template_digest; /* what a snapshot of this VM records */
 	return 0;
 }
 
@@ -554,6 +555,26 @@ static int read_snapshot(struct vm *vm, const char *path, struct vm_error *e)
 	if (ret)
 		return fail(e, VM_ERR_USAGE, ret, "snapshot_path %s: %s", path, err);
 	return 0;
+}
+
+/*
+ * Restore step R1b, once the CPUID template is rebuilt from the snapshot's --cpu-template file: that file
+ * must still ask for what it asked for when the snapshot's VM booted. KVM_GET_CPUID2 cannot tell (a KVM may
+ * report bits the template cleared), so the template's own requests are compared (cpuid_template_digest).
+ * A state file written before the digest existed has none: not compared.
+ */
+static int check_cpu_template(struct vm *vm, const char *path, struct vm_error *e)
+{
+	const struct snap_config_strings *s = &vm->snap_strings;
+
+	if (!s->has_cpu_template_digest || s->cpu_template_digest == vm->cfg.cpu_template_digest)
+		return 0;
+	return fail(e, VM_ERR_USAGE, -EINVAL,
+		    "snapshot_path %s: --cpu-template %s changed since the snapshot: it asks for other CPUID bits "
+		    "or MSRs than the template the snapshot's VM booted with (digest 0x%016llx then, 0x%016llx now); "
+		    "restore it as it was",
+		    path, vm->cfg.cpu_template ? vm->cfg.cpu_template : "host",
+		    (unsigned long long)s->cpu_template_digest, (unsigned long long)vm->cfg.cpu_template_digest);
 }
 
 /* Restore step R2: guest RAM mapped privately from the memory file: no page is read until touched. */
@@ -653,7 +674,8 @@ int vm_restore(const struct vm_config *base, const char *state_path, const char 
 	open_kvm(vm);
 	if ((ret = check_kvm(vm, e)) || (ret = create_vm(vm, e)) || (ret = map_memory(vm, e)) ||
 	    (ret = create_irqchip(vm, e)) || (ret = start_vcpus(vm, e)) || (ret = create_devices(vm, e)) ||
-	    (ret = prepare_cpuid(vm, e)) || (ret = restore_kvm_vm(vm, e)))
+	    (ret = prepare_cpuid(vm, e)) || (ret = check_cpu_template(vm, state_path, e)) ||
+	    (ret = restore_kvm_vm(vm, e)))
 		goto fail;
 	vm_publish_config(vm, VM_CONFIG_PUBLISHED);
 	if ((ret = restore_vcpus(vm, e)) || (ret = restore_devices(vm, e)) || (ret = start_devices(vm, e)))
