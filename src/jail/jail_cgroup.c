@@ -263,7 +263,11 @@ _Noreturn static void reap(const char *dir, int go_fd)
 	signal(SIGQUIT, SIG_IGN);
 	prctl(PR_SET_NAME, "brisk-jail-reap", 0, 0, 0);
 	dup2(null, 0), dup2(null, 1), dup2(null, 2);
-	dup2(go_fd, 3), dup2(fd, 4);
+	/* to 3 and 4 by way of fds above both, so that neither move overwrites the other */
+	go_fd = fcntl(go_fd, F_DUPFD, 10);
+	fd = fcntl(fd, F_DUPFD, 10);
+	if (go_fd < 0 || fd < 0 || dup2(go_fd, 3) < 0 || dup2(fd, 4) < 0)
+		_exit(1);
 	syscall(SYS_close_range, 5U, ~0U, 0U);
 	while (read(3, &go, 1) < 0 && errno == EINTR)
 		;
