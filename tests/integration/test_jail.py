@@ -288,6 +288,25 @@ def writable_cgroup():
     return Path(mnt)
 
 
+def remove_cgroup(cg, timeout=5.0):
+    """rmdir of a test's own cgroup, retried while its last process is still leaving."""
+    deadline = time.monotonic() + timeout
+    while cg.exists():
+        try:
+            cg.rmdir()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def kill_quietly(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def wait_gone(path, timeout=10.0):
     deadline = time.monotonic() + timeout
     while path.exists() and time.monotonic() < deadline:
@@ -307,7 +326,10 @@ def test_cgroup_removed_after_the_jail_is_killed(kvm, base):
     os.close(j.leak_w)
     os.kill(j.proc.pid, signal.SIGKILL)
     j.proc.communicate(timeout=30)
-    assert wait_gone(cg), f"{cg} is still there 10 s after kill -9 of the jail: {(cg / 'cgroup.procs').read_text()}"
+    if not wait_gone(cg):
+        procs = (cg / "cgroup.procs").read_text()
+        kill_quietly(j.pid)
+        pytest.fail(f"{cg} is still there 10 s after kill -9 of the jail: {procs}")
     shutil.rmtree(base / "brisk" / jid)  # the jail directory stays by design (cli.md)
     p = run_jail(base, jid, "run", "--kernel", guest("hello"))
     assert p.returncode == 0, p.stderr
@@ -335,7 +357,9 @@ def test_cgroup_removed_when_a_daemonized_brisk_ends(kvm, base):
             time.sleep(0.05)
     finally:
         os.kill(pid, signal.SIGTERM)
-    assert wait_gone(cg), f"{cg} is still there 10 s after the daemonized brisk ended"
+    if not wait_gone(cg):
+        kill_quietly(pid)  # no VM outlives the test
+        pytest.fail(f"{cg} is still there 10 s after the daemonized brisk was sent SIGTERM")
 
 
 @pytest.mark.security
@@ -346,11 +370,14 @@ def test_stale_empty_cgroup_is_reused(kvm, base):
     jid = f"st-{os.getpid()}"
     cg = mnt / "brisk" / jid
     cg.mkdir(parents=True)
-    p = run_jail(base, jid, "run", "--kernel", guest("hello"))
-    skip_if_environment(p)
-    assert p.returncode == 0, p.stderr
-    assert f"note: {cg} was left behind by an earlier jail with this ID (empty)" in p.stderr, p.stderr
-    assert not cg.exists()
+    try:
+        p = run_jail(base, jid, "run", "--kernel", guest("hello"))
+        skip_if_environment(p)
+        assert p.returncode == 0, p.stderr
+        assert f"note: {cg} was left behind by an earlier jail with this ID (empty)" in p.stderr, p.stderr
+        assert not cg.exists()
+    finally:
+        remove_cgroup(cg)
 
 
 @pytest.mark.security
@@ -373,7 +400,7 @@ def test_cgroup_in_use_refused(base):
     finally:
         sleeper.kill()
         sleeper.wait()
-        wait_gone(cg, 0) or cg.rmdir()
+        remove_cgroup(cg)
 
 
 # Every refused input: exit 2, one line naming the input, nothing created.
