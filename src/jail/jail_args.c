@@ -327,7 +327,7 @@ static int rewrite_one(int argc, char **argv, int *i, char **out, int *n, struct
 int jail_rewrite_run_args(int argc, char **argv, struct jail_config *cfg, char *err, size_t errlen)
 {
 	char **out;
-	int n = 0, ret;
+	int n = 0, first, ret;
 
 	if (argc < 1)
 		return err_set(err, errlen, -EINVAL,
@@ -337,14 +337,13 @@ int jail_rewrite_run_args(int argc, char **argv, struct jail_config *cfg, char *
 		return err_set(err, errlen, -EINVAL, "RUN-ARGS must start with 'run' or '--api-sock', not '%s'",
 			       argv[0]);
 	/* What brisk would refuse as an abbreviation is refused here: the jail rewrites full names only. */
-	n = strcmp(argv[0], "run") == 0;
-	if (opts_check_exact(argc - n, argv + n, RUN_SHORT_OPTS, run_options, err, errlen)) {
+	first = strcmp(argv[0], "run") == 0; /* "run OPTIONS", or "--api-sock PATH OPTIONS" (an option itself) */
+	if (opts_check_exact(argc - first, argv + first, RUN_SHORT_OPTS, run_options, err, errlen)) {
 		char why[256];
 
 		snprintf(why, sizeof(why), "%s", err);
 		return err_set(err, errlen, -EINVAL, "RUN-ARGS %s", why);
 	}
-	n = 0;
 	out = calloc((size_t)argc * 2 + 2, sizeof(*out)); /* each word can become two (-kPATH -> -k /kernel) */
 	if (!out)
 		return err_set(err, errlen, -ENOMEM, "out of memory");
