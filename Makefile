@@ -58,6 +58,7 @@ LIB_SRCS := \
 	src/config.c \
 	src/config_net.c \
 	src/config_vsock.c \
+	src/run_opts.c \
 	src/api/fc_config.c \
 	src/api/fc_config_dev.c \
 	src/api/fc_config_file.c \
@@ -68,6 +69,7 @@ LIB_SRCS := \
 	src/util/file.c \
 	src/util/errmsg.c \
 	src/util/helper.c \
+	src/util/opts.c \
 	src/jail/jail_args.c \
 	src/jail/jail_libs.c \
 	src/api/api_wire.c \
@@ -189,12 +191,21 @@ include guests/guests.mk
 .PHONY: all demo check check-unit check-guest check-asan check-linux demo-linux deps bench bench-order bench-acpi fuzz format clean
 all: $(BUILD)/brisk $(BUILD)/brisk-slirp $(BUILD)/brisk-api
 
+# Before the first compile in a build directory: the headers and libraries brisk needs, or one message
+# saying what is missing and to run `make deps` (scripts/build-deps.sh; ~0.1 s, once: the stamp stays).
+DEPS_STAMP := $(BUILD)/.build-deps
+$(DEPS_STAMP): scripts/build-deps.sh
+	@scripts/build-deps.sh '$(CC)' '$(STATIC)'
+	@mkdir -p $(dir $@) && touch $@
+# the test guests brisk embeds (the demo) are compiled with the same compiler: after the check too
+$(GUEST_DIR)/guest.ld $(GUEST_LIB_OBJS) $(GUEST_NAMES:%=$(GUEST_OBJ)/%.o): | $(DEPS_STAMP)
+
 # ---- plain and sanitizer builds of the same sources ------------------------
 define build_variant # $(1)=dir $(2)=extra cflags $(3)=extra link flags for brisk itself
-$(1)/obj/%.o: %.c
+$(1)/obj/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(ALL_CFLAGS) $(2) -c $$< -o $$@
-$(1)/obj/%.o: %.S $(BUILD)/guests/demo.elf
+$(1)/obj/%.o: %.S $(BUILD)/guests/demo.elf | $(DEPS_STAMP)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(ALL_CFLAGS) $(2) -DDEMO_GUEST='"$(BUILD)/guests/demo.elf"' -c $$< -o $$@
 $(1)/libbrisk.a: $(LIB_SRCS:%.c=$(1)/obj/%.o)
@@ -203,10 +214,10 @@ $(1)/libbrisk.a: $(LIB_SRCS:%.c=$(1)/obj/%.o)
 $(1)/brisk: $(addprefix $(1)/obj/,$(MAIN_OBJS)) $(1)/libbrisk.a
 	$$(CC) $(2) $(3) -o $$@ $$(filter %.o,$$^) $(1)/libbrisk.a $$(LDLIBS)
 # --net user's helper: dynamically linked (libslirp is a shared library only), see src/virtio/net_user.c
-$(1)/brisk-slirp: src/net/slirp_helper.c $(SECCOMP_SRCS)
+$(1)/brisk-slirp: src/net/slirp_helper.c $(SECCOMP_SRCS) | $(DEPS_STAMP)
 	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$(filter %.c,$$^) -lslirp -lseccomp
 # the API socket's HTTP helper: dynamically linked (Debian's libmicrohttpd.a needs gnutls), see src/api/api_link.c
-$(1)/brisk-api: src/api/api_helper.c src/api/api_wire.c src/util/errmsg.c include/brisk/api_link.h $(SECCOMP_SRCS)
+$(1)/brisk-api: src/api/api_helper.c src/api/api_wire.c src/util/errmsg.c include/brisk/api_link.h $(SECCOMP_SRCS) | $(DEPS_STAMP)
 	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$(filter %.c,$$^) -lmicrohttpd -lseccomp
 $(1)/tests/%: tests/unit/%.c $(1)/libbrisk.a
 	@mkdir -p $$(dir $$@)

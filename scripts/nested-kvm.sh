@@ -98,6 +98,9 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 log() { echo "init: $*" > /dev/console; }
 halt_vm() { sync; echo o > /proc/sysrq-trigger; poweroff -f; sleep 5; reboot -f; }
+# The loopback interface starts down in a fresh kernel: nothing but init brings it up, and COMMAND (a
+# hostfwd test, brisk-slirp's forwards on 127.0.0.1) needs it as on any host.
+ip link set lo up 2>/dev/console || log "cannot bring the loopback interface up"
 RUN= KVM_AMD=
 for a in $(cat /proc/cmdline); do
 	case $a in

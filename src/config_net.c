@@ -88,9 +88,34 @@ int parse_mac(const char *s, uint8_t mac[6], char *err, size_t errlen)
 	return 0;
 }
 
-/* "A.B.C.D/N" with N in 8..27 (room for the gateway .2, DNS .3 and DHCP from .15) and no host bits set. */
+/*
+ * What a network starting at addr (a prefix of 8 or more: inside one /8) cannot be used for a guest
+ * network, or NULL: "this network" 0/8 (RFC 1122: not a destination), loopback 127/8 (the host's own:
+ * slirp would hand the guest addresses that mean the host to everything else), multicast 224/4 and the
+ * reserved 240/4 with the limited broadcast 255.255.255.255 (no unicast host, gateway or DHCP lease there).
+ */
+static const char *reserved_net(uint32_t addr)
+{
+	unsigned first = addr >> 24;
+
+	if (first == 0)
+		return "inside 0.0.0.0/8, \"this network\" (RFC 1122)";
+	if (first == 127)
+		return "inside 127.0.0.0/8, the loopback network";
+	if (first >= 224 && first <= 239)
+		return "inside 224.0.0.0/4, multicast";
+	if (first >= 240)
+		return "inside 240.0.0.0/4, reserved (with the broadcast address 255.255.255.255)";
+	return NULL;
+}
+
+/*
+ * "A.B.C.D/N" with N in 8..27 (room for the gateway .2, DNS .3 and DHCP from .15), no host bits set, and a
+ * unicast network (reserved_net).
+ */
 static int parse_cidr(const char *s, struct vm_net *n, char *err, size_t errlen)
 {
+	const char *why;
 	const char *slash = strchr(s, '/');
 	unsigned long prefix;
 	uint32_t addr;
@@ -102,6 +127,11 @@ static int parse_cidr(const char *s, struct vm_net *n, char *err, size_t errlen)
 	if (addr & ~(0xffffffffu << (32 - prefix))) {
 		snprintf(err, errlen, "net=%s: host bits set (the network address, e.g. %u.%u.%u.0/%lu)", s, addr >> 24,
 			 (addr >> 16) & 0xff, (addr >> 8) & 0xff, prefix);
+		return -EINVAL;
+	}
+	if ((why = reserved_net(addr))) {
+		snprintf(err, errlen, "net=%s is %s: a guest network is a range of unicast addresses such as 10.0.2.0/24", s,
+			 why);
 		return -EINVAL;
 	}
 	n->user_net = addr;
@@ -173,9 +203,18 @@ static int net_kind(const char *item, struct vm_net *n, char *err, size_t errlen
 	if (strncmp(item, "tap=", 4) == 0) {
 		size_t len = strlen(item + 4);
 
-		if (len == 0 || len > VM_NET_IFNAME_MAX || strchr(item + 4, '/')) {
-			snprintf(err, errlen, "tap=%s: an interface name of 1..%d bytes without '/'", item + 4,
-				 VM_NET_IFNAME_MAX);
+		if (len == 0 || len > VM_NET_IFNAME_MAX || strpbrk(item + 4, "/: \t\n") || strcmp(item + 4, ".") == 0 ||
+		    strcmp(item + 4, "..") == 0) {
+			snprintf(err, errlen,
+				 "tap=%s: an interface name of 1..%d bytes without '/', ':' or blanks, not . or ..",
+				 item + 4, VM_NET_IFNAME_MAX);
+			return -EINVAL;
+		}
+		if (strchr(item + 4, '%')) {
+			snprintf(err, errlen,
+				 "tap=%s: '%%' makes the kernel pick the name (tap%%d: tap0, tap1, ...), which brisk "
+				 "would not know; name the interface (ip tuntap add dev NAME mode tap)",
+				 item + 4);
 			return -EINVAL;
 		}
 		n->kind = NET_TAP;

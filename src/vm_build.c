@@ -22,9 +22,9 @@
 #include "brisk/errmsg.h"
 #include "brisk/evloop.h"
 #include "brisk/file.h"
+#include "brisk/kvm_state.h"
 #include "brisk/layout.h"
 #include "brisk/log.h"
-#include "brisk/kvm_state.h"
 #include "brisk/mptable.h"
 #include "brisk/snap_memfile.h"
 #include "brisk/snapshot.h"
@@ -310,6 +310,38 @@ static int start_vcpus(struct vm *vm, struct vm_error *e)
 	return 0;
 }
 
+/* Whether two stats name the same image: one inode, or one block device through two nodes. */
+static bool same_image(const struct stat *a, const struct stat *b)
+{
+	if (S_ISBLK(a->st_mode) && S_ISBLK(b->st_mode))
+		return a->st_rdev == b->st_rdev;
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/*
+ * One image attached twice, once read-write at least (two devices writing one file corrupt it; the second
+ * open would also meet the first one's lock and read as "locked by another process"): refused before any
+ * disk is opened. Two read-only views of one image are allowed. A path that cannot be stat'ed is left to
+ * the open, which says why.
+ */
+static int check_disks_distinct(const struct vm *vm, struct vm_error *e)
+{
+	struct stat st[VM_MAX_DISKS];
+	bool ok[VM_MAX_DISKS];
+	const struct vm_disk *d = vm->cfg.disk;
+
+	for (unsigned i = 0; i < vm->cfg.nr_disks; i++) {
+		ok[i] = stat(d[i].path, &st[i]) == 0;
+		for (unsigned j = 0; ok[i] && j < i; j++)
+			if (ok[j] && same_image(&st[i], &st[j]) && !(d[i].ro && d[j].ro))
+				return fail(e, VM_ERR_USAGE, -EINVAL,
+					    "--disk %s: the same image as --disk %s (disk %u) is given twice; a disk "
+					    "written by the guest can be attached once",
+					    d[i].path, d[j].path, j);
+	}
+	return 0;
+}
+
 /* The virtio devices, in the planned order, each in its window; their work runs on the I/O event loop. */
 static int create_virtio(struct vm *vm, const struct devctx *ctx, struct vm_error *e)
 {
@@ -318,6 +350,8 @@ static int create_virtio(struct vm *vm, const struct devctx *ctx, struct vm_erro
 
 	if (!vm->devmgr.nr)
 		return 0;
+	if ((err = check_disks_distinct(vm, e)))
+		return err;
 	vm->loop = evloop_create();
 	if (!vm->loop)
 		return fail(e, kind_of(-errno, VM_ERR_HOST), -errno, "creating the I/O event loop failed: %s",
@@ -428,6 +462,7 @@ static int prepare_cpuid(struct vm *vm, struct vm_error *e)
 	ret = cpuid_vm_init(&vm->cpuid_vm, k, &p, err, sizeof(err));
 	if (ret)
 		return fail(e, ret == -EINVAL ? VM_ERR_USAGE : VM_ERR_HOST, ret, "%s", err);
+	vm->cfg.cpu_template_digest = vm->cpuid_vm.template_digest; /* what a snapshot of this VM records */
 	return 0;
 }
 
@@ -558,6 +593,26 @@ static int read_snapshot(struct vm *vm, const char *path, struct vm_error *e)
 }
 
 /*
+ * Restore step R1b, once the CPUID template is rebuilt from the snapshot's --cpu-template file: that file
+ * must still ask for what it asked for when the snapshot's VM booted. KVM_GET_CPUID2 cannot tell (a KVM may
+ * report bits the template cleared), so the template's own requests are compared (cpuid_template_digest).
+ * A state file written before the digest existed has none: not compared.
+ */
+static int check_cpu_template(struct vm *vm, const char *path, struct vm_error *e)
+{
+	const struct snap_config_strings *s = &vm->snap_strings;
+
+	if (!s->has_cpu_template_digest || s->cpu_template_digest == vm->cfg.cpu_template_digest)
+		return 0;
+	return fail(e, VM_ERR_USAGE, -EINVAL,
+		    "snapshot_path %s: --cpu-template %s changed since the snapshot: it asks for other CPUID bits "
+		    "or MSRs than the template the snapshot's VM booted with (digest 0x%016llx then, 0x%016llx now); "
+		    "restore it as it was",
+		    path, vm->cfg.cpu_template ? vm->cfg.cpu_template : "host",
+		    (unsigned long long)s->cpu_template_digest, (unsigned long long)vm->cfg.cpu_template_digest);
+}
+
+/*
  * Restore step R2: guest RAM mapped privately from the memory file the state file names (snap_memfile.h:
  * an interrupted create is completed, the previous snapshot's memory refused): no page is read until
  * touched. The file stays open with its mapped-lock (file.h) so that no brisk's output overwrites it.
@@ -641,8 +696,8 @@ static int restore_vcpus(struct vm *vm, struct vm_error *e)
 	return 0;
 }
 
-int vm_restore(const struct vm_config *base, const char *state_path, const char *mem_path, bool resume,
-	       struct vm **out, struct vm_error *e)
+int vm_restore(const struct vm_config *base, const char *state_path, const char *mem_path, bool resume, struct vm **out,
+	       struct vm_error *e)
 {
 	struct vm *vm = calloc(1, sizeof(*vm));
 	int ret;
@@ -665,7 +720,8 @@ int vm_restore(const struct vm_config *base, const char *state_path, const char 
 	open_kvm(vm);
 	if ((ret = check_kvm(vm, e)) || (ret = create_vm(vm, e)) || (ret = map_memory(vm, e)) ||
 	    (ret = create_irqchip(vm, e)) || (ret = start_vcpus(vm, e)) || (ret = create_devices(vm, e)) ||
-	    (ret = prepare_cpuid(vm, e)) || (ret = restore_kvm_vm(vm, e)))
+	    (ret = prepare_cpuid(vm, e)) || (ret = check_cpu_template(vm, state_path, e)) ||
+	    (ret = restore_kvm_vm(vm, e)))
 		goto fail;
 	vm_publish_config(vm, VM_CONFIG_PUBLISHED);
 	if ((ret = restore_vcpus(vm, e)) || (ret = restore_devices(vm, e)) || (ret = start_devices(vm, e)))

@@ -133,6 +133,7 @@ struct cpuid_vm {
 	enum cpuid_vendor vendor;
 	unsigned nr_msrs;
 	struct cpuid_msr msrs[CPUID_MAX_MSRS];
+	uint64_t template_digest; /* cpuid_template_digest of a --cpu-template file; 0: host or baseline */
 };
 
 /*
@@ -187,6 +188,18 @@ struct cpuid_template;
 __attribute__((warn_unused_result)) int cpuid_template_load(const char *path, struct cpuid_template **out, char *err,
 							    size_t errlen);
 void cpuid_template_free(struct cpuid_template *t);
+
+/* Bumped whenever what cpuid_template_digest covers changes (old digests then never match new ones). */
+#define CPUID_TEMPLATE_DIGEST_VERSION 1u
+/*
+ * What a loaded template asks for, as a 64-bit FNV-1a digest, never 0: every
+ * cpuid item (leaf, subleaf, register, mask, value) and every MSR (index,
+ * value), in file order. Not the file's bytes: spacing, key order and the
+ * spelling of numbers do not change it; any request does. A snapshot keeps
+ * it, and a restore refuses a template file that now asks for something
+ * else (docs/cli.md, "brisk restore").
+ */
+uint64_t cpuid_template_digest(const struct cpuid_template *t);
 
 /* True for the built-in template names: NULL, "host", "baseline" (not files). */
 bool cpuid_template_builtin(const char *name);

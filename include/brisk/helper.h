@@ -12,4 +12,13 @@
  */
 int helper_find(const char *name, const char *env_var, char *out, size_t len);
 
+/*
+ * Resolves /proc/self/exe now and has every later helper_find use that path. For a process about to
+ * enter another mount namespace (brisk profile's private tracefs mount): there, /proc/self/exe names the
+ * binary as the old namespace sees it, which under a chroot is a path that does not exist (the
+ * chroot's own prefix included). Idempotent. Returns 0 or -errno of readlink (helper_find then reads
+ * /proc/self/exe itself, as without this call).
+ */
+int helper_pin_self(void);
+
 #endif

@@ -7,18 +7,19 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define JAIL_ID_MAX	   64		 /* as Firecracker's validate_instance_id */
-#define JAIL_DEFAULT_BASE  "/srv/jailer" /* as Firecracker's --chroot-base-dir default */
-#define JAIL_MAX_CGROUPS   16
-#define JAIL_MAX_FILES	   24 /* kernel, initrd, cpu template, disks */
-#define JAIL_MAX_OUT	   16 /* in-jail paths brisk creates: sockets, logs, reports */
-#define JAIL_MAX_OWNED	   (4 * JAIL_MAX_FILES + JAIL_MAX_OUT)
-#define JAIL_EXEC_NAME	   "brisk"     /* the copied binary: /brisk inside the jail */
-#define JAIL_PID_FILE	   "brisk.pid" /* <base>/brisk/<ID>/brisk.pid: the jailed brisk's host pid */
-#define JAIL_CGROUP_PARENT "brisk"     /* <cgroup2 mount>/brisk/<ID> */
-#define JAIL_MAX_LIBS	   64	       /* shared objects one helper may need, its interpreter included */
-#define JAIL_LD_OUT_MAX	   (64 << 10)  /* bytes of `INTERP --list HELPER` output read at most */
-#define JAIL_LD_LINE_MAX   8192	       /* bytes of one line of that output at most */
+#define JAIL_ID_MAX	     64		   /* as Firecracker's validate_instance_id */
+#define JAIL_DEFAULT_BASE    "/srv/jailer" /* as Firecracker's --chroot-base-dir default */
+#define JAIL_MAX_CGROUPS     16
+#define JAIL_MAX_FILES	     24 /* kernel, initrd, cpu template, disks */
+#define JAIL_MAX_OUT	     16 /* in-jail paths brisk creates: sockets, logs, reports */
+#define JAIL_MAX_OWNED	     (4 * JAIL_MAX_FILES + JAIL_MAX_OUT)
+#define JAIL_EXEC_NAME	     "brisk"	 /* the copied binary: /brisk inside the jail */
+#define JAIL_PID_FILE	     "brisk.pid" /* <base>/brisk/<ID>/brisk.pid: the jailed brisk's host pid */
+#define JAIL_CGROUP_PARENT   "brisk"	 /* <cgroup2 mount>/brisk/<ID> */
+#define JAIL_MAX_LIBS	     64		 /* shared objects one helper may need, its interpreter included */
+#define JAIL_LD_OUT_MAX	     (64 << 10)	 /* bytes of `INTERP --list HELPER` output read at most */
+#define JAIL_LD_LINE_MAX     8192	 /* bytes of one line of that output at most */
+#define JAIL_CGROUP_DRAIN_MS 2000	 /* a busy cgroup (brisk's helpers still exiting) is retried so long */
 
 /* One --cgroup KEY=VALUE: the file KEY of the VM's cgroup gets VALUE. */
 struct jail_cgroup_kv {
@@ -28,7 +29,8 @@ struct jail_cgroup_kv {
 
 /* A host file brisk jail places into the chroot (a hard link, or a bind mount across file systems). */
 struct jail_file {
-	const char *host; /* the path RUN-ARGS named, on the host */
+	const char *host; /* the path RUN-ARGS named, on the host (for messages) */
+	char *real;	  /* set by jail_check_inputs: host resolved (realpath: no symlink left), what is placed */
 	char name[24];	  /* its name in the jail's root directory: "kernel", "disk0", ... */
 	bool ro;	  /* bind mounts only: read-only (kernel, initrd, template, ",ro" disks) */
 	bool bind;	  /* set while building: link() said EXDEV, so the child bind-mounts it */
@@ -192,10 +194,16 @@ int jail_libs_place(const struct jail_tree *t, const char *name, const struct ja
 
 /*
  * Every host input checked before anything is created: the chroot base, each
- * placed file, /dev/kvm, the helpers and what dynamic ones need (t->api, t->slirp).
+ * placed file (resolved into its `real` path: a symlink is followed, to a
+ * regular file), /dev/kvm, the helpers and what dynamic ones need (t->api,
+ * t->slirp).
  */
-int jail_check_inputs(const struct jail_config *cfg, struct jail_tree *t, char *err, size_t errlen);
-/* Creates <base>/brisk/<ID>/root with brisk, its helpers, the placed files, device nodes and directories. */
+int jail_check_inputs(struct jail_config *cfg, struct jail_tree *t, char *err, size_t errlen);
+/*
+ * Creates <base>/brisk/<ID>/root with brisk, its helpers, the placed files
+ * (each file's `real` path: a hard link to the file a symlink leads to, or a
+ * placeholder for a bind mount), device nodes and directories.
+ */
 int jail_build(struct jail_config *cfg, struct jail_tree *t, char *err, size_t errlen);
 /* Removes what jail_build created (after a failure before brisk ran); frees the helpers' jail_libs always. */
 void jail_remove(struct jail_tree *t);
@@ -205,15 +213,33 @@ struct jail_cgroup {
 	char dir[4096]; /* empty: no cgroup */
 };
 /*
- * Creates the VM's cgroup and writes every --cgroup KEY=VALUE. Without
- * --cgroup a missing or read-only cgroup v2 is reported on stderr and
- * skipped (cg->dir stays empty); with it, it is an error.
+ * Creates the VM's cgroup and writes every --cgroup KEY=VALUE. Called once
+ * the jail directory is made (it holds the ID): a cgroup of that ID that
+ * exists already but is empty (no process, no child cgroup: left by an
+ * earlier jail that was killed) is removed and made again, with a note; one
+ * in use is refused (EXIT_USAGE). Without --cgroup a missing or read-only
+ * cgroup v2 is reported on stderr and skipped (cg->dir stays empty); with
+ * it, it is an error.
  */
 int jail_cgroup_create(const struct jail_config *cfg, struct jail_cgroup *cg, char *err, size_t errlen);
 /* Moves process pid into the cgroup (nothing when there is none). */
 int jail_cgroup_enter(const struct jail_cgroup *cg, pid_t pid, char *err, size_t errlen);
-/* Removes the (empty) cgroup; best effort. */
+/*
+ * Removes the cgroup, waiting up to JAIL_CGROUP_DRAIN_MS while it still
+ * holds exiting processes; a warning on stderr if it cannot. Best effort.
+ */
 void jail_cgroup_remove(struct jail_cgroup *cg);
+/*
+ * Forks the cgroup's reaper, a process of the host's PID namespace outside
+ * the cgroup that outlives the jail: once it reads a byte or EOF on the pipe
+ * whose write end is returned in *go_fd (write after the VM's process
+ * entered the cgroup), it waits until the cgroup has no process left and
+ * removes it; so the cgroup goes when brisk ends even after `kill -9` of
+ * the jail or under --daemonize. Call before unshare(CLONE_NEWPID) (a later
+ * fork would put it in brisk's namespace, killed with brisk). Returns its
+ * pid, 0 without a cgroup, or -errno (no reaper: the jail alone removes it).
+ */
+pid_t jail_cgroup_reaper(const struct jail_cgroup *cg, int *go_fd);
 
 /*
  * The jailed child (src/jail/jail_exec.c), PID 1 of a new PID namespace:

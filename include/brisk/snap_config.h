@@ -2,23 +2,35 @@
 #ifndef BRISK_SNAP_CONFIG_H
 #define BRISK_SNAP_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "brisk/vm.h"
 
 struct snap_writer;
 struct snap_reader;
 
-/* Storage for the strings a loaded configuration points at. */
+/* Storage for the strings a loaded configuration points at, and what it recorded beside the options. */
 struct snap_config_strings {
 	char cpu_template[4096];
+	/*
+	 * cpuid_template_digest of the --cpu-template file the snapshot's VM booted with (0: none); a file
+	 * written before the field existed has none (has_cpu_template_digest false): nothing to compare.
+	 */
+	uint64_t cpu_template_digest;
+	bool has_cpu_template_digest;
 };
 
-/* Writes the SNAP_TAG_CONFIG section: vCPUs, topology, memory, template, devices (not the kernel, the serial). */
+/*
+ * Writes the SNAP_TAG_CONFIG section: vCPUs, topology, memory, template, devices (not the kernel, the serial),
+ * and last cfg->cpu_template_digest (u64).
+ */
 int snap_config_save(const struct vm_config *cfg, struct snap_writer *w);
 /*
  * Reads it back over `cfg` (which holds the defaults and the restore's own options, e.g. the serial),
- * validating every field as config_validate does for options. Returns 0 or -EINVAL with `err`.
+ * validating every field as config_validate does for options; the template digest, when the file has it,
+ * into s. Returns 0 or -EINVAL with `err`.
  */
 int snap_config_load(struct snap_reader *r, struct vm_config *cfg, struct snap_config_strings *s, char *err,
 		     size_t errlen);

@@ -3,8 +3,8 @@
 #define BRISK_VM_H
 
 #include <stdbool.h>
-#include <stdint.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #define VM_DEFAULT_MEMORY (128ULL << 20)
@@ -32,9 +32,9 @@ struct vm_disk {
 };
 
 /* One --net tap=NAME[,mac=MAC] or --net user[,net=CIDR][,hostfwd=...][,mac=MAC] (docs/devices.md, "virtio-net"). */
-#define VM_MAX_NETS	    8  /* --net: at most this many interfaces */
-#define VM_NET_MAX_FWDS	    16 /* hostfwd= per user-mode interface */
-#define VM_NET_IFNAME_MAX   15 /* IFNAMSIZ - 1 */
+#define VM_MAX_NETS	    8		/* --net: at most this many interfaces */
+#define VM_NET_MAX_FWDS	    16		/* hostfwd= per user-mode interface */
+#define VM_NET_IFNAME_MAX   15		/* IFNAMSIZ - 1 */
 #define VM_NET_USER_DEFAULT 0xc0a84c00u /* 192.168.76.0/24: the user-mode network when net= is absent */
 
 enum net_kind { NET_TAP = 0, NET_USER };
@@ -50,9 +50,9 @@ struct vm_net {
 	enum net_kind kind;
 	char tap[VM_NET_IFNAME_MAX + 1]; /* NET_TAP */
 	uint8_t mac[6];
-	bool has_mac;	       /* false: derived (config_net_mac) */
-	uint32_t user_net;     /* NET_USER: network address, host byte order */
-	unsigned user_prefix;  /* NET_USER: prefix length */
+	bool has_mac;	      /* false: derived (config_net_mac) */
+	uint32_t user_net;    /* NET_USER: network address, host byte order */
+	unsigned user_prefix; /* NET_USER: prefix length */
 	unsigned nr_fwds;
 	struct vm_net_fwd fwd[VM_NET_MAX_FWDS];
 };
@@ -78,9 +78,9 @@ struct vm_hooks {
 };
 
 struct vm_config {
-	const char *kernel;  /* path; NULL = the built-in demo guest */
-	const char *initrd;  /* path or NULL */
-	const char *cmdline; /* NULL = the kernel's default (kernel_default_cmdline) */
+	const char *kernel;	    /* path; NULL = the built-in demo guest */
+	const char *initrd;	    /* path or NULL */
+	const char *cmdline;	    /* NULL = the kernel's default (kernel_default_cmdline) */
 	const char *cmdline_append; /* NULL, or words appended after the command line (the API's root= words) */
 	unsigned cpus;
 	uint64_t memory;
@@ -98,10 +98,12 @@ struct vm_config {
 	unsigned nr_nets;
 	struct vm_net net[VM_MAX_NETS]; /* --net, in order */
 	struct vm_vsock vsock;		/* --vsock; cid 0: none */
-	uint64_t rng_rate;	      /* --rng: bytes per second; 0: no entropy device */
-	enum console_mode console;    /* --console */
-	bool no_acpi;		      /* --acpi off: no ACPI tables, MP table and command-line words only */
-	const struct vm_hooks *hooks; /* NULL: none */
+	uint64_t rng_rate;		/* --rng: bytes per second; 0: no entropy device */
+	enum console_mode console;	/* --console */
+	bool no_acpi;			/* --acpi off: no ACPI tables, MP table and command-line words only */
+	const struct vm_hooks *hooks;	/* NULL: none */
+	/* Not an option: set when the VM is built, cpuid_template_digest of its --cpu-template file (0: none). */
+	uint64_t cpu_template_digest;
 };
 
 struct bus;
@@ -210,7 +212,8 @@ void vm_irq_line(struct vm *vm, unsigned irq, int level);
  * ones are ignored. Wakes every vCPU out of KVM_RUN.
  */
 void vm_request_exit(struct vm *vm, int code, const char *reason);
-/* Presses Ctrl+Alt+Del on the guest's keyboard (the API's SendCtrlAltDel). 0 or -errno (-ENODEV: no i8042, -EBUSY: its queue is full). */
+/* Presses Ctrl+Alt+Del on the guest's keyboard (the API's SendCtrlAltDel). 0 or -errno (-ENODEV: no i8042, -EBUSY: its
+ * queue is full). */
 int vm_ctrl_alt_del(struct vm *vm);
 
 #endif

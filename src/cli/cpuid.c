@@ -14,6 +14,7 @@
 #include "brisk/exitcode.h"
 #include "brisk/kvm.h"
 #include "brisk/log.h"
+#include "brisk/opts.h"
 
 enum { OPT_TOPOLOGY = 256, OPT_VCPU, OPT_TEMPLATE, OPT_JSON, OPT_DIFF, OPT_SUPPORTED, OPT_FROM, OPT_HOST };
 
@@ -95,6 +96,10 @@ static int parse_args(int argc, char **argv, struct cpuid_opts *o)
 
 	memset(o, 0, sizeof(*o));
 	config_defaults(&o->cfg);
+	if (opts_check_exact(argc - 1, argv + 1, "p:h", options, err, sizeof(err))) {
+		fprintf(stderr, "brisk cpuid: %s; try 'brisk help cpuid'\n", err);
+		return EXIT_USAGE;
+	}
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "p:h", options, NULL)) != -1) {
 		ret = apply_option(c, optarg, o);

@@ -92,13 +92,28 @@ static int wait_child(pid_t pid)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* Lets the reaper watch the cgroup (one byte), or lets it go at once (EOF, ok false): see jail.h. */
+static void release_reaper(int *go_fd, bool ok)
+{
+	unsigned char go = 1;
+
+	if (*go_fd < 0)
+		return;
+	if (ok && write(*go_fd, &go, 1) != 1)
+		fprintf(stderr, "brisk jail: write to the cgroup's reaper: %s\n", strerror(errno));
+	close(*go_fd);
+	*go_fd = -1;
+}
+
 /*
  * The child is forked into a new PID namespace (brisk is its PID 1: when it
  * ends, every helper it started ends with it), moved into the cgroup, then
  * let go. Without --daemonize the jail waits and returns brisk's status;
- * with it, the jail returns 0 as soon as the exec succeeded.
+ * with it, the jail returns 0 as soon as the exec succeeded. The cgroup's
+ * reaper (forked first, in the host's PID namespace) watches the cgroup from
+ * the moment the child is in it.
  */
-static int launch(const struct jail_config *cfg, struct jail_tree *t, struct jail_cgroup *cg, bool *ran)
+static int launch(const struct jail_config *cfg, struct jail_tree *t, struct jail_cgroup *cg, int *go_fd, bool *ran)
 {
 	int sync_fds[2], status_fds[2], ret;
 	unsigned char go = 1, status;
@@ -138,6 +153,7 @@ static int launch(const struct jail_config *cfg, struct jail_tree *t, struct jai
 		}
 		fprintf(stderr, "brisk jail: note: %s: the VM stays in the jail's cgroup\n", err);
 	}
+	release_reaper(go_fd, ret == 0);
 	forward_signals();
 	if (write(sync_fds[1], &go, 1) != 1)
 		fprintf(stderr, "brisk jail: write to the child: %s\n", strerror(errno));
@@ -153,6 +169,16 @@ static int launch(const struct jail_config *cfg, struct jail_tree *t, struct jai
 	return n == 1 ? EXIT_HOST : ret;
 }
 
+/* The jail removed the cgroup itself: its reaper is not needed any more (killed and reaped, no zombie left). */
+static void stop_reaper(pid_t reaper)
+{
+	if (reaper <= 0)
+		return;
+	kill(reaper, SIGKILL);
+	while (waitpid(reaper, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
 int cmd_jail(int argc, char **argv)
 {
 	struct jail_config cfg;
@@ -160,7 +186,8 @@ int cmd_jail(int argc, char **argv)
 	struct jail_cgroup cg = {{0}};
 	char err[1024];
 	bool ran = false;
-	int ret;
+	int ret, go_fd = -1;
+	pid_t reaper;
 
 	ret = jail_parse_args(argc, argv, &cfg, err, sizeof(err));
 	if (ret) {
@@ -182,8 +209,9 @@ int cmd_jail(int argc, char **argv)
 	ret = jail_check_inputs(&cfg, &t, err, sizeof(err));
 	if (!ret && cfg.netns)
 		ret = join_netns(cfg.netns, err, sizeof(err));
-	if (!ret && !(ret = jail_cgroup_create(&cfg, &cg, err, sizeof(err))))
-		ret = jail_build(&cfg, &t, err, sizeof(err));
+	/* The jail directory first: its exclusive mkdir claims the ID, so a cgroup of that ID found then is stale. */
+	if (!ret && !(ret = jail_build(&cfg, &t, err, sizeof(err))))
+		ret = jail_cgroup_create(&cfg, &cg, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "brisk jail: %s\n", err);
 		jail_cgroup_remove(&cg);
@@ -191,9 +219,17 @@ int cmd_jail(int argc, char **argv)
 		jail_config_free(&cfg);
 		return ret;
 	}
-	ret = launch(&cfg, &t, &cg, &ran);
-	if (!cfg.daemonize || !ran)
+	reaper = jail_cgroup_reaper(&cg, &go_fd);
+	if (reaper < 0)
+		fprintf(stderr,
+			"brisk jail: warning: fork of the cgroup's reaper: %s: %s stays if the jail is killed\n",
+			strerror((int)-reaper), cg.dir);
+	ret = launch(&cfg, &t, &cg, &go_fd, &ran);
+	release_reaper(&go_fd, false);
+	if (!cfg.daemonize || !ran) {
 		jail_cgroup_remove(&cg);
+		stop_reaper(reaper);
+	}
 	if (ran)
 		t.created = false; /* the jail's files (socket, logs, reports) are the caller's now */
 	jail_remove(&t);

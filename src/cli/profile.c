@@ -12,6 +12,7 @@
 #include "brisk/devices.h"
 #include "brisk/exitcode.h"
 #include "brisk/exits.h"
+#include "brisk/helper.h"
 #include "brisk/log.h"
 #include "brisk/profile.h"
 #include "brisk/timeline.h"
@@ -294,9 +295,12 @@ int cmd_profile(int argc, char **argv)
 		fprintf(stderr, "brisk profile: --symbols: %s\n", err);
 		ret = EXIT_USAGE;
 	} else if (!ret) {
-		/* Before vm_create starts any thread: unshare(CLONE_NEWNS) needs a single-threaded process. */
-		if (!p->opt.no_trace)
+		/* Before vm_create starts any thread: unshare(CLONE_NEWNS) needs a single-threaded process; and
+		 * before that, where the helpers are (brisk-slirp for --net user, brisk-api): helper.h. */
+		if (!p->opt.no_trace) {
+			(void)helper_pin_self();
 			(void)trace_prepare(&p->trace); /* on failure, trace_start reports p->trace.why */
+		}
 		ret = profile_boot(p, &cfg, &syms, why);
 	}
 	symtab_free(&syms);

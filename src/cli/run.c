@@ -18,65 +18,12 @@
 #include "brisk/fc_config.h"
 #include "brisk/file.h"
 #include "brisk/log.h"
+#include "brisk/opts.h"
+#include "brisk/run_opts.h"
 #include "brisk/seccomp.h"
 #include "brisk/timeline.h"
 #include "brisk/timeline_json.h"
 #include "brisk/vm.h"
-
-enum {
-	OPT_SERIAL = 256,
-	OPT_HUGEPAGES,
-	OPT_PREFAULT,
-	OPT_TIMELINE,
-	OPT_LOG_LEVEL,
-	OPT_TOPOLOGY,
-	OPT_CPU_TEMPLATE,
-	OPT_REPORT_JSON,
-	OPT_DISK,
-	OPT_NET,
-	OPT_VSOCK,
-	OPT_RNG,
-	OPT_CONSOLE,
-	OPT_ACPI,
-	OPT_API_SOCK,
-	OPT_CONFIG_FILE,
-	OPT_NO_API,
-	OPT_SNAPSHOT,
-	OPT_MEM,
-	OPT_PAUSED,
-	OPT_SECCOMP
-};
-
-static const struct option options[] = {
-    {"kernel", required_argument, NULL, 'k'},
-    {"cmdline", required_argument, NULL, 'c'},
-    {"initrd", required_argument, NULL, 'i'},
-    {"topology", required_argument, NULL, OPT_TOPOLOGY},
-    {"cpu-template", required_argument, NULL, OPT_CPU_TEMPLATE},
-    {"cpus", required_argument, NULL, 'p'},
-    {"memory", required_argument, NULL, 'm'},
-    {"serial", required_argument, NULL, OPT_SERIAL},
-    {"hugepages", no_argument, NULL, OPT_HUGEPAGES},
-    {"prefault", no_argument, NULL, OPT_PREFAULT},
-    {"timeline", no_argument, NULL, OPT_TIMELINE},
-    {"report-json", required_argument, NULL, OPT_REPORT_JSON},
-    {"disk", required_argument, NULL, OPT_DISK},
-    {"net", required_argument, NULL, OPT_NET},
-    {"vsock", required_argument, NULL, OPT_VSOCK},
-    {"rng", optional_argument, NULL, OPT_RNG},
-    {"console", required_argument, NULL, OPT_CONSOLE},
-    {"acpi", required_argument, NULL, OPT_ACPI},
-    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-    {"api-sock", required_argument, NULL, OPT_API_SOCK},
-    {"config-file", required_argument, NULL, OPT_CONFIG_FILE},
-    {"no-api", no_argument, NULL, OPT_NO_API},
-    {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
-    {"mem", required_argument, NULL, OPT_MEM},
-    {"paused", no_argument, NULL, OPT_PAUSED},
-    {"seccomp", required_argument, NULL, OPT_SECCOMP},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
 
 /* --report-json FILE: where the timeline goes when the VM ends (brisk bench reads it). */
 static const char *report_json;
@@ -252,10 +199,21 @@ static bool is_vm_option(int c)
 
 static const char *option_name(int c)
 {
-	for (const struct option *o = options; o->name; o++)
+	for (const struct option *o = run_options; o->name; o++)
 		if (o->val == c)
 			return o->name;
 	return "?";
+}
+
+/* The subcommand whose options argv[0] starts ("run", "restore", ...), or NULL for `brisk --api-sock`. */
+static const char *command_name(const char *argv0)
+{
+	static const char *const names[] = {"run", "restore", "profile", "acpi"};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(argv0, names[i]) == 0)
+			return names[i];
+	return NULL;
 }
 
 /* Parses argv into cfg (cli.h: also brisk profile's RUN-OPTIONS). */
@@ -265,8 +223,15 @@ int cli_parse_run_options(int argc, char **argv, struct vm_config *cfg)
 	int c, ret;
 
 	config_defaults(cfg);
+	if (opts_check_exact(argc - 1, argv + 1, RUN_SHORT_OPTS, run_options, err, sizeof(err))) {
+		const char *cmd = command_name(argv[0]);
+
+		fprintf(stderr, "brisk%s%s: %s; try 'brisk help %s'\n", cmd ? " " : "", cmd ? cmd : "", err,
+			cmd ? cmd : "api");
+		return EXIT_USAGE;
+	}
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "k:c:i:p:m:h", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, RUN_SHORT_OPTS, run_options, NULL)) != -1) {
 		if (!vm_option && is_vm_option(c))
 			vm_option = option_name(c);
 		ret = apply_option(c, optarg, cfg);

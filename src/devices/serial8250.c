@@ -84,16 +84,32 @@ static void rx_clear(struct serial8250 *s)
 }
 
 /*
- * Moves host input into the RX FIFO while it has room (taking it wakes the
- * input thread when it waits for room). In loopback the receiver is
- * disconnected.
+ * Whether the guest takes host input now: it asserts DTR and RTS ("ready, and
+ * ready to receive": RS-232 hardware flow control, the host being the other
+ * end) outside loopback. Until then host input waits in the console's input
+ * ring (bounded: console_io.h) and nothing of it is in the RX FIFO, where a
+ * driver's set-up would lose it: Linux resets the FIFOs and reads RBR "for
+ * luck" in autoconfig() and serial8250_do_startup(), and raises DTR and RTS
+ * only after that, once the port is open (uart_port_startup).
+ */
+static bool host_input_on(const struct serial8250 *s)
+{
+	const uint8_t want = UART_MCR_DTR | UART_MCR_RTS;
+
+	return (s->mcr & (want | UART_MCR_LOOP)) == want;
+}
+
+/*
+ * Moves host input into the RX FIFO while the guest takes it and the FIFO has
+ * room (taking it wakes the input thread when it waits for room). In
+ * loopback the receiver is disconnected.
  */
 static void rx_refill(struct serial8250 *s)
 {
 	uint8_t buf[SERIAL_FIFO_SIZE];
 	size_t n;
 
-	if ((s->mcr & UART_MCR_LOOP) || s->rx_count >= rx_capacity(s))
+	if (!host_input_on(s) || s->rx_count >= rx_capacity(s))
 		return;
 	n = console_io_read(s->io, buf, rx_capacity(s) - s->rx_count);
 	for (size_t i = 0; i < n; i++)
@@ -480,7 +496,7 @@ static int serial_restore(void *dev, struct snap_reader *r)
 	s->fcr = n.fcr;
 	s->thri_pending = thri;
 	s->first_byte_seen = false; /* the timeline's "first serial byte": the restored guest's next output */
-	s->irq_level = level;	   /* what the restored irqchip's pin holds; update_irq corrects a mismatch */
+	s->irq_level = level;	    /* what the restored irqchip's pin holds; update_irq corrects a mismatch */
 	update_irq(s);
 	pthread_mutex_unlock(&s->lock);
 	return 0;

@@ -8,6 +8,8 @@
 #include "brisk/errmsg.h"
 #include "brisk/exitcode.h"
 #include "brisk/jail.h"
+#include "brisk/opts.h"
+#include "brisk/run_opts.h"
 
 bool jail_id_valid(const char *id)
 {
@@ -109,16 +111,20 @@ int jail_check_inner_path(const char *what, const char *path, char *err, size_t 
 	return 0;
 }
 
-/* Run options whose value is the next word (so that a value that looks like an option is not read as one). */
-static const char *const valued[] = {"--cmdline", "--topology",	 "--cpus", "--memory", "--net", "--console",
-				     "--acpi",	  "--log-level", "-c",	   "-p",       NULL};
-
+/* Whether RUN-ARGS word a (not a file option) takes the next word as its value, as brisk run reads it. */
 static bool takes_value(const char *a)
 {
-	for (int i = 0; valued[i]; i++)
-		if (strcmp(a, valued[i]) == 0)
-			return true;
-	return (a[0] == '-' && a[1] == 'm' && !a[2]);
+	const struct option *o;
+	const char *spec;
+
+	if (a[0] != '-' || !a[1])
+		return false;
+	if (a[1] == '-') {
+		o = opts_find_exact(a, run_options);
+		return o && o->has_arg == required_argument && !strchr(a, '=');
+	}
+	spec = a[1] == ':' ? NULL : strchr(RUN_SHORT_OPTS, a[1]);
+	return spec && spec[1] == ':' && !a[2];
 }
 
 /* Keeps s in cfg->owned (freed by jail_config_free) and returns it. */
@@ -321,7 +327,7 @@ static int rewrite_one(int argc, char **argv, int *i, char **out, int *n, struct
 int jail_rewrite_run_args(int argc, char **argv, struct jail_config *cfg, char *err, size_t errlen)
 {
 	char **out;
-	int n = 0, ret;
+	int n = 0, first, ret;
 
 	if (argc < 1)
 		return err_set(err, errlen, -EINVAL,
@@ -330,6 +336,14 @@ int jail_rewrite_run_args(int argc, char **argv, struct jail_config *cfg, char *
 	if (strcmp(argv[0], "run") != 0 && strncmp(argv[0], "--api-sock", 10) != 0)
 		return err_set(err, errlen, -EINVAL, "RUN-ARGS must start with 'run' or '--api-sock', not '%s'",
 			       argv[0]);
+	/* What brisk would refuse as an abbreviation is refused here: the jail rewrites full names only. */
+	first = strcmp(argv[0], "run") == 0; /* "run OPTIONS", or "--api-sock PATH OPTIONS" (an option itself) */
+	if (opts_check_exact(argc - first, argv + first, RUN_SHORT_OPTS, run_options, err, errlen)) {
+		char why[256];
+
+		snprintf(why, sizeof(why), "%s", err);
+		return err_set(err, errlen, -EINVAL, "RUN-ARGS %s", why);
+	}
 	out = calloc((size_t)argc * 2 + 2, sizeof(*out)); /* each word can become two (-kPATH -> -k /kernel) */
 	if (!out)
 		return err_set(err, errlen, -ENOMEM, "out of memory");
@@ -435,12 +449,29 @@ static int parse_opt(int argc, char **argv, int *i, struct jail_config *cfg, boo
 	return 1;
 }
 
+/* The jail's own options as getopt_long would see them, for opts_check_exact (the parser below is exact). */
+static const struct option jail_long[] = {
+    {"id", required_argument, NULL, 0},
+    {"uid", required_argument, NULL, 0},
+    {"gid", required_argument, NULL, 0},
+    {"chroot-base", required_argument, NULL, 0},
+    {"netns", required_argument, NULL, 0},
+    {"cgroup", required_argument, NULL, 0},
+    {"resource-limit", required_argument, NULL, 0},
+    {"daemonize", no_argument, NULL, 0},
+    {"help", no_argument, NULL, 0},
+    {NULL, 0, NULL, 0},
+};
+
 int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, size_t errlen)
 {
 	bool seen[O__COUNT] = {0};
 	int i, ret;
 
 	*cfg = (struct jail_config){.chroot_base = JAIL_DEFAULT_BASE};
+	/* "+": the first word that is not a jail option starts RUN-ARGS, checked with brisk run's options. */
+	if (opts_check_exact(argc - 1, argv + 1, "+h", jail_long, err, errlen))
+		return EXIT_USAGE;
 	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--") == 0) {
 			i++;
@@ -469,6 +500,10 @@ int jail_parse_args(int argc, char **argv, struct jail_config *cfg, char *err, s
 
 void jail_config_free(struct jail_config *cfg)
 {
+	for (unsigned i = 0; i < cfg->nr_files; i++) {
+		free(cfg->files[i].real);
+		cfg->files[i].real = NULL;
+	}
 	for (unsigned i = 0; i < cfg->nr_owned; i++)
 		free(cfg->owned[i]);
 	cfg->nr_owned = 0;

@@ -2,9 +2,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "brisk/errmsg.h"
@@ -111,6 +116,33 @@ static int write_values(const struct jail_config *cfg, const struct jail_cgroup 
 	return 0;
 }
 
+/*
+ * cg->dir exists although this jail holds the ID (its jail directory was new: jail_build ran first). A
+ * cgroup with no process and no child cgroup is what an earlier jail of this ID left when it could not
+ * remove it (killed, and its reaper too): removed and made again. rmdir(2) itself refuses (EBUSY) one
+ * that is in use. Returns 0 with the cgroup made, or EXIT_USAGE / EXIT_HOST with err.
+ */
+static int reuse_stale(const struct jail_config *cfg, const struct jail_cgroup *cg, char *err, size_t errlen)
+{
+	int e;
+
+	if (rmdir(cg->dir) == 0 && mkdir(cg->dir, 0755) == 0) {
+		fprintf(stderr,
+			"brisk jail: note: %s was left behind by an earlier jail with this ID (empty): removed "
+			"and made again\n",
+			cg->dir);
+		return 0;
+	}
+	e = errno;
+	if (e == EBUSY || e == ENOTEMPTY)
+		return FAIL(EXIT_USAGE,
+			    "--id %s: the cgroup %s is in use (it holds processes or child cgroups: a VM with "
+			    "this ID runs)",
+			    cfg->id, cg->dir);
+	return FAIL(EXIT_HOST, "--id %s: the cgroup %s exists and cannot be replaced: %s", cfg->id, cg->dir,
+		    strerror(e));
+}
+
 int jail_cgroup_create(const struct jail_config *cfg, struct jail_cgroup *cg, char *err, size_t errlen)
 {
 	char mnt[PATH_MAX], parent[PATH_MAX + 16];
@@ -139,14 +171,12 @@ int jail_cgroup_create(const struct jail_config *cfg, struct jail_cgroup *cg, ch
 	if (mkdir(cg->dir, 0755)) {
 		int e = errno;
 
-		snprintf(parent, sizeof(parent), "%s", cg->dir);
-		cg->dir[0] = '\0';
-		if (e == EEXIST)
-			return FAIL(EXIT_USAGE,
-				    "--id %s: the cgroup %s already exists (a jail with this ID runs, or "
-				    "it was left behind: rmdir it)",
-				    cfg->id, parent);
-		return FAIL(EXIT_HOST, "mkdir %s: %s", parent, strerror(e));
+		ret = e == EEXIST ? reuse_stale(cfg, cg, err, errlen)
+				  : FAIL(EXIT_HOST, "mkdir %s: %s", cg->dir, strerror(e));
+		if (ret) {
+			cg->dir[0] = '\0'; /* not ours: never removed by this jail */
+			return ret;
+		}
 	}
 	return write_values(cfg, cg, err, errlen);
 }
@@ -165,9 +195,116 @@ int jail_cgroup_enter(const struct jail_cgroup *cg, pid_t pid, char *err, size_t
 	return 0;
 }
 
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/* rmdir(dir), waiting up to `wait_ms` while it is busy (brisk's helpers still exiting after brisk). */
+static int remove_dir(const char *dir, long wait_ms)
+{
+	for (long waited = 0;; waited += 20) {
+		if (rmdir(dir) == 0 || errno == ENOENT)
+			return 0;
+		if (errno != EBUSY || waited >= wait_ms)
+			return -errno;
+		sleep_ms(20);
+	}
+}
+
 void jail_cgroup_remove(struct jail_cgroup *cg)
 {
-	if (cg->dir[0] && rmdir(cg->dir) && errno != ENOENT)
-		fprintf(stderr, "brisk jail: warning: rmdir %s: %s\n", cg->dir, strerror(errno));
+	int ret = cg->dir[0] ? remove_dir(cg->dir, JAIL_CGROUP_DRAIN_MS) : 0;
+
+	if (ret)
+		fprintf(stderr, "brisk jail: warning: rmdir %s: %s\n", cg->dir, strerror(-ret));
 	cg->dir[0] = '\0';
+}
+
+/* ---- the reaper ---------------------------------------------------------------------------------- */
+
+/* 1 when the cgroup whose cgroup.events is open as fd holds processes, 0 when not, -errno (gone: -ENODEV). */
+static int populated(int fd)
+{
+	char buf[256];
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	const char *p;
+
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	p = strstr(buf, "populated ");
+	return p ? p[10] == '1' : -EINVAL;
+}
+
+/*
+ * The reaper's body: stdio on /dev/null, its own session (a terminal's signals and hangup are not for
+ * it), no other fd. It waits for the go byte (or EOF: the jail ended first), then until the cgroup has
+ * no process (cgroup.events "populated 0": it notifies with POLLPRI; re-read every second anyway), and
+ * removes it, unless the directory is no longer the one it watched. Never returns.
+ */
+_Noreturn static void reap(const char *dir, int go_fd)
+{
+	char path[PATH_MAX + 32];
+	struct stat watched, now;
+	unsigned char go;
+	int fd, null, ret;
+
+	snprintf(path, sizeof(path), "%s/cgroup.events", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd < 0 || stat(dir, &watched) || null < 0)
+		_exit(1);
+	setsid();
+	signal(SIGINT, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+	prctl(PR_SET_NAME, "brisk-jail-reap", 0, 0, 0);
+	dup2(null, 0), dup2(null, 1), dup2(null, 2);
+	/* to 3 and 4 by way of fds above both, so that neither move overwrites the other */
+	go_fd = fcntl(go_fd, F_DUPFD, 10);
+	fd = fcntl(fd, F_DUPFD, 10);
+	if (go_fd < 0 || fd < 0 || dup2(go_fd, 3) < 0 || dup2(fd, 4) < 0)
+		_exit(1);
+	syscall(SYS_close_range, 5U, ~0U, 0U);
+	while (read(3, &go, 1) < 0 && errno == EINTR)
+		;
+	close(3);
+	while ((ret = populated(4)) == 1) {
+		struct pollfd pfd = {.fd = 4, .events = POLLPRI};
+
+		poll(&pfd, 1, 1000);
+	}
+	if (ret == 0 && stat(dir, &now) == 0 && now.st_ino == watched.st_ino && now.st_dev == watched.st_dev)
+		remove_dir(dir, JAIL_CGROUP_DRAIN_MS);
+	_exit(0);
+}
+
+pid_t jail_cgroup_reaper(const struct jail_cgroup *cg, int *go_fd)
+{
+	int fds[2];
+	pid_t pid;
+
+	*go_fd = -1;
+	if (!cg->dir[0])
+		return 0;
+	if (pipe2(fds, O_CLOEXEC))
+		return -errno;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		close(fds[1]);
+		reap(cg->dir, fds[0]);
+	}
+	close(fds[0]);
+	if (pid < 0) {
+		int e = errno;
+
+		close(fds[1]);
+		return -e;
+	}
+	*go_fd = fds[1];
+	return pid;
 }

@@ -53,8 +53,8 @@ static void bind_files(const struct jail_config *cfg, const struct jail_tree *t)
 		if (!f->bind)
 			continue;
 		snprintf(dst, sizeof(dst), "%s/%s", t->root, f->name);
-		if (mount(f->host, dst, NULL, MS_BIND, NULL))
-			die("mount --bind %s %s", f->host, dst);
+		if (mount(f->real, dst, NULL, MS_BIND, NULL))
+			die("mount --bind %s %s", f->real, dst);
 		if (mount(NULL, dst, NULL, flags | (f->ro ? MS_RDONLY : 0), NULL))
 			die("mount -o remount,bind%s %s", f->ro ? ",ro" : "", dst);
 	}

@@ -77,7 +77,35 @@ static int check_base(const char *base, struct jail_tree *t, char *err, size_t e
 	return 0;
 }
 
-int jail_check_inputs(const struct jail_config *cfg, struct jail_tree *t, char *err, size_t errlen)
+/* Name of the RUN-ARGS option that placed file f, for messages. */
+static const char *file_option(const struct jail_file *f)
+{
+	return strncmp(f->name, "disk", 4) == 0 ? "--disk"
+	       : strcmp(f->name, "kernel") == 0 ? "--kernel"
+	       : strcmp(f->name, "initrd") == 0 ? "--initrd"
+						: "--cpu-template";
+}
+
+/*
+ * A file RUN-ARGS names: resolved (every symlink followed: what is placed is
+ * the file itself, never a link that would point outside the jail) and a
+ * regular file.
+ */
+static int check_file(struct jail_file *f, char *err, size_t errlen)
+{
+	struct stat st;
+
+	free(f->real);
+	f->real = realpath(f->host, NULL);
+	if (!f->real || stat(f->real, &st))
+		return FAIL(EXIT_USAGE, "%s %s: %s", file_option(f), f->host,
+			    errno == ENOENT ? "no such file" : strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return FAIL(EXIT_USAGE, "%s %s: not a regular file", file_option(f), f->host);
+	return 0;
+}
+
+int jail_check_inputs(struct jail_config *cfg, struct jail_tree *t, char *err, size_t errlen)
 {
 	struct stat st;
 	int ret;
@@ -89,19 +117,9 @@ int jail_check_inputs(const struct jail_config *cfg, struct jail_tree *t, char *
 		sizeof(t->id_dir) - 8 ||
 	    (size_t)snprintf(t->root, sizeof(t->root), "%s/root", t->id_dir) >= sizeof(t->root))
 		return FAIL(EXIT_USAGE, "--chroot-base %s: the path is too long", cfg->chroot_base);
-	for (unsigned i = 0; i < cfg->nr_files; i++) {
-		const struct jail_file *f = &cfg->files[i];
-		const char *what = strncmp(f->name, "disk", 4) == 0 ? "--disk"
-				   : strcmp(f->name, "kernel") == 0 ? "--kernel"
-				   : strcmp(f->name, "initrd") == 0 ? "--initrd"
-								    : "--cpu-template";
-
-		if (stat(f->host, &st))
-			return FAIL(EXIT_USAGE, "%s %s: %s", what, f->host,
-				    errno == ENOENT ? "no such file" : strerror(errno));
-		if (!S_ISREG(st.st_mode))
-			return FAIL(EXIT_USAGE, "%s %s: not a regular file", what, f->host);
-	}
+	for (unsigned i = 0; i < cfg->nr_files; i++)
+		if ((ret = check_file(&cfg->files[i], err, errlen)))
+			return ret;
 	if (is_dynamic("/proc/self/exe"))
 		return FAIL(EXIT_USAGE,
 			    "this brisk is dynamically linked (as ASan builds are): the jail places shared "
@@ -193,9 +211,10 @@ static int place_programs(struct jail_tree *t, char *err, size_t errlen)
 }
 
 /*
- * Each file RUN-ARGS named, as a hard link (same file system: the jail sees
- * the very inode, no copy of a disk image) or, across file systems, an empty
- * placeholder the child bind-mounts the file onto (jail_exec.c).
+ * Each file RUN-ARGS named, resolved (check_file: a symlink's target, never
+ * the link), as a hard link (same file system: the jail sees the very inode,
+ * no copy of a disk image) or, across file systems, an empty placeholder the
+ * child bind-mounts the file onto (jail_exec.c).
  */
 static int place_files(struct jail_config *cfg, struct jail_tree *t, char *err, size_t errlen)
 {
@@ -203,10 +222,10 @@ static int place_files(struct jail_config *cfg, struct jail_tree *t, char *err, 
 		struct jail_file *f = &cfg->files[i];
 		int fd;
 
-		if (linkat(AT_FDCWD, f->host, t->root_fd, f->name, 0) == 0)
+		if (linkat(AT_FDCWD, f->real, t->root_fd, f->name, AT_SYMLINK_FOLLOW) == 0)
 			continue;
 		if (errno != EXDEV)
-			return FAIL(EXIT_HOST, "link %s to %s/%s: %s", f->host, t->root, f->name, strerror(errno));
+			return FAIL(EXIT_HOST, "link %s to %s/%s: %s", f->real, t->root, f->name, strerror(errno));
 		fd = openat(t->root_fd, f->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0)
 			return FAIL(EXIT_HOST, "create %s/%s: %s", t->root, f->name, strerror(errno));

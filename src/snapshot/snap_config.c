@@ -73,6 +73,9 @@ int snap_config_save(const struct vm_config *cfg, struct snap_writer *w)
 		ret = snap_put_u32(w, cfg->nr_nets);
 	for (unsigned i = 0; !ret && i < cfg->nr_nets; i++)
 		ret = put_net(w, &cfg->net[i]);
+	/* Last, so that a file without it (written before it existed) still reads: see snap_config_load. */
+	if (!ret)
+		ret = snap_put_u64(w, cfg->cpu_template_digest);
 	if (ret)
 		return -ENOMEM;
 	return snap_section_end(w);
@@ -133,6 +136,16 @@ static int get_devices(struct snap_reader *r, struct vm_config *cfg)
 	return 0;
 }
 
+/* The optional last field: what the --cpu-template file asked for (snap_config.h). */
+static int get_template_digest(struct snap_reader *sec, struct snap_config_strings *s)
+{
+	s->has_cpu_template_digest = snap_remaining(sec) != 0;
+	s->cpu_template_digest = 0;
+	if (s->has_cpu_template_digest && snap_get_u64(sec, &s->cpu_template_digest))
+		return -EINVAL;
+	return snap_remaining(sec) ? -EINVAL : 0;
+}
+
 int snap_config_load(struct snap_reader *r, struct vm_config *cfg, struct snap_config_strings *s, char *err,
 		     size_t errlen)
 {
@@ -149,7 +162,8 @@ int snap_config_load(struct snap_reader *r, struct vm_config *cfg, struct snap_c
 	    snap_get_u32(sec, &cfg->topology.threads) || get_str(sec, s->cpu_template, sizeof(s->cpu_template)) ||
 	    get_bool(sec, &cfg->hugepages) || get_bool(sec, &no_acpi) || snap_get_u8(sec, &console) ||
 	    console > CONSOLE_VIRTIO || snap_get_u64(sec, &cfg->rng_rate) || snap_get_u32(sec, &cfg->vsock.cid) ||
-	    get_str(sec, cfg->vsock.uds, sizeof(cfg->vsock.uds)) || get_devices(sec, cfg) || snap_remaining(sec)) {
+	    get_str(sec, cfg->vsock.uds, sizeof(cfg->vsock.uds)) || get_devices(sec, cfg) ||
+	    get_template_digest(sec, s)) {
 		snprintf(err, errlen, "the state file's configuration section is malformed");
 		return -EINVAL;
 	}

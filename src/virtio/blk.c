@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <linux/magic.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -431,9 +433,41 @@ static int open_file(const struct vm_disk *d, char *err, size_t errlen)
 	return err_set(err, errlen, -e, "cannot open the image: %s", file_open_reason(e));
 }
 
-/* Size in bytes of a regular file or block device; anything else is refused. */
+/*
+ * The kernel's own interfaces that show up as regular files (/proc/self/mem, /proc/kcore, sysfs attributes):
+ * never a disk image, whatever size they claim. Returns the file system's name, or NULL.
+ */
+static const char *pseudo_fs(int fd)
+{
+	static const struct {
+		long magic;
+		const char *name;
+	} kinds[] = {
+	    {PROC_SUPER_MAGIC, "procfs"},     {SYSFS_MAGIC, "sysfs"},		{DEBUGFS_MAGIC, "debugfs"},
+	    {TRACEFS_MAGIC, "tracefs"},	      {SECURITYFS_MAGIC, "securityfs"}, {CGROUP_SUPER_MAGIC, "cgroupfs"},
+	    {CGROUP2_SUPER_MAGIC, "cgroup2"}, {BPF_FS_MAGIC, "bpffs"},		{EFIVARFS_MAGIC, "efivarfs"},
+	    {PSTOREFS_MAGIC, "pstore"},
+	};
+	struct statfs sfs;
+
+	if (fstatfs(fd, &sfs))
+		return NULL;
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if ((long)sfs.f_type == kinds[i].magic)
+			return kinds[i].name;
+	return NULL;
+}
+
+/*
+ * Size in bytes of a regular file or block device that can back a disk: not on a kernel pseudo file system,
+ * at least one sector, whole sectors. Anything else is refused (-EINVAL) with err saying why.
+ */
 static int image_size(int fd, const struct vm_disk *d, const struct stat *st, uint64_t *size, char *err, size_t errlen)
 {
+	const char *fs = pseudo_fs(fd);
+
+	if (fs)
+		return err_set(err, errlen, -EINVAL, "the file is on %s, a kernel interface, not a disk image", fs);
 	if (S_ISREG(st->st_mode)) {
 		/* root opens a file without write permission read-write all the same: honour the file's mode */
 		if (!d->ro && !(st->st_mode & 0222))
@@ -452,6 +486,10 @@ static int image_size(int fd, const struct vm_disk *d, const struct stat *st, ui
 			       : S_ISSOCK(st->st_mode) ? "a socket"
 						       : "a character device");
 	}
+	if (*size == 0)
+		return err_set(err, errlen, -EINVAL,
+			       "the image is empty (0 bytes): a disk needs at least one 512-byte "
+			       "sector");
 	if (*size % VIRTIO_BLK_SECTOR)
 		return err_set(err, errlen, -EINVAL, "the image's size, %llu bytes, is not a multiple of 512",
 			       (unsigned long long)*size);

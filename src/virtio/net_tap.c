@@ -117,6 +117,13 @@ int net_tap_open(const char *name, struct net_backend **out, char *err, size_t e
 			 e == EBUSY ? " (in use by another process, or not a tap)" : "");
 		goto fail;
 	}
+	/* A name with a '%d' pattern makes the kernel pick another: the device would not be the one named. */
+	if (strcmp(ifr.ifr_name, name) != 0) {
+		e = EINVAL;
+		snprintf(err, errlen, "TUNSETIFF %s: the kernel named the interface %s; give its real name", name,
+			 ifr.ifr_name);
+		goto fail;
+	}
 	if (ioctl(fd, TUNSETVNETHDRSZ, &hdr_size) < 0) {
 		e = errno;
 		snprintf(err, errlen, "TUNSETVNETHDRSZ %d on %s: %s", hdr_size, name, strerror(e));

@@ -34,8 +34,6 @@ def test_demo_memory_map_matches_memory():
 
 
 def test_serial_input_echo():
-    # Write only once the guest has programmed its UART (resetting the FIFOs
-    # discards what was received before, as on real hardware).
     proc = subprocess.Popen([str(BRISK), "run", "--kernel", guest("echo")], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline() == "echo: ready\n"
@@ -45,6 +43,16 @@ def test_serial_input_echo():
     check_sanitizers(err)
     assert proc.returncode == EXIT_GUEST_OK, err
     assert out.splitlines() == ["hello brisk", "echo: done"]
+
+
+def test_serial_input_before_the_guest_takes_it():
+    """Input sent at once, while the guest still sets up its UART as Linux does before a program opens the tty
+    (FIFO resets, loopback test, RBR reads "for luck"; echo.c linux=1), is kept in brisk's input ring until the
+    guest raises DTR and RTS, then arrives whole: nothing is dropped (docs/devices.md, "Receive")."""
+    line = "typed before the guest opened its tty: " + "x" * 60
+    p = boot("echo", "--cmdline", "linux=1", input=line + "\n", timeout=60)
+    assert p.returncode == EXIT_GUEST_OK, p.stderr
+    assert p.stdout.splitlines() == ["echo: ready", line, "echo: done"], p.stdout
 
 
 def test_i8042_reset_exits_zero():

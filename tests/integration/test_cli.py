@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from conftest import (EXIT_HOST, EXIT_IMAGE, EXIT_USAGE, KVM_REASON, guest, run_brisk)
+from conftest import (EXIT_GUEST_OK, EXIT_HOST, EXIT_IMAGE, EXIT_USAGE, KVM_REASON, boot, guest, run_brisk)
 
 
 def test_version():
@@ -106,3 +106,39 @@ def test_no_kvm_is_a_clear_host_error():
     p = run_brisk("run")
     assert p.returncode == EXIT_HOST
     assert "/dev/kvm" in p.stderr
+
+
+# Long options are spelled in full in every subcommand (docs/cli.md, "Options"): an abbreviation that
+# getopt_long would take ("--kern" for "--kernel") is refused with exit 2, before any file is opened, so that
+# what `brisk jail` rewrites and what brisk reads are the same words (docs/security.md, case 27).
+ABBREVIATIONS = [
+    (["run", "--kern", "K"], "brisk run: --kern: an abbreviation of --kernel"),
+    (["run", "--kernel=K", "--cmdl=x"], "brisk run: --cmdl: an abbreviation of --cmdline"),
+    (["run", "--cpu", "2"], "--cpu: an abbreviation of --cpu-template, --cpus"),
+    (["restore", "--snap", "S", "--mem", "M"], "brisk restore: --snap: an abbreviation of --snapshot"),
+    (["profile", "--kern", "K"], "brisk profile: --kern: an abbreviation of --kernel"),
+    (["acpi", "--dump", "D", "--kern", "K"], "brisk acpi: --kern: an abbreviation of --kernel"),
+    (["cpuid", "--vcp", "0"], "brisk cpuid: --vcp: an abbreviation of --vcpu"),
+    (["--api-sock", "S", "--time"], "brisk: --time: an abbreviation of --timeline"),
+    (["--config-file", "F", "--no-a"], "brisk: --no-a: an abbreviation of --no-api"),
+    (["bench", "-n", "1", "--kern", "K"], "--kern: an abbreviation of --kernel"),
+    (["compare", "-n", "1", "--a", "", "--b", "", "--shuf"], "unexpected argument '--shuf'"),
+    (["trace", "--pi", "1"], "unexpected argument '--pi'"),
+]
+
+
+@pytest.mark.parametrize("args,needle", ABBREVIATIONS, ids=[" ".join(a[0][:2]) for a in ABBREVIATIONS])
+@pytest.mark.security
+def test_abbreviated_options_refused(tmp_path, args, needle):
+    p = run_brisk(*args, cwd=tmp_path)
+    assert p.returncode == EXIT_USAGE, p.stderr
+    assert needle in p.stderr, p.stderr
+    assert os.listdir(tmp_path) == [], "something was created before the refusal"
+
+
+@pytest.mark.security
+def test_value_that_looks_abbreviated_is_a_value(kvm):
+    """The word after an option that takes a value is its value, never an option: `--cmdline --kern` boots."""
+    p = boot("hello", "--cmdline", "--kern", "--log-level", "info", timeout=60)
+    assert p.returncode == EXIT_GUEST_OK, p.stderr
+    assert "Hello from brisk test guest" in p.stdout

@@ -277,6 +277,132 @@ def test_cgroup_controller_missing_is_host_error(kvm, base):
     assert not Path(mnt, "brisk", "t4").exists()
 
 
+# ---- the cgroup outlives neither a killed jail nor a daemonized brisk (docs/security.md, case 29) ---------------
+
+
+def writable_cgroup():
+    """The cgroup v2 mount brisk jail uses, when this process can make cgroups there; else skips."""
+    mnt, _ = cgroup_controllers()
+    if not mnt or not os.access(mnt, os.W_OK):
+        pytest.skip("no writable cgroup v2 here")
+    return Path(mnt)
+
+
+def remove_cgroup(cg, timeout=5.0):
+    """rmdir of a test's own cgroup, retried while its last process is still leaving."""
+    deadline = time.monotonic() + timeout
+    while cg.exists():
+        try:
+            cg.rmdir()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def kill_quietly(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def wait_gone(path, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not path.exists()
+
+
+@pytest.mark.security
+def test_cgroup_removed_after_the_jail_is_killed(kvm, base):
+    """kill -9 of a waiting jail: brisk dies with it (PDEATHSIG), and the cgroup's reaper, outside the jail's PID
+    namespace and cgroup, removes the cgroup; the ID can be used again at once."""
+    mnt = writable_cgroup()
+    jid = f"k9-{os.getpid()}"
+    j = Running(base, jid)
+    cg = mnt / "brisk" / jid
+    assert str(j.pid) in (cg / "cgroup.procs").read_text().split()
+    os.close(j.leak_w)
+    os.kill(j.proc.pid, signal.SIGKILL)
+    j.proc.communicate(timeout=30)
+    if not wait_gone(cg):
+        procs = (cg / "cgroup.procs").read_text()
+        kill_quietly(j.pid)
+        pytest.fail(f"{cg} is still there 10 s after kill -9 of the jail: {procs}")
+    shutil.rmtree(base / "brisk" / jid)  # the jail directory stays by design (cli.md)
+    p = run_jail(base, jid, "run", "--kernel", guest("hello"))
+    assert p.returncode == 0, p.stderr
+    assert "left behind" not in p.stderr
+
+
+@pytest.mark.security
+def test_cgroup_removed_when_a_daemonized_brisk_ends(kvm, base):
+    """--daemonize: the jail returns 0 at once; when brisk later ends (SIGTERM here), the reaper removes the
+    cgroup. The reaper holds none of the caller's fds: the jail's stdout and stderr reach EOF at once."""
+    mnt = writable_cgroup()
+    jid = f"dm-{os.getpid()}"
+    p = run_jail(base, jid, "run", "--kernel", guest("counter"), "--serial", "file:/run/serial.log",
+                 extra=("--daemonize",))
+    skip_if_environment(p)
+    assert p.returncode == 0, p.stderr
+    cg = mnt / "brisk" / jid
+    pid = int((base / "brisk" / jid / "brisk.pid").read_text())
+    log = base / "brisk" / jid / "root" / "run" / "serial.log"
+    try:
+        assert cg.is_dir() and str(pid) in (cg / "cgroup.procs").read_text().split()
+        # SIGTERM only once brisk runs the guest: before brisk blocks it, PID 1 of a namespace ignores it
+        deadline = time.monotonic() + 20
+        while not (log.exists() and "count 2 " in log.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    if not wait_gone(cg):
+        kill_quietly(pid)  # no VM outlives the test
+        pytest.fail(f"{cg} is still there 10 s after the daemonized brisk was sent SIGTERM")
+
+
+@pytest.mark.security
+def test_stale_empty_cgroup_is_reused(kvm, base):
+    """A cgroup of the ID left empty (no process, no child: a jail and its reaper both killed) does not block the
+    ID: it is removed and made again, with a note; the jail then runs and removes it as usual."""
+    mnt = writable_cgroup()
+    jid = f"st-{os.getpid()}"
+    cg = mnt / "brisk" / jid
+    cg.mkdir(parents=True)
+    try:
+        p = run_jail(base, jid, "run", "--kernel", guest("hello"))
+        skip_if_environment(p)
+        assert p.returncode == 0, p.stderr
+        assert f"note: {cg} was left behind by an earlier jail with this ID (empty)" in p.stderr, p.stderr
+        assert not cg.exists()
+    finally:
+        remove_cgroup(cg)
+
+
+@pytest.mark.security
+def test_cgroup_in_use_refused(base):
+    """A cgroup of the ID that holds a process (a VM of that ID runs) is refused: exit 2 naming it, the new jail
+    directory removed again, the cgroup and its process untouched."""
+    mnt = writable_cgroup()
+    jid = f"bz-{os.getpid()}"
+    cg = mnt / "brisk" / jid
+    cg.mkdir(parents=True)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        (cg / "cgroup.procs").write_text(str(sleeper.pid))
+        p = run_jail(base, jid, "run", "--kernel", guest("hello"))
+        skip_if_environment(p)
+        assert p.returncode == EXIT_USAGE, p.stderr
+        assert f"the cgroup {cg} is in use" in p.stderr, p.stderr
+        assert not (base / "brisk" / jid).exists()
+        assert str(sleeper.pid) in (cg / "cgroup.procs").read_text().split()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        remove_cgroup(cg)
+
+
 # Every refused input: exit 2, one line naming the input, nothing created.
 REFUSALS = [
     ("bad-id-chars", {"id": "a_b"}, (), "--id a_b"),
@@ -291,6 +417,7 @@ REFUSALS = [
     ("rlimit-not-number", {}, ("--resource-limit", "no-file=many"), "--resource-limit no-file=many"),
     ("rlimit-no-value", {}, ("--resource-limit", "fsize"), "--resource-limit fsize"),
     ("uid-not-number", {"uid": "nobody"}, (), "--uid nobody"),
+    ("abbreviated-option", {}, ("--daemon",), "--daemon: an abbreviation of --daemonize"),
 ]
 
 
@@ -324,6 +451,18 @@ def test_run_args_refused(base):
     assert p.returncode == EXIT_USAGE and "RUN-ARGS must start with" in p.stderr
     p = run_jail(base, "r4", "run", "--api-sock", "/run/../../x.sock")
     assert p.returncode == EXIT_USAGE and "'..'" in p.stderr
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("word", ["--kern", "--dis=/x", "--cpu-temp", "--api"])
+def test_abbreviated_run_args_refused(base, word):
+    """An abbreviated RUN-ARG (which the jail would not rewrite, so a host path would reach the jail) is refused
+    as brisk refuses it: exit 2 naming it, nothing created (docs/security.md, case 27)."""
+    args = [word, guest("hello")] if "=" not in word else [word]
+    p = run_jail(base, "r9", "run", "--kernel", guest("hello"), *args)
+    assert p.returncode == EXIT_USAGE, p.stderr
+    assert f"RUN-ARGS {word.split('=')[0]}: an abbreviation of" in p.stderr, p.stderr
+    assert not (base / "brisk").exists()
 
 
 def test_existing_id_refused(base):
@@ -375,6 +514,41 @@ def test_kernel_from_another_file_system_is_bind_mounted(kvm, base):
         assert os.stat(base / "brisk" / "t6" / "root" / "kernel").st_size == 0
     finally:
         kernel.unlink()
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
+def test_symlinked_files_are_placed_as_their_targets(kvm, base, tmp_path, relative):
+    """--kernel, --disk and a --cpu-template file given as symlinks on the jail's own file system (where a hard
+    link of the symlink itself would succeed and leave /kernel pointing at a host path): the jail places the file
+    each symlink leads to, so the VM boots and reads the disk; the links themselves are untouched."""
+    files = tmp_path / "files"
+    files.mkdir()
+    kernel = files / "hello.elf"
+    shutil.copyfile(guest("hello"), kernel)
+    disk = files / "d.img"
+    disk.write_bytes(b"\0" * 4096)
+    tmpl = files / "t.json"
+    tmpl.write_text('{"cpuid": []}')
+    for f in (kernel, disk, tmpl):
+        os.chmod(f, 0o666)
+    links = tmp_path / "links"
+    links.mkdir()
+    for name, target in (("k", kernel), ("d", disk), ("t.json", tmpl)):
+        os.symlink(os.path.relpath(target, links) if relative else target, links / name)
+    assert os.stat(links).st_dev == os.stat(base).st_dev
+    jid = f"s{int(relative)}-{os.getpid()}"
+    p = run_jail(base, jid, "run", "--kernel", str(links / "k"), "--disk", str(links / "d"), "--cpu-template",
+                 str(links / "t.json"))
+    skip_if_environment(p)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0] == HELLO_LINE
+    root = base / "brisk" / jid / "root"
+    for name, target in (("kernel", kernel), ("disk0", disk), ("cpu-template.json", tmpl)):
+        st = os.lstat(root / name)
+        assert stat.S_ISREG(st.st_mode), f"/{name} is not a regular file in the jail"
+        assert st.st_ino == os.stat(target).st_ino, f"/{name} is not {target}"
+    assert all(os.path.islink(links / n) for n in ("k", "d", "t.json"))
 
 
 # ---- dynamically linked helpers: their interpreter and shared objects placed in the jail ------------------

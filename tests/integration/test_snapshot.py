@@ -426,6 +426,55 @@ def test_pause_resume_one_process(sockdir, procs):
 # ---- files brisk restore must refuse ------------------------------------------------------------------------
 
 
+def leaf7_ebx_bits():
+    """Two feature bits of CPUID leaf 7.0 EBX that brisk's table for this host has set (a template may clear
+    them), or skips."""
+    p = subprocess.run([str(BRISK), "cpuid", "--json"], capture_output=True, text=True, timeout=60)
+    if p.returncode:
+        pytest.skip(f"brisk cpuid failed: {p.stderr.strip()}")
+    ebx = next(int(e["ebx"], 16) for e in json.loads(p.stdout)["cpuid"] if int(e["leaf"], 16) == 7 and
+               e["subleaf"] == 0)
+    bits = [b for b in range(32) if ebx >> b & 1]
+    if len(bits) < 2:
+        pytest.skip(f"leaf 7 EBX 0x{ebx:x} has fewer than two bits to clear")
+    return bits[-2:]
+
+
+def clearing_template(bit, indent=None):
+    return json.dumps({"cpuid": [{"leaf": "0x7", "subleaf": 0, "register": "ebx", "mask": hex(1 << bit),
+                                  "value": "0x0"}]}, indent=indent)
+
+
+@pytest.mark.security
+def test_restore_refuses_a_changed_cpu_template(tmp_path, sockdir, procs):
+    """The --cpu-template file a snapshot's VM booted with is read again at restore: when it now asks for other
+    CPUID bits (here: clear leaf 7 EBX bit B instead of bit A), the restore is refused (exit 2, the template named)
+    whatever KVM_GET_CPUID2 shows (on a kvm_pvm host it shows the same EBX for both). The same requests written
+    differently (indented) restore and run on: what is compared is what the template asks for, not its bytes."""
+    a, b = leaf7_ebx_bits()
+    tmpl = tmp_path / "t.json"
+    tmpl.write_text(clearing_template(a))
+    sock = os.path.join(sockdir, "tmpl.sock")
+    v = Brisk(["run", "--kernel", guest("counter"), "--cpu-template", str(tmpl), "--memory", "32M", "--cmdline",
+               "console=ttyS0 stop=20", "--api-sock", sock], sock=sock)
+    procs.append(v)
+    state, mem = str(tmp_path / "t.state"), str(tmp_path / "t.mem")
+    before = snapshot_running(v, state, mem)
+    tmpl.write_text(clearing_template(b))
+    p = subprocess.run([str(BRISK), "restore", "--snapshot", state, "--mem", mem], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=60)
+    check_sanitizers(p.stderr)
+    assert p.returncode == EXIT_USAGE, f"exit {p.returncode}: a restore with a changed template ran\n{p.stderr}"
+    assert "count" not in p.stdout
+    assert f"--cpu-template {tmpl}" in p.stderr and "changed since the snapshot" in p.stderr, p.stderr
+    tmpl.write_text(clearing_template(a, indent=4))
+    r = Brisk(["restore", "--snapshot", state, "--mem", mem])
+    procs.append(r)
+    rc = r.wait(timeout=60)
+    assert rc == EXIT_GUEST_OK, f"exit {rc}\n{r.err[-2000:]}"
+    check_continues(before, r.out, more=5)
+
+
 @pytest.fixture(scope="module")
 def good_snapshot(tmp_path_factory):
     """One counter snapshot (32 MiB, stop=20) for the tests that only read or corrupt copies of it."""

@@ -201,6 +201,50 @@ def test_not_a_file(tmp_path):
 
 
 @pytest.mark.security
+def test_empty_image(tmp_path):
+    """A 0-byte image has no sector to offer: refused, not attached as a 0-sector disk."""
+    img = tmp_path / "empty.img"
+    img.write_bytes(b"")
+    refused(str(img), "the image is empty (0 bytes)")
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("path,fs", [("/proc/self/mem", "procfs"), ("/sys/kernel/mm/transparent_hugepage/enabled",
+                                                                     "sysfs")])
+def test_kernel_interface_refused(path, fs):
+    """A kernel interface that shows up as a regular file (/proc/self/mem: 0 bytes; a sysfs attribute: 4096) is
+    never a disk image, read-only or not."""
+    if not os.path.exists(path):
+        pytest.skip(f"no {path} here")
+    refused(path + ",ro", f"the file is on {fs}, a kernel interface, not a disk image")
+    refused(path, f"the file is on {fs}")
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("second", ["same", "symlink,ro", "hardlink"])
+def test_same_image_twice(tmp_path, second):
+    """One image attached twice with a read-write one among them (the same path, a symlink, another hard link) is
+    said to be given twice, before either is opened; it is not reported as locked by another process."""
+    img = make_image(tmp_path / "d.img", 0, sectors=8)
+    other = {"same": img, "symlink,ro": str(tmp_path / "l.img") + ",ro", "hardlink": str(tmp_path / "h.img")}[second]
+    if second.startswith("symlink"):
+        os.symlink(img, tmp_path / "l.img")
+    if second == "hardlink":
+        os.link(img, tmp_path / "h.img")
+    p = boot("hello", "--disk", img, "--disk", other, timeout=60)
+    assert p.returncode == EXIT_USAGE, p.stdout + p.stderr
+    want = f"--disk {other.split(',')[0]}: the same image as --disk {img} (disk 0) is given twice"
+    assert want in p.stderr and "locked" not in p.stderr, p.stderr
+
+
+def test_same_image_twice_read_only_is_allowed(tmp_path):
+    """Two read-only views of one image cannot corrupt it: allowed (shared locks)."""
+    img = make_image(tmp_path / "d.img", 0, sectors=8)
+    p = boot("hello", "--disk", img + ",ro", "--disk", img + ",ro", timeout=60)
+    assert p.returncode == EXIT_GUEST_OK, p.stderr
+
+
+@pytest.mark.security
 def test_locked_image(tmp_path):
     """Another process's lock (lockf: a POSIX lock, which OFD locks conflict with) keeps brisk out, read-write
     and read-only alike; a read-only user does not keep another read-only user out."""

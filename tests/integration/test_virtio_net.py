@@ -337,6 +337,40 @@ def test_net_option_errors(value, why):
     assert "invalid --net" in p.stderr and why in p.stderr, p.stderr
 
 
+@pytest.mark.security
+@pytest.mark.parametrize("net,why", [
+    ("127.0.0.0/8", "inside 127.0.0.0/8, the loopback network"),
+    ("127.1.2.0/24", "inside 127.0.0.0/8, the loopback network"),
+    ("0.0.0.0/8", "inside 0.0.0.0/8, \"this network\""),
+    ("224.0.0.0/8", "inside 224.0.0.0/4, multicast"),
+    ("239.255.0.0/16", "inside 224.0.0.0/4, multicast"),
+    ("255.255.255.0/24", "inside 240.0.0.0/4, reserved (with the broadcast address 255.255.255.255)"),
+    ("240.0.0.0/8", "inside 240.0.0.0/4, reserved"),
+])
+def test_user_net_not_unicast_refused(net, why):
+    """A user-mode network must be unicast: loopback, "this network", multicast and the reserved/broadcast
+    block are refused at parse time (exit 2, the value and the block named), before any helper starts."""
+    p = run_brisk("run", "--kernel", guest("hello"), "--net", f"user,net={net}")
+    assert p.returncode == EXIT_USAGE, p.stderr
+    assert f"net={net} is {why}" in p.stderr and "unicast" in p.stderr, p.stderr
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("name,why", [
+    ("tap%d", "'%' makes the kernel pick the name"),
+    ("br%dx", "'%' makes the kernel pick the name"),
+    ("a:b", "without '/', ':' or blanks"),
+    ("a b", "without '/', ':' or blanks"),
+    ("..", "not . or .."),
+])
+def test_tap_name_refused(name, why):
+    """A tap name the kernel would not take as given (a '%d' pattern names another device; ':', blanks, . and ..
+    are not interface names) is refused at parse time: exit 2, the name quoted."""
+    p = run_brisk("run", "--kernel", guest("hello"), "--net", f"tap={name}")
+    assert p.returncode == EXIT_USAGE, p.stderr
+    assert f"invalid --net 'tap={name}'" in p.stderr and why in p.stderr, p.stderr
+
+
 def test_too_many_nets():
     p = run_brisk("run", "--kernel", guest("hello"), *(["--net", "user"] * 9))
     assert p.returncode == EXIT_USAGE

@@ -16,6 +16,8 @@
 
 #include "brisk/exitcode.h"
 #include "brisk/jail.h"
+#include "brisk/opts.h"
+#include "brisk/run_opts.h"
 
 static void test_ids(void **state)
 {
@@ -148,6 +150,8 @@ static void test_refused(void **state)
 	    {"jail", "--id=v", "--uid=1", "--gid=1", "--", "restore", "--snapshot", "/s", NULL},
 	    {"jail", "--id=v", "--uid=1", "--gid=1", "--", "run", "--report-json", "../x.json", NULL},
 	    {"jail", "--id=v", "--uid=1", "--gid=1", "--", "run", "--kernel", NULL},
+	    {"jail", "--id=v", "--uid=1", "--gid=1", "--", "run", "--kern", "/k", NULL},
+	    {"jail", "--id=v", "--uid=1", "--gi=1", "--", "run", "--kernel", "/k", NULL},
 	};
 	struct jail_config cfg;
 	char err[256];
@@ -169,6 +173,38 @@ static void test_refused(void **state)
 		assert_int_equal(jail_parse_args(argc, more[i], &cfg, err, sizeof(err)), EXIT_USAGE);
 		jail_config_free(&cfg);
 	}
+}
+
+/* opts_check_exact: a long option's prefix is refused; values (even ones that look like options) are skipped. */
+static void test_exact_options(void **state)
+{
+	char *ok[] = {"--kernel", "/k",	   "-c",	 "--kern", "--cmdline=--kern", "-m", "64",
+		      "-k/x",	  "--rng", "--timeline", "--",	   "--kern",	       NULL};
+	char *bad[][3] = {{"--kern", "/k", NULL},
+			  {"--cpu", "2", NULL},
+			  {"--time", NULL, NULL},
+			  {"-k", "/k", NULL},
+			  {"--report=/r", NULL, NULL}};
+	const char *why[] = {"--kern: an abbreviation of --kernel", "--cpu: an abbreviation of --cpu-template, --cpus",
+			     "--time: an abbreviation of --timeline", NULL,
+			     "--report: an abbreviation of --report-json"};
+	char err[256];
+
+	(void)state;
+	assert_int_equal(opts_check_exact(12, ok, RUN_SHORT_OPTS, run_options, err, sizeof(err)), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int argc = bad[i][1] ? 2 : 1;
+		int ret = opts_check_exact(argc, bad[i], RUN_SHORT_OPTS, run_options, err, sizeof(err));
+
+		if (!why[i]) {
+			assert_int_equal(ret, 0); /* -k is a short option, not an abbreviation */
+			continue;
+		}
+		assert_int_equal(ret, -EINVAL);
+		assert_non_null(strstr(err, why[i]));
+	}
+	assert_non_null(opts_find_exact("--kernel=/k", run_options));
+	assert_null(opts_find_exact("--kern=/k", run_options));
 }
 
 /* ---- jail_ld_list_parse: glibc's `ld.so --list` output ---------------------------------------------------- */
@@ -362,6 +398,7 @@ int main(void)
 	    cmocka_unit_test(test_rlimits),
 	    cmocka_unit_test(test_rewrite),
 	    cmocka_unit_test(test_refused),
+	    cmocka_unit_test(test_exact_options),
 	    cmocka_unit_test(test_ld_list_normal),
 	    cmocka_unit_test(test_ld_list_vdso),
 	    cmocka_unit_test(test_ld_list_not_found),

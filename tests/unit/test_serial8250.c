@@ -537,7 +537,7 @@ static void test_input(void **state)
 	assert_int_equal(pipe(p), 0);
 	assert_int_equal(setup_uart_with(-1, p[0]), 0);
 	out8(COM1 + 1, 0x01); /* ERBFI */
-	out8(COM1 + 4, 0x08); /* OUT2 */
+	out8(COM1 + 4, 0x0b); /* OUT2 | RTS | DTR: the guest takes input */
 	assert_int_equal(serial8250_start(uart), 0);
 	assert_int_equal(write(p[1], "ab", 2), 2);
 	assert_true(wait_dr());
@@ -566,6 +566,7 @@ static void test_input_escape(void **state)
 	assert_int_equal(pipe(p), 0);
 	assert_int_equal(setup_uart_with(-1, p[0]), 0);
 	out8(COM1 + 2, 0x01); /* FIFO */
+	out8(COM1 + 4, 0x03); /* RTS | DTR */
 	assert_int_equal(serial8250_start(uart), 0);
 	assert_int_equal(write(p[1], seq, sizeof(seq)), (ssize_t)sizeof(seq));
 	for (size_t i = 0; i < sizeof(want); i++) {
@@ -576,6 +577,55 @@ static void test_input_escape(void **state)
 	assert_int_equal(get_exit_calls(), 1);
 	assert_int_equal(exit_code, EXIT_STOPPED);
 	assert_string_equal(exit_reason, "Ctrl-A x");
+	serial8250_stop(uart, 100);
+	teardown_bus(NULL);
+	close(p[0]);
+	close(p[1]);
+}
+
+/*
+ * Host input typed before the guest takes it (DTR and RTS low) is kept whole through a driver's set-up, as
+ * Linux's 8250 driver does it before the tty is opened: FIFO enable and reset, loopback tests, RBR and LSR
+ * reads "for luck"; DR stays clear meanwhile. Once DTR and RTS are raised every byte arrives, in order.
+ */
+static void test_input_waits_for_dtr_rts(void **state)
+{
+	static const char text[] = "echo typed-before-the-shell-started; uname -a\n";
+	int p[2];
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(setup_uart_with(-1, p[0]), 0);
+	assert_int_equal(serial8250_start(uart), 0);
+	assert_int_equal(write(p[1], text, sizeof(text) - 1), (ssize_t)sizeof(text) - 1);
+	for (uint64_t end = now_ms() + 2000; console_io_pending(uart->io) < sizeof(text) - 1 && now_ms() < end;)
+		sleep_ms(1);
+	assert_int_equal(console_io_pending(uart->io), sizeof(text) - 1);
+	out8(COM1 + 4, 0x01); /* DTR alone (Linux's console set-up): not yet */
+	assert_int_equal(in8(COM1 + 5) & 0x01, 0);
+	out8(COM1 + 4, 0x1a); /* autoconfig's loopback test */
+	out8(COM1 + 0, 'L');
+	assert_int_equal(in8(COM1 + 0), 'L');
+	out8(COM1 + 4, 0x01);
+	out8(COM1 + 2, 0x07); /* FIFO on, both reset */
+	out8(COM1 + 2, 0x00); /* off again: a reset too */
+	for (int i = 0; i < 4; i++) {
+		(void)in8(COM1 + 5);
+		(void)in8(COM1 + 0); /* "clear the interrupt registers ... for luck" */
+		(void)in8(COM1 + 2);
+		(void)in8(COM1 + 6);
+	}
+	out8(COM1 + 4, 0x09); /* OUT2 | DTR: startup's modem lines, still no RTS */
+	out8(COM1 + 1, 0x05); /* RLSI | RDI */
+	out8(COM1 + 2, 0x01); /* set_termios: FIFO on (a reset) */
+	assert_int_equal(in8(COM1 + 5) & 0x01, 0);
+	assert_int_equal(console_io_pending(uart->io), sizeof(text) - 1);
+	out8(COM1 + 4, 0x0b); /* the port is open: DTR | RTS raised */
+	for (size_t i = 0; i < sizeof(text) - 1; i++) {
+		assert_true(wait_dr());
+		assert_int_equal(in8(COM1 + 0), (uint8_t)text[i]);
+	}
+	assert_int_equal(in8(COM1 + 5) & 0x01, 0);
 	serial8250_stop(uart, 100);
 	teardown_bus(NULL);
 	close(p[0]);
@@ -600,6 +650,7 @@ static void test_input_backpressure(void **state)
 		data[i] = (uint8_t)('a' + i % 26);
 	assert_int_equal(pipe(p), 0);
 	assert_int_equal(setup_uart_with(-1, p[0]), 0);
+	out8(COM1 + 4, 0x03); /* RTS | DTR */
 	assert_int_equal(serial8250_start(uart), 0);
 	assert_int_equal(write(p[1], data, sizeof(data)), (ssize_t)sizeof(data));
 	for (uint64_t end = now_ms() + 2000; in_ring_count() < SERIAL_INBUF_SIZE && now_ms() < end;)
@@ -742,6 +793,7 @@ int main(void)
 	    cmocka_unit_test(test_input),
 	    cmocka_unit_test(test_input_escape),
 	    cmocka_unit_test(test_input_backpressure),
+	    cmocka_unit_test(test_input_waits_for_dtr_rts),
 	    cmocka_unit_test_setup_teardown(test_i8042, setup_bus, teardown_bus),
 	    cmocka_unit_test_setup_teardown(test_debugexit, setup_bus, teardown_bus),
 	    cmocka_unit_test_setup_teardown(test_bootmark, setup_bus, teardown_bus),

@@ -11,6 +11,9 @@
 
 #include <cmocka.h>
 
+#include "brisk/config.h"
+#include "brisk/cpuid.h"
+#include "brisk/snap_config.h"
 #include "brisk/snapshot.h"
 
 #define HDR 24 /* magic, version, flags, payload length */
@@ -384,6 +387,108 @@ static void test_file_round_trip(void **state)
 	fclose(f);
 }
 
+/* A state file holding only the configuration section of cfg; its bytes (caller frees). */
+static uint8_t *config_file(const struct vm_config *cfg, size_t *len)
+{
+	struct snap_writer *w = snap_writer_new();
+	char err[256];
+	FILE *f = tmpfile();
+	uint8_t *buf;
+	long n;
+
+	assert_int_equal(snap_config_save(cfg, w), 0);
+	assert_int_equal(snap_writer_finish(w, fileno(f), true, err, sizeof(err)), 0);
+	snap_writer_free(w);
+	n = lseek(fileno(f), 0, SEEK_END);
+	buf = malloc((size_t)n);
+	assert_int_equal(pread(fileno(f), buf, (size_t)n, 0), n);
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+static int load_config(const uint8_t *b, size_t len, struct vm_config *cfg, struct snap_config_strings *strs)
+{
+	struct snap_reader *r;
+	char err[256];
+	int ret;
+
+	assert_int_equal(snap_reader_open_mem(b, len, &r, err, sizeof(err)), 0);
+	config_defaults(cfg);
+	ret = snap_config_load(r, cfg, strs, err, sizeof(err));
+	snap_reader_free(r);
+	return ret;
+}
+
+/*
+ * The configuration section ends with the --cpu-template digest; a file written before that field existed
+ * (the same section 8 bytes shorter) still loads, with no digest to compare; a longer one is refused.
+ */
+static void test_config_template_digest(void **state)
+{
+	static struct vm_config cfg, back;
+	static struct snap_config_strings strs;
+	const size_t name_len = strlen("config"), body_len_at = HDR + 12 + name_len;
+	size_t len;
+	uint8_t *b, *old;
+	uint64_t body;
+
+	(void)state;
+	config_defaults(&cfg);
+	cfg.cpu_template_digest = 0x1122334455667788ull;
+	b = config_file(&cfg, &len);
+	assert_int_equal(load_config(b, len, &back, &strs), 0);
+	assert_true(strs.has_cpu_template_digest);
+	assert_true(strs.cpu_template_digest == 0x1122334455667788ull);
+	/* the layout before the digest: body and payload 8 bytes shorter, the trailer recomputed */
+	old = malloc(len - 8);
+	memcpy(old, b, len - 16);
+	memcpy(&body, b + body_len_at, 8);
+	put_le(old + 16, len - 8 - HDR - 8, 8);
+	put_le(old + body_len_at, body - 8, 8);
+	reseal(old, len - 8);
+	assert_int_equal(load_config(old, len - 8, &back, &strs), 0);
+	assert_false(strs.has_cpu_template_digest);
+	assert_int_equal(back.cpus, cfg.cpus);
+	free(old);
+	free(b);
+}
+
+/* The digest is of what a template asks for: the same requests written differently match; any change does not. */
+static void test_template_digest(void **state)
+{
+	static const char *const texts[] = {
+	    "{\"cpuid\": [{\"leaf\": \"0x7\", \"subleaf\": 0, \"register\": \"ebx\", \"mask\": \"0x20\", \"value\": "
+	    "\"0x0\"}]}",
+	    "{ \"cpuid\" : [ { \"register\": \"ebx\", \"value\": \"0\", \"mask\": \"32\", \"leaf\": \"7\" } ] }\n",
+	    "{\"cpuid\": [{\"leaf\": \"0x7\", \"subleaf\": 0, \"register\": \"ebx\", \"mask\": \"0x40\", \"value\": "
+	    "\"0x0\"}]}",
+	    "{\"cpuid\": [{\"leaf\": \"0x7\", \"subleaf\": 0, \"register\": \"ebx\", \"mask\": \"0x20\", \"value\": "
+	    "\"0x0\"}], \"msrs\": [{\"index\": \"0x1a0\", \"value\": \"0x1\"}]}",
+	};
+	uint64_t d[4];
+	char path[64], err[256];
+
+	(void)state;
+	snprintf(path, sizeof(path), "/tmp/test_snapfile.%d.json", (int)getpid());
+	for (size_t i = 0; i < 4; i++) {
+		struct cpuid_template *t;
+		FILE *f = fopen(path, "w");
+
+		assert_non_null(f);
+		fputs(texts[i], f);
+		fclose(f);
+		assert_int_equal(cpuid_template_load(path, &t, err, sizeof(err)), 0);
+		d[i] = cpuid_template_digest(t);
+		cpuid_template_free(t);
+		assert_true(d[i] != 0);
+	}
+	unlink(path);
+	assert_true(d[0] == d[1]); /* spacing, key order, number spelling, the default subleaf */
+	assert_true(d[0] != d[2]); /* another bit */
+	assert_true(d[0] != d[3]); /* an MSR more */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -392,7 +497,8 @@ int main(void)
 	    cmocka_unit_test(test_header_fields),   cmocka_unit_test(test_checksum),
 	    cmocka_unit_test(test_framing),	    cmocka_unit_test(test_too_many_sections),
 	    cmocka_unit_test(test_too_large),	    cmocka_unit_test(test_writer_rules),
-	    cmocka_unit_test(test_file_round_trip),
+	    cmocka_unit_test(test_file_round_trip), cmocka_unit_test(test_config_template_digest),
+	    cmocka_unit_test(test_template_digest),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

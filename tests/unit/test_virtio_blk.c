@@ -694,8 +694,10 @@ static void test_refused_images(void **state)
 	assert_int_equal(refuse(path, false, err, sizeof(err)), -ENOENT);
 	assert_non_null(strstr(err, "no such file"));
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	assert_int_equal(ftruncate(fd, 1000), 0);
 	close(fd);
+	assert_int_equal(refuse(path, false, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "the image is empty (0 bytes)"));
+	assert_int_equal(truncate(path, 1000), 0);
 	assert_int_equal(refuse(path, false, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "not a multiple of 512"));
 	assert_int_equal(truncate(path, 4096), 0);
@@ -707,6 +709,8 @@ static void test_refused_images(void **state)
 	assert_int_equal(refuse("/tmp", false, err, sizeof(err)), -EISDIR);
 	assert_int_equal(refuse("/dev/null", true, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "character device"));
+	assert_int_equal(refuse("/proc/self/mem", true, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "on procfs, a kernel interface"));
 }
 
 /* The running disk holds its lock: a second open of the same image is refused, read-only too. */

@@ -205,6 +205,9 @@ static void test_parse_tap(void **state)
 	assert_int_equal(net_err("tap=abcdefghijklmnop", "1..15 bytes"), -EINVAL);
 	assert_int_equal(net_err("tap=", "1..15 bytes"), -EINVAL);
 	assert_int_equal(net_err("tap=a/b", "without '/'"), -EINVAL);
+	assert_int_equal(net_err("tap=a:b", "':' or blanks"), -EINVAL);
+	assert_int_equal(net_err("tap=.", "not . or .."), -EINVAL);
+	assert_int_equal(net_err("tap=tap%d", "'%' makes the kernel pick the name"), -EINVAL);
 	assert_int_equal(net_err("tap=t,mac=02:00:00:00:00", "six hex bytes"), -EINVAL);
 	assert_int_equal(net_err("tap=t,mac=02:00:00:00:00:0g", "six hex bytes"), -EINVAL);
 	assert_int_equal(net_err("tap=t,mac=02:00:00:00:00:011", "six hex bytes"), -EINVAL);
@@ -251,6 +254,12 @@ static void test_parse_user(void **state)
 	assert_int_equal(net_err("user,hostfwd=icmp::80-:80", "expected"), -EINVAL);
 	assert_int_equal(net_err("user,hostfwd=tcp:1.2.3:80-:80", "expected"), -EINVAL);
 	assert_int_equal(net_err("user,mtu=9000", "unknown key 'mtu=9000'"), -EINVAL);
+	assert_int_equal(net_err("user,net=127.0.0.0/8", "the loopback network"), -EINVAL);
+	assert_int_equal(net_err("user,net=0.0.0.0/8", "\"this network\""), -EINVAL);
+	assert_int_equal(net_err("user,net=224.0.0.0/8", "multicast"), -EINVAL);
+	assert_int_equal(net_err("user,net=255.255.255.0/24", "broadcast"), -EINVAL);
+	assert_int_equal(net_err("user,net=1.0.0.0/8", NULL), 0);
+	assert_int_equal(net_err("user,net=223.255.255.0/24", NULL), 0);
 }
 
 static void test_limits_and_slots(void **state)

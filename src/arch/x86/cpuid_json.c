@@ -417,6 +417,32 @@ int cpuid_template_apply(const char *path, const struct cpuid_template *tmpl, co
 	return 0;
 }
 
+/* FNV-1a 64 of v's `len` low bytes, little-endian, continuing from h. */
+static uint64_t fnv(uint64_t h, uint64_t v, unsigned len)
+{
+	for (unsigned i = 0; i < len; i++) {
+		h ^= (uint8_t)(v >> (8 * i));
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+uint64_t cpuid_template_digest(const struct cpuid_template *t)
+{
+	uint64_t h = fnv(0xcbf29ce484222325ull, CPUID_TEMPLATE_DIGEST_VERSION, 4);
+
+	h = fnv(h, t->nr_cpuid, 4);
+	for (size_t i = 0; i < t->nr_cpuid; i++) {
+		const struct cpuid_template_item *it = &t->cpuid[i];
+
+		h = fnv(fnv(fnv(fnv(fnv(h, it->leaf, 4), it->subleaf, 4), it->reg, 1), it->mask, 4), it->value, 4);
+	}
+	h = fnv(h, t->nr_msrs, 4);
+	for (size_t i = 0; i < t->nr_msrs; i++)
+		h = fnv(fnv(h, t->msrs[i].index, 4), t->msrs[i].value, 8);
+	return h ? h : 1; /* 0 means "no template file" */
+}
+
 int cpuid_json_apply(const char *path, const struct cpuid_kvm *k, struct kvm_cpuid2 *t, struct cpuid_vm *vm, char *err,
 		     size_t errlen)
 {
@@ -425,6 +451,7 @@ int cpuid_json_apply(const char *path, const struct cpuid_kvm *k, struct kvm_cpu
 
 	if (ret)
 		return ret;
+	vm->template_digest = cpuid_template_digest(tmpl);
 	ret = cpuid_template_apply(path, tmpl, k, t, vm, err, errlen);
 	cpuid_template_free(tmpl);
 	return ret;

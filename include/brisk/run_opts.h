@@ -1,0 +1,42 @@
+/*
+ * run_opts.h - the options of `brisk run` (and `brisk restore`, `brisk --api-sock`, the RUN-OPTIONS of
+ * profile, bench and acpi): one getopt_long table, shared by the command (src/cli/run.c) and by
+ * `brisk jail`, which reads RUN-ARGS with it (src/jail/jail_args.c).
+ */
+#ifndef BRISK_RUN_OPTS_H
+#define BRISK_RUN_OPTS_H
+
+#include <getopt.h>
+
+/* getopt_long's short options of brisk run. */
+#define RUN_SHORT_OPTS "k:c:i:p:m:h"
+
+/* The values of the long options without a short form. */
+enum run_opt {
+	OPT_SERIAL = 256,
+	OPT_HUGEPAGES,
+	OPT_PREFAULT,
+	OPT_TIMELINE,
+	OPT_LOG_LEVEL,
+	OPT_TOPOLOGY,
+	OPT_CPU_TEMPLATE,
+	OPT_REPORT_JSON,
+	OPT_DISK,
+	OPT_NET,
+	OPT_VSOCK,
+	OPT_RNG,
+	OPT_CONSOLE,
+	OPT_ACPI,
+	OPT_API_SOCK,
+	OPT_CONFIG_FILE,
+	OPT_NO_API,
+	OPT_SNAPSHOT,
+	OPT_MEM,
+	OPT_PAUSED,
+	OPT_SECCOMP
+};
+
+/* The long options, ending with a zero entry. */
+extern const struct option run_options[];
+
+#endif
