@@ -632,10 +632,11 @@ static void test_reset_during_io(void **state)
 	idx = rd16(fx.d, USED + 2);
 	usleep(50000);
 	assert_int_equal(rd16(fx.d, USED + 2), idx);
-	/* and the device serves the driver that comes next */
+	/* and the device serves the driver that comes next (a sector none of the writes above covers: whether a
+	 * write in flight at the reset landed is up to timing) */
 	bring_up(F(VIRTIO_BLK_F_FLUSH));
-	assert_int_equal(request(VIRTIO_BLK_T_IN, 1, BUF, 512, NULL), VIRTIO_BLK_S_OK);
-	assert_int_equal(*(uint8_t *)gpa(fx.d, BUF, 1), 1);
+	assert_int_equal(request(VIRTIO_BLK_T_IN, 1001, BUF, 512, NULL), VIRTIO_BLK_S_OK);
+	assert_int_equal(*(uint8_t *)gpa(fx.d, BUF, 1), 1001 & 0xff);
 }
 
 /* cache=none: aligned guest buffers go straight to O_DIRECT; unaligned ones through the bounce buffer. */
