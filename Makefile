@@ -9,6 +9,7 @@
 #   make bench-acpi   what ACPI costs start-up: acpi_build alone, and boots with --acpi off vs on (bench/acpi.sh)
 #   make fuzz     bounded libFuzzer run of every untrusted-input parser (tests/fuzz/run.sh)
 #   make format   apply .clang-format
+#   make lint     check it, and commit subjects <= 72 characters (scripts/lint.sh; make check runs it)
 
 CC      ?= gcc
 BUILD   ?= build
@@ -29,36 +30,36 @@ ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-s
 
 # The library: everything but main(), so unit tests link the same objects.
 LIB_SRCS := \
-	src/bus.c \
-	src/mem.c \
-	src/kvm.c \
-	src/vm.c \
-	src/vm_build.c \
-	src/evloop.c \
-	src/devmgr.c \
+	src/vmm/bus.c \
+	src/vmm/mem.c \
+	src/vmm/kvm.c \
+	src/vmm/vm.c \
+	src/vmm/vm_build.c \
+	src/vmm/evloop.c \
+	src/vmm/devmgr.c \
 	src/virtio/mmio.c \
 	src/virtio/mmio_snap.c \
 	src/virtio/rng.c \
-	src/virtio/blk.c \
-	src/virtio/blk_req.c \
-	src/virtio/blk_io.c \
+	src/virtio/blk/blk.c \
+	src/virtio/blk/blk_req.c \
+	src/virtio/blk/blk_io.c \
 	src/virtio/console.c \
-	src/virtio/net.c \
-	src/virtio/net_frame.c \
-	src/virtio/net_tap.c \
-	src/virtio/net_user.c \
-	src/virtio/vsock.c \
-	src/virtio/vsock_conn.c \
-	src/virtio/vsock_pkt.c \
-	src/vcpu.c \
-	src/timeline.c \
-	src/timeline_json.c \
+	src/virtio/net/net.c \
+	src/virtio/net/net_frame.c \
+	src/virtio/net/net_tap.c \
+	src/virtio/net/net_user.c \
+	src/virtio/vsock/vsock.c \
+	src/virtio/vsock/vsock_conn.c \
+	src/virtio/vsock/vsock_pkt.c \
+	src/vmm/vcpu.c \
+	src/profile/timeline.c \
+	src/profile/timeline_json.c \
 	src/profile/stats.c \
 	src/profile/bench_runs.c \
-	src/config.c \
-	src/config_net.c \
-	src/config_vsock.c \
-	src/run_opts.c \
+	src/config/config.c \
+	src/config/config_net.c \
+	src/config/config_vsock.c \
+	src/config/run_opts.c \
 	src/api/fc_config.c \
 	src/api/fc_config_dev.c \
 	src/api/fc_config_file.c \
@@ -82,7 +83,7 @@ LIB_SRCS := \
 	src/snapshot/snapfile.c \
 	src/snapshot/snap_config.c \
 	src/snapshot/snap_memfile.c \
-	src/vm_snapshot.c \
+	src/vmm/vm_snapshot.c \
 	src/seccomp/seccomp.c \
 	src/seccomp/seccomp_lists.c \
 	src/arch/x86/kvm_state.c \
@@ -188,7 +189,7 @@ UNIT_TESTS := \
 .DEFAULT_GOAL := all
 include guests/guests.mk
 
-.PHONY: all demo check check-unit check-guest check-asan check-linux demo-linux deps bench bench-order bench-acpi fuzz format clean
+.PHONY: all demo check check-unit check-guest check-asan check-linux demo-linux deps bench bench-order bench-acpi fuzz format lint clean
 all: $(BUILD)/brisk $(BUILD)/brisk-slirp $(BUILD)/brisk-api
 
 # Before the first compile in a build directory: the headers and libraries brisk needs, or one message
@@ -213,11 +214,11 @@ $(1)/libbrisk.a: $(LIB_SRCS:%.c=$(1)/obj/%.o)
 	ar rcs $$@ $$^
 $(1)/brisk: $(addprefix $(1)/obj/,$(MAIN_OBJS)) $(1)/libbrisk.a
 	$$(CC) $(2) $(3) -o $$@ $$(filter %.o,$$^) $(1)/libbrisk.a $$(LDLIBS)
-# --net user's helper: dynamically linked (libslirp is a shared library only), see src/virtio/net_user.c
-$(1)/brisk-slirp: src/net/slirp_helper.c $(SECCOMP_SRCS) | $(DEPS_STAMP)
+# --net user's helper: dynamically linked (libslirp is a shared library only), see src/virtio/net/net_user.c
+$(1)/brisk-slirp: src/helpers/slirp_helper.c $(SECCOMP_SRCS) | $(DEPS_STAMP)
 	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$(filter %.c,$$^) -lslirp -lseccomp
 # the API socket's HTTP helper: dynamically linked (Debian's libmicrohttpd.a needs gnutls), see src/api/api_link.c
-$(1)/brisk-api: src/api/api_helper.c src/api/api_wire.c src/util/errmsg.c include/brisk/api_link.h $(SECCOMP_SRCS) | $(DEPS_STAMP)
+$(1)/brisk-api: src/helpers/api_helper.c src/api/api_wire.c src/util/errmsg.c include/brisk/api_link.h $(SECCOMP_SRCS) | $(DEPS_STAMP)
 	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$(filter %.c,$$^) -lmicrohttpd -lseccomp
 $(1)/tests/%: tests/unit/%.c $(1)/libbrisk.a
 	@mkdir -p $$(dir $$@)
@@ -265,6 +266,9 @@ bench-acpi: all guests
 fuzz:
 	@scripts/deps.sh fuzz
 	@tests/fuzz/run.sh
+
+lint:
+	@scripts/lint.sh
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^tests/fuzz/corpus')

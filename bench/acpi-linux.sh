@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# acpi-linux.sh - a Linux boot to init with ACPI vs with the MP table (issue 13, docs/performance.md
+# acpi-linux.sh - a Linux boot to init with ACPI vs with the MP table (docs/performance.md
 # "ACPI or the MP table: a Linux boot"): the real-kernel tier's kernel and initramfs (tests/linux/run.sh
 # builds them in build/linux), the same options but --acpi, side by side:
 #   1. brisk compare -n PAIRS: per start-up phase and boot marker (0x1 = the init started) medians,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# acpi.sh - what ACPI costs brisk's start-up (issue 13, docs/performance.md "ACPI or the MP table"):
+# acpi.sh - what ACPI costs brisk's start-up (docs/performance.md "ACPI or the MP table"):
 #   1. bench/acpi_build.c: acpi_build() alone, for 1..254 vCPUs and 0..18 virtio devices;
 #   2. brisk compare: the same test guest booted with --acpi off (A) and --acpi on (B), interleaved,
 #      per start-up phase medians, ratio B/A with its CI, and a Mann-Whitney verdict.

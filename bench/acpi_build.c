@@ -1,6 +1,6 @@
 /*
- * acpi_build.c - what building the ACPI tables costs on the boot path (issue 13: "ACPI must not add a
- * measurable cost to start-up before the first KVM_RUN").
+ * acpi_build.c - what building the ACPI tables costs on the boot path: ACPI must not add a
+ * measurable cost to start-up before the first KVM_RUN.
  *
  * brisk builds the tables once per VM (vm_build.c step 3b, acpi_write) straight into guest RAM. This
  * times acpi_build() for a small, a typical and the largest machine, each into a fresh page-aligned

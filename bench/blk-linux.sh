@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# blk-linux.sh - virtio-blk from inside a Linux guest, brisk against QEMU microvm (issue 9, virtio part 1,
-# section 4; docs/performance.md "virtio-blk inside a Linux guest (nested)"), and in the same session the
+# blk-linux.sh - virtio-blk from inside a Linux guest, brisk against QEMU microvm
+# (docs/performance.md "virtio-blk inside a Linux guest (nested)"), and in the same session the
 # boot measurements of "Linux boot with root on virtio-blk" and "hvc0 against ttyS0".
 #
 # 1. Block rows, ROUNDS rounds interleaved (brisk and QEMU alternate which goes first; the host's own run

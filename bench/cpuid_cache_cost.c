@@ -1,6 +1,5 @@
 /*
- * cpuid_cache_cost.c - would a cross-process cache of KVM's supported CPUID pay? (issue 8 item 4)
- *
+ * cpuid_cache_cost.c - would a cross-process cache of KVM's supported CPUID pay?  *
  * A cache file could replace KVM_GET_SUPPORTED_CPUID (+ KVM_GET_MSR_INDEX_LIST)
  * in every process after the first, but only behind a key that proves the
  * table is still current: the boot (/proc/sys/kernel/random/boot_id), KVM's

@@ -2,7 +2,7 @@
 """ioctls.py - every KVM ioctl of a brisk boot with its cost, and every start-up phase: medians of N boots.
 
 Runs `brisk run --kernel GUEST --timeline` N times (sequentially), parses the timeline table and the
-"KVM ioctl / calls / total us" table brisk prints (src/kvm.c counts every KVM ioctl it makes), and
+"KVM ioctl / calls / total us" table brisk prints (src/vmm/kvm.c counts every KVM ioctl it makes), and
 prints per request: calls per boot, and the median, p10 and p90 of its total time per boot; per phase
 the median time since exec and the median step (+us). KVM_RUN is listed last: its time is guest time.
 This is the table of docs/performance.md "Start-up at the floor"; bench/README.md has the rest.

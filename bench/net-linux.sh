@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # net-linux.sh - virtio-net (tap) and vsock from inside a Linux guest, brisk against QEMU microvm, interleaved
-# (issue 10 section 4; docs/performance.md "virtio-net and vsock inside a Linux guest"): bench/net_linux.py
+# (docs/performance.md "virtio-net and vsock inside a Linux guest"): bench/net_linux.py
 # says what runs and what is printed. Needs root (a network namespace with a tap), qemu-system-x86_64 and the
 # real-kernel tier's kernel and initramfs (tests/linux/run.sh builds them in $BUILD/linux).
 # Usage: bench/net-linux.sh [-n ROUNDS] [--bytes N] [--pings N]

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""net_linux.py - virtio-net and vsock from inside a Linux guest, brisk against QEMU microvm (issue 10 section 4;
-docs/performance.md "virtio-net and vsock inside a Linux guest"). bench/net-linux.sh runs it (inside
+"""net_linux.py - virtio-net and vsock from inside a Linux guest, brisk against QEMU microvm
+(docs/performance.md "virtio-net and vsock inside a Linux guest"). bench/net-linux.sh runs it (inside
 scripts/nested-kvm.sh with BENCH_NESTED=1).
 
 Both VMMs boot the real-kernel tier's kernel and initramfs-virtio.cpio.gz (--memory 256M, 1 vCPU) in a network

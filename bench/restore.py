@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""restore.py - snapshot/restore benchmark (issue 11 section 4, docs/performance.md "Snapshot and restore").
+"""restore.py - snapshot/restore benchmark (docs/performance.md "Snapshot and restore").
 
 For each guest memory size (default 128 MiB and 1 GiB):
   1. boots build/guests/counter.elf through the API (`brisk --api-sock`), lets it count, pauses it and

@@ -353,7 +353,7 @@ static const char *verdict(const struct pair_result *r, char *buf, size_t len)
 
 static const struct seq recipes[] = {
     {"brisk",
-     "brisk's recipe (src/vm.c): memory slots before the irqchip",
+     "brisk's recipe (src/vmm/vm.c): memory slots before the irqchip",
      8,
      {S_TSS, S_MEM, S_IRQCHIP, S_PIT, S_VCPU, S_CPUID, S_MSRS, S_REGS}},
     {"irqchip-first",

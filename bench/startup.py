@@ -35,7 +35,7 @@ import tempfile
 import time
 
 EXPECTED_LINE = "Hello from brisk test guest"
-# Start-up targets (issue 8), printed as met / NOT met, never asserted: brisk within
+# Start-up targets, printed as met / NOT met, never asserted: brisk within
 # TARGET_FLOOR x the floor program, QEMU microvm at least TARGET_QEMU x slower than brisk.
 TARGET_FLOOR = 1.2
 TARGET_QEMU = 12

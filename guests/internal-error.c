@@ -2,7 +2,7 @@
 #include "guest.h"
 
 /*
- * SECURITY.md case 16: a guest that jumps to an address where no RAM is
+ * docs/security.md case 16: a guest that jumps to an address where no RAM is
  * (the MMIO hole, virtio slot 255, which brisk never fills) makes KVM try to
  * emulate an instruction it cannot fetch (arch/x86/kvm/x86.c
  * handle_emulation_failure): KVM_EXIT_INTERNAL_ERROR, suberror 1

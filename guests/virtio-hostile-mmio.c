@@ -1,4 +1,5 @@
-/* virtio-hostile-mmio.c - hostile guest: the virtio-mmio register file abused (SECURITY.md case 13, and 7 at scale). */
+/* virtio-hostile-mmio.c - hostile guest: the virtio-mmio register file abused (docs/security.md case 13, and 7 at
+ * scale). */
 #include "virtio.h"
 
 /*
@@ -487,7 +488,7 @@ static void c_reset_loop(void)
 }
 
 /*
- * A device reset must not be a way around the entropy rate limit (SECURITY.md 12 through 13): rounds
+ * A device reset must not be a way around the entropy rate limit (docs/security.md case 12 through 13): rounds
  * of bring-up, one request as large as a burst, reset. The guest counts what it got; the test compares
  * brisk's own count of bytes served with the rate (--rng=RATE, --log-level info).
  */
@@ -514,7 +515,7 @@ static void c_reset_burst(void)
 
 static const struct hcase {
 	const char *name;
-	unsigned int security; /* shared/docs/SECURITY.md case */
+	unsigned int security; /* docs/security.md case */
 	void (*run)(void);
 } cases[] = {
     {"widths", 13, c_widths},	      {"fuzz", 13, c_fuzz},
@@ -553,7 +554,7 @@ void guest_main(struct hvm_start_info *si)
 		conf_check(0, "bringup", "see above");
 		conf_end();
 	}
-	gprintf("%s: case %s (SECURITY.md %u), count %llu, features 0x%llx\n", NAME, c->name, c->security,
+	gprintf("%s: case %s (docs/security.md case %u), count %llu, features 0x%llx\n", NAME, c->name, c->security,
 		(unsigned long long)count, (unsigned long long)rng.features);
 	c->run();
 	conf_end();

@@ -4,12 +4,12 @@
 
 /*
  * Command-line words:
- *   case=NAME   the attack (one per run; the table at the end lists them with their SECURITY.md case)
+ *   case=NAME   the attack (one per run; the table at the end lists them with their docs/security.md case)
  *   virtio_mmio.device=...  the device windows (the VMM adds them; the first entropy device is attacked)
  *
  * Each attack writes the descriptor table, the avail ring or the queue
  * registers by hand (guests/lib/virtio.h, "raw rings") and checks the class
- * it must end in (shared/docs/SECURITY.md):
+ * it must end in (docs/security.md):
  *   - a malformed chain (cases 1-5, 8) is completed with used length 0, its
  *     id the head, the buffers of the chain untouched, no DEVICE_NEEDS_RESET;
  *   - a corrupt ring index (case 6) raises DEVICE_NEEDS_RESET with a
@@ -196,7 +196,7 @@ static void expect_needs_reset(const char *what)
 	restart_and_check();
 }
 
-/* ---- SECURITY.md 1: next out of range ------------------------------------------------------------ */
+/* ---- docs/security.md case 1: next out of range ------------------------------------------------------------ */
 
 static void c_next_range(void)
 {
@@ -242,7 +242,7 @@ out:
 	works_both();
 }
 
-/* ---- SECURITY.md 2: cycles and over-long chains ---------------------------------------------------- */
+/* ---- docs/security.md case 2: cycles and over-long chains ---------------------------------------------------- */
 
 static void c_cycle(void)
 {
@@ -348,7 +348,7 @@ static void fill_big_cycle(volatile struct virtq_desc *t)
 		desc(t, i, B(0), 0, VIRTQ_DESC_F_WRITE | VIRTQ_DESC_F_NEXT, (uint16_t)((i + 1) % BIG_QUEUE));
 }
 
-/* 64 descriptors of 64 MiB inside the first 128 MiB: 2^32 bytes in all (SECURITY.md 5 without a big RAM). */
+/* 64 descriptors of 64 MiB inside the first 128 MiB: 2^32 bytes in all (docs/security.md case 5 without a big RAM). */
 static void fill_total_4g(volatile struct virtq_desc *t)
 {
 	for (unsigned int i = 0; i < 64; i++)
@@ -376,7 +376,7 @@ static void c_big_total(void)
 	on_big_queue("total_length_2^32_in_64_buffers", 0, 0, fill_total_4g);
 }
 
-/* ---- SECURITY.md 3: indirect tables ----------------------------------------------------------------- */
+/* ---- docs/security.md case 3: indirect tables ----------------------------------------------------------------- */
 
 /* table[0] is a good 16-byte buffer: only the table descriptor itself is wrong. */
 static void ind_case(const char *what, uint64_t addr, uint32_t len, uint16_t flags)
@@ -430,7 +430,7 @@ static void c_ind_1024(void)
 	expect_served("indirect_1024_entries", 16);
 }
 
-/* ---- SECURITY.md 4: buffers outside guest RAM ------------------------------------------------------- */
+/* ---- docs/security.md case 4: buffers outside guest RAM ------------------------------------------------------- */
 
 static void addr_case(const char *what, uint64_t addr, uint32_t len)
 {
@@ -589,7 +589,7 @@ static void c_race(void)
 	restart_and_check();
 }
 
-/* ---- SECURITY.md 5: chains longer than 2^32 - 1 bytes --------------------------------------------- */
+/* ---- docs/security.md case 5: chains longer than 2^32 - 1 bytes --------------------------------------------- */
 
 /* Needs --memory 3G: two 2 GiB buffers at 1 GiB (never touched when refused). */
 static int have_3g(void)
@@ -626,7 +626,7 @@ static void c_total_max(void)
 	works_both();
 }
 
-/* ---- SECURITY.md 6: corrupt ring indices ----------------------------------------------------------- */
+/* ---- docs/security.md case 6: corrupt ring indices ----------------------------------------------------------- */
 
 static void c_avail_idx(void)
 {
@@ -672,7 +672,7 @@ static void c_avail_full(void)
 	works_both();
 }
 
-/* ---- SECURITY.md 7: queues that do not validate ----------------------------------------------------- */
+/* ---- docs/security.md case 7: queues that do not validate ----------------------------------------------------- */
 
 struct qcfg {
 	uint32_t num;
@@ -772,7 +772,7 @@ static void c_rings_overlap(void)
 	restart_and_check();
 }
 
-/* ---- SECURITY.md 8: readable buffers in an entropy request ------------------------------------------ */
+/* ---- docs/security.md case 8: readable buffers in an entropy request ------------------------------------------ */
 
 static void c_order(void)
 {
@@ -820,7 +820,7 @@ static void c_readable_first(void)
 
 static const struct hcase {
 	const char *name;
-	unsigned int security; /* shared/docs/SECURITY.md case */
+	unsigned int security; /* docs/security.md case */
 	void (*run)(void);
 	unsigned int flags;
 } cases[] = {
@@ -913,7 +913,7 @@ void guest_main(struct hvm_start_info *si)
 		conf_check(0, "bringup", "see above");
 		conf_end();
 	}
-	gprintf("%s: case %s (SECURITY.md %u), features 0x%llx, queue size %u\n", NAME, c->name, c->security,
+	gprintf("%s: case %s (docs/security.md case %u), features 0x%llx, queue size %u\n", NAME, c->name, c->security,
 		(unsigned long long)rng.features, raw.size);
 	fill_pattern();
 	c->run();

@@ -1,4 +1,4 @@
-/* virtio-hostile-storm.c - hostile guest: a QueueNotify storm against virtio-rng (SECURITY.md case 15). */
+/* virtio-hostile-storm.c - hostile guest: a QueueNotify storm against virtio-rng (docs/security.md case 15). */
 #include "virtio.h"
 
 /*
@@ -149,7 +149,7 @@ void guest_main(struct hvm_start_info *si)
 		conf_check(0, "bringup", "see above");
 		conf_end();
 	}
-	gprintf("%s: case %s (SECURITY.md 15), %llu notifies\n", NAME, c->name, (unsigned long long)notifies);
+	gprintf("%s: case %s (docs/security.md case 15), %llu notifies\n", NAME, c->name, (unsigned long long)notifies);
 	c->run();
 	gprintf("%s: storm done\n", NAME);
 	conf_end();

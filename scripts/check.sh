@@ -35,6 +35,9 @@ count_pytest() {
 	done
 }
 
+echo "== source checks (scripts/lint.sh: .clang-format, commit subjects)"
+scripts/lint.sh || { echo "check: source checks failed"; status=1; }
+
 echo "== unit tests (cmocka), plain and ASan+UBSan"
 make --no-print-directory -s check-unit || { echo "check: unit test build failed"; exit 1; }
 for dir in "$BUILD/tests" "$BUILD/asan/tests"; do

@@ -10,7 +10,8 @@ check=(libcmocka-dev python3 python3-pytest python3-pytest-timeout strace qemu-s
 	xz-utils kmod coreutils util-linux gzip e2fsprogs # the second line: scripts/nested-kvm.sh and the Linux tier
 	acpica-tools # iasl: tests/integration/test_acpi.py disassembles brisk acpi --dump's tables
 	iproute2 # ip netns/tuntap, ss: the virtio-net tests (a tap in a private namespace)
-	time) # GNU time: tests/integration/test_endurance.py measures each run's peak RSS
+	time # GNU time: tests/integration/test_endurance.py measures each run's peak RSS
+	clang-format git) # scripts/lint.sh: the format and commit-subject checks
 bench=(qemu-system-x86 strace liburing-dev) # liburing: bench/blk_engine.c (docs/performance.md)
 fuzz=(clang libclang-rt-14-dev)
 

@@ -15,7 +15,8 @@ static const struct {
 	int (*fn)(int argc, char **argv);
 } commands[] = {
     {"run", cmd_run},	  {"cpuid", cmd_cpuid},	    {"profile", cmd_profile}, {"trace", cmd_trace},
-    {"bench", cmd_bench}, {"compare", cmd_compare}, {"acpi", cmd_acpi}, {"restore", cmd_restore}, {"jail", cmd_jail},	      {"help", cmd_help},
+    {"bench", cmd_bench}, {"compare", cmd_compare}, {"acpi", cmd_acpi},	      {"restore", cmd_restore},
+    {"jail", cmd_jail},	  {"help", cmd_help},
 };
 
 /*

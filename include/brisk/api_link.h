@@ -1,6 +1,6 @@
 /*
  * api_link.h - brisk's end of the Firecracker-compatible HTTP API: the Unix socket, the brisk-api helper
- * process that speaks HTTP/1.1 on it (src/api/api_helper.c, libmicrohttpd), and the framed messages the two
+ * process that speaks HTTP/1.1 on it (src/helpers/api_helper.c, libmicrohttpd), and the framed messages the two
  * exchange over a SOCK_SEQPACKET socketpair (src/api/api_link.c, the codec in src/api/api_wire.c).
  *
  * Why a helper: libmicrohttpd cannot be linked statically on Debian (its gnutls dependency ships no static

@@ -40,7 +40,8 @@ __attribute__((warn_unused_result)) int parse_topology(const char *s, struct vm_
 __attribute__((warn_unused_result)) int parse_disk(const char *s, struct vm_config *cfg, char *err, size_t errlen);
 
 /*
- * Parses one --net "tap=NAME[,mac=MAC]" or "user[,net=CIDR][,hostfwd=[tcp|udp]:[HOSTADDR]:HOSTPORT-[GUESTADDR]:GUESTPORT]
+ * Parses one --net "tap=NAME[,mac=MAC]" or
+ * "user[,net=CIDR][,hostfwd=[tcp|udp]:[HOSTADDR]:HOSTPORT-[GUESTADDR]:GUESTPORT]
  * ...[,mac=MAC]" into the next cfg->net[] (config_net.c). Returns 0, -EINVAL (with what is wrong in err) or
  * -E2BIG (more than VM_MAX_NETS).
  */

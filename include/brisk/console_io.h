@@ -11,7 +11,7 @@
  * by at most the flush time given to console_io_stop().
  *
  * Input (host -> guest): one input thread reads in_fd, at most the ring's free space at a time; while
- * the ring is full it reads nothing (back-pressure: a host stdin flood stays in the pipe, SECURITY.md
+ * the ring is full it reads nothing (back-pressure: a host stdin flood stays in the pipe, docs/security.md
  * case 14). The exception is the terminal put in raw mode: it is always read, so that Ctrl-A x works
  * while the guest reads nothing, and what the full ring cannot take is dropped and counted. Ctrl-A x
  * calls ops->quit; Ctrl-A Ctrl-A queues one Ctrl-A; Ctrl-A followed by any other byte queues both

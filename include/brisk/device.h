@@ -36,7 +36,7 @@ struct snap_writer; /* snapshots (snapshot.h): a device's saved state */
 struct snap_reader;
 
 /*
- * A device's operations, one const table per device type (STYLE.md 1). All
+ * A device's operations, one const table per device type. All
  * but read/write may be NULL.
  *
  * read/write: called from vCPU threads, concurrently: a device locks its

@@ -31,9 +31,9 @@
 
 /* Section tags. */
 enum snap_tag {
-	SNAP_TAG_CONFIG = 1, /* the VM's configuration (what `brisk restore` rebuilds) */
-	SNAP_TAG_VM = 2,     /* VM-wide KVM state: irqchip (PICs, IOAPIC), PIT, KVM clock */
-	SNAP_TAG_VCPU = 3,   /* one vCPU (index = vCPU index) */
+	SNAP_TAG_CONFIG = 1,  /* the VM's configuration (what `brisk restore` rebuilds) */
+	SNAP_TAG_VM = 2,      /* VM-wide KVM state: irqchip (PICs, IOAPIC), PIT, KVM clock */
+	SNAP_TAG_VCPU = 3,    /* one vCPU (index = vCPU index) */
 	SNAP_TAG_DEVICE = 4,  /* one bus device (index = bus order, name = dev_ops name) */
 	SNAP_TAG_MEMFILE = 5, /* the memory file this state belongs to (snap_memfile.h); optional */
 	SNAP_TAG_API = 6,     /* the API's description of the VM (ids, root device, boot source); optional */
@@ -76,8 +76,7 @@ unsigned snap_count(const struct snap_reader *r, enum snap_tag tag);
  * snap_reader_free) on the section (tag, index); `name` must match when not NULL. Returns 0,
  * -ENOENT (no such section) or -EINVAL (name differs).
  */
-int snap_section(struct snap_reader *r, enum snap_tag tag, uint32_t index, const char *name,
-		 struct snap_reader **sec);
+int snap_section(struct snap_reader *r, enum snap_tag tag, uint32_t index, const char *name, struct snap_reader **sec);
 /* The name of section (tag, index), or NULL. */
 const char *snap_section_name(const struct snap_reader *r, enum snap_tag tag, uint32_t index);
 /* Reads `len` bytes of the current section. Returns 0, or -EINVAL past its end (and sets the error). */

@@ -7,22 +7,22 @@
 
 /* Phases in the order they happen; each is recorded once (first wins). */
 enum tl_event {
-	TL_EXEC = 0,	  /* process start, estimated (see timeline.c) */
-	TL_MAIN,	  /* main() entered */
-	TL_API_REQUEST,	  /* the API request that starts the guest arrived (InstanceStart, snapshot/load) */
-	TL_SNAPSHOT_READ, /* restore: the state file read and checked, guest memory mapped from its file */
-	TL_KVM_OPEN,	  /* /dev/kvm opened and checked (the CPUID fetch starts) */
-	TL_KERNEL_LOADED, /* guest RAM allocated, kernel image in it, boot structures built */
-	TL_VM_CREATED,	  /* KVM_CREATE_VM, TSS and identity-map pages */
-	TL_MEMORY,	  /* guest RAM registered with KVM (memory slots) */
-	TL_IRQCHIP,	  /* in-kernel irqchip and PIT created (after the memory slots) */
-	TL_VCPUS_READY,	  /* every vCPU created and configured */
+	TL_EXEC = 0,	   /* process start, estimated (see timeline.c) */
+	TL_MAIN,	   /* main() entered */
+	TL_API_REQUEST,	   /* the API request that starts the guest arrived (InstanceStart, snapshot/load) */
+	TL_SNAPSHOT_READ,  /* restore: the state file read and checked, guest memory mapped from its file */
+	TL_KVM_OPEN,	   /* /dev/kvm opened and checked (the CPUID fetch starts) */
+	TL_KERNEL_LOADED,  /* guest RAM allocated, kernel image in it, boot structures built */
+	TL_VM_CREATED,	   /* KVM_CREATE_VM, TSS and identity-map pages */
+	TL_MEMORY,	   /* guest RAM registered with KVM (memory slots) */
+	TL_IRQCHIP,	   /* in-kernel irqchip and PIT created (after the memory slots) */
+	TL_VCPUS_READY,	   /* every vCPU created and configured */
 	TL_STATE_RESTORED, /* restore: the irqchip, PIT, clock, devices and every vCPU hold the saved state */
-	TL_FIRST_RUN,	  /* first KVM_RUN entered */
-	TL_FIRST_EXIT,	  /* first exit to userspace */
-	TL_FIRST_SERIAL,  /* first byte the guest wrote to the UART */
-	TL_GUEST_END,	  /* the guest ended (or was stopped) */
-	TL_EXIT,	  /* brisk is about to exit */
+	TL_FIRST_RUN,	   /* first KVM_RUN entered */
+	TL_FIRST_EXIT,	   /* first exit to userspace */
+	TL_FIRST_SERIAL,   /* first byte the guest wrote to the UART */
+	TL_GUEST_END,	   /* the guest ended (or was stopped) */
+	TL_EXIT,	   /* brisk is about to exit */
 	TL__COUNT
 };
 

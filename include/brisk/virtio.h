@@ -133,7 +133,7 @@ void virtio_config_changed(struct virtio_mmio *t);
 
 /*
  * The device or one of its queues is corrupt (a broken virtqueue,
- * SECURITY.md case 7): sets DEVICE_NEEDS_RESET and sends a config
+ * docs/security.md case 7): sets DEVICE_NEEDS_RESET and sends a config
  * interrupt (section 2.1.2); the device serves nothing until reset. `why` is
  * logged (rate-limited).
  */
@@ -153,7 +153,7 @@ const struct gmem *virtio_mem(const struct virtio_mmio *t);
 struct virtio_stats {
 	uint64_t notifies;
 	uint64_t interrupts;
-	uint64_t bad_chains;   /* malformed requests completed with an error (SECURITY.md G) */
+	uint64_t bad_chains;   /* malformed requests completed with an error (docs/security.md class G) */
 	uint64_t needs_reset;  /* DEVICE_NEEDS_RESET raised */
 	uint64_t bad_accesses; /* register accesses of a wrong width or offset, writes in a wrong state */
 };

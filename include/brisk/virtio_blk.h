@@ -1,6 +1,6 @@
 /*
  * virtio_blk.h - the virtio block device's request format (virtio 1.2 section 5.2) and its request parser,
- * exposed for the unit tests and the fuzzer; the device itself is src/virtio/blk.c (constructor in devices.h).
+ * exposed for the unit tests and the fuzzer; the device itself is src/virtio/blk/blk.c (constructor in devices.h).
  */
 #ifndef BRISK_VIRTIO_BLK_H
 #define BRISK_VIRTIO_BLK_H
@@ -85,7 +85,8 @@ struct blk_req {
 };
 
 enum blk_parse_result {
-	BLK_REQ_BAD_CHAIN, /* no writable status byte: complete the chain with 0 bytes and count it (SECURITY.md 8) */
+	BLK_REQ_BAD_CHAIN, /* no writable status byte: complete the chain with 0 bytes and count it (docs/security.md
+			      case 8) */
 	BLK_REQ_DONE,	   /* decided without I/O: write r->result to *r->status, used length r->used */
 	BLK_REQ_IO,	   /* a valid request of r->type for the device to carry out */
 };
@@ -95,7 +96,7 @@ enum blk_parse_result {
  * virtio-blk request (section 5.2.6), independent of how the driver framed
  * it (2.6.4): the 16-byte header is copied out of guest memory before any
  * field is used, the status is the last writable byte, the data is what
- * lies between. Validation (SECURITY.md 8, 9): a header shorter than 16
+ * lies between. Validation (docs/security.md case 8, 9): a header shorter than 16
  * bytes, a data length not a multiple of 512, a sector range past the
  * capacity (overflow-safe) or a write to a read-only disk -> IOERR; an
  * unknown or unnegotiated type -> UNSUPP; DISCARD / WRITE_ZEROES with other

@@ -2,7 +2,7 @@
  * virtio_net.h - the virtio network device (virtio 1.2 section 5.1): feature bits, the header, the limits,
  * the transmit-chain parser and receive-side copy (net_frame.c, exposed for the unit tests and the fuzzer),
  * and the backend interface the device (net.c) drives: a tap (net_tap.c) or user-mode networking through
- * the brisk-slirp helper process (net_user.c, src/net/slirp_helper.c).
+ * the brisk-slirp helper process (net_user.c, src/helpers/slirp_helper.c).
  */
 #ifndef BRISK_VIRTIO_NET_H
 #define BRISK_VIRTIO_NET_H
@@ -75,7 +75,7 @@ struct net_limits {
 	uint32_t max_frame; /* frame bytes after the header: MTU + 18, or NET_GSO_FRAME_MAX with HOST_TSO4/6 */
 };
 
-/* The largest frame a driver with `features` may send (section 5.1.6.2, SECURITY.md 10). */
+/* The largest frame a driver with `features` may send (section 5.1.6.2, docs/security.md case 10). */
 uint32_t net_max_frame(uint64_t features, uint32_t mtu);
 
 /* One parsed transmit chain: the header copied out of guest memory, the frame as iovecs into guest RAM. */
@@ -89,7 +89,8 @@ struct net_tx {
 
 enum net_tx_result {
 	NET_TX_OK = 0,
-	NET_TX_DROP, /* malformed or over the limits: drop, count, return the chain with 0 bytes (SECURITY.md 10) */
+	NET_TX_DROP, /* malformed or over the limits: drop, count, return the chain with 0 bytes (docs/security.md case
+			10) */
 };
 
 /*

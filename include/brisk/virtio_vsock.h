@@ -73,7 +73,7 @@ struct virtio_vsock_hdr {
 _Static_assert(sizeof(struct virtio_vsock_hdr) == VSOCK_HDR_SIZE, "virtio_vsock_hdr is 44 bytes");
 
 /*
- * The device's limits (docs/devices.md, "virtio-vsock"; SECURITY.md case 11). Memory is bounded by
+ * The device's limits (docs/devices.md, "virtio-vsock"; docs/security.md case 11). Memory is bounded by
  * VSOCK_MAX_CONNS connections, each with at most VSOCK_BUF_ALLOC bytes buffered towards its host socket
  * (allocated only while that socket would block), and a reset queue of VSOCK_RST_QUEUE entries.
  */
@@ -88,7 +88,7 @@ _Static_assert(sizeof(struct virtio_vsock_hdr) == VSOCK_HDR_SIZE, "virtio_vsock_
 #define VSOCK_TIMEOUT_MS       2000u		       /* CONNECT line, guest RESPONSE, clean shutdown: each at most */
 #define VSOCK_PORT_SUFFIX_MAX  11u		       /* "_4294967295": PATH_P adds at most this to PATH */
 
-/* Why a transmitted packet was refused (counted per kind; SECURITY.md case 11). */
+/* Why a transmitted packet was refused (counted per kind; docs/security.md case 11). */
 enum vsock_fault {
 	VSOCK_OK = 0,
 	VSOCK_BAD_CHAIN,     /* the chain is malformed or has a device-writable buffer */

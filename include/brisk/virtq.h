@@ -4,7 +4,7 @@
  * Every descriptor, ring and buffer is reached through gmem_ptr (the one
  * checked accessor): a chain's segments are host pointers whose whole
  * [ptr, ptr+len) lies in one RAM region. Every walk is bounded by the queue
- * size. The guest is hostile (shared/docs/SECURITY.md cases 1-9): a
+ * size. The guest is hostile (docs/security.md cases 1-9): a
  * malformed *chain* is consumed and reported without its segments (the
  * device completes it with 0 bytes; a well-formed chain carrying a bad
  * request gets the device's error status instead), a malformed *queue*
@@ -101,7 +101,7 @@ void virtq_reset(struct virtq *q);
  * binds it to `mem`, starts at index 0 (the driver's avail.idx must be 0
  * then) with notifications on, and zeroes the device area's flags, idx and
  * avail_event. Does not clear `broken`: only virtq_reset does. Returns 0,
- * or -EINVAL (the transport sets DEVICE_NEEDS_RESET: SECURITY.md case 7).
+ * or -EINVAL (the transport sets DEVICE_NEEDS_RESET: docs/security.md case 7).
  */
 int virtq_activate(struct virtq *q, const struct gmem *mem);
 

@@ -19,7 +19,7 @@ enum disk_cache { DISK_CACHE_WRITEBACK = 0, DISK_CACHE_NONE };
 
 #define VM_MAX_DISKS	    16	       /* --disk: at most this many, within the virtio windows (layout.h) */
 #define VM_DISK_ID_MAX	    20	       /* VIRTIO_BLK_ID_BYTES (virtio 1.2 section 5.2.6) */
-#define VM_RNG_DEFAULT_RATE (1u << 20) /* --rng without a rate: 1 MiB/s (SECURITY.md case 12) */
+#define VM_RNG_DEFAULT_RATE (1u << 20) /* --rng without a rate: 1 MiB/s (docs/security.md case 12) */
 
 /* One --disk PATH[,ro][,id=NAME][,cache=none|writeback]. */
 #define VM_DISK_PATH_MAX 4096

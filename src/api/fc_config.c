@@ -239,7 +239,7 @@ static int member_object(const struct fcj *c, json_object *o, const char *key, j
  * The bandwidth token bucket (TokenBucket in the swagger): `size` bytes per
  * `refill_time` ms. brisk has no one-time burst, and size or refill_time 0
  * (Firecracker: no limit) is refused: the entropy device is always
- * throttled (SECURITY.md case 12).
+ * throttled (docs/security.md case 12).
  */
 static int bandwidth(const struct fcj *c, json_object *o, uint64_t *size, uint64_t *ms)
 {

@@ -26,7 +26,7 @@
  * seccomp SECCOMP_SET_MODE_FILTER only: a filter can only narrow what is allowed). */
 #define SPAWN_CALLS SC(clone), SC(clone3), SC(set_robust_list), SC(rseq), SC(sched_getaffinity), SC(prctl), SC(seccomp)
 
-/* A virtio-blk worker's file I/O (src/virtio/blk_io.c): vectored reads and writes, flushes, holes, and the
+/* A virtio-blk worker's file I/O (src/virtio/blk/blk_io.c): vectored reads and writes, flushes, holes, and the
  * image's size (a file truncated under the VM). */
 #define BLK_CALLS SC(preadv), SC(pwritev), SC(fdatasync), SC(fallocate), SC(newfstatat)
 

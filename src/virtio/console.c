@@ -8,7 +8,7 @@
  * Transmit: each chain's readable buffers are copied into the output ring at once and the chain is
  * completed with 0 bytes written (5.3.6.2). Linux's hvc put_chars waits, spinning, for the host to
  * return the buffer, so holding transmit chains while stdout stalls would stall the guest; instead a
- * full ring drops and counts, as the UART does (SECURITY.md case 14).
+ * full ring drops and counts, as the UART does (docs/security.md case 14).
  *
  * Receive: host input arrives on the console's input thread, which only queues it in the input ring
  * and signals an eventfd; the event loop (virtio_watch, I/O lock held) fills the guest's writable

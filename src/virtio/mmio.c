@@ -307,7 +307,7 @@ static void set_high(uint64_t *v, uint32_t hi)
 	*v = (*v & 0xffffffffull) | ((uint64_t)hi << 32);
 }
 
-/* QueueReady = 1: the queue is checked now (SECURITY.md case 7); a bad one raises DEVICE_NEEDS_RESET. */
+/* QueueReady = 1: the queue is checked now (docs/security.md case 7); a bad one raises DEVICE_NEEDS_RESET. */
 static void write_queue_ready(struct virtio_mmio *t, struct queue_slot *s, uint32_t v)
 {
 	if (v != 1) {

@@ -3,7 +3,7 @@
  * buffers are filled from getrandom(2).
  *
  * A guest asking for huge buffers at a high rate must not turn the host into its random-number
- * pump (SECURITY.md case 12): at most RNG_MAX_PER_REQUEST bytes per chain, and a token bucket of
+ * pump (docs/security.md case 12): at most RNG_MAX_PER_REQUEST bytes per chain, and a token bucket of
  * `rate` bytes per second (a one-second burst). When the bucket is empty the device stops taking
  * chains and a timerfd on the event loop resumes it once enough tokens have accrued; the chains wait
  * in the ring, the guest waits for them. Counted: bytes served, times throttled.

@@ -45,7 +45,8 @@ struct console_io *__wrap_console_io_create(const struct console_io_opts *o)
 
 static void bring_up(struct fuzz_vm *v, uint8_t flags, const struct fuzz_vq *q)
 {
-	fuzz_negotiate(v, (flags & 1 ? 1ull << VIRTIO_F_EVENT_IDX : 0) | (flags & 2 ? 1ull << VIRTIO_F_INDIRECT_DESC : 0));
+	fuzz_negotiate(v,
+		       (flags & 1 ? 1ull << VIRTIO_F_EVENT_IDX : 0) | (flags & 2 ? 1ull << VIRTIO_F_INDIRECT_DESC : 0));
 	for (unsigned i = 0; i < NR_QUEUES; i++)
 		fuzz_queue(v, i, q[i].size, FUZZ_Q(i));
 	if (flags & 8)

@@ -8,9 +8,9 @@
 #include "seed_save.h"
 
 /* Methods as enum api_method numbers them. */
-#define G "\x00"
-#define P "\x01"
-#define A "\x02"
+#define G   "\x00"
+#define P   "\x01"
+#define A   "\x02"
 #define SEP "\xff"
 
 static const struct {
@@ -18,7 +18,10 @@ static const struct {
 	const char *req; /* holds NULs: its length is sizeof the literal, minus its terminating NUL */
 	size_t len;
 } seeds[] = {
-#define S(n, text) {n, text, sizeof(text) - 1}
+#define S(n, text)                                                                                                     \
+	{                                                                                                              \
+		n, text, sizeof(text) - 1                                                                              \
+	}
     S("get-root", G "/\0"),
     S("get-version", G "/version\0"),
     S("get-machine", G "/machine-config\0"),
@@ -39,9 +42,9 @@ static const struct {
     S("metrics-flush", P "/metrics\0{\"metrics_path\": \"m\"}" SEP P "/actions\0{\"action_type\": \"FlushMetrics\"}"),
     S("start-empty", P "/actions\0{\"action_type\": \"InstanceStart\"}"),
     S("start-configured", P "/boot-source\0{\"kernel_image_path\": \"/k\"}" SEP P
-			  "/machine-config\0{\"vcpu_count\": 1, \"mem_size_mib\": 128}" SEP P
-			  "/drives/d\0{\"drive_id\": \"d\", \"path_on_host\": \"/d\", \"is_root_device\": true}" SEP P
-			  "/actions\0{\"action_type\": \"InstanceStart\"}" SEP G "/vm/config\0"),
+			    "/machine-config\0{\"vcpu_count\": 1, \"mem_size_mib\": 128}" SEP P
+			    "/drives/d\0{\"drive_id\": \"d\", \"path_on_host\": \"/d\", \"is_root_device\": true}" SEP P
+			    "/actions\0{\"action_type\": \"InstanceStart\"}" SEP G "/vm/config\0"),
     S("ctrl-alt-del", P "/actions\0{\"action_type\": \"SendCtrlAltDel\"}"),
     S("pause", A "/vm\0{\"state\": \"Paused\"}"),
     S("resume", A "/vm\0{\"state\": \"Resumed\"}"),
@@ -52,7 +55,7 @@ static const struct {
     S("snapshot-load-old", P "/snapshot/load\0{\"snapshot_path\": \"s\", \"mem_file_path\": \"m\", "
 			     "\"enable_diff_snapshots\": false, \"network_overrides\": []}"),
     S("configured-load", P "/vsock\0{\"guest_cid\": 3, \"uds_path\": \"v\"}" SEP P
-			 "/snapshot/load\0{\"snapshot_path\": \"s\", \"mem_file_path\": \"m\"}"),
+			   "/snapshot/load\0{\"snapshot_path\": \"s\", \"mem_file_path\": \"m\"}"),
     S("mmds", P "/mmds\0{}"),
     S("balloon", G "/balloon/statistics\0"),
     S("delete-unknown", "\x03/nothing\0"),

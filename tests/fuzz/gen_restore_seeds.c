@@ -25,9 +25,8 @@ static int save_seed(struct fuzz_vm *v, unsigned which, const char *dir, const c
 	if (!w || bus_save(&v->bus, w, &failed))
 		return 1;
 	file = fuzz_snap_bytes(w, &len);
-	if (snap_reader_open_mem(file, len, &r, err, sizeof(err)) ||
-	    snap_section(r, SNAP_TAG_DEVICE, 0, NULL, &sec) || (body = snap_remaining(sec)) > 65536 ||
-	    snap_get(sec, seed + 1, body))
+	if (snap_reader_open_mem(file, len, &r, err, sizeof(err)) || snap_section(r, SNAP_TAG_DEVICE, 0, NULL, &sec) ||
+	    (body = snap_remaining(sec)) > 65536 || snap_get(sec, seed + 1, body))
 		return 1;
 	seed[0] = (uint8_t)which;
 	snap_reader_free(r);

@@ -20,34 +20,34 @@ CFLAGS="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 -st
 # The virtio-mmio transport and what every device harness links; fuzz_restore's devices.
 # (console_io.c and the device threads call seccomp_enter: the filters come along; libseccomp's SCMP_A0_64
 # macros leave fields to their zero default, which clang flags)
-VIRTIO_SRCS="src/virtio/mmio.c src/virtio/mmio_snap.c src/virtio/queue.c src/bus.c src/mem.c src/util/log.c src/snapshot/snapfile.c
+VIRTIO_SRCS="src/virtio/mmio.c src/virtio/mmio_snap.c src/virtio/queue.c src/vmm/bus.c src/vmm/mem.c src/util/log.c src/snapshot/snapfile.c
 	src/seccomp/seccomp.c src/seccomp/seccomp_lists.c -lseccomp -Wno-missing-field-initializers"
-RESTORE_SRCS="src/devices/serial8250.c src/devices/console_io.c src/timeline.c src/devices/i8042.c src/devices/cmos.c
+RESTORE_SRCS="src/devices/serial8250.c src/devices/console_io.c src/profile/timeline.c src/devices/i8042.c src/devices/cmos.c
 	src/devices/debugexit.c src/devices/bootmark.c src/devices/acpi_pm.c src/virtio/rng.c src/virtio/console.c
 	$VIRTIO_SRCS"
 
 # The harness and exactly the library sources it needs (no KVM, no libbrisk.a).
 sources() {
 	case $1 in
-	elf) echo tests/fuzz/fuzz_elf.c src/arch/x86/elf.c src/arch/x86/image.c src/mem.c src/util/log.c src/util/errmsg.c src/util/file.c ;;
+	elf) echo tests/fuzz/fuzz_elf.c src/arch/x86/elf.c src/arch/x86/image.c src/vmm/mem.c src/util/log.c src/util/errmsg.c src/util/file.c ;;
 	bzimage)
 		echo tests/fuzz/fuzz_bzimage.c src/arch/x86/bzimage.c src/arch/x86/kernel.c src/arch/x86/initrd.c \
 			src/arch/x86/zeropage.c src/arch/x86/pvh.c src/arch/x86/elf.c src/arch/x86/image.c \
-			src/arch/x86/memmap.c src/arch/x86/entry.c src/kvm.c src/timeline.c src/mem.c src/util/log.c \
+			src/arch/x86/memmap.c src/arch/x86/entry.c src/vmm/kvm.c src/profile/timeline.c src/vmm/mem.c src/util/log.c \
 			src/util/errmsg.c src/util/file.c
 		;;
 	symbols) echo tests/fuzz/fuzz_symbols.c src/profile/symbols.c src/util/file.c src/util/errmsg.c ;;
-	virtq) echo tests/fuzz/fuzz_virtq.c src/virtio/queue.c src/mem.c src/util/log.c src/snapshot/snapfile.c ;;
+	virtq) echo tests/fuzz/fuzz_virtq.c src/virtio/queue.c src/vmm/mem.c src/util/log.c src/snapshot/snapfile.c ;;
 	blk)
-		echo tests/fuzz/fuzz_blk.c src/virtio/blk_req.c src/virtio/queue.c src/mem.c src/util/log.c \
+		echo tests/fuzz/fuzz_blk.c src/virtio/blk/blk_req.c src/virtio/queue.c src/vmm/mem.c src/util/log.c \
 			src/snapshot/snapfile.c
 		;;
 	net)
-		echo tests/fuzz/fuzz_net.c src/virtio/net_frame.c src/virtio/queue.c src/mem.c src/util/log.c \
+		echo tests/fuzz/fuzz_net.c src/virtio/net/net_frame.c src/virtio/queue.c src/vmm/mem.c src/util/log.c \
 			src/snapshot/snapfile.c
 		;;
 	vsock)
-		echo tests/fuzz/fuzz_vsock.c src/virtio/vsock_pkt.c src/virtio/queue.c src/mem.c src/util/log.c \
+		echo tests/fuzz/fuzz_vsock.c src/virtio/vsock/vsock_pkt.c src/virtio/queue.c src/vmm/mem.c src/util/log.c \
 			src/snapshot/snapfile.c
 		;;
 	snapshot) echo tests/fuzz/fuzz_snapshot.c src/snapshot/snapfile.c src/snapshot/snap_memfile.c src/util/file.c src/util/errmsg.c src/util/log.c ;;
@@ -57,30 +57,30 @@ sources() {
 		echo -DBRISK_VERSION=\"fuzz\" -Wl,--wrap=file_open_output -Wno-gnu-variable-sized-type-not-at-end \
 			tests/fuzz/fuzz_api.c src/api/api.c src/api/api_names.c src/api/api_vm.c src/api/api_metrics.c src/api/api_serve.c \
 			src/api/api_wire.c src/api/fc_config.c src/api/fc_config_dev.c src/api/fc_config_file.c \
-			src/api/fc_config_get.c src/api/fc_config_json.c src/config.c src/config_net.c src/config_vsock.c \
+			src/api/fc_config_get.c src/api/fc_config_json.c src/config/config.c src/config/config_net.c src/config/config_vsock.c \
 			src/util/log.c src/util/file.c src/util/errmsg.c src/util/size.c src/arch/x86/cpuid.c \
 			src/arch/x86/msr.c src/arch/x86/cpuid_template.c src/arch/x86/cpuid_topology.c \
-			src/arch/x86/cpuid_json.c src/kvm.c src/timeline.c src/mem.c -ljson-c
+			src/arch/x86/cpuid_json.c src/vmm/kvm.c src/profile/timeline.c src/vmm/mem.c -ljson-c
 		;;
 	config)
 		# config.c's validation pulls in the CPU template code; msr.c's kvm_msrs wrapper is a GNU extension clang flags
 		echo -Wno-gnu-variable-sized-type-not-at-end tests/fuzz/fuzz_config.c src/api/fc_config.c \
 			src/api/fc_config_dev.c src/api/fc_config_file.c src/api/fc_config_get.c src/api/fc_config_json.c \
-			src/config.c src/config_net.c src/config_vsock.c src/util/log.c src/util/file.c src/util/errmsg.c \
+			src/config/config.c src/config/config_net.c src/config/config_vsock.c src/util/log.c src/util/file.c src/util/errmsg.c \
 			src/util/size.c src/arch/x86/cpuid.c src/arch/x86/msr.c src/arch/x86/cpuid_template.c \
-			src/arch/x86/cpuid_topology.c src/arch/x86/cpuid_json.c src/kvm.c src/timeline.c src/mem.c -ljson-c
+			src/arch/x86/cpuid_topology.c src/arch/x86/cpuid_json.c src/vmm/kvm.c src/profile/timeline.c src/vmm/mem.c -ljson-c
 		;;
 	cpu_template)
 		# the template file and its application, on the unit tests' recorded KVM tables (read from the repository root)
 		echo -Wno-gnu-variable-sized-type-not-at-end tests/fuzz/fuzz_cpu_template.c src/arch/x86/cpuid.c \
 			src/arch/x86/msr.c src/arch/x86/cpuid_template.c src/arch/x86/cpuid_topology.c \
-			src/arch/x86/cpuid_json.c src/api/fc_config_json.c src/kvm.c src/timeline.c src/mem.c src/util/log.c src/util/file.c \
+			src/arch/x86/cpuid_json.c src/api/fc_config_json.c src/vmm/kvm.c src/profile/timeline.c src/vmm/mem.c src/util/log.c src/util/file.c \
 			src/util/errmsg.c -ljson-c
 		;;
 	pvh)
 		echo tests/fuzz/fuzz_pvh.c src/arch/x86/kernel.c src/arch/x86/initrd.c src/arch/x86/pvh.c \
 			src/arch/x86/bzimage.c src/arch/x86/zeropage.c src/arch/x86/elf.c src/arch/x86/image.c \
-			src/arch/x86/memmap.c src/arch/x86/entry.c src/kvm.c src/timeline.c src/mem.c src/util/log.c \
+			src/arch/x86/memmap.c src/arch/x86/entry.c src/vmm/kvm.c src/profile/timeline.c src/vmm/mem.c src/util/log.c \
 			src/util/errmsg.c src/util/file.c
 		;;
 	# the device harnesses (fuzz_vdev.h): a fake context and a hand-run event loop, no KVM, no threads
@@ -88,7 +88,7 @@ sources() {
 	serial)
 		# fuzz_pio.c includes console_io.c (its input path without the thread) and wraps console_io_create
 		echo -DFUZZ_PIO_SERIAL -Wl,--wrap=console_io_create tests/fuzz/fuzz_pio.c src/devices/serial8250.c \
-			src/timeline.c $VIRTIO_SRCS
+			src/profile/timeline.c $VIRTIO_SRCS
 		;;
 	i8042) echo -DFUZZ_PIO_I8042 tests/fuzz/fuzz_pio.c src/devices/i8042.c $VIRTIO_SRCS ;;
 	cmos) echo -DFUZZ_PIO_CMOS tests/fuzz/fuzz_pio.c src/devices/cmos.c $VIRTIO_SRCS ;;

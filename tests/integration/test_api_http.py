@@ -1,4 +1,4 @@
-"""The HTTP/1.1 side of the API socket: brisk-api (src/api/api_helper.c) driven through api_link by the
+"""The HTTP/1.1 side of the API socket: brisk-api (src/helpers/api_helper.c) driven through api_link by the
 api_echo test program (tests/unit/api_echo.c), which answers every request with what it received.
 
 No KVM needed. Found next to the brisk binary under test: $BRISK's directory/tests/api_echo (plain or ASan

@@ -166,7 +166,7 @@ def test_compare_hello(kvm, tmp_path):
         assert row.endswith(("B faster", "B slower", "no significant difference")), row
 
 
-# ---- stopped by a signal (issue 8, 6.6) ----------------------------------------------------------
+# ---- stopped by a signal ----------------------------------------------------------
 
 FLOOD_FOREVER = "bytes=100000000000"  # a boot that runs until it is stopped
 

@@ -126,7 +126,7 @@ def test_guest_cpuid(cpus, topo, template):
     assert p.returncode == EXIT_GUEST_OK, f"{fails}\n{p.stdout}\n{p.stderr}"
     assert "cpuid: PASS\n" in p.stdout + "\n"
     counts = ioctl_counts(p.stdout)
-    # Issue 4: one KVM_GET_SUPPORTED_CPUID per process, one KVM_SET_CPUID2 and KVM_SET_MSRS per vCPU.
+    # Done once: one KVM_GET_SUPPORTED_CPUID per process, one KVM_SET_CPUID2 and KVM_SET_MSRS per vCPU.
     assert counts.get("KVM_GET_SUPPORTED_CPUID") == 1, counts
     assert counts.get("KVM_GET_MSR_INDEX_LIST") == 1, counts
     assert counts.get("KVM_SET_CPUID2") == cpus, counts
@@ -272,7 +272,7 @@ def test_cli_bad_template(tmp_path, text, message):
 ])
 @pytest.mark.parametrize("command", ["run", "cpuid"])
 def test_bad_template_refused_before_kvm(tmp_path, text, message, command):
-    # Issue 8 items 6.8/6.9: refused (exit 2, the file named, what is wrong said) by config_validate, before
+    # Refused (exit 2, the file named, what is wrong said) by config_validate, before
     # /dev/kvm is opened: strace shows the template read and no open of /dev/kvm.
     if not shutil.which("strace"):
         pytest.skip("needs strace")
@@ -307,7 +307,7 @@ def test_non_regular_file_refused(tmp_path, kind, option):
 
 
 def test_cli_dump_limits(tmp_path):
-    # Issue 8 item 6.9: more entries than brisk takes from KVM is said as such, not as "not a dump line".
+    # More entries than brisk takes from KVM is said as such, not as "not a dump line".
     big = tmp_path / "big.txt"
     big.write_text("".join(f"cpuid 0x{i:x} 0x0 0x0 0 0 0 0\n" for i in range(4097)))
     p = run_brisk("cpuid", "--supported-from", str(big))

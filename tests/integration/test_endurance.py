@@ -1,4 +1,4 @@
-"""Endurance (SECURITY.md case 17, issue 12 section 5): 1,000 VM start/stop cycles, 1,000 API requests to one
+"""Endurance (docs/security.md case 17): 1,000 VM start/stop cycles, 1,000 API requests to one
 long-lived brisk, a serial flood with stdout stalled. Nothing may grow: open fds, threads, RSS.
 
 brisk exits when its VM ends and the API starts one VM per process (InstanceStart once), so a start/stop

@@ -1,4 +1,4 @@
-"""Hostile host input (SECURITY.md 18-23, issue 8 item 6): files of the wrong kind, outputs that are inputs,
+"""Hostile host input (docs/security.md cases 18-23): files of the wrong kind, outputs that are inputs,
 closed or stalled standard streams, a /dev/kvm that is not KVM, tiny fd limits. Each ends in its class
 (E: a clear message and a documented status) without hanging, crashing or destroying a file."""
 import hashlib
@@ -14,7 +14,7 @@ from conftest import (BRISK, EXIT_GUEST_OK, EXIT_HOST, EXIT_IMAGE, EXIT_STOPPED,
                       check_sanitizers, guest, run_brisk)
 
 pytestmark = pytest.mark.usefixtures("kvm")
-pytestmark = [pytestmark, pytest.mark.security]  # SECURITY.md threat model (docs/security.md)
+pytestmark = [pytestmark, pytest.mark.security]  # docs/security.md threat model
 
 
 def sha(path):

@@ -202,7 +202,7 @@ def test_profile_bad_report_option():
     assert p.returncode == EXIT_USAGE and "--bucket-us" in p.stderr
 
 
-# ---- tracefs not mounted: brisk mounts it privately, or says exactly why not (issue 8, item 5) ---------
+# ---- tracefs not mounted: brisk mounts it privately, or says exactly why not ---------
 
 SETPRIV = shutil.which("setpriv")
 UNSHARE = shutil.which("unshare")
@@ -342,7 +342,7 @@ def test_non_root_cannot_mount_says_why(tmp_path):
     assert before == after
 
 
-# ---- brisk trace -- COMMAND: the command's status, signals passed on (issue 8, 6.7) ----------------------
+# ---- brisk trace -- COMMAND: the command's status, signals passed on ----------------------
 
 @pytest.mark.usefixtures("tracing")
 @pytest.mark.parametrize("cmd,status,stderr", [

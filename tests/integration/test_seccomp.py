@@ -1,4 +1,4 @@
-"""Per-thread seccomp filters (issue 12 section 1, docs/security.md "Seccomp"): every thread of a running brisk
+"""Per-thread seccomp filters (docs/security.md "Seccomp"): every thread of a running brisk
 and of its helpers is filtered (Seccomp: 2), pause and snapshot run under the main thread's filter, a denied
 call ends the process with status 18 and a line naming the thread and the syscall (BRISK_SECCOMP_SELFTEST), and
 --seccomp off turns it all off."""

@@ -1,4 +1,4 @@
-"""SECURITY.md cases no other test file covered end to end (docs/security.md "Threat model: every case
+"""docs/security.md cases no other test file covered end to end (docs/security.md "Threat model: every case
 tested" lists which test covers which case): KVM_EXIT_INTERNAL_ERROR (16), malformed kernel images built
 from a good one (18), a stdin flood into the UART of a guest that never reads (14), and SIGINT, SIGHUP,
 SIGPIPE with the terminal restored (23). Each ends in its class (E: exit 6 and a message naming the file;

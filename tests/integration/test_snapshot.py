@@ -30,7 +30,7 @@ HIST_PAGES = 64  # guests/counter.c: the sum covers the last 64 lines
 PAGE = 4096
 SECTOR = 512
 BLK_RING = 64  # guests/blk-counter.c
-# What `brisk restore --timeline` reports (src/timeline.c): reading the state file, mapping the memory file,
+# What `brisk restore --timeline` reports (src/profile/timeline.c): reading the state file, mapping the memory file,
 # setting vCPU/irqchip/device state, and the first run and output of the restored guest.
 RESTORE_PHASES = ["process start", "snapshot read", "memory mapped", "vCPUs ready", "state restored",
                   "first KVM_RUN", "first serial byte", "guest ended"]

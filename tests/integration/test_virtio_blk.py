@@ -1,4 +1,4 @@
-"""virtio-blk (src/virtio/blk.c): the conformance guest (guests/virtio-blk.c) against brisk on a fresh raw image per
+"""virtio-blk (src/virtio/blk/blk.c): the conformance guest (guests/virtio-blk.c) against brisk on a fresh raw image per
 test, read-write and read-only, GET_ID, several disks, the images brisk must refuse (exit 2 with a message), a
 flushed write surviving kill -9, and an image truncated under a running VM (IOERR to the guest, the VM lives).
 Run it with BRISK=build/asan/brisk too: every run is checked for sanitizer reports."""
@@ -162,7 +162,7 @@ def test_notify_without_userspace_exits(tmp_path):
     assert exits == [], exits
 
 
-# ---- images brisk refuses (SECURITY.md 21): exit 2 and a message naming the disk -----------------------------
+# ---- images brisk refuses (docs/security.md case 21): exit 2 and a message naming the disk -----------------------------
 
 
 def refused(disk, why):

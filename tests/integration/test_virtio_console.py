@@ -1,6 +1,6 @@
-"""The virtio console (--console virtio, issue 9 section 2): the conformance guest (guests/virtio-console.c)
+"""The virtio console (--console virtio): the conformance guest (guests/virtio-console.c)
 against brisk, with its line on stdin and its console output on stdout; a host stdin flood keeps brisk's
-memory bounded (SECURITY.md case 14), a stalled stdout never freezes the VM, and Ctrl-A x / Ctrl-A Ctrl-A
+memory bounded (docs/security.md case 14), a stalled stdout never freezes the VM, and Ctrl-A x / Ctrl-A Ctrl-A
 through a terminal, which is restored afterwards.
 
 The guest's CHECK lines go to the UART, here mostly to a file (--serial file:PATH), so that stdout holds

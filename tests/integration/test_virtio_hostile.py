@@ -1,5 +1,5 @@
 """Hostile guests against brisk's virtio-mmio transport and virtqueues, through its entropy device
-(shared/docs/SECURITY.md cases 1-8, 13 and 15; issue 9 section 3).
+(docs/security.md cases 1-8, 13 and 15).
 
 Each run boots one guest (guests/virtio-hostile-{ring,mmio,storm}.c) with `case=NAME`: the guest
 attacks, checks the class the attack must end in (a malformed chain completed with used length 0
@@ -24,13 +24,13 @@ import pytest
 from conftest import BRISK, EXIT_GUEST_OK, boot, check_sanitizers, guest
 
 pytestmark = pytest.mark.usefixtures("kvm")
-pytestmark = [pytestmark, pytest.mark.security]  # SECURITY.md threat model (docs/security.md)
+pytestmark = [pytestmark, pytest.mark.security]  # docs/security.md threat model
 
 DROPPED = "malformed request"  # virtio_bad_request: a chain completed with an error
 NEEDS_RESET = "device needs reset"  # virtio_needs_reset / a queue refused at QueueReady
 IGNORED = "(ignored;"  # bad_access: a register access of a wrong width, offset or state
 
-# case -> (SECURITY.md case, brisk run options, what brisk must say (None: nothing at all)).
+# case -> (docs/security.md case, brisk run options, what brisk must say (None: nothing at all)).
 RING = {
     "next_range": (1, [], [DROPPED, "next out of range"]),
     "next_ffff": (1, [], [DROPPED, "next out of range"]),
@@ -147,7 +147,7 @@ def test_ring(case):
     security, opts, expect = RING[case]
     p = boot("virtio-hostile-ring", "--rng", *opts, "--cmdline", f"case={case}", timeout=120)
     check_guest(p, "virtio-hostile-ring")
-    assert f"(SECURITY.md {security})" in p.stdout
+    assert f"(docs/security.md case {security})" in p.stdout
     check_log(p, expect, MAX_LINES_REPEATED if case in ("bad_flood", "race") else MAX_LINES_ONE)
 
 
@@ -156,7 +156,7 @@ def test_mmio(case):
     security, opts, expect = MMIO[case]
     p = boot("virtio-hostile-mmio", "--rng", *opts, "--cmdline", f"case={case} count={COUNT}", timeout=120)
     check_guest(p, "virtio-hostile-mmio")
-    assert f"(SECURITY.md {security})" in p.stdout
+    assert f"(docs/security.md case {security})" in p.stdout
     check_log(p, expect, MAX_LINES_REPEATED)
 
 
@@ -169,7 +169,7 @@ def test_reset_while_throttled(case):
 
 
 def test_reset_is_no_way_around_the_rate_limit():
-    """SECURITY.md 12 through 13: a guest that resets the entropy device after each request must not get
+    """docs/security.md case 12 through 13: a guest that resets the entropy device after each request must not get
     a fresh one-second burst each time. At 64 bytes/s, 32 rounds of bring-up, a 4 KiB request and a
     reset may be served at most the burst plus the rate over the run's wall time."""
     t0 = time.monotonic()
@@ -193,7 +193,7 @@ def test_every_case_is_run(name, table):
     assert p.returncode == 255  # guest_fail
 
 
-# ---- SECURITY.md 15: the notify storm ------------------------------------------------------------------
+# ---- docs/security.md case 15: the notify storm ------------------------------------------------------------------
 
 NOTIFIES = 200000
 

@@ -1,8 +1,8 @@
-"""The virtio-vsock device (--vsock cid=N,uds=PATH, issue 10 section 2): the conformance and hostile guest
+"""The virtio-vsock device (--vsock cid=N,uds=PATH): the conformance and hostile guest
 (guests/virtio-vsock.c) against brisk, with this test as the host side of the "hybrid vsock" convention:
 AF_UNIX listeners at PATH_P for the guest's connections, clients that write "CONNECT <port>\\n" to PATH.
 Data is checked byte for byte both ways; refused connections, garbage CONNECT lines, stale sockets, the
-connection limit, credit abuse and malformed packets (SECURITY.md case 11), option errors, the counters
+connection limit, credit abuse and malformed packets (docs/security.md case 11), option errors, the counters
 brisk logs at --log-level info, and no userspace exit at QueueNotify.
 Run with the plain and the sanitizer build: BRISK=build/brisk and BRISK=build/asan/brisk.
 """

@@ -125,8 +125,8 @@
 #define NEWROOT		  "/newroot"
 #define STAGE_DISK	  "brisk.stage=disk"
 #define WROTE_PATH	  "/brisk-wrote"
-#define HWRNG_WAIT	  10	/* seconds for 64 bytes from /dev/hwrng */
-#define VIRTIO_ID_BLOCK	  2	/* virtio 1.2 section 5 */
+#define HWRNG_WAIT	  10 /* seconds for 64 bytes from /dev/hwrng */
+#define VIRTIO_ID_BLOCK	  2  /* virtio 1.2 section 5 */
 #define VIRTIO_ID_CONSOLE 3
 #define BENCH_CHUNK	  (1u << 20) /* sequential rows: bytes per request */
 #define BENCH_SMALL	  4096u	     /* random row: bytes per request */

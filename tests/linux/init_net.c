@@ -1,5 +1,5 @@
 /*
- * init_net.c - the test init's network and vsock mode (tests/linux/test_net_linux.py, issue 10): brings up
+ * init_net.c - the test init's network and vsock mode (tests/linux/test_net_linux.py): brings up
  * the interfaces the command line names and exchanges data with the host over TCP and vsock, checked byte
  * for byte, timed. Part of tests/linux/init.c's static binary (mkinitramfs.sh builds both).
  *
@@ -502,7 +502,7 @@ void net_mode(const char *cmdline)
 }
 
 /*
- * ---- snapshot mode (brisk.snapshot=1: tests/linux/test_snapshot_linux.py, issue 11) ----
+ * ---- snapshot mode (brisk.snapshot=1: tests/linux/test_snapshot_linux.py) ----
  *
  * Runs after the other virtio steps (init.c's virtio_mode) and returns when the host says "stop"; the init
  * then ends the VM as usual. Words:

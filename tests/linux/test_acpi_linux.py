@@ -1,4 +1,4 @@
-"""Issue 13 on a real kernel: Debian's stock kernel described by brisk's ACPI tables (docs/acpi.md).
+"""ACPI on a real kernel: Debian's stock kernel described by brisk's ACPI tables (docs/acpi.md).
 
 brisk's default command line has no acpi=off and says reboot=acpi: the kernel must find the RSDP brisk
 handed over, take its CPUs from the MADT, power off through the FADT's sleep control register (S5) and

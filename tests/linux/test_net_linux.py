@@ -1,4 +1,4 @@
-"""Debian's stock kernel on brisk's virtio-net and virtio-vsock (issue 10 section 3, "Real kernel").
+"""Debian's stock kernel on brisk's virtio-net and virtio-vsock.
 
 One boot checks everything: vmlinuz with build/linux/initramfs-virtio.cpio.gz (its init loads virtio_net and
 vmw_vsock_virtio_transport with the other virtio modules: fetch-kernel.sh, mkinitramfs.sh --modules), run

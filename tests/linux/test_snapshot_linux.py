@@ -1,5 +1,5 @@
-"""Snapshot and restore of Debian's stock kernel (issue 11 section 3: "the same with a Linux guest in the real
-kernel tier (the guest's uptime continues; its disk and vsock work after restore)").
+"""Snapshot and restore of Debian's stock kernel in the real-kernel tier: the guest's uptime continues, its
+disk and vsock work after restore.
 
 One boot and one restore check everything. vmlinuz with build/linux/initramfs-virtio.cpio.gz, an ext4 disk from
 tests/linux/mkrootfs.sh (--disk), --vsock cid=7,uds=DIR/v.sock and --api-sock, the command line brisk's default

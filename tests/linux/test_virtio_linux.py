@@ -1,4 +1,4 @@
-"""Debian's stock kernel on brisk's virtio-mmio devices (issue 9 section 3, "Real kernel").
+"""Debian's stock kernel on brisk's virtio-mmio devices.
 
 One boot checks everything (issue: "let one Linux boot check several things"): vmlinuz with
 build/linux/initramfs-virtio.cpio.gz (tests/linux/init.c plus the kernel package's virtio, virtio_mmio,
@@ -19,7 +19,7 @@ Each test SKIPS, with a one-line reason found at run time, while a piece it need
 (BRISK_LINUX_ACPI=1 boots as if brisk had ACPI, to try the tier before it has):
   - Debian's kernel has no CONFIG_VIRTIO_MMIO_CMDLINE_DEVICES: it finds virtio-mmio devices only in the ACPI
     DSDT (_HID LNRO0005). Until brisk has ACPI (`brisk run --help` names --acpi, or `brisk acpi` exists:
-    issue 13) nothing boots; when brisk has it but the kernel's log shows no ACPI tables (no "ACPI: RSDP"),
+    docs/acpi.md) nothing boots; when brisk has it but the kernel's log shows no ACPI tables (no "ACPI: RSDP"),
     the tables are not wired into the boot yet: skip too. (A kernel with CMDLINE_DEVICES=y needs no ACPI:
     brisk's virtio_mmio.device= words suffice.)
   - a device brisk refuses as "not built yet" (a placeholder) is left out of the boot and its test skips.
@@ -107,7 +107,7 @@ def virtio_boot(tmp_path_factory):
     help_text = brisk_run_help()
     # BRISK_LINUX_ACPI=1: boot as if brisk had ACPI (to try the tier before it has)
     if acpi and os.environ.get("BRISK_LINUX_ACPI") != "1" and not brisk_has_acpi(help_text):
-        pytest.skip("brisk has no ACPI yet (no --acpi, no `brisk acpi`: issue 13), and Debian's kernel "
+        pytest.skip("brisk has no ACPI yet (no --acpi, no `brisk acpi`), and Debian's kernel "
                     "(no CONFIG_VIRTIO_MMIO_CMDLINE_DEVICES) finds virtio-mmio devices only in the DSDT")
     tmp = tmp_path_factory.mktemp("virtio")
     probe_img = tmp / "probe.img"
@@ -182,7 +182,7 @@ def test_hwrng_gives_bytes(virtio_boot):
     got, rng, nonzero, first = int(m.group(1)), m.group(2), int(m.group(3)), m.group(4)
     assert got == 64 and rng.startswith("virtio_rng"), m.group(0)
     assert nonzero >= 48 and first != "0" * 16, f"not random-looking: {m.group(0)}"
-    # issue 9: "Linux should report crng init done early in boot". Debian's 6.1 kernel under the harness has no
+    # "Linux should report crng init done early in boot". Debian's 6.1 kernel under the harness has no
     # RDRAND (QEMU's qemu64 CPU), so its CRNG waits for entropy; the hwrng core feeds it from virtio-rng as soon
     # as the module binds. Without --rng the same boot ends before the CRNG is ready (bench/blk-linux.sh's boots).
     crng = re.search(r"^\[ *([0-9.]+)\] random: crng init done", vb.out, re.M)

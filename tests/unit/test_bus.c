@@ -287,7 +287,7 @@ static void logged_for(uint16_t port, enum log_level level, char *out, size_t le
 	close(fd);
 }
 
-/* Ports Linux probes on every boot are logged at debug level only; others warn (issue 8). */
+/* Ports Linux probes on every boot are logged at debug level only; others warn. */
 static void test_linux_probe_ports_quiet(void **state)
 {
 	static const uint16_t quiet[] = {0xcf8, 0xcfc, 0x87, 0x2e, 0x2f, 0x4e, 0x4f, 0x2f8, 0x3e8, 0x2e8, 0x80};

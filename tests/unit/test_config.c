@@ -124,7 +124,7 @@ static int validate_template(const char *name, char *err, size_t errlen)
 }
 
 /*
- * Issue 8 item 6.8: a template file's syntax and structure are checked by
+ * A template file's syntax and structure are checked by
  * config_validate, which `brisk run` and `brisk cpuid` call before /dev/kvm
  * is opened, so a bad template is exit 2 even on a host without KVM. What
  * needs KVM's tables (a leaf or feature bit KVM lacks) is checked later.

@@ -174,7 +174,7 @@ static void test_load_errors(void **state)
 	unlink(path);
 }
 
-/* Issue 8 item 6.9: each refusal of a dump says what is wrong, naming the file and line. */
+/* Each refusal of a dump says what is wrong, naming the file and line. */
 static void test_load_limits(void **state)
 {
 	char err[512], path[] = "/tmp/brisk-test-dump-XXXXXX", want[600];
@@ -673,7 +673,7 @@ static void test_missing_template_file(void **state)
 	assert_string_equal(err, "--cpu-template /nonexistent/t.json: no such file");
 }
 
-/* Issue 8 items 6.8/6.9: a template file is loaded and checked with no KVM facts at all. */
+/* A template file is loaded and checked with no KVM facts at all. */
 static void test_template_load_without_kvm(void **state)
 {
 	static const struct {

@@ -1,4 +1,4 @@
-/* test_log.c - logging never blocks: a stalled stderr drops (and counts) messages instead (issue 8, defect 5). */
+/* test_log.c - logging never blocks: a stalled stderr drops (and counts) messages instead. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>

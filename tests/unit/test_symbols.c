@@ -119,8 +119,8 @@ static uint8_t *exact_copy(const void *src, size_t len)
 }
 
 /*
- * A System.map filling whole pages, its last line without a newline
- * (issue 8, 6.1): the parser must stop at the end of the buffer. The page
+ * A System.map filling whole pages, its last line without a newline:
+ * the parser must stop at the end of the buffer. The page
  * after the buffer is PROT_NONE, so any read past it faults in every build.
  */
 static void map_page_multiple_no_newline(void **state)

@@ -1,6 +1,6 @@
 /*
  * test_virtio_blk.c - virtio-blk: the request parser against chains a fake driver lays in real guest RAM
- * (SECURITY.md cases 8 and 9, every one), and the device end to end on an image file behind the real
+ * (docs/security.md cases 8 and 9, every one), and the device end to end on an image file behind the real
  * transport and event loop (no KVM): reads and writes, flush, discard and write-zeroes, the config space,
  * malformed chains, cache=none with unaligned buffers, an image truncated under it, reset during I/O, and
  * the images it refuses to open.
@@ -121,7 +121,7 @@ static void test_parse_any_framing(void **state)
 	drv_fini(d);
 }
 
-/* SECURITY.md 8: no status byte (nothing writable) -> completed with 0 bytes; a short header -> IOERR. */
+/* docs/security.md case 8: no status byte (nothing writable) -> completed with 0 bytes; a short header -> IOERR. */
 static void test_parse_status_and_header(void **state)
 {
 	struct drv *d = drv_init(16 * MiB, 8, 0);
@@ -158,7 +158,7 @@ static void expect_done(struct drv *d, const struct blk_limits *l, uint32_t type
 	assert_int_equal(req.result, status);
 }
 
-/* SECURITY.md 9: past the end (with 64-bit overflow of the byte offset), lengths not a multiple of 512. */
+/* docs/security.md case 9: past the end (with 64-bit overflow of the byte offset), lengths not a multiple of 512. */
 static void test_parse_ranges(void **state)
 {
 	struct drv *d = drv_init(16 * MiB, 8, 0);
@@ -551,7 +551,7 @@ static void test_discard_and_write_zeroes(void **state)
 	assert_int_equal(request(VIRTIO_BLK_T_DISCARD, 0, BUF, 16, NULL), VIRTIO_BLK_S_IOERR);
 }
 
-/* SECURITY.md 8 on the device: a chain with no writable byte is returned with 0 bytes and counted. */
+/* docs/security.md case 8 on the device: a chain with no writable byte is returned with 0 bytes and counted. */
 static void test_malformed_chains(void **state)
 {
 	uint16_t id;
@@ -660,7 +660,8 @@ static void test_direct_io(void **state)
 	assert_int_equal(request(VIRTIO_BLK_T_FLUSH, 0, 0, 0, NULL), VIRTIO_BLK_S_OK);
 }
 
-/* ---- images refused at creation (SECURITY.md 21) ------------------------------------------------------------- */
+/* ---- images refused at creation (docs/security.md case 21)
+ * ------------------------------------------------------------- */
 
 static int refuse(const char *path, bool ro, char *err, size_t errlen)
 {

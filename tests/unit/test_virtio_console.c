@@ -232,7 +232,7 @@ static void test_bad_chains(void **state)
 	vdrv_post(&fx.drv, RX_Q, BUFS, 8, 0);
 	assert_int_equal(vdrv_wait_used(&fx.drv, RX_Q, 2000, NULL), 0);
 	assert_int_equal(stats().bad_chains, 2);
-	/* a buffer outside guest RAM (SECURITY.md case 4) */
+	/* a buffer outside guest RAM (docs/security.md case 4) */
 	vdrv_post(&fx.drv, TX_Q, 0xfffff000, 8, 0);
 	assert_int_equal(vdrv_wait_used(&fx.drv, TX_Q, 2000, NULL), 0);
 	assert_int_equal(stats().bad_chains, 3);

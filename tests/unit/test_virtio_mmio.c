@@ -282,7 +282,7 @@ static void test_queue_registers(void **state)
 	assert_int_equal(rd(f, 0x044), 0);
 }
 
-/* SECURITY.md case 7: queues that cannot be valid raise DEVICE_NEEDS_RESET and stay not ready. */
+/* docs/security.md case 7: queues that cannot be valid raise DEVICE_NEEDS_RESET and stay not ready. */
 static void test_bad_queues(void **state)
 {
 	static const struct {

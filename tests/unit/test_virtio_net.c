@@ -1,6 +1,6 @@
 /*
  * test_virtio_net.c - virtio-net: the transmit parser's header and frame checks at every boundary
- * (SECURITY.md case 10: empty and oversized frames, offloads not negotiated, checksum offsets past the
+ * (docs/security.md case 10: empty and oversized frames, offloads not negotiated, checksum offsets past the
  * frame, headers split over buffers); --net parsing (keys, MACs, CIDRs, hostfwd) with the derived MAC;
  * and the device behind the real transport and event loop (no KVM) on a socketpair backend: transmit,
  * drops, receive with and without MRG_RXBUF (a frame held over chains posted later), a chain too small,
@@ -68,7 +68,7 @@ static void test_lengths(void **state)
 	assert_int_equal(tx.len, 60);
 	assert_int_equal(tx.niov, 1);
 	assert_ptr_equal(tx.iov[0].iov_base, buf + NET_HDR_SIZE);
-	assert_int_equal(parse(&plain, &h, 0), NET_TX_DROP); /* SECURITY.md 10: length 0 */
+	assert_int_equal(parse(&plain, &h, 0), NET_TX_DROP); /* docs/security.md case 10: length 0 */
 	assert_string_equal(tx.why, "a frame of length 0");
 	assert_int_equal(parse(&plain, &h, NET_ETH_MIN - 1), NET_TX_DROP);
 	assert_int_equal(parse(&plain, &h, NET_ETH_MIN), NET_TX_OK);

@@ -1,6 +1,6 @@
 /*
  * test_virtio_vsock.c - virtio-vsock's pure parts: the transmit packet parser on well-formed, split and
- * malformed chains (SECURITY.md case 11), the credit arithmetic at its boundaries and across the 2^32
+ * malformed chains (docs/security.md case 11), the credit arithmetic at its boundaries and across the 2^32
  * wrap (virtio 1.2 section 5.10.6.3), the hybrid "CONNECT <port>" line, --vsock's parsing and
  * validation; and the device behind the virtio-mmio transport and a real event loop (no KVM), driven as a
  * guest driver against real AF_UNIX peers: both directions, device reset and transport reset.

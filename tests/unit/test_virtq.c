@@ -1,4 +1,5 @@
-/* test_virtq.c - split virtqueue chain walks against a fake driver in real guest RAM: SECURITY.md cases 1-5 and 8. */
+/* test_virtq.c - split virtqueue chain walks against a fake driver in real guest RAM: docs/security.md cases 1-5 and 8.
+ */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>

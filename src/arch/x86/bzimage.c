@@ -12,7 +12,7 @@
 
 /*
  * Reference: Linux Documentation/arch/x86/boot.rst (cited by section).
- * The image is host input (SECURITY.md case 18): every field is checked
+ * The image is host input (docs/security.md case 18): every field is checked
  * against the file and against sane bounds before it is used, and the
  * header is copied out with memcpy (the image need not be aligned).
  */

@@ -62,7 +62,7 @@ static int check_text(const struct jctx *c, char *buf, size_t n)
 
 /*
  * The file's text, NUL-terminated. Opened with file_open_input: a FIFO,
- * directory or device is refused without blocking (SECURITY.md 18, issue 8
+ * directory or device is refused without blocking (docs/security.md case 18
  * item 6.3). Empty files and NUL bytes are refused here with their own
  * words rather than as json-c's "unexpected end of data".
  */

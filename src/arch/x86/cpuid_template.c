@@ -117,7 +117,7 @@ static void kvm_leaves(struct kvm_cpuid2 *t)
  * - TSC-deadline, leaf 1 ECX[24]: KVM emulates it in its in-kernel LAPIC,
  *   which brisk always creates, but does not list it in the supported table
  *   (api.rst 4.46); advertising it spares Linux calibrating the LAPIC timer
- *   against the PIT (Firecracker's 350 ms AMD boot, ANCHORS.md);
+ *   against the PIT (a Firecracker issue: AMD boots of 350 ms against a 150 ms limit, docs/cpuid.md);
  * - nested virtualization hidden: VMX (1 ECX[5]), SVM (0x80000001 ECX[2])
  *   and the SVM leaf 0x8000000A;
  * - the PMU hidden unless asked: leaf 0xA zero, PDCM (1 ECX[15], the

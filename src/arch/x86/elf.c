@@ -13,7 +13,7 @@
 /*
  * References: System V ABI "ELF" (gABI) chapters 4 (header, sections) and 5
  * (program headers, notes); Xen's elfnote.h for XEN_ELFNOTE_PHYS32_ENTRY.
- * The image is host input (SECURITY.md case 18): every offset and size is
+ * The image is host input (docs/security.md case 18): every offset and size is
  * checked against the file with overflow-safe arithmetic before it is used,
  * and structures are copied out with memcpy (the image need not be aligned).
  */

@@ -376,8 +376,9 @@ static int create_virtio(struct vm *vm, const struct devctx *ctx, struct vm_erro
 		/* The backend's fault (tap missing or busy, hostfwd port taken): usage (2); the helper that could
 		 * not run (-ECHILD) or memory: the host's (4), docs/exit-codes.md. */
 		if ((err = virtio_net_create(ctx, &vm->bus, &vm->devmgr.slot[slot], n, i, why, sizeof(why))))
-			return fail(e, err == -ENOMEM || err == -ECHILD ? VM_ERR_HOST : VM_ERR_USAGE, err, "--net %s%s: %s",
-				    n->kind == NET_TAP ? "tap=" : "user", n->kind == NET_TAP ? n->tap : "", why);
+			return fail(e, err == -ENOMEM || err == -ECHILD ? VM_ERR_HOST : VM_ERR_USAGE, err,
+				    "--net %s%s: %s", n->kind == NET_TAP ? "tap=" : "user",
+				    n->kind == NET_TAP ? n->tap : "", why);
 	}
 	if (vm->cfg.vsock.cid) {
 		char why[sizeof(e->msg) / 2];
@@ -588,7 +589,8 @@ static int read_snapshot(struct vm *vm, const char *path, struct vm_error *e)
 		return fail(e, VM_ERR_USAGE, ret, "snapshot_path %s: %s", path, err);
 	ret = read_api_desc(vm);
 	if (ret)
-		return fail(e, kind_of(ret, VM_ERR_USAGE), ret, "snapshot_path %s: a malformed api-config section", path);
+		return fail(e, kind_of(ret, VM_ERR_USAGE), ret, "snapshot_path %s: a malformed api-config section",
+			    path);
 	return 0;
 }
 
@@ -634,9 +636,11 @@ static int map_snapshot_memory(struct vm *vm, const char *path, struct vm_error 
 	if (ret) {
 		close(fd);
 		if (ret == -ERANGE)
-			return fail(e, VM_ERR_USAGE, ret, "mem_file_path %s: %lld bytes, but the snapshot's guest has %llu",
-				    path, (long long)st.st_size, (unsigned long long)vm->cfg.memory);
-		return fail(e, kind_of(ret, VM_ERR_HOST), ret, "mapping mem_file_path %s failed: %s", path, strerror(-ret));
+			return fail(e, VM_ERR_USAGE, ret,
+				    "mem_file_path %s: %lld bytes, but the snapshot's guest has %llu", path,
+				    (long long)st.st_size, (unsigned long long)vm->cfg.memory);
+		return fail(e, kind_of(ret, VM_ERR_HOST), ret, "mapping mem_file_path %s failed: %s", path,
+			    strerror(-ret));
 	}
 	file_guard_add(&st, FILE_GUARD_SNAPSHOT, "the memory file this VM was restored from");
 	(void)file_lock_mapped(fd); /* a file system without locks: the guard still protects it in this process */

@@ -43,7 +43,7 @@ static void dump_segment(const char *name, const struct kvm_segment *s)
 		  s->selector, (unsigned long long)s->base, s->limit, s->type, s->present, s->dpl, s->db, s->l, s->g);
 }
 
-/* Register dump for the exits that end the VM (STYLE.md principle 5). */
+/* Register dump for the exits that end the VM (docs/exit-codes.md). */
 static void dump_registers(struct vcpu *v)
 {
 	struct kvm_regs r;
@@ -142,7 +142,7 @@ static int handle_system_event(struct vcpu *v)
 	}
 }
 
-/* One exit: 0 to continue, -1 when the VM is ending. A short switch (STYLE.md 5). */
+/* One exit: 0 to continue, -1 when the VM is ending. A short switch. */
 static int dispatch(struct vcpu *v)
 {
 	char what[96];

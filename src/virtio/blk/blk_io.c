@@ -1,5 +1,5 @@
 /*
- * blk_io.c - the virtio-blk device's I/O (src/virtio/blk.c has the queue): a bounded pool of worker threads
+ * blk_io.c - the virtio-blk device's I/O (src/virtio/blk/blk.c has the queue): a bounded pool of worker threads
  * doing preadv/pwritev/fdatasync/fallocate straight between the image and guest RAM, with a bounce buffer
  * for cache=none when guest buffers are not aligned. Completions go back to the event loop through the
  * pool's eventfd. Chosen over io_uring by measurement (docs/performance.md, "virtio-blk I/O engine").
@@ -126,7 +126,7 @@ static bool dio_aligned(const struct blk *b, const struct blk_req *r)
 	return true;
 }
 
-/* A write must not grow an image that shrank under us (SECURITY.md 21): the guest gets IOERR instead. */
+/* A write must not grow an image that shrank under us (docs/security.md case 21): the guest gets IOERR instead. */
 static bool fits(struct blk *b, uint64_t end)
 {
 	struct stat st;

@@ -1,5 +1,5 @@
 /*
- * vsock_conn.c - the virtio-vsock device's connections (src/virtio/vsock_conn.h): the (local port, peer
+ * vsock_conn.c - the virtio-vsock device's connections (src/virtio/vsock/vsock_conn.h): the (local port, peer
  * port) table, the host's AF_UNIX sockets on the device's own epoll set, the hybrid "CONNECT <port>\n"
  * handshake, buffering towards the host within the credit brisk advertised, and timeouts.
  *

@@ -8,7 +8,7 @@
  *
  * Transmit (5.1.6.2): each chain is parsed (net_tx_parse: header copied once, lengths checked), handed
  * to the backend with writev/sendmsg and returned with 0 bytes written. A malformed chain, a frame of
- * length 0 or above the negotiated maximum is dropped, counted and returned (SECURITY.md 10). When the
+ * length 0 or above the negotiated maximum is dropped, counted and returned (docs/security.md case 10). When the
  * backend is full (EAGAIN) the device keeps that one chain, stops taking more, and waits for EPOLLOUT:
  * back-pressure reaches the guest through its own ring, the loop never blocks.
  *
@@ -45,7 +45,7 @@
 
 struct counters {
 	uint64_t tx_frames, tx_bytes, rx_frames, rx_bytes;
-	uint64_t tx_bad;     /* malformed, empty or oversized frames (SECURITY.md 10) */
+	uint64_t tx_bad;     /* malformed, empty or oversized frames (docs/security.md case 10) */
 	uint64_t tx_backend; /* dropped by or because of the backend (gone, errors) */
 	uint64_t rx_no_room; /* a frame larger than the receive chain (without MRG_RXBUF) */
 	uint64_t rx_bad;     /* malformed receive chains, returned empty */

@@ -1,6 +1,6 @@
 /*
  * net_frame.c - the virtio-net transmit parser (virtio 1.2 section 5.1.6.2): header and frame out of a
- * checked chain, every guest-controlled length and offset validated (SECURITY.md 10). No I/O, no state:
+ * checked chain, every guest-controlled length and offset validated (docs/security.md case 10). No I/O, no state:
  * the unit tests and tests/fuzz/fuzz_net.c drive it directly.
  */
 #include <string.h>

@@ -1,7 +1,7 @@
 /*
  * slirp_helper.c - brisk-slirp, the user-mode networking helper process behind `--net user`: libslirp on
  * one end of the SOCK_SEQPACKET socket brisk hands it as fd 3 (one Ethernet frame per message, no
- * virtio header), the host's sockets on the other. Why a process: src/virtio/net_user.c.
+ * virtio header), the host's sockets on the other. Why a process: src/virtio/net/net_user.c.
  *
  *   brisk-slirp --fd N --net A.B.C.D/P --mtu M [--hostfwd tcp|udp:HOST:PORT-GUEST:PORT]... [--verbose]
  *

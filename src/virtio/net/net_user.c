@@ -1,6 +1,6 @@
 /*
  * net_user.c - the virtio-net user-mode backend: frames go to and come from libslirp running in a helper
- * process, brisk-slirp (src/net/slirp_helper.c), over a SOCK_SEQPACKET socketpair, one frame per message.
+ * process, brisk-slirp (src/helpers/slirp_helper.c), over a SOCK_SEQPACKET socketpair, one frame per message.
  *
  * Why a process of its own: brisk is linked statically (docs/performance.md, start-up) and Debian ships
  * libslirp (and the GLib under it) only as a shared library; slirp also parses every guest packet in a

@@ -1,7 +1,7 @@
 /*
  * blk_req.c - the virtio block request parser (virtio 1.2 section 5.2.6; include/brisk/virtio_blk.h): one
  * descriptor chain into one request, the header copied out of guest memory once, every range checked
- * overflow-safe (shared/docs/SECURITY.md cases 8 and 9). Pure: no file, no thread, no transport; the
+ * overflow-safe (docs/security.md cases 8 and 9). Pure: no file, no thread, no transport; the
  * device (blk.c), the unit tests and the fuzzer call it.
  */
 #include <stdbool.h>

@@ -9,7 +9,7 @@
  * src_port) connection, and completed at once: RW payload goes to the host socket or, while that would
  * block, into the connection's buffer, which the credit brisk advertised bounds (a guest sending past it
  * is reset and counted, 5.10.6.3). Malformed packets are counted, logged rate-limited, and reset the
- * connection they name (SECURITY.md case 11).
+ * connection they name (docs/security.md case 11).
  *
  * Receive: packets for the guest are made only when it posted a buffer: resets first (a bounded ring),
  * then the connections with something to say, round robin: REQUEST/RESPONSE, data (read from the host

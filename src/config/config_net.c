@@ -130,8 +130,8 @@ static int parse_cidr(const char *s, struct vm_net *n, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	if ((why = reserved_net(addr))) {
-		snprintf(err, errlen, "net=%s is %s: a guest network is a range of unicast addresses such as 10.0.2.0/24", s,
-			 why);
+		snprintf(err, errlen,
+			 "net=%s is %s: a guest network is a range of unicast addresses such as 10.0.2.0/24", s, why);
 		return -EINVAL;
 	}
 	n->user_net = addr;

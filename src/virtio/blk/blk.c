@@ -3,7 +3,7 @@
  * pool of worker threads (preadv/pwritev/fdatasync/fallocate), small cached reads served on the event loop.
  *
  * Request flow (docs/devices.md, "virtio-blk"): the event loop pops a chain, blk_parse checks it (the
- * header copied out of guest memory once, ranges overflow-safe, SECURITY.md 8 and 9), and the request
+ * header copied out of guest memory once, ranges overflow-safe, docs/security.md case 8 and 9), and the request
  * goes to a worker, which reads or writes straight between the image and guest RAM. The worker puts it
  * on a done list and signals an eventfd the loop watches (virtio_watch); the loop writes the status byte,
  * pushes the used entry and interrupts. No request runs on a vCPU thread. At most BLK_QUEUE_SIZE requests
@@ -414,7 +414,8 @@ static const struct virtio_dev_ops blk_ops = {
     .destroy = blk_destroy,
 };
 
-/* ---- opening the image (SECURITY.md 21: every refusal a clear message, before the guest runs) ----------- */
+/* ---- opening the image (docs/security.md case 21: every refusal a clear message, before the guest runs) -----------
+ */
 
 /* Opens the image without blocking on a FIFO. A read-write open of a read-only file says so. */
 static int open_file(const struct vm_disk *d, char *err, size_t errlen)
