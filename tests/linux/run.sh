@@ -73,8 +73,8 @@ if [ -z "$skip" ] && [ -n "$host_why" ] && [ -x scripts/nested-kvm.sh ] &&
 	# nested VM: the later ones run the tests that failed, or all of the file's when the
 	# attempt did not finish. Every result is shown and the last verdict of each file
 	# counts: a brisk bug fails every time. The tier's summary line adds up the files'
-	# last attempts. (Up to five, not three, since a CI run on 2026-12-01 ended with two
-	# files failing their third attempt, each with one of the emulator's signatures in
+	# last attempts. (Up to five, not three, since a CI run of the tier ended with two
+	# files failing their last attempt, each with one of the emulator's signatures in
 	# scripts/nested-kvm.md: a vCPU looping npf -> emulate -> #PF, an early triple fault.)
 	attempts=${BRISK_LINUX_ATTEMPTS:-5} budget=${BRISK_LINUX_BUDGET:-2700}
 	vm_died() { [ $rc -eq 125 ] && grep -qE '^nested-kvm: (timed out|VM died while running)' "$errf"; }
