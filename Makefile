@@ -189,7 +189,7 @@ UNIT_TESTS := \
 .DEFAULT_GOAL := all
 include guests/guests.mk
 
-.PHONY: all demo check check-unit check-guest check-asan check-linux demo-linux deps bench bench-order bench-acpi fuzz format lint clean
+.PHONY: all demo check check-unit check-guest check-asan check-linux demo-linux deps bench bench-order bench-acpi fuzz format lint print-lib-srcs clean
 all: $(BUILD)/brisk $(BUILD)/brisk-slirp $(BUILD)/brisk-api
 
 # Before the first compile in a build directory: the headers and libraries brisk needs, or one message
@@ -269,6 +269,10 @@ fuzz:
 
 lint:
 	@scripts/lint.sh
+
+# the library's sources, for tests/fuzz/run.sh (which compiles them with clang and the sanitizers)
+print-lib-srcs:
+	@echo $(LIB_SRCS)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^tests/fuzz/corpus')

@@ -6,7 +6,8 @@
 # Each target gets build/fuzz/fuzz_<t>, a corpus build/fuzz/corpus-<t>/ (seeded
 # on every run, kept between runs) and crash artifacts in build/fuzz/artifacts-<t>/.
 # Exits non-zero when a target crashes (or fails to build). To add a target,
-# give it a line in sources() and, optionally, seeds in seed().
+# give it a line in sources() and, optionally, seeds in seed(); library sources
+# come from the Makefile's LIB_SRCS (make print-lib-srcs).
 set -eu
 cd "$(dirname "$0")/../.."
 
@@ -16,88 +17,49 @@ CLANG=${CLANG:-clang}
 OUT=${BUILD:-build}/fuzz
 CFLAGS="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 -std=gnu11 -Iinclude -D_GNU_SOURCE
 	-Wall -Wextra -Werror"
+# the seed generators that call library code: its instrumented objects, no libFuzzer main
+GEN_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined -g -O1 -std=gnu11 -Iinclude -D_GNU_SOURCE -Wall -Wextra -Werror
+	-Wno-missing-field-initializers"
 
-# The virtio-mmio transport and what every device harness links; fuzz_restore's devices.
-# (console_io.c and the device threads call seccomp_enter: the filters come along; libseccomp's SCMP_A0_64
-# macros leave fields to their zero default, which clang flags)
-VIRTIO_SRCS="src/virtio/mmio.c src/virtio/mmio_snap.c src/virtio/queue.c src/vmm/bus.c src/vmm/mem.c src/util/log.c src/snapshot/snapfile.c
-	src/seccomp/seccomp.c src/seccomp/seccomp_lists.c -lseccomp -Wno-missing-field-initializers"
-RESTORE_SRCS="src/devices/serial8250.c src/devices/console_io.c src/profile/timeline.c src/devices/i8042.c src/devices/cmos.c
-	src/devices/debugexit.c src/devices/bootmark.c src/devices/acpi_pm.c src/virtio/rng.c src/virtio/console.c
-	$VIRTIO_SRCS"
+# Every harness links the library itself: the Makefile's LIB_SRCS compiled once with clang and the
+# sanitizers into $OUT/lib/libbrisk.a, from which the linker takes only the objects a harness needs (no hand
+# list of sources to keep in step). A harness that stubs or includes library code (fuzz_api.c's VM stubs,
+# fuzz_pio.c including console_io.c) defines those symbols first, so their objects are never taken.
+# (libseccomp's SCMP_A0_64 macros leave fields to their zero default, which clang flags; msr.c's kvm_msrs
+# wrapper is a GNU extension clang flags)
+LIB_CFLAGS="-Wno-missing-field-initializers -Wno-gnu-variable-sized-type-not-at-end -DBRISK_VERSION=\"fuzz\""
+LIB=$OUT/lib/libbrisk.a
+LIBS="$LIB -ljson-c -lseccomp -lm -pthread"
+build_lib() {
+	srcs=$(make -s --no-print-directory print-lib-srcs)
+	rm -rf "$OUT/lib"
+	mkdir -p "$OUT/lib"
+	# shellcheck disable=SC2016,SC2086 # $1.. are the inner shell's; the flag lists split into words
+	printf '%s\n' $srcs | xargs -P "$(nproc)" -n 1 sh -c \
+		'$1 $2 -c "$4" -o "$3/$(echo "$4" | tr / _ | sed "s/\.c\$/.o/")"' sh "$CLANG" "$CFLAGS $LIB_CFLAGS" "$OUT/lib"
+	ar rcs "$LIB" "$OUT"/lib/*.o
+}
 
-# The harness and exactly the library sources it needs (no KVM, no libbrisk.a).
+# The harness, its own flags, and what it wraps.
 sources() {
 	case $1 in
-	elf) echo tests/fuzz/fuzz_elf.c src/arch/x86/elf.c src/arch/x86/image.c src/vmm/mem.c src/util/log.c src/util/errmsg.c src/util/file.c ;;
-	bzimage)
-		echo tests/fuzz/fuzz_bzimage.c src/arch/x86/bzimage.c src/arch/x86/kernel.c src/arch/x86/initrd.c \
-			src/arch/x86/zeropage.c src/arch/x86/pvh.c src/arch/x86/elf.c src/arch/x86/image.c \
-			src/arch/x86/memmap.c src/arch/x86/entry.c src/vmm/kvm.c src/profile/timeline.c src/vmm/mem.c src/util/log.c \
-			src/util/errmsg.c src/util/file.c
-		;;
-	symbols) echo tests/fuzz/fuzz_symbols.c src/profile/symbols.c src/util/file.c src/util/errmsg.c ;;
-	virtq) echo tests/fuzz/fuzz_virtq.c src/virtio/queue.c src/vmm/mem.c src/util/log.c src/snapshot/snapfile.c ;;
-	blk)
-		echo tests/fuzz/fuzz_blk.c src/virtio/blk/blk_req.c src/virtio/queue.c src/vmm/mem.c src/util/log.c \
-			src/snapshot/snapfile.c
-		;;
-	net)
-		echo tests/fuzz/fuzz_net.c src/virtio/net/net_frame.c src/virtio/queue.c src/vmm/mem.c src/util/log.c \
-			src/snapshot/snapfile.c
-		;;
-	vsock)
-		echo tests/fuzz/fuzz_vsock.c src/virtio/vsock/vsock_pkt.c src/virtio/queue.c src/vmm/mem.c src/util/log.c \
-			src/snapshot/snapfile.c
-		;;
-	snapshot) echo tests/fuzz/fuzz_snapshot.c src/snapshot/snapfile.c src/snapshot/snap_memfile.c src/util/file.c src/util/errmsg.c src/util/log.c ;;
-	api_link) echo tests/fuzz/fuzz_api_link.c src/api/api_wire.c src/util/errmsg.c ;;
+	elf | bzimage | symbols | virtq | blk | net | vsock | snapshot | api_link | mmio | restore | cpu_template | pvh)
+		echo "tests/fuzz/fuzz_$1.c" ;;
+	config) echo -Wno-gnu-variable-sized-type-not-at-end tests/fuzz/fuzz_config.c ;;
 	api)
 		# the router with dry_run; fuzz_api.c stubs the VM (aborting if reached) and wraps file_open_output
 		echo -DBRISK_VERSION=\"fuzz\" -Wl,--wrap=file_open_output -Wno-gnu-variable-sized-type-not-at-end \
-			tests/fuzz/fuzz_api.c src/api/api.c src/api/api_names.c src/api/api_vm.c src/api/api_metrics.c src/api/api_serve.c \
-			src/api/api_wire.c src/api/fc_config.c src/api/fc_config_dev.c src/api/fc_config_file.c \
-			src/api/fc_config_get.c src/api/fc_config_json.c src/config/config.c src/config/config_net.c src/config/config_vsock.c \
-			src/util/log.c src/util/file.c src/util/errmsg.c src/util/size.c src/arch/x86/cpuid.c \
-			src/arch/x86/msr.c src/arch/x86/cpuid_template.c src/arch/x86/cpuid_topology.c \
-			src/arch/x86/cpuid_json.c src/vmm/kvm.c src/profile/timeline.c src/vmm/mem.c -ljson-c
-		;;
-	config)
-		# config.c's validation pulls in the CPU template code; msr.c's kvm_msrs wrapper is a GNU extension clang flags
-		echo -Wno-gnu-variable-sized-type-not-at-end tests/fuzz/fuzz_config.c src/api/fc_config.c \
-			src/api/fc_config_dev.c src/api/fc_config_file.c src/api/fc_config_get.c src/api/fc_config_json.c \
-			src/config/config.c src/config/config_net.c src/config/config_vsock.c src/util/log.c src/util/file.c src/util/errmsg.c \
-			src/util/size.c src/arch/x86/cpuid.c src/arch/x86/msr.c src/arch/x86/cpuid_template.c \
-			src/arch/x86/cpuid_topology.c src/arch/x86/cpuid_json.c src/vmm/kvm.c src/profile/timeline.c src/vmm/mem.c -ljson-c
-		;;
-	cpu_template)
-		# the template file and its application, on the unit tests' recorded KVM tables (read from the repository root)
-		echo -Wno-gnu-variable-sized-type-not-at-end tests/fuzz/fuzz_cpu_template.c src/arch/x86/cpuid.c \
-			src/arch/x86/msr.c src/arch/x86/cpuid_template.c src/arch/x86/cpuid_topology.c \
-			src/arch/x86/cpuid_json.c src/api/fc_config_json.c src/vmm/kvm.c src/profile/timeline.c src/vmm/mem.c src/util/log.c src/util/file.c \
-			src/util/errmsg.c -ljson-c
-		;;
-	pvh)
-		echo tests/fuzz/fuzz_pvh.c src/arch/x86/kernel.c src/arch/x86/initrd.c src/arch/x86/pvh.c \
-			src/arch/x86/bzimage.c src/arch/x86/zeropage.c src/arch/x86/elf.c src/arch/x86/image.c \
-			src/arch/x86/memmap.c src/arch/x86/entry.c src/vmm/kvm.c src/profile/timeline.c src/vmm/mem.c src/util/log.c \
-			src/util/errmsg.c src/util/file.c
+			tests/fuzz/fuzz_api.c
 		;;
 	# the device harnesses (fuzz_vdev.h): a fake context and a hand-run event loop, no KVM, no threads
-	mmio) echo tests/fuzz/fuzz_mmio.c $VIRTIO_SRCS ;;
 	serial)
 		# fuzz_pio.c includes console_io.c (its input path without the thread) and wraps console_io_create
-		echo -DFUZZ_PIO_SERIAL -Wl,--wrap=console_io_create tests/fuzz/fuzz_pio.c src/devices/serial8250.c \
-			src/profile/timeline.c $VIRTIO_SRCS
+		echo -DFUZZ_PIO_SERIAL -Wl,--wrap=console_io_create tests/fuzz/fuzz_pio.c
 		;;
-	i8042) echo -DFUZZ_PIO_I8042 tests/fuzz/fuzz_pio.c src/devices/i8042.c $VIRTIO_SRCS ;;
-	cmos) echo -DFUZZ_PIO_CMOS tests/fuzz/fuzz_pio.c src/devices/cmos.c $VIRTIO_SRCS ;;
-	rng) echo -DFUZZ_DEV_RNG tests/fuzz/fuzz_vdevice.c src/virtio/rng.c $VIRTIO_SRCS ;;
-	vconsole)
-		echo -DFUZZ_DEV_CONSOLE -Wl,--wrap=console_io_create tests/fuzz/fuzz_vdevice.c src/virtio/console.c \
-			$VIRTIO_SRCS
-		;;
-	restore) echo tests/fuzz/fuzz_restore.c $RESTORE_SRCS ;;
+	i8042) echo -DFUZZ_PIO_I8042 tests/fuzz/fuzz_pio.c ;;
+	cmos) echo -DFUZZ_PIO_CMOS tests/fuzz/fuzz_pio.c ;;
+	rng) echo -DFUZZ_DEV_RNG tests/fuzz/fuzz_vdevice.c ;;
+	vconsole) echo -DFUZZ_DEV_CONSOLE -Wl,--wrap=console_io_create tests/fuzz/fuzz_vdevice.c ;;
 	*) echo "run.sh: unknown fuzz target '$1'" >&2; return 1 ;;
 	esac
 }
@@ -141,13 +103,11 @@ seed() {
 		"$OUT/gen_vsock_seeds" "$corpus"
 		;;
 	snapshot)
-		$CLANG -std=gnu11 -Iinclude -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -pthread -o "$OUT/gen_snapshot_seeds" \
-			tests/fuzz/gen_snapshot_seeds.c src/snapshot/snapfile.c
+		$CLANG $GEN_CFLAGS -o "$OUT/gen_snapshot_seeds" tests/fuzz/gen_snapshot_seeds.c $LIBS
 		"$OUT/gen_snapshot_seeds" "$corpus"
 		;;
 	api_link)
-		$CLANG -std=gnu11 -Iinclude -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -o "$OUT/gen_api_link_seeds" \
-			tests/fuzz/gen_api_link_seeds.c src/api/api_wire.c src/util/errmsg.c
+		$CLANG $GEN_CFLAGS -o "$OUT/gen_api_link_seeds" tests/fuzz/gen_api_link_seeds.c $LIBS
 		"$OUT/gen_api_link_seeds" "$corpus"
 		;;
 	config)
@@ -172,9 +132,7 @@ seed() {
 		"$OUT/gen_dev_seeds" "$1" "$corpus"
 		;;
 	restore)
-		# shellcheck disable=SC2086
-		$CLANG -std=gnu11 -Iinclude -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -pthread -o "$OUT/gen_restore_seeds" \
-			tests/fuzz/gen_restore_seeds.c $RESTORE_SRCS
+		$CLANG $GEN_CFLAGS -o "$OUT/gen_restore_seeds" tests/fuzz/gen_restore_seeds.c $LIBS
 		"$OUT/gen_restore_seeds" "$corpus"
 		;;
 	esac
@@ -185,11 +143,12 @@ if ! command -v "$CLANG" >/dev/null 2>&1; then
 	exit 1
 fi
 mkdir -p "$OUT"
+build_lib
 status=0
 for t in $FUZZ_TARGETS; do
 	src=$(sources "$t")
 	# shellcheck disable=SC2086 # word splitting of the flag and source lists is intended
-	$CLANG $CFLAGS -o "$OUT/fuzz_$t" $src
+	$CLANG $CFLAGS -o "$OUT/fuzz_$t" $src $LIBS
 	seed "$t"
 	mkdir -p "$OUT/artifacts-$t"
 	dict=
