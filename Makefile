@@ -37,6 +37,7 @@ LIB_SRCS := \
 	src/vmm/vm_build.c \
 	src/vmm/evloop.c \
 	src/vmm/devmgr.c \
+	src/vmm/devkinds.c \
 	src/virtio/mmio.c \
 	src/virtio/mmio_snap.c \
 	src/virtio/rng.c \

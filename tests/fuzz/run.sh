@@ -25,6 +25,11 @@ VIRTIO_SRCS="src/virtio/mmio.c src/virtio/mmio_snap.c src/virtio/queue.c src/vmm
 RESTORE_SRCS="src/devices/serial8250.c src/devices/console_io.c src/profile/timeline.c src/devices/i8042.c src/devices/cmos.c
 	src/devices/debugexit.c src/devices/bootmark.c src/devices/acpi_pm.c src/virtio/rng.c src/virtio/console.c
 	$VIRTIO_SRCS"
+# The table of virtio device kinds (config_validate counts through it) and the constructors its rows name.
+DEVKINDS_SRCS="src/vmm/devkinds.c src/virtio/blk/blk.c src/virtio/blk/blk_req.c src/virtio/blk/blk_io.c
+	src/virtio/net/net.c src/virtio/net/net_frame.c src/virtio/net/net_tap.c src/virtio/net/net_user.c
+	src/virtio/vsock/vsock.c src/virtio/vsock/vsock_conn.c src/virtio/vsock/vsock_pkt.c src/vmm/evloop.c src/util/helper.c
+	$RESTORE_SRCS"
 
 # The harness and exactly the library sources it needs (no KVM, no libbrisk.a).
 sources() {
@@ -58,17 +63,17 @@ sources() {
 			tests/fuzz/fuzz_api.c src/api/api.c src/api/api_names.c src/api/api_vm.c src/api/api_metrics.c src/api/api_serve.c \
 			src/api/api_wire.c src/api/fc_config.c src/api/fc_config_dev.c src/api/fc_config_file.c \
 			src/api/fc_config_get.c src/api/fc_config_json.c src/config/config.c src/config/config_net.c src/config/config_vsock.c \
-			src/util/log.c src/util/file.c src/util/errmsg.c src/util/size.c src/arch/x86/cpuid.c \
+			src/util/file.c src/util/errmsg.c src/util/size.c src/arch/x86/cpuid.c \
 			src/arch/x86/msr.c src/arch/x86/cpuid_template.c src/arch/x86/cpuid_topology.c \
-			src/arch/x86/cpuid_json.c src/vmm/kvm.c src/profile/timeline.c src/vmm/mem.c -ljson-c
+			src/arch/x86/cpuid_json.c src/vmm/kvm.c $DEVKINDS_SRCS -ljson-c
 		;;
 	config)
 		# config.c's validation pulls in the CPU template code; msr.c's kvm_msrs wrapper is a GNU extension clang flags
 		echo -Wno-gnu-variable-sized-type-not-at-end tests/fuzz/fuzz_config.c src/api/fc_config.c \
 			src/api/fc_config_dev.c src/api/fc_config_file.c src/api/fc_config_get.c src/api/fc_config_json.c \
-			src/config/config.c src/config/config_net.c src/config/config_vsock.c src/util/log.c src/util/file.c src/util/errmsg.c \
+			src/config/config.c src/config/config_net.c src/config/config_vsock.c src/util/file.c src/util/errmsg.c \
 			src/util/size.c src/arch/x86/cpuid.c src/arch/x86/msr.c src/arch/x86/cpuid_template.c \
-			src/arch/x86/cpuid_topology.c src/arch/x86/cpuid_json.c src/vmm/kvm.c src/profile/timeline.c src/vmm/mem.c -ljson-c
+			src/arch/x86/cpuid_topology.c src/arch/x86/cpuid_json.c src/vmm/kvm.c $DEVKINDS_SRCS -ljson-c
 		;;
 	cpu_template)
 		# the template file and its application, on the unit tests' recorded KVM tables (read from the repository root)
