@@ -158,6 +158,7 @@ UNIT_TESTS := \
 	test_size \
 	test_config \
 	test_fc_config \
+	test_api_vcpu \
 	test_serial8250 \
 	test_console_io \
 	test_virtio_console \

@@ -361,6 +361,15 @@ static int prepare_api(struct api *a, const struct vm_config *cfg, struct fc_vm 
 	return 0;
 }
 
+/* Releases the vCPUs; a vCPU whose set-up failed is said (the VM then ends with its exit status). */
+static void start_logged(struct vm *vm)
+{
+	struct vm_error e;
+
+	if (vm_start(vm, &e))
+		log_error("%s", e.msg);
+}
+
 /*
  * The VM runs; the API (unless --no-api) serves beside it until it ends. A config file's VM goes through
  * the API's loop even without a socket: its logger and metrics are the API's.
@@ -389,7 +398,7 @@ static int run_vm(const struct vm_config *cfg, struct fc_vm *fc, int sig_fd)
 			log_warn("GET /vm/config will not describe this VM: out of memory");
 		a.vm = vm;
 		a.state = API_RUNNING;
-		vm_start(vm);
+		start_logged(vm);
 		ret = api_serve(&a, link, sig_fd); /* ends the VM and prints the report */
 	}
 	api_free(&a);
@@ -456,7 +465,7 @@ static int restore_vm(const struct vm_config *base, int sig_fd)
 	api_init(&a, base);
 	if (api_adopt_vm(&a, vm, vm_config(vm), !paused))
 		log_warn("GET /vm/config will not describe this VM: out of memory");
-	vm_start(vm);
+	start_logged(vm);
 	ret = api_serve(&a, link, sig_fd);
 	api_free(&a);
 	api_link_close(link);

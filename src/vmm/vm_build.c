@@ -666,7 +666,8 @@ static int restore_vcpus(struct vm *vm, struct vm_error *e)
 	timeline_mark(TL_VCPUS_READY);
 	for (unsigned i = 0; i < vm->nr_vcpus; i++)
 		if (vm->vcpus[i].setup_error)
-			return fail(e, VM_ERR_HOST, -EIO, "configuring vCPU %u failed", i);
+			return fail(e, VM_ERR_HOST, -EIO, "configuring vCPU %u failed: %s", i,
+				    vm->vcpus[i].setup_why.msg);
 	ret = vm_restore_vcpus(vm, vm->snap, err, sizeof(err));
 	if (ret)
 		return fail(e, ret == -EINVAL ? VM_ERR_USAGE : VM_ERR_HOST, ret, "restoring the vCPUs: %s", err);
