@@ -37,6 +37,7 @@ LIB_SRCS := \
 	src/vmm/vm_build.c \
 	src/vmm/evloop.c \
 	src/vmm/devmgr.c \
+	src/vmm/devkinds.c \
 	src/virtio/mmio.c \
 	src/virtio/mmio_snap.c \
 	src/virtio/rng.c \
@@ -157,6 +158,7 @@ UNIT_TESTS := \
 	test_size \
 	test_config \
 	test_fc_config \
+	test_api_vcpu \
 	test_serial8250 \
 	test_console_io \
 	test_virtio_console \

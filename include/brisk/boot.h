@@ -102,9 +102,11 @@ __attribute__((warn_unused_result)) int pvh_setup(const struct gmem *mem, const 
 
 /*
  * Sets the boot vCPU's registers for `entry` (KVM_SET_SREGS, KVM_SET_REGS;
- * segment state as the boot protocol requires). Returns 0 or -errno.
+ * segment state as the boot protocol requires). Returns 0, or -errno with
+ * `err` naming the call that failed and why.
  */
-__attribute__((warn_unused_result)) int x86_vcpu_set_entry(int vcpu_fd, const struct boot_entry *entry);
+__attribute__((warn_unused_result)) int x86_vcpu_set_entry(int vcpu_fd, const struct boot_entry *entry, char *err,
+							   size_t errlen);
 
 /*
  * Identity-maps guest-physical 0..4 GiB with 2 MiB pages in the boot page

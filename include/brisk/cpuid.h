@@ -162,11 +162,13 @@ void cpuid_vcpu_table(const struct cpuid_vm *vm, unsigned index, struct kvm_cpui
 /*
  * Configures one vCPU: one KVM_SET_CPUID2 (vCPU `index`'s table built in
  * `scratch`, sized like vm->tmpl) and one KVM_SET_MSRS (the boot MSRs).
- * Thread-safe for distinct vCPUs. Returns 0 or -errno after logging which
- * entry or MSR KVM refused when that can be found.
+ * Thread-safe for distinct vCPUs. Returns 0, or -errno with one line in `err`
+ * naming the call, the vCPU and the values: the MSR and value KVM refused, or
+ * the CPUID table's size (the fields KVM checks in a table it refused are
+ * logged, the whole table at debug level).
  */
 __attribute__((warn_unused_result)) int cpuid_vcpu_configure(int vcpu_fd, const struct cpuid_vm *vm, unsigned index,
-							     struct kvm_cpuid2 *scratch);
+							     struct kvm_cpuid2 *scratch, char *err, size_t errlen);
 
 /* ---- templates (cpuid_template.c, cpuid_json.c) ---------------------------------------------- */
 

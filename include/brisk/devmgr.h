@@ -12,10 +12,14 @@
 
 #include "brisk/layout.h"
 
+struct devkind;
+
 struct devmgr_slot {
-	uint64_t base;	  /* guest-physical start of the 4 KiB window */
-	unsigned irq;	  /* I/O APIC pin = GSI */
-	const char *what; /* "virtio-blk vda", for logs */
+	uint64_t base;		    /* guest-physical start of the 4 KiB window */
+	unsigned irq;		    /* I/O APIC pin = GSI */
+	const char *what;	    /* "virtio-blk", for logs */
+	const struct devkind *kind; /* devmgr_plan's: the kind (devkinds.h) of the device planned here; else NULL */
+	unsigned index;		    /* devmgr_plan's: which device of its kind (the first --disk: 0) */
 };
 
 struct devmgr {
@@ -29,9 +33,11 @@ struct acpi_machine;
 
 /*
  * The slots of the virtio devices `cfg` asks for, in the one order users
- * expect (the VM recipe and `brisk acpi --dump` both use it): each --disk as
- * given (the first is vda), then each --net as given, then --vsock, then --rng, then --console virtio.
- * config_validate keeps the count within LAYOUT_VIRTIO_SLOTS.
+ * expect (the VM recipe and `brisk acpi --dump` both use it): the order of
+ * the kinds table (devkinds.h), each kind's devices as given: each --disk
+ * (the first is vda), then each --net, then --vsock, then --rng, then
+ * --console virtio. Each slot records its kind and index, which the recipe's
+ * constructors walk. config_validate keeps the count within LAYOUT_VIRTIO_SLOTS.
  */
 void devmgr_plan(struct devmgr *m, const struct vm_config *cfg);
 

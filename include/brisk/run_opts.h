@@ -11,7 +11,8 @@
 /* getopt_long's short options of brisk run. */
 #define RUN_SHORT_OPTS "k:c:i:p:m:h"
 
-/* The values of the long options without a short form. */
+/* The values of the long options without a short form; a device kind's option is DEVKIND_OPT_BASE + its row
+ * (devkinds.h). */
 enum run_opt {
 	OPT_SERIAL = 256,
 	OPT_HUGEPAGES,
@@ -21,11 +22,6 @@ enum run_opt {
 	OPT_TOPOLOGY,
 	OPT_CPU_TEMPLATE,
 	OPT_REPORT_JSON,
-	OPT_DISK,
-	OPT_NET,
-	OPT_VSOCK,
-	OPT_RNG,
-	OPT_CONSOLE,
 	OPT_ACPI,
 	OPT_API_SOCK,
 	OPT_CONFIG_FILE,
@@ -36,7 +32,10 @@ enum run_opt {
 	OPT_SECCOMP
 };
 
-/* The long options, ending with a zero entry. */
-extern const struct option run_options[];
+/*
+ * The long options, ending with a zero entry: the fixed ones and one per device kind (devkinds.h), built
+ * on the first call (main thread: the option parsers of run and jail), the same array every call.
+ */
+const struct option *run_options(void);
 
 #endif

@@ -130,18 +130,21 @@ struct vm_error {
 __attribute__((warn_unused_result)) int vm_create(const struct vm_config *cfg, struct vm **out, struct vm_error *err);
 /*
  * Runs the VM until it ends; returns the process exit status. `sig_fd` is
- * a signalfd for SIGINT/SIGTERM/SIGHUP (stop the VM cleanly), or -1.
+ * a signalfd for SIGINT/SIGTERM/SIGHUP (stop the VM cleanly), or -1. A vCPU
+ * whose set-up failed is logged (vm_start's error) and ends the VM.
  */
 int vm_run(struct vm *vm, int sig_fd);
 /*
  * vm_run in parts, for a caller that serves other work meanwhile (the API):
  * vm_start releases the vCPUs (returns 0, or the exit status when a vCPU's
- * configuration failed, the exit then already requested; a guest that ended
- * at once is not a failure of vm_start); vm_wake_fd becomes
+ * configuration failed, the exit then already requested, with *e (may be NULL:
+ * not wanted) filled: the first failing vCPU's kind and one line naming the
+ * call and the values, e.g. the MSR KVM refused; a guest that ended at once
+ * is not a failure of vm_start); vm_wake_fd becomes
  * readable once an exit is requested (vm_exit_requested); vm_finish joins
  * the vCPUs, stops the devices and returns the process exit status.
  */
-int vm_start(struct vm *vm);
+int vm_start(struct vm *vm, struct vm_error *e);
 int vm_wake_fd(const struct vm *vm);
 bool vm_exit_requested(const struct vm *vm);
 int vm_finish(struct vm *vm);

@@ -50,6 +50,13 @@ static void vm_fault(const struct api *a, struct api_reply *r, const char *prefi
 	api_fault(r, 400, "%s: %s", prefix, named);
 }
 
+/* 400 "PREFIX: the vCPUs could not be configured: WHY (exit status N)": vm_start's error, logged too. */
+static void vcpus_fault(struct api_reply *r, const char *prefix, const struct vm_error *e, int status)
+{
+	log_error("%s", e->msg);
+	api_fault(r, 400, "%s: the vCPUs could not be configured: %s (exit status %d)", prefix, e->msg, status);
+}
+
 static void instance_start(struct api *a, struct api_reply *r)
 {
 	struct vm_error e;
@@ -67,10 +74,9 @@ static void instance_start(struct api *a, struct api_reply *r)
 	if (vm_create(&a->fc.cfg, &a->vm, &e))
 		return vm_fault(a, r, "Start microvm error", e.msg);
 	a->state = API_RUNNING;
-	ret = vm_start(a->vm);
+	ret = vm_start(a->vm, &e);
 	if (ret)
-		return api_fault(r, 400, "Start microvm error: the vCPUs could not be configured (exit status %d)",
-				 ret);
+		return vcpus_fault(r, "Start microvm error", &e, ret);
 	r->status = 204;
 }
 
@@ -252,10 +258,9 @@ static void do_load(struct api *a, const char *state, const char *mem, bool resu
 	if (fc_vm_set_from_restore(&a->fc, vm_config(a->vm), vm_api_desc(a->vm)))
 		log_warn("GET /vm/config will not describe the restored VM: out of memory");
 	a->state = resume ? API_RUNNING : API_PAUSED;
-	ret = vm_start(a->vm);
+	ret = vm_start(a->vm, &e);
 	if (ret)
-		return api_fault(r, 400, "Load snapshot error: the vCPUs could not be configured (exit status %d)",
-				 ret);
+		return vcpus_fault(r, "Load snapshot error", &e, ret);
 	r->status = 204;
 }
 

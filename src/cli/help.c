@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "brisk/cli.h"
+#include "brisk/devkinds.h"
 #include "brisk/exitcode.h"
 #include "brisk/jail.h"
 #include "brisk/kernel.h"
@@ -33,7 +34,8 @@ static const char overview[] =
     "Long options are spelled in full in every command (--kernel, never --kern).\n"
     "See docs/cli.md and docs/exit-codes.md.\n";
 
-static const char run_usage[] =
+/* Up to the device kinds' options. */
+static const char run_usage_head[] =
     "usage: brisk run [options]\n"
     "\n"
     "Boot a guest and run it until it powers off, resets or is stopped.\n"
@@ -52,21 +54,10 @@ static const char run_usage[] =
     "      --cpu-template NAME|FILE.json\n"
     "                         guest CPUID template: host (default), baseline, or a file\n"
     "  -m, --memory SIZE      guest RAM, e.g. 128M, 2G; a bare number is MiB (default 128M)\n"
-    "      --serial MODE      stdio (default), file:PATH, or none\n"
-    "      --disk PATH[,ro][,id=NAME][,cache=none|writeback]\n"
-    "                         a virtio-blk disk backed by a raw image (repeatable: vda, vdb, ...)\n"
-    "      --net tap=NAME[,mac=MAC]\n"
-    "                         a virtio-net interface on an existing or new tap (repeatable)\n"
-    "      --net user[,net=CIDR][,hostfwd=RULE]...[,mac=MAC]\n"
-    "                         a virtio-net interface with user-mode networking (libslirp):\n"
-    "                         no root, no tap; guest network 192.168.76.0/24 unless net= says;\n"
-    "                         RULE: [tcp|udp]:[HOSTADDR]:PORT-[GUESTADDR]:PORT (host 127.0.0.1)\n"
-    "      --vsock cid=N,uds=PATH\n"
-    "                         a virtio-vsock device, guest CID N (3..4294967294), bridged to\n"
-    "                         AF_UNIX sockets: host clients connect to PATH and send\n"
-    "                         \"CONNECT <port>\\n\"; guest connections to CID 2 port P reach PATH_P\n"
-    "      --rng[=RATE]       a virtio entropy device, at most RATE bytes/s (default 1M)\n"
-    "      --console MODE     serial (default) or virtio: the guest's console on hvc0\n"
+    "      --serial MODE      stdio (default), file:PATH, or none\n";
+
+/* After the device kinds' options (devkinds.h: each row's help lines, in table order). */
+static const char run_usage_tail[] =
     "      --acpi on|off      ACPI tables (default on): CPUs, interrupts, devices, power off\n"
     "                         and reset; off: MP table and virtio_mmio.device= words only\n"
     "      --hugepages        back guest RAM with transparent huge pages\n"
@@ -215,7 +206,8 @@ static const char restore_usage[] =
     "      --mem MEM          the guest memory file (mem_file_path)\n"
     "      --paused           stay paused until PATCH /vm {\"state\": \"Resumed\"} (needs --api-sock)\n"
     "      --api-sock PATH    serve the Firecracker-compatible API beside the VM\n"
-    "PROCESS-OPTIONS: --serial, --console, --timeline, --report-json, --log-level (see 'brisk help run').\n";
+    "PROCESS-OPTIONS: --serial, --timeline, --report-json, --log-level, --seccomp (see 'brisk help run');\n"
+    "the snapshot holds the devices, so every device option (--console too) is refused (exit status 2).\n";
 
 static const char acpi_usage[] =
     "usage: brisk acpi --dump DIR [RUN-OPTIONS...]\n"
@@ -273,7 +265,10 @@ int cli_usage(FILE *f, const char *command)
 		return 0;
 	}
 	if (strcmp(command, "run") == 0) {
-		fputs(run_usage, f);
+		fputs(run_usage_head, f);
+		for (unsigned k = 0; k < devkinds_nr; k++)
+			fputs(devkinds[k].help, f);
+		fputs(run_usage_tail, f);
 		return 0;
 	}
 	if (strcmp(command, "cpuid") == 0) {

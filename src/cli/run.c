@@ -14,6 +14,7 @@
 #include "brisk/cli.h"
 #include "brisk/config.h"
 #include "brisk/devices.h"
+#include "brisk/devkinds.h"
 #include "brisk/exitcode.h"
 #include "brisk/fc_config.h"
 #include "brisk/file.h"
@@ -30,8 +31,11 @@ static const char *report_json;
 /* --api-sock, --config-file, --no-api: the Firecracker-compatible API and configuration (docs/api.md). */
 static const char *api_sock, *config_file;
 static bool no_api;
-/* brisk restore: --snapshot STATE --mem MEM [--paused]; and the first VM-shaping option seen (refused there). */
-static const char *snapshot_path, *mem_path, *vm_option;
+/*
+ * brisk restore: --snapshot STATE --mem MEM [--paused]; the first VM-shaping option seen (refused with a
+ * config file, the API or a snapshot), and the first option a snapshot brings (refused by restore).
+ */
+static const char *snapshot_path, *mem_path, *vm_option, *snapshot_option;
 static bool paused;
 /*
  * --seccomp on|off: the per-thread filters (docs/security.md, "Seccomp"); off is for debugging. Without the
@@ -45,34 +49,13 @@ static int bad_value(const char *opt, const char *value, const char *expected)
 	return EXIT_USAGE;
 }
 
-static int disk_option_arg(const char *arg, struct vm_config *cfg)
+/* A device kind's option (devkinds.h) into `cfg`: its row parses it. */
+static int device_option_arg(const struct devkind *k, const char *arg, struct vm_config *cfg)
 {
 	char err[256];
 
-	if (parse_disk(arg, cfg, err, sizeof(err))) {
-		fprintf(stderr, "brisk run: invalid --disk '%s': %s\n", arg, err);
-		return EXIT_USAGE;
-	}
-	return 0;
-}
-
-static int net_option_arg(const char *arg, struct vm_config *cfg)
-{
-	char err[256];
-
-	if (parse_net(arg, cfg, err, sizeof(err))) {
-		fprintf(stderr, "brisk run: invalid --net '%s': %s\n", arg, err);
-		return EXIT_USAGE;
-	}
-	return 0;
-}
-
-static int vsock_option_arg(const char *arg, struct vm_config *cfg)
-{
-	char err[256];
-
-	if (parse_vsock(arg, cfg, err, sizeof(err))) {
-		fprintf(stderr, "brisk run: invalid --vsock '%s': %s\n", arg, err);
+	if (k->parse(arg, cfg, err, sizeof(err))) {
+		fprintf(stderr, "brisk run: invalid --%s '%s': %s\n", k->option, arg, err);
 		return EXIT_USAGE;
 	}
 	return 0;
@@ -124,17 +107,6 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 	case OPT_REPORT_JSON:
 		report_json = arg;
 		return 0;
-	case OPT_DISK:
-		return disk_option_arg(arg, cfg);
-	case OPT_NET:
-		return net_option_arg(arg, cfg);
-	case OPT_VSOCK:
-		return vsock_option_arg(arg, cfg);
-	case OPT_RNG:
-		return parse_rng(arg, cfg) ? bad_value("--rng", arg, "a rate in bytes per second such as 1M or 65536")
-					   : 0;
-	case OPT_CONSOLE:
-		return parse_console(arg, cfg) ? bad_value("--console", arg, "serial or virtio") : 0;
 	case OPT_ACPI:
 		return parse_acpi(arg, cfg) ? bad_value("--acpi", arg, "on or off") : 0;
 	case OPT_API_SOCK:
@@ -169,12 +141,17 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 	case 'h':
 		return -1;
 	default:
+		if (devkind_by_opt(c))
+			return device_option_arg(devkind_by_opt(c), arg, cfg);
 		fprintf(stderr, "Try 'brisk help run'.\n");
 		return EXIT_USAGE;
 	}
 }
 
-/* Options that shape the VM (a snapshot or a config file brings its own), as opposed to the process's. */
+/*
+ * Options that shape the VM (a snapshot or a config file brings its own), as opposed to the process's; a
+ * device kind's option is one unless its row says it stays the process's next to a config file or the API.
+ */
 static bool is_vm_option(int c)
 {
 	switch (c) {
@@ -185,21 +162,23 @@ static bool is_vm_option(int c)
 	case 'm':
 	case OPT_TOPOLOGY:
 	case OPT_CPU_TEMPLATE:
-	case OPT_DISK:
-	case OPT_NET:
-	case OPT_VSOCK:
-	case OPT_RNG:
 	case OPT_ACPI:
 	case OPT_HUGEPAGES:
 		return true;
 	default:
-		return false;
+		return devkind_by_opt(c) && !devkind_by_opt(c)->process_option;
 	}
+}
+
+/* What `brisk restore` refuses: a VM option, or any device kind's option (the snapshot holds every device). */
+static bool is_snapshot_option(int c)
+{
+	return is_vm_option(c) || devkind_by_opt(c);
 }
 
 static const char *option_name(int c)
 {
-	for (const struct option *o = run_options; o->name; o++)
+	for (const struct option *o = run_options(); o->name; o++)
 		if (o->val == c)
 			return o->name;
 	return "?";
@@ -223,7 +202,7 @@ int cli_parse_run_options(int argc, char **argv, struct vm_config *cfg)
 	int c, ret;
 
 	config_defaults(cfg);
-	if (opts_check_exact(argc - 1, argv + 1, RUN_SHORT_OPTS, run_options, err, sizeof(err))) {
+	if (opts_check_exact(argc - 1, argv + 1, RUN_SHORT_OPTS, run_options(), err, sizeof(err))) {
 		const char *cmd = command_name(argv[0]);
 
 		fprintf(stderr, "brisk%s%s: %s; try 'brisk help %s'\n", cmd ? " " : "", cmd ? cmd : "", err,
@@ -231,9 +210,11 @@ int cli_parse_run_options(int argc, char **argv, struct vm_config *cfg)
 		return EXIT_USAGE;
 	}
 	optind = 1;
-	while ((c = getopt_long(argc, argv, RUN_SHORT_OPTS, run_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, RUN_SHORT_OPTS, run_options(), NULL)) != -1) {
 		if (!vm_option && is_vm_option(c))
 			vm_option = option_name(c);
+		if (!snapshot_option && is_snapshot_option(c))
+			snapshot_option = option_name(c);
 		ret = apply_option(c, optarg, cfg);
 		if (ret < 0) {
 			cli_usage(stdout, "run");
@@ -380,6 +361,15 @@ static int prepare_api(struct api *a, const struct vm_config *cfg, struct fc_vm 
 	return 0;
 }
 
+/* Releases the vCPUs; a vCPU whose set-up failed is said (the VM then ends with its exit status). */
+static void start_logged(struct vm *vm)
+{
+	struct vm_error e;
+
+	if (vm_start(vm, &e))
+		log_error("%s", e.msg);
+}
+
 /*
  * The VM runs; the API (unless --no-api) serves beside it until it ends. A config file's VM goes through
  * the API's loop even without a socket: its logger and metrics are the API's.
@@ -408,7 +398,7 @@ static int run_vm(const struct vm_config *cfg, struct fc_vm *fc, int sig_fd)
 			log_warn("GET /vm/config will not describe this VM: out of memory");
 		a.vm = vm;
 		a.state = API_RUNNING;
-		vm_start(vm);
+		start_logged(vm);
 		ret = api_serve(&a, link, sig_fd); /* ends the VM and prints the report */
 	}
 	api_free(&a);
@@ -475,7 +465,7 @@ static int restore_vm(const struct vm_config *base, int sig_fd)
 	api_init(&a, base);
 	if (api_adopt_vm(&a, vm, vm_config(vm), !paused))
 		log_warn("GET /vm/config will not describe this VM: out of memory");
-	vm_start(vm);
+	start_logged(vm);
 	ret = api_serve(&a, link, sig_fd);
 	api_free(&a);
 	api_link_close(link);
@@ -543,9 +533,9 @@ static int check_mode(enum run_mode mode)
 		fprintf(stderr, "%s: --snapshot STATE and --mem MEM are required; try 'brisk help restore'\n", me);
 		return EXIT_USAGE;
 	}
-	if (mode == MODE_RESTORE && (vm_option || config_file)) {
+	if (mode == MODE_RESTORE && (snapshot_option || config_file)) {
 		fprintf(stderr, "%s: --%s: the snapshot holds the VM's configuration; only process options apply\n", me,
-			config_file ? "config-file" : vm_option);
+			config_file ? "config-file" : snapshot_option);
 		return EXIT_USAGE;
 	}
 	if (paused && (!api_sock || no_api)) {

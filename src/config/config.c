@@ -7,6 +7,7 @@
 
 #include "brisk/config.h"
 #include "brisk/cpuid.h"
+#include "brisk/devkinds.h"
 #include "brisk/layout.h"
 
 void config_defaults(struct vm_config *cfg)
@@ -222,15 +223,8 @@ int config_validate(const struct vm_config *cfg, unsigned max_cpus, uint64_t hos
 			 (unsigned long long)cfg->memory);
 		return -EINVAL;
 	}
-	if (cfg->nr_disks + cfg->nr_nets + (cfg->vsock.cid ? 1 : 0) + (cfg->rng_rate ? 1 : 0) +
-		(cfg->console == CONSOLE_VIRTIO) >
-	    LAYOUT_VIRTIO_SLOTS) {
-		snprintf(err, errlen, "%u virtio devices (--disk, --net, --vsock, --rng, --console virtio): at most %d",
-			 cfg->nr_disks + cfg->nr_nets + (cfg->vsock.cid ? 1 : 0) + (cfg->rng_rate ? 1 : 0) +
-			     (cfg->console == CONSOLE_VIRTIO),
-			 LAYOUT_VIRTIO_SLOTS);
+	if (devkinds_check_slots(cfg, err, errlen))
 		return -EINVAL;
-	}
 	if (config_vsock_check(cfg, err, errlen))
 		return -EINVAL;
 	/* The template file's syntax and structure; what needs KVM's tables is checked when the VM is built. */

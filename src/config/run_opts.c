@@ -1,9 +1,11 @@
 /* run_opts.c - the getopt_long table of `brisk run` (include/brisk/run_opts.h). */
 #include <stddef.h>
 
+#include "brisk/devkinds.h"
 #include "brisk/run_opts.h"
 
-const struct option run_options[] = {
+/* The options before the device kinds' and after them, in `brisk help run`'s order. */
+static const struct option head[] = {
     {"kernel", required_argument, NULL, 'k'},
     {"cmdline", required_argument, NULL, 'c'},
     {"initrd", required_argument, NULL, 'i'},
@@ -16,20 +18,30 @@ const struct option run_options[] = {
     {"prefault", no_argument, NULL, OPT_PREFAULT},
     {"timeline", no_argument, NULL, OPT_TIMELINE},
     {"report-json", required_argument, NULL, OPT_REPORT_JSON},
-    {"disk", required_argument, NULL, OPT_DISK},
-    {"net", required_argument, NULL, OPT_NET},
-    {"vsock", required_argument, NULL, OPT_VSOCK},
-    {"rng", optional_argument, NULL, OPT_RNG},
-    {"console", required_argument, NULL, OPT_CONSOLE},
-    {"acpi", required_argument, NULL, OPT_ACPI},
-    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-    {"api-sock", required_argument, NULL, OPT_API_SOCK},
-    {"config-file", required_argument, NULL, OPT_CONFIG_FILE},
-    {"no-api", no_argument, NULL, OPT_NO_API},
-    {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
-    {"mem", required_argument, NULL, OPT_MEM},
-    {"paused", no_argument, NULL, OPT_PAUSED},
-    {"seccomp", required_argument, NULL, OPT_SECCOMP},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
 };
+
+static const struct option tail[] = {
+    {"acpi", required_argument, NULL, OPT_ACPI},	 {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"api-sock", required_argument, NULL, OPT_API_SOCK}, {"config-file", required_argument, NULL, OPT_CONFIG_FILE},
+    {"no-api", no_argument, NULL, OPT_NO_API},		 {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
+    {"mem", required_argument, NULL, OPT_MEM},		 {"paused", no_argument, NULL, OPT_PAUSED},
+    {"seccomp", required_argument, NULL, OPT_SECCOMP},	 {"help", no_argument, NULL, 'h'},
+};
+
+#define NR(a) (sizeof(a) / sizeof((a)[0]))
+
+const struct option *run_options(void)
+{
+	static struct option all[NR(head) + DEVKINDS_MAX + NR(tail) + 1];
+	size_t n = 0;
+
+	if (all[0].name)
+		return all;
+	for (size_t i = 0; i < NR(head); i++)
+		all[n++] = head[i];
+	for (unsigned k = 0; k < devkinds_nr; k++)
+		all[n++] = (struct option){devkinds[k].option, devkinds[k].has_arg, NULL, DEVKIND_OPT_BASE + (int)k};
+	for (size_t i = 0; i < NR(tail); i++)
+		all[n++] = tail[i];
+	return all;
+}

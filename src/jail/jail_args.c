@@ -120,7 +120,7 @@ static bool takes_value(const char *a)
 	if (a[0] != '-' || !a[1])
 		return false;
 	if (a[1] == '-') {
-		o = opts_find_exact(a, run_options);
+		o = opts_find_exact(a, run_options());
 		return o && o->has_arg == required_argument && !strchr(a, '=');
 	}
 	spec = a[1] == ':' ? NULL : strchr(RUN_SHORT_OPTS, a[1]);
@@ -338,7 +338,7 @@ int jail_rewrite_run_args(int argc, char **argv, struct jail_config *cfg, char *
 			       argv[0]);
 	/* What brisk would refuse as an abbreviation is refused here: the jail rewrites full names only. */
 	first = strcmp(argv[0], "run") == 0; /* "run OPTIONS", or "--api-sock PATH OPTIONS" (an option itself) */
-	if (opts_check_exact(argc - first, argv + first, RUN_SHORT_OPTS, run_options, err, errlen)) {
+	if (opts_check_exact(argc - first, argv + first, RUN_SHORT_OPTS, run_options(), err, errlen)) {
 		char why[256];
 
 		snprintf(why, sizeof(why), "%s", err);

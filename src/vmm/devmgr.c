@@ -5,12 +5,13 @@
 
 #include "brisk/acpi.h"
 #include "brisk/cpuid.h"
+#include "brisk/devkinds.h"
 #include "brisk/devmgr.h"
 #include "brisk/vm.h"
 
 static const unsigned irqs[LAYOUT_VIRTIO_SLOTS] = LAYOUT_VIRTIO_IRQS;
 
-const struct devmgr_slot *devmgr_alloc(struct devmgr *m, const char *what)
+static struct devmgr_slot *take(struct devmgr *m, const char *what)
 {
 	struct devmgr_slot *s;
 
@@ -26,19 +27,24 @@ const struct devmgr_slot *devmgr_alloc(struct devmgr *m, const char *what)
 	return s;
 }
 
+const struct devmgr_slot *devmgr_alloc(struct devmgr *m, const char *what)
+{
+	return take(m, what);
+}
+
 void devmgr_plan(struct devmgr *m, const struct vm_config *cfg)
 {
 	*m = (struct devmgr){0};
-	for (unsigned i = 0; i < cfg->nr_disks; i++)
-		devmgr_alloc(m, "virtio-blk");
-	for (unsigned i = 0; i < cfg->nr_nets; i++)
-		devmgr_alloc(m, "virtio-net");
-	if (cfg->vsock.cid)
-		devmgr_alloc(m, "virtio-vsock");
-	if (cfg->rng_rate)
-		devmgr_alloc(m, "virtio-rng");
-	if (cfg->console == CONSOLE_VIRTIO)
-		devmgr_alloc(m, "virtio-console");
+	for (unsigned k = 0; k < devkinds_nr; k++) {
+		unsigned n = devkinds[k].count(cfg);
+
+		for (unsigned i = 0; i < n; i++) {
+			struct devmgr_slot *s = take(m, devkinds[k].name);
+
+			if (s)
+				s->kind = &devkinds[k], s->index = i;
+		}
+	}
 }
 
 void devmgr_acpi_machine(const struct devmgr *m, const struct vm_config *cfg, const struct cpuid_topology *topo,

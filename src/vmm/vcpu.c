@@ -1,6 +1,8 @@
 /* vcpu.c - one thread per vCPU: create and configure it, then the KVM_RUN loop and its exit dispatch. */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -216,6 +218,21 @@ static int run_loop(struct vcpu *v)
 	return 0;
 }
 
+/*
+ * Records why this vCPU's set-up failed in v->setup_why (one line naming the call and the values), which
+ * vm_start hands to the API's reply and the CLI's message. Returns the exit status: the host's (4).
+ */
+__attribute__((format(printf, 2, 3))) static int setup_failed(struct vcpu *v, const char *fmt, ...)
+{
+	va_list ap;
+
+	v->setup_why.kind = VM_ERR_HOST;
+	va_start(ap, fmt);
+	vsnprintf(v->setup_why.msg, sizeof(v->setup_why.msg), fmt, ap);
+	va_end(ap);
+	return EXIT_HOST;
+}
+
 /* KVM_CREATE_VCPU and the run page: needs only the VM and its irqchip. */
 static int vcpu_create(struct vcpu *v)
 {
@@ -224,15 +241,12 @@ static int vcpu_create(struct vcpu *v)
 
 	/* The id is the APIC ID CPUID and the MP table report, so the LAPIC agrees with them (gaps included). */
 	v->fd = KVM_IOCTL(vm->fd, KVM_CREATE_VCPU, v->apic_id);
-	if (v->fd < 0) {
-		log_error("KVM_CREATE_VCPU %u (vCPU %u) failed: %s", v->apic_id, v->index, strerror(errno));
-		return EXIT_HOST;
-	}
+	if (v->fd < 0)
+		return setup_failed(v, "KVM_CREATE_VCPU %u (vCPU %u) failed: %s", v->apic_id, v->index,
+				    strerror(errno));
 	run = mmap(NULL, (size_t)vm->kvm.run_size, PROT_READ | PROT_WRITE, MAP_SHARED, v->fd, 0);
-	if (run == MAP_FAILED) {
-		log_error("mmap of vCPU %u's kvm_run failed: %s", v->index, strerror(errno));
-		return EXIT_HOST;
-	}
+	if (run == MAP_FAILED)
+		return setup_failed(v, "mmap of vCPU %u's kvm_run failed: %s", v->index, strerror(errno));
 	v->run = run;
 	return 0;
 }
@@ -242,20 +256,17 @@ static int vcpu_configure(struct vcpu *v)
 {
 	struct vm *vm = v->vm;
 	struct kvm_cpuid2 *scratch = malloc((size_t)cpuid_table_size(vm->cpuid_vm.tmpl));
+	char err[sizeof(v->setup_why.msg) / 2];
 	int ret = 0;
 
-	if (!scratch) {
-		log_error("vCPU %u: out of memory for its CPUID table", v->index);
-		return EXIT_HOST;
-	}
+	if (!scratch)
+		return setup_failed(v, "vCPU %u: out of memory for its CPUID table", v->index);
 	/* One KVM_SET_CPUID2 and one KVM_SET_MSRS, in parallel with the other vCPU threads. */
-	if (cpuid_vcpu_configure(v->fd, &vm->cpuid_vm, v->index, scratch))
-		ret = EXIT_HOST;
+	if (cpuid_vcpu_configure(v->fd, &vm->cpuid_vm, v->index, scratch, err, sizeof(err)))
+		ret = setup_failed(v, "%s", err);
 	/* APs stay in KVM_MP_STATE_UNINITIALIZED until the BSP sends INIT/SIPI. */
-	else if (v->index == 0 && !vm->restoring && x86_vcpu_set_entry(v->fd, &vm->entry)) {
-		log_error("setting vCPU 0's boot registers failed");
-		ret = EXIT_HOST;
-	}
+	else if (v->index == 0 && !vm->restoring && x86_vcpu_set_entry(v->fd, &vm->entry, err, sizeof(err)))
+		ret = setup_failed(v, "setting vCPU 0's boot registers failed: %s", err);
 	free(scratch);
 	return ret;
 }

@@ -353,16 +353,18 @@ static void late_start_devices(struct vm *vm)
 	}
 }
 
-int vm_start(struct vm *vm)
+int vm_start(struct vm *vm, struct vm_error *e)
 {
 	/* Every vCPU is configured (in parallel, by its thread) before any runs. */
 	int failed = 0;
 
 	vm_wait_vcpus_ready(vm, vm->nr_vcpus);
 	timeline_mark(TL_VCPUS_READY);
-	for (unsigned i = 0; i < vm->nr_vcpus; i++)
-		if (vm->vcpus[i].setup_error && !failed)
-			failed = vm->vcpus[i].setup_error;
+	for (unsigned i = 0; i < vm->nr_vcpus && !failed; i++) {
+		failed = vm->vcpus[i].setup_error;
+		if (failed && e)
+			*e = vm->vcpus[i].setup_why;
+	}
 	if (failed)
 		vm_request_exit(vm, failed, "vCPU configuration failed");
 	if (vm->cfg.hooks && vm->cfg.hooks->vcpus_ready && !atomic_load(&vm->exit_requested))
@@ -397,7 +399,10 @@ int vm_finish(struct vm *vm)
 
 int vm_run(struct vm *vm, int sig_fd)
 {
-	vm_start(vm);
+	struct vm_error e;
+
+	if (vm_start(vm, &e))
+		log_error("%s", e.msg);
 	wait_for_exit(vm, sig_fd);
 	return vm_finish(vm);
 }

@@ -18,6 +18,7 @@
 #include "brisk/config.h"
 #include "brisk/cpuid.h"
 #include "brisk/devices.h"
+#include "brisk/devkinds.h"
 #include "brisk/devmgr.h"
 #include "brisk/errmsg.h"
 #include "brisk/evloop.h"
@@ -342,10 +343,13 @@ static int check_disks_distinct(const struct vm *vm, struct vm_error *e)
 	return 0;
 }
 
-/* The virtio devices, in the planned order, each in its window; their work runs on the I/O event loop. */
+/*
+ * The virtio devices, in the planned order, each in its window, by its kind's constructor (devkinds.h); the
+ * kind says whose fault a failure is. Their work runs on the I/O event loop.
+ */
 static int create_virtio(struct vm *vm, const struct devctx *ctx, struct vm_error *e)
 {
-	unsigned slot = 0;
+	const struct devkind_env env = {.ctx = ctx, .bus = &vm->bus, .cfg = &vm->cfg};
 	int err;
 
 	if (!vm->devmgr.nr)
@@ -356,44 +360,13 @@ static int create_virtio(struct vm *vm, const struct devctx *ctx, struct vm_erro
 	if (!vm->loop)
 		return fail(e, kind_of(-errno, VM_ERR_HOST), -errno, "creating the I/O event loop failed: %s",
 			    strerror(errno));
-	for (unsigned i = 0; i < vm->cfg.nr_disks; i++, slot++) {
-		char why[sizeof(e->msg) / 2];
-		bool image;
+	for (unsigned i = 0; i < vm->devmgr.nr; i++) {
+		const struct devmgr_slot *slot = &vm->devmgr.slot[i];
+		char why[sizeof(e->msg)];
 
-		err = virtio_blk_create(ctx, &vm->bus, &vm->devmgr.slot[slot], &vm->cfg.disk[i], why, sizeof(why));
-		/* The image's fault (missing, locked, read-only, size, kind): usage (2); anything else: host. */
-		image = err == -ENOENT || err == -ENOTDIR || err == -EACCES || err == -EPERM || err == -EROFS ||
-			err == -EAGAIN || err == -EINVAL || err == -EISDIR || err == -ELOOP || err == -ENAMETOOLONG ||
-			err == -ENXIO;
-		if (err)
-			return fail(e, image ? VM_ERR_USAGE : VM_ERR_HOST, err, "--disk %s: %s", vm->cfg.disk[i].path,
-				    why);
+		if ((err = slot->kind->create(&env, slot, slot->index, why, sizeof(why))))
+			return fail(e, slot->kind->fault(err), err, "%s", why);
 	}
-	for (unsigned i = 0; i < vm->cfg.nr_nets; i++, slot++) {
-		char why[sizeof(e->msg) / 2];
-		const struct vm_net *n = &vm->cfg.net[i];
-
-		/* The backend's fault (tap missing or busy, hostfwd port taken): usage (2); the helper that could
-		 * not run (-ECHILD) or memory: the host's (4), docs/exit-codes.md. */
-		if ((err = virtio_net_create(ctx, &vm->bus, &vm->devmgr.slot[slot], n, i, why, sizeof(why))))
-			return fail(e, err == -ENOMEM || err == -ECHILD ? VM_ERR_HOST : VM_ERR_USAGE, err,
-				    "--net %s%s: %s", n->kind == NET_TAP ? "tap=" : "user",
-				    n->kind == NET_TAP ? n->tap : "", why);
-	}
-	if (vm->cfg.vsock.cid) {
-		char why[sizeof(e->msg) / 2];
-
-		/* The socket path's fault (not a socket, in use, no permission): usage (2). */
-		err = virtio_vsock_create(ctx, &vm->bus, &vm->devmgr.slot[slot++], vm->cfg.vsock.cid, vm->cfg.vsock.uds,
-					  why, sizeof(why), NULL);
-		if (err)
-			return fail(e, err == -ENOMEM ? VM_ERR_HOST : VM_ERR_USAGE, err, "--vsock uds=%s: %s",
-				    vm->cfg.vsock.uds, why);
-	}
-	if (vm->cfg.rng_rate && (err = virtio_rng_create(ctx, &vm->bus, &vm->devmgr.slot[slot++], vm->cfg.rng_rate)))
-		return fail(e, VM_ERR_HOST, err, "creating the virtio entropy device failed: %s", strerror(-err));
-	if (vm->cfg.console == CONSOLE_VIRTIO && (err = virtio_console_create(ctx, &vm->bus, &vm->devmgr.slot[slot++])))
-		return fail(e, VM_ERR_HOST, err, "creating the virtio console failed: %s", strerror(-err));
 	return 0;
 }
 
@@ -693,7 +666,8 @@ static int restore_vcpus(struct vm *vm, struct vm_error *e)
 	timeline_mark(TL_VCPUS_READY);
 	for (unsigned i = 0; i < vm->nr_vcpus; i++)
 		if (vm->vcpus[i].setup_error)
-			return fail(e, VM_ERR_HOST, -EIO, "configuring vCPU %u failed", i);
+			return fail(e, VM_ERR_HOST, -EIO, "configuring vCPU %u failed: %s", i,
+				    vm->vcpus[i].setup_why.msg);
 	ret = vm_restore_vcpus(vm, vm->snap, err, sizeof(err));
 	if (ret)
 		return fail(e, ret == -EINVAL ? VM_ERR_USAGE : VM_ERR_HOST, ret, "restoring the vCPUs: %s", err);

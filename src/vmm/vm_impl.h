@@ -32,7 +32,9 @@ struct vcpu {
 	_Atomic int done; /* thread left its loop */
 	bool parked;	  /* in vcpu_park, out of KVM_RUN with its state consistent (under vm->pause_lock) */
 	int setup_error;  /* brisk exit status if configuration failed */
-	pid_t tid;	  /* the thread's id (gettid), for the profiler's trace filter */
+	/* Why it failed (kind and one line naming the call and the values), when setup_error is set. */
+	struct vm_error setup_why;
+	pid_t tid; /* the thread's id (gettid), for the profiler's trace filter */
 	/* Cheap exit counters, always on (brisk run --timeline, brisk profile). */
 	struct exit_stats stats;
 };

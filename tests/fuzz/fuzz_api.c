@@ -61,9 +61,9 @@ int vm_restore(const struct vm_config *base, const char *state_path, const char 
 	(void)base, (void)state_path, (void)mem_path, (void)resume, (void)out, (void)err;
 	NEVER("vm_restore");
 }
-int vm_start(struct vm *vm)
+int vm_start(struct vm *vm, struct vm_error *e)
 {
-	(void)vm;
+	(void)vm, (void)e;
 	NEVER("vm_start");
 }
 int vm_pause(struct vm *vm)

@@ -196,6 +196,25 @@ def test_restore_with_vm_option(tmp_path):
                              "--kernel", guest("hello")), "--kernel")
 
 
+@pytest.mark.parametrize("opt", [["--console", "virtio"], ["--console", "serial"], ["--disk", "d.img"],
+                                 ["--net", "user"], ["--vsock", "cid=3,uds=v.sock"], ["--rng"]])
+def test_restore_with_device_option(tmp_path, opt):
+    """Every device kind's option is refused by restore (exit 2, one line naming it): the snapshot holds the
+    devices. --console included, though it stays a process option next to --config-file and the API."""
+    line = one_line_error(run_brisk("restore", "--snapshot", str(tmp_path / "s"), "--mem", str(tmp_path / "m"),
+                                    *opt), f"brisk restore: {opt[0]}:", "the snapshot holds")
+    assert "only process options apply" in line, line
+
+
+def test_console_next_to_config_file(kvm, tmp_path):
+    """--console stays the process's next to --config-file (Firecracker's file has no console device)."""
+    path = write(tmp_path, {"boot-source": {"kernel_image_path": guest("hello")}})
+    out = tmp_path / "serial.txt"
+    p = run_brisk("run", "--config-file", path, "--console", "serial", "--serial", f"file:{out}", timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "Hello from brisk test guest" in out.read_text()
+
+
 def test_restore_with_config_file(tmp_path):
     path = write(tmp_path, {"boot-source": BOOT})
     one_line_error(run_brisk("restore", "--snapshot", str(tmp_path / "s"), "--mem", str(tmp_path / "m"),

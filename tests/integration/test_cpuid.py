@@ -143,6 +143,22 @@ def test_guest_rejects_bad_template(tmp_path):
 
 
 @pytest.mark.usefixtures("kvm")
+@pytest.mark.parametrize("api", [False, True])
+def test_refused_msr_named(tmp_path, sockdir, api):
+    """A template MSR value KVM_SET_MSRS refuses (MSR_KVM_ASYNC_PF_EN with its reserved bits 4-5 set): exit 4,
+    and the message (the vCPU's struct vm_error, handed over by vm_start) names the call, the vCPU, the MSR
+    and the value, with the API beside the VM too. tests/unit/test_api_vcpu.c takes it to the API's reply."""
+    t = tmp_path / "t.json"
+    t.write_text('{"msrs": [{"index": "0x4b564d02", "value": "0x30"}]}')
+    extra = ["--api-sock", os.path.join(sockdir, "msr.sock")] if api else []
+    p = boot("cpuid", "--cpus", "2", "--cpu-template", str(t), *extra)
+    if "not in KVM's MSR index list" in p.stderr:
+        pytest.skip("this KVM does not list MSR_KVM_ASYNC_PF_EN")
+    assert p.returncode == EXIT_HOST, p.stderr
+    assert "brisk: error: KVM_SET_MSRS for vCPU 0: KVM refused MSR 0x4b564d02 = 0x30 (" in p.stderr, p.stderr
+
+
+@pytest.mark.usefixtures("kvm")
 def test_supported_dump_from_kvm():
     p = run_brisk("cpuid", "--supported")
     assert p.returncode == 0, p.stderr

@@ -14,7 +14,11 @@
 #include <cmocka.h>
 
 #include "brisk/config.h"
+#include "brisk/devkinds.h"
+#include "brisk/devmgr.h"
 #include "brisk/layout.h"
+#include "brisk/run_opts.h"
+#include "brisk/virtio.h"
 
 #define MiB (1ULL << 20)
 
@@ -174,6 +178,64 @@ static void test_cpu_template_checked_before_kvm(void **state)
 	assert_non_null(strstr(err, "a FIFO, not a regular file"));
 }
 
+/* The kinds table drives the plan: kinds in table order, each kind's devices as given, the slot count. */
+static void test_devkinds_plan(void **state)
+{
+	static const char *const want[] = {"virtio-blk", "virtio-blk", "virtio-net", "virtio-rng", "virtio-console"};
+	static const unsigned index[] = {0, 1, 0, 0, 0};
+	struct vm_config cfg;
+	struct devmgr m;
+	char err[256], want_msg[256];
+
+	(void)state;
+	config_defaults(&cfg);
+	assert_int_equal(parse_console("virtio", &cfg), 0);
+	assert_int_equal(parse_rng(NULL, &cfg), 0);
+	assert_int_equal(parse_net("user", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(parse_disk("a.img", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(parse_disk("b.img", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(devkinds_total(&cfg), 5);
+	devmgr_plan(&m, &cfg);
+	assert_int_equal(m.nr, 5);
+	for (unsigned i = 0; i < m.nr; i++) {
+		assert_string_equal(m.slot[i].kind->name, want[i]);
+		assert_string_equal(m.slot[i].what, want[i]);
+		assert_int_equal(m.slot[i].index, index[i]);
+	}
+	assert_int_equal(devkinds_check_slots(&cfg, err, sizeof(err)), 0);
+	cfg.nr_disks = LAYOUT_VIRTIO_SLOTS;
+	assert_int_equal(devkinds_check_slots(&cfg, err, sizeof(err)), -EINVAL);
+	snprintf(want_msg, sizeof(want_msg),
+		 "%d virtio devices (--disk, --net, --vsock, --rng, --console virtio): at most %d",
+		 LAYOUT_VIRTIO_SLOTS + 3, LAYOUT_VIRTIO_SLOTS);
+	assert_string_equal(err, want_msg);
+}
+
+/* Every kind has its run option (getopt value DEVKIND_OPT_BASE + row), a distinct name and snapshot device ID. */
+static void test_devkinds_options(void **state)
+{
+	(void)state;
+	assert_true(devkinds_nr <= DEVKINDS_MAX);
+	for (unsigned k = 0; k < devkinds_nr; k++) {
+		const struct option *o = run_options();
+
+		while (o->name && strcmp(o->name, devkinds[k].option) != 0)
+			o++;
+		assert_non_null(o->name);
+		assert_int_equal(o->val, DEVKIND_OPT_BASE + (int)k);
+		assert_int_equal(o->has_arg, devkinds[k].has_arg);
+		assert_ptr_equal(devkind_by_opt(o->val), &devkinds[k]);
+		assert_non_null(strstr(devkinds[k].help, devkinds[k].option));
+		for (unsigned j = 0; j < k; j++) {
+			assert_string_not_equal(devkinds[j].name, devkinds[k].name);
+			assert_int_not_equal(devkinds[j].snap_id, devkinds[k].snap_id);
+		}
+	}
+	assert_null(devkind_by_opt(DEVKIND_OPT_BASE - 1));
+	assert_null(devkind_by_opt(DEVKIND_OPT_BASE + (int)devkinds_nr));
+	assert_int_equal(devkinds[0].snap_id, VIRTIO_ID_BLOCK);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -182,6 +244,8 @@ int main(void)
 	    cmocka_unit_test(test_limits),
 	    cmocka_unit_test(test_topology_apic_ids),
 	    cmocka_unit_test(test_cpu_template_checked_before_kvm),
+	    cmocka_unit_test(test_devkinds_plan),
+	    cmocka_unit_test(test_devkinds_options),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);

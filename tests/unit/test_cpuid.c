@@ -759,6 +759,7 @@ static void test_vcpu_configure(void **state)
 	const struct cpuid_kvm *k;
 	struct cpuid_vm vm;
 	struct kvm_cpuid2 *scratch;
+	char err[512], want[512];
 
 	(void)state;
 	fake_setup(INTEL, 0);
@@ -768,7 +769,7 @@ static void test_vcpu_configure(void **state)
 	assert_int_equal(vm.nr_msrs, 7);
 	scratch = cpuid_table_alloc(vm.tmpl->nent);
 	for (unsigned i = 0; i < 2; i++)
-		assert_int_equal(cpuid_vcpu_configure(10 + (int)i, &vm, i, scratch), 0);
+		assert_int_equal(cpuid_vcpu_configure(10 + (int)i, &vm, i, scratch, err, sizeof(err)), 0);
 	assert_int_equal(fake_set_cpuid, 2);
 	assert_int_equal(fake_set_msrs, 2);
 	assert_int_equal(fake_get_cpuid, 1);
@@ -783,11 +784,15 @@ static void test_vcpu_configure(void **state)
 			assert_int_equal(last_msr_entries[i].data, 0);
 		assert_int_not_equal(last_msr_entries[i].index, 0x10); /* never IA32_TSC */
 	}
-	/* KVM refusing the 4th MSR, or the table. */
+	/* KVM refusing the 4th MSR, or the table: the message names the call, the vCPU and the values. */
 	fake_msrs_accept = 3;
-	assert_int_equal(cpuid_vcpu_configure(10, &vm, 0, scratch), -EINVAL);
+	assert_int_equal(cpuid_vcpu_configure(10, &vm, 0, scratch, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "KVM_SET_MSRS for vCPU 0: KVM refused MSR 0x%x = 0x%llx (3 of 7 set)",
+		 last_msr_entries[3].index, (unsigned long long)last_msr_entries[3].data);
+	assert_string_equal(err, want);
 	fake_set_cpuid_errno = EINVAL;
-	assert_int_equal(cpuid_vcpu_configure(10, &vm, 0, scratch), -EINVAL);
+	assert_int_equal(cpuid_vcpu_configure(10, &vm, 1, scratch, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "KVM_SET_CPUID2 for vCPU 1 failed: Invalid argument ("));
 	free(scratch);
 	cpuid_vm_destroy(&vm);
 	fake_teardown();

@@ -191,10 +191,10 @@ static void test_exact_options(void **state)
 	char err[256];
 
 	(void)state;
-	assert_int_equal(opts_check_exact(12, ok, RUN_SHORT_OPTS, run_options, err, sizeof(err)), 0);
+	assert_int_equal(opts_check_exact(12, ok, RUN_SHORT_OPTS, run_options(), err, sizeof(err)), 0);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		int argc = bad[i][1] ? 2 : 1;
-		int ret = opts_check_exact(argc, bad[i], RUN_SHORT_OPTS, run_options, err, sizeof(err));
+		int ret = opts_check_exact(argc, bad[i], RUN_SHORT_OPTS, run_options(), err, sizeof(err));
 
 		if (!why[i]) {
 			assert_int_equal(ret, 0); /* -k is a short option, not an abbreviation */
@@ -203,8 +203,8 @@ static void test_exact_options(void **state)
 		assert_int_equal(ret, -EINVAL);
 		assert_non_null(strstr(err, why[i]));
 	}
-	assert_non_null(opts_find_exact("--kernel=/k", run_options));
-	assert_null(opts_find_exact("--kern=/k", run_options));
+	assert_non_null(opts_find_exact("--kernel=/k", run_options()));
+	assert_null(opts_find_exact("--kern=/k", run_options()));
 }
 
 /* ---- jail_ld_list_parse: glibc's `ld.so --list` output ---------------------------------------------------- */

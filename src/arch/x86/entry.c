@@ -4,9 +4,9 @@
 #include <string.h>
 
 #include "brisk/boot.h"
+#include "brisk/errmsg.h"
 #include "brisk/kvm.h"
 #include "brisk/layout.h"
-#include "brisk/log.h"
 #include "brisk/mem.h"
 #include "x86_boot.h"
 
@@ -132,26 +132,23 @@ static void set_sregs(struct kvm_sregs *s, enum boot_mode mode)
 	}
 }
 
-static int vcpu_ioctl_failed(const char *name, int vcpu_fd)
+static int vcpu_ioctl_failed(const char *name, int vcpu_fd, char *err, size_t errlen)
 {
-	int e = errno;
-
-	log_error("%s on vCPU fd %d failed: %s", name, vcpu_fd, strerror(e));
-	return -e;
+	return err_set(err, errlen, -errno, "%s on vCPU fd %d failed: %s", name, vcpu_fd, strerror(errno));
 }
 
-int x86_vcpu_set_entry(int vcpu_fd, const struct boot_entry *entry)
+int x86_vcpu_set_entry(int vcpu_fd, const struct boot_entry *entry, char *err, size_t errlen)
 {
 	struct kvm_sregs sregs;
 	struct kvm_regs regs;
 
 	if (entry->mode != BOOT_PVH32 && entry->mode != BOOT_LONG64)
-		return -EINVAL;
+		return err_set(err, errlen, -EINVAL, "entry mode %d is neither PVH nor 64-bit", (int)entry->mode);
 	if (KVM_IOCTL(vcpu_fd, KVM_GET_SREGS, &sregs) < 0)
-		return vcpu_ioctl_failed("KVM_GET_SREGS", vcpu_fd);
+		return vcpu_ioctl_failed("KVM_GET_SREGS", vcpu_fd, err, errlen);
 	set_sregs(&sregs, entry->mode);
 	if (KVM_IOCTL(vcpu_fd, KVM_SET_SREGS, &sregs) < 0)
-		return vcpu_ioctl_failed("KVM_SET_SREGS", vcpu_fd);
+		return vcpu_ioctl_failed("KVM_SET_SREGS", vcpu_fd, err, errlen);
 	memset(&regs, 0, sizeof(regs));
 	regs.rflags = RFLAGS_FIXED;
 	regs.rip = entry->rip;
@@ -161,6 +158,6 @@ int x86_vcpu_set_entry(int vcpu_fd, const struct boot_entry *entry)
 	else
 		regs.rsi = entry->boot_info;
 	if (KVM_IOCTL(vcpu_fd, KVM_SET_REGS, &regs) < 0)
-		return vcpu_ioctl_failed("KVM_SET_REGS", vcpu_fd);
+		return vcpu_ioctl_failed("KVM_SET_REGS", vcpu_fd, err, errlen);
 	return 0;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "brisk/cpuid.h"
+#include "brisk/errmsg.h"
 #include "brisk/log.h"
 #include "cpuid_internal.h"
 
@@ -86,15 +87,15 @@ void cpuid_msrs_default(struct cpuid_vm *vm, const struct cpuid_kvm *k)
 
 /*
  * KVM_SET_CPUID2 says EINVAL/E2BIG/ENOMEM without naming an entry; the
- * likely culprit is an entry a template changed, so log those (debug) and
- * the whole table at debug level.
+ * likely culprit is an entry a template changed, so log the fields KVM checks
+ * and the whole table at debug level. The failure itself goes to `err`.
  */
-static void explain_cpuid_failure(const struct kvm_cpuid2 *t, unsigned index, int err)
+static int explain_cpuid_failure(const struct kvm_cpuid2 *t, unsigned index, int err, char *msg, size_t msglen)
 {
 	const struct kvm_cpuid_entry2 *e8 = cpuid_find(t, 0x80000008, 0), *d0 = cpuid_find(t, 0xd, 0);
 
-	log_error("KVM_SET_CPUID2 for vCPU %u failed: %s (%u entries%s)", index, strerror(err), t->nent,
-		  err == E2BIG ? ", more than KVM accepts" : "");
+	err_set(msg, msglen, -err, "KVM_SET_CPUID2 for vCPU %u failed: %s (%u entries%s)", index, strerror(err),
+		t->nent, err == E2BIG ? ", more than KVM accepts" : "");
 	/* The checks kvm_check_cpuid() makes (arch/x86/kvm/cpuid.c). */
 	if (e8 && (e8->eax & 0xff) < 32)
 		log_error("  leaf 0x80000008 eax[7:0]: MAXPHYADDR %u is below the 32 KVM requires", e8->eax & 0xff);
@@ -107,9 +108,10 @@ static void explain_cpuid_failure(const struct kvm_cpuid2 *t, unsigned index, in
 		log_debug("  leaf 0x%08x.%u eax=0x%08x ebx=0x%08x ecx=0x%08x edx=0x%08x", e->function, e->index, e->eax,
 			  e->ebx, e->ecx, e->edx);
 	}
+	return -err;
 }
 
-static int set_msrs(int vcpu_fd, const struct cpuid_vm *vm, unsigned index)
+static int set_msrs(int vcpu_fd, const struct cpuid_vm *vm, unsigned index, char *err, size_t errlen)
 {
 	struct {
 		struct kvm_msrs hdr;
@@ -125,27 +127,20 @@ static int set_msrs(int vcpu_fd, const struct cpuid_vm *vm, unsigned index)
 		m.e[i] = (struct kvm_msr_entry){.index = vm->msrs[i].index, .data = vm->msrs[i].value};
 	/* KVM_SET_MSRS returns how many it set, stopping at the first it refuses (api.rst 4.19). */
 	n = CPUID_IOCTL(vcpu_fd, KVM_SET_MSRS, &m);
-	if (n < 0) {
-		n = -errno;
-		log_error("KVM_SET_MSRS for vCPU %u failed: %s", index, strerror(-n));
-		return n;
-	}
-	if ((unsigned)n < vm->nr_msrs) {
-		log_error("KVM_SET_MSRS for vCPU %u: KVM refused MSR 0x%x = 0x%llx (%d of %u set)", index,
-			  vm->msrs[n].index, (unsigned long long)vm->msrs[n].value, n, vm->nr_msrs);
-		return -EINVAL;
-	}
+	if (n < 0)
+		return err_set(err, errlen, -errno, "KVM_SET_MSRS for vCPU %u failed: %s", index, strerror(errno));
+	if ((unsigned)n < vm->nr_msrs)
+		return err_set(err, errlen, -EINVAL,
+			       "KVM_SET_MSRS for vCPU %u: KVM refused MSR 0x%x = 0x%llx (%d of %u set)", index,
+			       vm->msrs[n].index, (unsigned long long)vm->msrs[n].value, n, vm->nr_msrs);
 	return 0;
 }
 
-int cpuid_vcpu_configure(int vcpu_fd, const struct cpuid_vm *vm, unsigned index, struct kvm_cpuid2 *scratch)
+int cpuid_vcpu_configure(int vcpu_fd, const struct cpuid_vm *vm, unsigned index, struct kvm_cpuid2 *scratch, char *err,
+			 size_t errlen)
 {
 	cpuid_vcpu_table(vm, index, scratch);
-	if (CPUID_IOCTL(vcpu_fd, KVM_SET_CPUID2, scratch) != 0) {
-		int err = errno;
-
-		explain_cpuid_failure(scratch, index, err);
-		return -err;
-	}
-	return set_msrs(vcpu_fd, vm, index);
+	if (CPUID_IOCTL(vcpu_fd, KVM_SET_CPUID2, scratch) != 0)
+		return explain_cpuid_failure(scratch, index, errno, err, errlen);
+	return set_msrs(vcpu_fd, vm, index, err, errlen);
 }
