@@ -16,28 +16,29 @@
  * bytes; a bare number means MiB, as QEMU's -m. Returns 0 or -EINVAL
  * (not a size) / -ERANGE (overflows 64 bits).
  */
-__attribute__((warn_unused_result)) int parse_size(const char *s, uint64_t *out);
+__attribute__((warn_unused_result)) int config_parse_size(const char *s, uint64_t *out);
 
 /* Parses a decimal unsigned integer in [min, max]. Returns 0, -EINVAL or -ERANGE. */
-__attribute__((warn_unused_result)) int parse_uint(const char *s, unsigned long min, unsigned long max,
-						   unsigned long *out);
+__attribute__((warn_unused_result)) int config_parse_uint(const char *s, unsigned long min, unsigned long max,
+							  unsigned long *out);
 
 /* Parses --serial: "stdio", "none" or "file:PATH". Returns 0 or -EINVAL. */
-__attribute__((warn_unused_result)) int parse_serial(const char *s, struct vm_config *cfg);
+__attribute__((warn_unused_result)) int config_parse_serial(const char *s, struct vm_config *cfg);
 
 /*
  * Parses --topology "sockets=S,cores=C,threads=T" (any order, each key at
  * most once, each 1..CONFIG_MAX_CPUS; a missing key means 1). Returns 0 or
  * -EINVAL. config_validate checks S*C*T == cpus.
  */
-__attribute__((warn_unused_result)) int parse_topology(const char *s, struct vm_config *cfg);
+__attribute__((warn_unused_result)) int config_parse_topology(const char *s, struct vm_config *cfg);
 
 /*
  * Parses one --disk "PATH[,ro][,id=NAME][,cache=none|writeback]" into the
  * next cfg->disk[]. Returns 0, -EINVAL (with what is wrong in err) or
  * -E2BIG (more than VM_MAX_DISKS).
  */
-__attribute__((warn_unused_result)) int parse_disk(const char *s, struct vm_config *cfg, char *err, size_t errlen);
+__attribute__((warn_unused_result)) int config_parse_disk(const char *s, struct vm_config *cfg, char *err,
+							  size_t errlen);
 
 /*
  * Parses one --net "tap=NAME[,mac=MAC]" or
@@ -45,7 +46,8 @@ __attribute__((warn_unused_result)) int parse_disk(const char *s, struct vm_conf
  * ...[,mac=MAC]" into the next cfg->net[] (config_net.c). Returns 0, -EINVAL (with what is wrong in err) or
  * -E2BIG (more than VM_MAX_NETS).
  */
-__attribute__((warn_unused_result)) int parse_net(const char *s, struct vm_config *cfg, char *err, size_t errlen);
+__attribute__((warn_unused_result)) int config_parse_net(const char *s, struct vm_config *cfg, char *err,
+							 size_t errlen);
 
 /*
  * The MAC of interface `index` (0-based, --net order): n->mac when given, else
@@ -60,25 +62,26 @@ void config_net_mac(const struct vm_net *n, unsigned index, uint8_t mac[6]);
  * unicast station address, not all zero (config_net.c; --net mac= and the
  * API's guest_mac). Returns 0, or -EINVAL with what is wrong in err.
  */
-__attribute__((warn_unused_result)) int parse_mac(const char *s, uint8_t mac[6], char *err, size_t errlen);
+__attribute__((warn_unused_result)) int config_parse_mac(const char *s, uint8_t mac[6], char *err, size_t errlen);
 
 /*
  * Parses --vsock "cid=N,uds=PATH" (any order, both required, each once; N in 3..0xfffffffe, PATH 1..
  * VM_VSOCK_UDS_MAX bytes) into cfg->vsock. Returns 0 or -EINVAL with what is wrong in err; a second
  * --vsock is -EINVAL too. config_validate checks that PATH's directory exists.
  */
-__attribute__((warn_unused_result)) int parse_vsock(const char *s, struct vm_config *cfg, char *err, size_t errlen);
+__attribute__((warn_unused_result)) int config_parse_vsock(const char *s, struct vm_config *cfg, char *err,
+							   size_t errlen);
 /* config_validate's part for --vsock: PATH's directory exists. Returns 0 or -EINVAL with a message in err. */
 __attribute__((warn_unused_result)) int config_vsock_check(const struct vm_config *cfg, char *err, size_t errlen);
 
 /* Parses --rng[=RATE]: NULL = the default rate; RATE a size per second ("1M", "64K"). Returns 0 or -EINVAL. */
-__attribute__((warn_unused_result)) int parse_rng(const char *s, struct vm_config *cfg);
+__attribute__((warn_unused_result)) int config_parse_rng(const char *s, struct vm_config *cfg);
 
 /* Parses --acpi: "on" or "off". Returns 0 or -EINVAL. */
-__attribute__((warn_unused_result)) int parse_acpi(const char *s, struct vm_config *cfg);
+__attribute__((warn_unused_result)) int config_parse_acpi(const char *s, struct vm_config *cfg);
 
 /* Parses --console: "serial" or "virtio". Returns 0 or -EINVAL. */
-__attribute__((warn_unused_result)) int parse_console(const char *s, struct vm_config *cfg);
+__attribute__((warn_unused_result)) int config_parse_console(const char *s, struct vm_config *cfg);
 
 /* Defaults: 1 vCPU, VM_DEFAULT_MEMORY, serial on stdio, the built-in guest. */
 void config_defaults(struct vm_config *cfg);

@@ -164,7 +164,7 @@ static int tap_name(const struct fcj *c, json_object *o, char *out)
 	return 0;
 }
 
-/* guest_mac: a unicast station address (parse_mac, config_net.c), not used by another interface. */
+/* guest_mac: a unicast station address (config_parse_mac, config_net.c), not used by another interface. */
 static int guest_mac(const struct fc_vm *f, const struct fcj *c, json_object *o, const char *id, struct vm_net *n)
 {
 	const char *s = NULL;
@@ -173,7 +173,7 @@ static int guest_mac(const struct fc_vm *f, const struct fcj *c, json_object *o,
 
 	if (r <= 0)
 		return r;
-	if (parse_mac(s, n->mac, why, sizeof(why)))
+	if (config_parse_mac(s, n->mac, why, sizeof(why)))
 		return fcj_fail(c, "guest_mac: %s", why);
 	n->has_mac = true;
 	for (unsigned i = 0; i < f->cfg.nr_nets; i++)

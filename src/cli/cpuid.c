@@ -52,14 +52,15 @@ static int apply_option(int c, const char *arg, struct cpuid_opts *o)
 
 	switch (c) {
 	case 'p':
-		if (parse_uint(arg, 1, CONFIG_MAX_CPUS, &n))
+		if (config_parse_uint(arg, 1, CONFIG_MAX_CPUS, &n))
 			return bad_value("--cpus", arg, "a number of vCPUs from 1 to 254");
 		o->cfg.cpus = (unsigned)n;
 		return 0;
 	case OPT_TOPOLOGY:
-		return parse_topology(arg, &o->cfg) ? bad_value("--topology", arg, "sockets=S,cores=C,threads=T") : 0;
+		return config_parse_topology(arg, &o->cfg) ? bad_value("--topology", arg, "sockets=S,cores=C,threads=T")
+							   : 0;
 	case OPT_VCPU:
-		if (parse_uint(arg, 0, CONFIG_MAX_CPUS - 1, &n))
+		if (config_parse_uint(arg, 0, CONFIG_MAX_CPUS - 1, &n))
 			return bad_value("--vcpu", arg, "a vCPU index from 0 to --cpus - 1");
 		o->vcpu = (unsigned)n;
 		return 0;

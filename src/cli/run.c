@@ -78,23 +78,23 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 		cfg->initrd = arg;
 		return 0;
 	case OPT_TOPOLOGY:
-		if (parse_topology(arg, cfg))
+		if (config_parse_topology(arg, cfg))
 			return bad_value("--topology", arg, "sockets=S,cores=C,threads=T (each 1..254)");
 		return 0;
 	case OPT_CPU_TEMPLATE:
 		cfg->cpu_template = arg;
 		return 0;
 	case 'p':
-		if (parse_uint(arg, 1, CONFIG_MAX_CPUS, &n))
+		if (config_parse_uint(arg, 1, CONFIG_MAX_CPUS, &n))
 			return bad_value("--cpus", arg, "a number of vCPUs from 1 to 254");
 		cfg->cpus = (unsigned)n;
 		return 0;
 	case 'm':
-		if (parse_size(arg, &cfg->memory))
+		if (config_parse_size(arg, &cfg->memory))
 			return bad_value("--memory", arg, "a size such as 512M or 2G");
 		return 0;
 	case OPT_SERIAL:
-		return parse_serial(arg, cfg) ? bad_value("--serial", arg, "stdio, none or file:PATH") : 0;
+		return config_parse_serial(arg, cfg) ? bad_value("--serial", arg, "stdio, none or file:PATH") : 0;
 	case OPT_HUGEPAGES:
 		cfg->hugepages = true;
 		return 0;
@@ -108,7 +108,7 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 		report_json = arg;
 		return 0;
 	case OPT_ACPI:
-		return parse_acpi(arg, cfg) ? bad_value("--acpi", arg, "on or off") : 0;
+		return config_parse_acpi(arg, cfg) ? bad_value("--acpi", arg, "on or off") : 0;
 	case OPT_API_SOCK:
 		api_sock = arg;
 		return 0;

@@ -18,7 +18,7 @@ void config_defaults(struct vm_config *cfg)
 	cfg->serial = SERIAL_STDIO;
 }
 
-int parse_serial(const char *s, struct vm_config *cfg)
+int config_parse_serial(const char *s, struct vm_config *cfg)
 {
 	if (strcmp(s, "stdio") == 0) {
 		cfg->serial = SERIAL_STDIO;
@@ -33,7 +33,7 @@ int parse_serial(const char *s, struct vm_config *cfg)
 	return 0;
 }
 
-int parse_topology(const char *s, struct vm_config *cfg)
+int config_parse_topology(const char *s, struct vm_config *cfg)
 {
 	static const char *const keys[] = {"sockets=", "cores=", "threads="};
 	unsigned *fields[] = {&cfg->topology.sockets, &cfg->topology.cores, &cfg->topology.threads};
@@ -51,7 +51,7 @@ int parse_topology(const char *s, struct vm_config *cfg)
 		for (k = 0; k < 3; k++)
 			if (strncmp(tok, keys[k], strlen(keys[k])) == 0)
 				break;
-		if (k == 3 || v[k] || parse_uint(tok + strlen(keys[k]), 1, CONFIG_MAX_CPUS, &n))
+		if (k == 3 || v[k] || config_parse_uint(tok + strlen(keys[k]), 1, CONFIG_MAX_CPUS, &n))
 			return -EINVAL;
 		v[k] = (unsigned)n;
 	}
@@ -87,7 +87,7 @@ static int disk_option(const char *opt, struct vm_disk *d, char *err, size_t err
 	return 0;
 }
 
-int parse_disk(const char *s, struct vm_config *cfg, char *err, size_t errlen)
+int config_parse_disk(const char *s, struct vm_config *cfg, char *err, size_t errlen)
 {
 	struct vm_disk *d = &cfg->disk[cfg->nr_disks];
 	const char *comma = strchr(s, ',');
@@ -123,7 +123,7 @@ int parse_disk(const char *s, struct vm_config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
-int parse_rng(const char *s, struct vm_config *cfg)
+int config_parse_rng(const char *s, struct vm_config *cfg)
 {
 	uint64_t rate;
 
@@ -131,21 +131,21 @@ int parse_rng(const char *s, struct vm_config *cfg)
 		cfg->rng_rate = VM_RNG_DEFAULT_RATE;
 		return 0;
 	}
-	/* A bare number is bytes per second here (parse_size's bare unit is MiB). */
+	/* A bare number is bytes per second here (config_parse_size's bare unit is MiB). */
 	if (*s && strspn(s, "0123456789") == strlen(s)) {
 		unsigned long n;
 
-		if (parse_uint(s, 1, ULONG_MAX, &n))
+		if (config_parse_uint(s, 1, ULONG_MAX, &n))
 			return -EINVAL;
 		rate = n;
-	} else if (parse_size(s, &rate) || rate == 0) {
+	} else if (config_parse_size(s, &rate) || rate == 0) {
 		return -EINVAL;
 	}
 	cfg->rng_rate = rate;
 	return 0;
 }
 
-int parse_acpi(const char *s, struct vm_config *cfg)
+int config_parse_acpi(const char *s, struct vm_config *cfg)
 {
 	if (strcmp(s, "on") == 0)
 		cfg->no_acpi = false;
@@ -156,7 +156,7 @@ int parse_acpi(const char *s, struct vm_config *cfg)
 	return 0;
 }
 
-int parse_console(const char *s, struct vm_config *cfg)
+int config_parse_console(const char *s, struct vm_config *cfg)
 {
 	if (strcmp(s, "serial") == 0)
 		cfg->console = CONSOLE_SERIAL;

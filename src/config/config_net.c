@@ -65,7 +65,7 @@ static int hex_digit(char c)
 }
 
 /* "xx:xx:xx:xx:xx:xx", unicast and not all zero. */
-int parse_mac(const char *s, uint8_t mac[6], char *err, size_t errlen)
+int config_parse_mac(const char *s, uint8_t mac[6], char *err, size_t errlen)
 {
 	for (unsigned i = 0; i < 6; i++) {
 		const char *p = s + 3 * i; /* each test stops at the string's end: no read past it */
@@ -120,7 +120,7 @@ static int parse_cidr(const char *s, struct vm_net *n, char *err, size_t errlen)
 	unsigned long prefix;
 	uint32_t addr;
 
-	if (!slash || parse_ipv4(s, (size_t)(slash - s), &addr) || parse_uint(slash + 1, 8, 27, &prefix)) {
+	if (!slash || parse_ipv4(s, (size_t)(slash - s), &addr) || config_parse_uint(slash + 1, 8, 27, &prefix)) {
 		snprintf(err, errlen, "net=%s: expected an IPv4 network A.B.C.D/N with N from 8 to 27", s);
 		return -EINVAL;
 	}
@@ -177,7 +177,7 @@ bad:
 static int net_key(const char *kv, struct vm_net *n, char *err, size_t errlen)
 {
 	if (strncmp(kv, "mac=", 4) == 0) {
-		if (parse_mac(kv + 4, n->mac, err, errlen))
+		if (config_parse_mac(kv + 4, n->mac, err, errlen))
 			return -EINVAL;
 		n->has_mac = true;
 		return 0;
@@ -225,7 +225,7 @@ static int net_kind(const char *item, struct vm_net *n, char *err, size_t errlen
 	return -EINVAL;
 }
 
-int parse_net(const char *s, struct vm_config *cfg, char *err, size_t errlen)
+int config_parse_net(const char *s, struct vm_config *cfg, char *err, size_t errlen)
 {
 	struct vm_net n = {0};
 	char item[KEY_MAX];

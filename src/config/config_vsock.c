@@ -24,7 +24,7 @@ static int vsock_key(const char *tok, size_t n, struct vm_vsock *vs, char *err, 
 		memcpy(num, tok + 4, n - 4);
 		num[n - 4] = '\0';
 		/* 0-2 are reserved (hypervisor, local, host), 0xffffffff is VMADDR_CID_ANY (virtio 1.2 5.10.4). */
-		if (parse_uint(num, 3, 0xfffffffeul, &cid)) {
+		if (config_parse_uint(num, 3, 0xfffffffeul, &cid)) {
 			snprintf(err, errlen, "cid= must be a number from 3 to 4294967294, got '%s'", num);
 			return -EINVAL;
 		}
@@ -50,7 +50,7 @@ static int vsock_key(const char *tok, size_t n, struct vm_vsock *vs, char *err, 
 	return -EINVAL;
 }
 
-int parse_vsock(const char *s, struct vm_config *cfg, char *err, size_t errlen)
+int config_parse_vsock(const char *s, struct vm_config *cfg, char *err, size_t errlen)
 {
 	struct vm_vsock vs = {0};
 

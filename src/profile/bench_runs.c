@@ -484,7 +484,7 @@ int bench_opt_uint(const char *cmd, int argc, char **argv, int *i, const char *n
 
 	if (r != 1)
 		return r;
-	if (parse_uint(v, min, max, out) == 0)
+	if (config_parse_uint(v, min, max, out) == 0)
 		return 1;
 	fprintf(stderr, "brisk %s: invalid %s '%s': expected a whole number from %lu to %lu\n", cmd, name, v, min, max);
 	return EXIT_USAGE;

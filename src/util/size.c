@@ -26,7 +26,7 @@ static int suffix_shift(const char *s, unsigned *shift)
 	return -EINVAL;
 }
 
-int parse_size(const char *s, uint64_t *out)
+int config_parse_size(const char *s, uint64_t *out)
 {
 	char *end;
 	unsigned long long v;
@@ -46,7 +46,7 @@ int parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
-int parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out)
+int config_parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out)
 {
 	char *end;
 	unsigned long v;

@@ -96,7 +96,7 @@ static enum vm_error_kind vsock_fault(int err)
 
 static int rng_parse(const char *arg, struct vm_config *cfg, char *err, size_t errlen)
 {
-	if (parse_rng(arg, cfg))
+	if (config_parse_rng(arg, cfg))
 		return err_set(err, errlen, -EINVAL, "expected a rate in bytes per second such as 1M or 65536");
 	return 0;
 }
@@ -119,7 +119,7 @@ static int rng_create(const struct devkind_env *env, const struct devmgr_slot *s
 
 static int console_parse(const char *arg, struct vm_config *cfg, char *err, size_t errlen)
 {
-	return parse_console(arg, cfg) ? err_set(err, errlen, -EINVAL, "expected serial or virtio") : 0;
+	return config_parse_console(arg, cfg) ? err_set(err, errlen, -EINVAL, "expected serial or virtio") : 0;
 }
 
 static unsigned console_count(const struct vm_config *cfg)
@@ -154,7 +154,7 @@ const struct devkind devkinds[] = {
 	.help = "      --disk PATH[,ro][,id=NAME][,cache=none|writeback]\n"
 		"                         a virtio-blk disk backed by a raw image (repeatable: vda, vdb, ...)\n",
 	.snap_id = VIRTIO_ID_BLOCK,
-	.parse = parse_disk,
+	.parse = config_parse_disk,
 	.count = disk_count,
 	.create = disk_create,
 	.fault = disk_fault,
@@ -171,7 +171,7 @@ const struct devkind devkinds[] = {
 		"                         no root, no tap; guest network 192.168.76.0/24 unless net= says;\n"
 		"                         RULE: [tcp|udp]:[HOSTADDR]:PORT-[GUESTADDR]:PORT (host 127.0.0.1)\n",
 	.snap_id = VIRTIO_ID_NET,
-	.parse = parse_net,
+	.parse = config_parse_net,
 	.count = net_count,
 	.create = net_create,
 	.fault = net_fault,
@@ -186,7 +186,7 @@ const struct devkind devkinds[] = {
 		"                         AF_UNIX sockets: host clients connect to PATH and send\n"
 		"                         \"CONNECT <port>\\n\"; guest connections to CID 2 port P reach PATH_P\n",
 	.snap_id = VIRTIO_ID_VSOCK,
-	.parse = parse_vsock,
+	.parse = config_parse_vsock,
 	.count = vsock_count,
 	.create = vsock_create,
 	.fault = vsock_fault,

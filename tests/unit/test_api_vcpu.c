@@ -165,8 +165,9 @@ static void assert_vcpu_fault(const struct api_reply *r, const char *prefix)
 
 	assert_int_equal(r->status, 400);
 	assert_non_null(r->body);
-	snprintf(want, sizeof(want), "{\"fault_message\":\"%s: the vCPUs could not be configured: %s (exit status %d)\"}",
-		 prefix, REFUSED, EXIT_HOST);
+	snprintf(want, sizeof(want),
+		 "{\"fault_message\":\"%s: the vCPUs could not be configured: %s (exit status %d)\"}", prefix, REFUSED,
+		 EXIT_HOST);
 	assert_string_equal(r->body, want);
 }
 

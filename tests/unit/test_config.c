@@ -42,16 +42,16 @@ static void test_serial(void **state)
 
 	(void)state;
 	config_defaults(&c);
-	assert_int_equal(parse_serial("none", &c), 0);
+	assert_int_equal(config_parse_serial("none", &c), 0);
 	assert_int_equal(c.serial, SERIAL_NONE);
-	assert_int_equal(parse_serial("file:/tmp/x", &c), 0);
+	assert_int_equal(config_parse_serial("file:/tmp/x", &c), 0);
 	assert_int_equal(c.serial, SERIAL_FILE);
 	assert_string_equal(c.serial_path, "/tmp/x");
-	assert_int_equal(parse_serial("stdio", &c), 0);
+	assert_int_equal(config_parse_serial("stdio", &c), 0);
 	assert_int_equal(c.serial, SERIAL_STDIO);
-	assert_int_equal(parse_serial("file:", &c), -EINVAL);
-	assert_int_equal(parse_serial("tcp:1234", &c), -EINVAL);
-	assert_int_equal(parse_serial("", &c), -EINVAL);
+	assert_int_equal(config_parse_serial("file:", &c), -EINVAL);
+	assert_int_equal(config_parse_serial("tcp:1234", &c), -EINVAL);
+	assert_int_equal(config_parse_serial("", &c), -EINVAL);
 }
 
 static void test_limits(void **state)
@@ -189,11 +189,11 @@ static void test_devkinds_plan(void **state)
 
 	(void)state;
 	config_defaults(&cfg);
-	assert_int_equal(parse_console("virtio", &cfg), 0);
-	assert_int_equal(parse_rng(NULL, &cfg), 0);
-	assert_int_equal(parse_net("user", &cfg, err, sizeof(err)), 0);
-	assert_int_equal(parse_disk("a.img", &cfg, err, sizeof(err)), 0);
-	assert_int_equal(parse_disk("b.img", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(config_parse_console("virtio", &cfg), 0);
+	assert_int_equal(config_parse_rng(NULL, &cfg), 0);
+	assert_int_equal(config_parse_net("user", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(config_parse_disk("a.img", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(config_parse_disk("b.img", &cfg, err, sizeof(err)), 0);
 	assert_int_equal(devkinds_total(&cfg), 5);
 	devmgr_plan(&m, &cfg);
 	assert_int_equal(m.nr, 5);

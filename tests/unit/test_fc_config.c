@@ -812,10 +812,10 @@ static void test_set_from_config(void **state)
 	c.cpus = 4;
 	c.memory = 512 * MiB;
 	c.cpu_template = "baseline";
-	assert_int_equal(parse_disk("/d/a.img,ro", &c, cl_err, sizeof(cl_err)), 0);
-	assert_int_equal(parse_disk("/d/b.img", &c, cl_err, sizeof(cl_err)), 0);
-	assert_int_equal(parse_net("tap=tap0,mac=02:00:00:00:00:07", &c, cl_err, sizeof(cl_err)), 0);
-	assert_int_equal(parse_rng("64K", &c), 0);
+	assert_int_equal(config_parse_disk("/d/a.img,ro", &c, cl_err, sizeof(cl_err)), 0);
+	assert_int_equal(config_parse_disk("/d/b.img", &c, cl_err, sizeof(cl_err)), 0);
+	assert_int_equal(config_parse_net("tap=tap0,mac=02:00:00:00:00:07", &c, cl_err, sizeof(cl_err)), 0);
+	assert_int_equal(config_parse_rng("64K", &c), 0);
 	assert_int_equal(fc_vm_set_from_config(f, &c), 0);
 	assert_ptr_not_equal(f->cfg.kernel, c.kernel); /* owned copies */
 	assert_string_equal(f->cfg.kernel, "/k/vmlinux");

@@ -181,7 +181,7 @@ static int net_err(const char *s, const char *want)
 	int ret;
 
 	config_defaults(&c);
-	ret = parse_net(s, &c, err, sizeof(err));
+	ret = config_parse_net(s, &c, err, sizeof(err));
 	if (want && !strstr(err, want))
 		fail_msg("--net %s: error '%s', expected '%s'", s, err, want);
 	return ret;
@@ -194,8 +194,8 @@ static void test_parse_tap(void **state)
 
 	(void)state;
 	config_defaults(&c);
-	assert_int_equal(parse_net("tap=tap0", &c, err, sizeof(err)), 0);
-	assert_int_equal(parse_net("tap=abcdefghijklmno,mac=02:AB:cd:00:00:01", &c, err, sizeof(err)), 0);
+	assert_int_equal(config_parse_net("tap=tap0", &c, err, sizeof(err)), 0);
+	assert_int_equal(config_parse_net("tap=abcdefghijklmno,mac=02:AB:cd:00:00:01", &c, err, sizeof(err)), 0);
 	assert_int_equal(c.nr_nets, 2);
 	assert_int_equal(c.net[0].kind, NET_TAP);
 	assert_string_equal(c.net[0].tap, "tap0");
@@ -225,13 +225,14 @@ static void test_parse_user(void **state)
 
 	(void)state;
 	config_defaults(&c);
-	assert_int_equal(parse_net("user", &c, err, sizeof(err)), 0);
+	assert_int_equal(config_parse_net("user", &c, err, sizeof(err)), 0);
 	assert_int_equal(c.net[0].kind, NET_USER);
 	assert_int_equal(c.net[0].user_net, VM_NET_USER_DEFAULT);
 	assert_int_equal(c.net[0].user_prefix, 24);
-	assert_int_equal(parse_net("user,net=10.1.0.0/16,hostfwd=tcp::8080-:80,hostfwd=udp:0.0.0.0:53-10.1.0.15:5353",
-				   &c, err, sizeof(err)),
-			 0);
+	assert_int_equal(
+	    config_parse_net("user,net=10.1.0.0/16,hostfwd=tcp::8080-:80,hostfwd=udp:0.0.0.0:53-10.1.0.15:5353", &c,
+			     err, sizeof(err)),
+	    0);
 	assert_int_equal(c.net[1].user_net, 0x0a010000u);
 	assert_int_equal(c.net[1].user_prefix, 16);
 	assert_int_equal(c.net[1].nr_fwds, 2);
@@ -270,12 +271,12 @@ static void test_limits_and_slots(void **state)
 	(void)state;
 	config_defaults(&c);
 	for (int i = 0; i < VM_MAX_NETS; i++)
-		assert_int_equal(parse_net("user", &c, err, sizeof(err)), 0);
-	assert_int_equal(parse_net("user", &c, err, sizeof(err)), -E2BIG);
+		assert_int_equal(config_parse_net("user", &c, err, sizeof(err)), 0);
+	assert_int_equal(config_parse_net("user", &c, err, sizeof(err)), -E2BIG);
 	assert_non_null(strstr(err, "at most 8 interfaces"));
 	config_defaults(&c);
 	for (int i = 0; i < VM_MAX_NETS; i++)
-		assert_int_equal(parse_net("user", &c, err, sizeof(err)), 0);
+		assert_int_equal(config_parse_net("user", &c, err, sizeof(err)), 0);
 	c.nr_disks = VM_MAX_DISKS; /* 16 + 8 windows: more than there are */
 	assert_int_equal(config_validate(&c, 2, 1ull << 34, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "--net"));

@@ -210,7 +210,7 @@ static void test_connect_line(void **state)
 
 static int parse_opt(struct vm_config *c, const char *s, char *err)
 {
-	return parse_vsock(s, c, err, 256);
+	return config_parse_vsock(s, c, err, 256);
 }
 
 static void test_option(void **state)
@@ -272,22 +272,22 @@ static void test_validate(void **state)
 
 	(void)state;
 	config_defaults(&c);
-	assert_int_equal(parse_vsock("cid=3,uds=/tmp/v.sock", &c, err, sizeof(err)), 0);
+	assert_int_equal(config_parse_vsock("cid=3,uds=/tmp/v.sock", &c, err, sizeof(err)), 0);
 	assert_int_equal(config_validate(&c, 2, 1ULL << 34, err, sizeof(err)), 0);
 	config_defaults(&c);
-	assert_int_equal(parse_vsock("cid=3,uds=v.sock", &c, err, sizeof(err)), 0); /* relative: the cwd */
+	assert_int_equal(config_parse_vsock("cid=3,uds=v.sock", &c, err, sizeof(err)), 0); /* relative: the cwd */
 	assert_int_equal(config_validate(&c, 2, 1ULL << 34, err, sizeof(err)), 0);
 	config_defaults(&c);
-	assert_int_equal(parse_vsock("cid=3,uds=/nonexistent-brisk-dir/v.sock", &c, err, sizeof(err)), 0);
+	assert_int_equal(config_parse_vsock("cid=3,uds=/nonexistent-brisk-dir/v.sock", &c, err, sizeof(err)), 0);
 	assert_int_equal(config_validate(&c, 2, 1ULL << 34, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "--vsock"));
 	assert_non_null(strstr(err, "directory"));
 	config_defaults(&c);
-	assert_int_equal(parse_vsock("cid=3,uds=/tmp/", &c, err, sizeof(err)), 0);
+	assert_int_equal(config_parse_vsock("cid=3,uds=/tmp/", &c, err, sizeof(err)), 0);
 	assert_int_equal(config_validate(&c, 2, 1ULL << 34, err, sizeof(err)), -EINVAL);
 	/* it takes a virtio window */
 	config_defaults(&c);
-	assert_int_equal(parse_vsock("cid=3,uds=/tmp/v.sock", &c, err, sizeof(err)), 0);
+	assert_int_equal(config_parse_vsock("cid=3,uds=/tmp/v.sock", &c, err, sizeof(err)), 0);
 	c.nr_disks = LAYOUT_VIRTIO_SLOTS - 2;
 	c.rng_rate = 1;
 	c.console = CONSOLE_VIRTIO;
