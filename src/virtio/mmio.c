@@ -113,6 +113,43 @@ void virtio_bad_request(struct virtio_mmio *t, const char *why)
 			 (unsigned long long)t->base, why, (unsigned long long)n + 1);
 }
 
+/* ---- the chain iterator's reports (virtq.h virtq_sink): one place decides what a fault means -------------- */
+
+/* A chain virtq_next or the device completed empty as malformed (docs/security.md cases 1-5, 8). */
+static void sink_bad_chain(void *arg, uint16_t head, const char *why)
+{
+	struct queue_slot *s = arg;
+	struct virtio_mmio *t = s->t;
+	uint64_t n = atomic_fetch_add(&t->stats.bad_chains, 1);
+
+	if (should_log(n))
+		log_warn("%s at 0x%llx: malformed request: %s (queue %u, chain at head %u; completed with an error; "
+			 "%llu so far)",
+			 t->ops->name, (unsigned long long)t->base, why, s->index, head, (unsigned long long)n + 1);
+}
+
+/* A queue virtq_next found corrupt (case 6): DEVICE_NEEDS_RESET, nothing served until the driver resets. */
+static void sink_broken(void *arg, enum virtq_fault f, uint16_t value)
+{
+	struct queue_slot *s = arg;
+	char why[128];
+
+	snprintf(why, sizeof(why), "queue %u: %s (%u, queue size %u)", s->index, virtq_fault_name(f), value,
+		 s->vq.size);
+	virtio_needs_reset(s->t, why);
+}
+
+static const struct virtq_sink mmio_sink = {.bad_chain = sink_bad_chain, .broken = sink_broken};
+
+bool virtio_iter(struct virtio_mmio *t, unsigned q, struct virtq_iter *it, struct virtq_seg *segs, unsigned max_segs,
+		 unsigned budget)
+{
+	struct queue_slot *s = q < t->ops->nr_queues ? &t->q[q] : NULL;
+
+	virtq_iter_init(it, s ? &s->vq : NULL, segs, max_segs, budget, &mmio_sink, s);
+	return s && !s->vq.broken;
+}
+
 struct virtq *virtio_queue(struct virtio_mmio *t, unsigned q)
 {
 	return q < t->ops->nr_queues ? &t->q[q].vq : NULL;
