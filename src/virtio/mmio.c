@@ -28,22 +28,11 @@
 
 #include "mmio_impl.h"
 
-/*
- * `count` occurrences came before this one: logs the first 8 of a kind, then
- * the 16th, 32nd, 64th, ...: a hostile guest cannot flood stderr.
- */
-static bool should_log(uint64_t count)
-{
-	uint64_t nth = count + 1;
-
-	return nth <= 8 || (nth & (nth - 1)) == 0;
-}
-
 __attribute__((format(printf, 2, 3))) static void bad_access(struct virtio_mmio *t, const char *fmt, ...)
 {
 	uint64_t n = atomic_fetch_add(&t->stats.bad_accesses, 1);
 
-	if (should_log(n)) {
+	if (log_ratelimit(n)) {
 		char what[160];
 		va_list ap;
 
@@ -92,7 +81,7 @@ void virtio_needs_reset(struct virtio_mmio *t, const char *why)
 	uint64_t n = atomic_fetch_add(&t->stats.needs_reset, 1);
 	bool was_ok;
 
-	if (should_log(n))
+	if (log_ratelimit(n))
 		log_warn("%s at 0x%llx: %s: device needs reset", t->ops->name, (unsigned long long)t->base, why);
 	pthread_mutex_lock(&t->lock);
 	was_ok = t->status & VIRTIO_STATUS_DRIVER_OK;
@@ -108,7 +97,7 @@ void virtio_bad_request(struct virtio_mmio *t, const char *why)
 {
 	uint64_t n = atomic_fetch_add(&t->stats.bad_chains, 1);
 
-	if (should_log(n))
+	if (log_ratelimit(n))
 		log_warn("%s at 0x%llx: malformed request: %s (completed with an error; %llu so far)", t->ops->name,
 			 (unsigned long long)t->base, why, (unsigned long long)n + 1);
 }
@@ -122,7 +111,7 @@ static void sink_bad_chain(void *arg, uint16_t head, const char *why)
 	struct virtio_mmio *t = s->t;
 	uint64_t n = atomic_fetch_add(&t->stats.bad_chains, 1);
 
-	if (should_log(n))
+	if (log_ratelimit(n))
 		log_warn("%s at 0x%llx: malformed request: %s (queue %u, chain at head %u; completed with an error; "
 			 "%llu so far)",
 			 t->ops->name, (unsigned long long)t->base, why, s->index, head, (unsigned long long)n + 1);
@@ -263,7 +252,7 @@ void mmio_driver_ok_locked(struct virtio_mmio *t)
 		uint64_t n = atomic_fetch_add(&t->stats.needs_reset, 1);
 
 		t->status |= VIRTIO_STATUS_DEVICE_NEEDS_RESET;
-		if (should_log(n))
+		if (log_ratelimit(n))
 			log_warn("%s at 0x%llx: activation failed: %s; device needs reset", t->ops->name,
 				 (unsigned long long)t->base, strerror(-err));
 	} else {
@@ -364,7 +353,7 @@ static void write_queue_ready(struct virtio_mmio *t, struct queue_slot *s, uint3
 		uint64_t n = atomic_fetch_add(&t->stats.needs_reset, 1);
 
 		t->status |= VIRTIO_STATUS_DEVICE_NEEDS_RESET;
-		if (should_log(n))
+		if (log_ratelimit(n))
 			log_warn(
 			    "%s at 0x%llx: queue %u: size %u, desc 0x%llx, driver 0x%llx, device 0x%llx is not a valid "
 			    "virtqueue in guest RAM: device needs reset",

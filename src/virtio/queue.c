@@ -46,12 +46,6 @@ const char *virtq_fault_name(enum virtq_fault f)
 	return (unsigned)f < VIRTQ_FAULT__COUNT ? fault_names[f] : "unknown fault";
 }
 
-/* Rate limit for guest-caused log lines: the 1st, 2nd, 4th, 8th, ... occurrence. */
-static bool log_this(uint64_t count)
-{
-	return count && (count & (count - 1)) == 0;
-}
-
 /* ---- ring fields: every access through gmem_ptr -------------------------- */
 
 static uint64_t avail_idx_gpa(const struct virtq *q)
@@ -281,7 +275,7 @@ static int refuse(const struct virtq *q, const char *why)
 	static uint64_t refused;
 	uint64_t n = __atomic_add_fetch(&refused, 1, __ATOMIC_RELAXED);
 
-	if (log_this(n))
+	if (log_ratelimit(n - 1))
 		log_warn("virtqueue refused: %s (size %u, desc 0x%llx, driver 0x%llx, device 0x%llx; %llu so far)", why,
 			 q->size, (unsigned long long)q->desc, (unsigned long long)q->avail,
 			 (unsigned long long)q->used, (unsigned long long)n);

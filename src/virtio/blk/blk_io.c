@@ -24,7 +24,7 @@ uint8_t blk_host_error(struct blk *b, const char *what, int err)
 {
 	uint64_t n = atomic_fetch_add(&b->host_errors, 1);
 
-	if (blk_should_log(n))
+	if (log_ratelimit(n))
 		log_warn("virtio-blk %s: %s%s%s (the guest gets IOERR; %llu so far)", b->path, what, err ? ": " : "",
 			 err ? strerror(err) : "", (unsigned long long)n + 1);
 	return VIRTIO_BLK_S_IOERR;

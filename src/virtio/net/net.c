@@ -38,10 +38,9 @@
 #include "brisk/virtio_net.h"
 #include "brisk/vm.h"
 
-#define RX_Q	    0
-#define TX_Q	    1
-#define RX_BUDGET   64 /* frames received per callback before the loop looks at its other fds */
-#define LOG_ERR_MAX 8  /* backend errors logged per device (then only counted) */
+#define RX_Q	  0
+#define TX_Q	  1
+#define RX_BUDGET 64 /* frames received per callback before the loop looks at its other fds */
 
 struct counters {
 	uint64_t tx_frames, tx_bytes, rx_frames, rx_bytes;
@@ -65,7 +64,7 @@ struct net {
 	int epfd;	   /* the backend fd, with `interest` */
 	int kick_fd;	   /* eventfd: activate, or a queue left for later */
 	uint32_t interest; /* EPOLLIN / EPOLLOUT registered for the backend fd */
-	unsigned errors_logged;
+	uint64_t errors;   /* backend errors (send), logged rate-limited */
 	/* A transmit chain the backend could not take yet (EAGAIN). */
 	bool tx_pending;
 	uint16_t tx_head;
@@ -108,11 +107,8 @@ static void update_interest(struct net *n)
 
 static void backend_error(struct net *n, const char *what, int err)
 {
-	if (n->errors_logged < LOG_ERR_MAX) {
-		n->errors_logged++;
-		log_warn("%s: %s: %s%s", n->label, what, strerror(err),
-			 n->errors_logged == LOG_ERR_MAX ? " (further errors only counted)" : "");
-	}
+	if (log_ratelimit(n->errors++))
+		log_warn("%s: %s: %s (%llu so far)", n->label, what, strerror(err), (unsigned long long)n->errors);
 }
 
 /* The backend is gone for good: link down, nothing more read or written (logged once). */
