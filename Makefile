@@ -168,6 +168,7 @@ UNIT_TESTS := \
 	test_i8042 \
 	test_virtq \
 	test_virtq_ring \
+	test_virtq_iter \
 	test_elf \
 	test_memmap \
 	test_bzimage \

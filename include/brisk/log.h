@@ -25,7 +25,7 @@ void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(p
 /*
  * Rate limit for a kind of log line that a client, a guest or a flood can repeat: true for the first 8, then
  * the 16th, 32nd, 64th, ... occurrence (n: how many came before; count every one, log when this says so).
- * src/virtio/mmio.c should_log and src/virtio/blk/blk_impl.h blk_should_log are the same rule.
+ * The one policy for every such line: the virtio transport and devices, the ACPI registers, the API.
  */
 static inline bool log_ratelimit(uint64_t n)
 {

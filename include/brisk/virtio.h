@@ -123,6 +123,17 @@ int virtio_mmio_create(const struct devctx *ctx, struct bus *bus, const struct d
 struct virtq *virtio_queue(struct virtio_mmio *t, unsigned q);
 
 /*
+ * Starts a round of taking chains from queue `q` (virtq.h virtq_iter_init, virtq_next), whose faults the
+ * transport handles: a malformed chain (docs/security.md cases 1-5, 8) or one the device drops
+ * (virtq_drop) is counted in bad_chains and logged rate-limited; a queue that breaks (case 6) gets
+ * virtio_needs_reset. `segs`/`max_segs`: each chain's segments; `budget`: chains per round, or
+ * VIRTQ_NO_BUDGET. Returns false when there is no such queue or it is broken already (virtq_next then
+ * returns false at once), so a device may skip work it would do before taking a chain.
+ */
+bool virtio_iter(struct virtio_mmio *t, unsigned q, struct virtq_iter *it, struct virtq_seg *segs, unsigned max_segs,
+		 unsigned budget);
+
+/*
  * The device pushed used entries on queue `q`: publish them and interrupt
  * the driver if it asked for it (event loop thread).
  */

@@ -7,7 +7,6 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/uio.h>
 
 #include "brisk/virtq.h"
 
@@ -80,8 +79,8 @@ struct blk_req {
 	uint8_t result;		    /* VIRTIO_BLK_S_* when blk_parse returned BLK_REQ_DONE */
 	const char *why;	    /* BLK_REQ_BAD_CHAIN / a malformed BLK_REQ_DONE: what was wrong; NULL otherwise */
 	uint32_t nr_sectors, flags; /* DISCARD, WRITE_ZEROES: the one segment */
-	unsigned niov;
-	struct iovec iov[BLK_CHAIN_SEGS]; /* the data, in guest RAM */
+	unsigned nseg;
+	struct virtq_seg seg[BLK_CHAIN_SEGS]; /* the data, in guest RAM (a virtq_cursor walks it) */
 };
 
 enum blk_parse_result {

@@ -54,6 +54,7 @@ struct virtq_chain {
 	uint64_t out_bytes;    /* sum of the readable lengths */
 	uint64_t in_bytes;     /* sum of the writable lengths */
 	struct virtq_seg *seg; /* the caller's array (virtq_pop's segs) */
+	unsigned fault;	       /* VIRTQ_BAD_CHAIN: what was wrong (an enum virtq_fault) */
 };
 
 /* Why a chain or a queue was refused: counted per queue, for logs and tests. */
@@ -88,6 +89,8 @@ struct virtq {
 	bool signalled_valid; /* false until the first virtq_publish that had something new */
 	bool notify_off;      /* virtq_notifications(q, false) in effect */
 	bool broken;	      /* a queue-level fault: nothing more is popped until reset */
+	uint8_t broken_fault; /* which (enum virtq_fault), and the index or entry that showed it */
+	uint16_t broken_value;
 	uint64_t faults[VIRTQ_FAULT__COUNT];
 };
 
@@ -109,9 +112,9 @@ int virtq_activate(struct virtq *q, const struct gmem *mem);
 enum virtq_pop_result {
 	VIRTQ_EMPTY = 0, /* nothing available */
 	VIRTQ_CHAIN = 1, /* *c is a valid chain */
-	VIRTQ_BAD_CHAIN, /* the chain at c->head is malformed (counted in faults[]); it was consumed:
-			    complete it with virtq_push(q, c->head, 0) and go on */
-	VIRTQ_BROKEN,	 /* the queue is corrupt (q->broken is set): stop, ask for a reset */
+	VIRTQ_BAD_CHAIN, /* the chain at c->head is malformed (counted in faults[], named by c->fault); it was
+			    consumed: complete it with virtq_push(q, c->head, 0) and go on (virtq_next does) */
+	VIRTQ_BROKEN,	 /* the queue is corrupt (q->broken set, broken_fault says why): stop, ask for a reset */
 };
 
 /*
@@ -123,7 +126,8 @@ enum virtq_pop_result {
  * Never touches memory outside guest RAM. A queue that is not activated is
  * VIRTQ_EMPTY. With event_idx and notifications on, finding the queue empty
  * re-arms avail_event (as virtq_notifications(q, true) does), so a device
- * that pops until VIRTQ_EMPTY is notified of the next chain.
+ * that pops until VIRTQ_EMPTY is notified of the next chain. Logs nothing:
+ * devices take chains with virtq_next, which reports faults to the transport.
  */
 enum virtq_pop_result virtq_pop(struct virtq *q, struct virtq_chain *c, struct virtq_seg *segs, unsigned max_segs);
 
@@ -152,9 +156,126 @@ bool virtq_publish(struct virtq *q);
  */
 bool virtq_notifications(struct virtq *q, bool enable);
 
+/* ---- the chain iterator: one pop loop for every device ---------------------------------------- */
+
+/*
+ * Where an iterator reports what the driver did wrong (the transport, src/virtio/mmio.c: its bad_chains
+ * and needs_reset counters, DEVICE_NEEDS_RESET, one rate-limited log line). Either hook may be NULL.
+ */
+struct virtq_sink {
+	/* Chain `head` was completed with used length 0 as malformed; `why` says what was wrong. */
+	void (*bad_chain)(void *arg, uint16_t head, const char *why);
+	/* The queue broke (fault `f`, the offending index or entry `value`): docs/security.md case 6. */
+	void (*broken)(void *arg, enum virtq_fault f, uint16_t value);
+};
+
+#define VIRTQ_NO_BUDGET 0xffffffffu /* virtq_iter_init: no bound on the chains one round takes */
+
+/*
+ * One round of taking chains from a queue (one event-loop callback). Filled by virtq_iter_init (or the
+ * transport's virtio_iter); the device reads `bad` and `more` after the round and leaves the rest alone.
+ */
+struct virtq_iter {
+	struct virtq *q; /* NULL: nothing to take */
+	const struct virtq_sink *sink;
+	void *sink_arg;
+	struct virtq_seg *segs; /* each chain's segments go here */
+	unsigned max_segs;
+	unsigned budget;     /* chains (malformed ones included) this round may still take */
+	uint16_t used_start; /* q->used_idx when the round began: virtq_iter_pushed */
+	unsigned bad;	     /* chains completed as malformed this round (virtq_next, virtq_drop) */
+	bool more;	     /* the round stopped at its budget: chains may be waiting (come back) */
+};
+
+/*
+ * Starts a round on `q` (may be NULL) with room for `max_segs` segments per chain in `segs`, taking at most
+ * `budget` chains (VIRTQ_NO_BUDGET: no bound; the ring itself bounds what is available) and reporting
+ * faults to `sink` (NULL: only counted in q->faults).
+ */
+void virtq_iter_init(struct virtq_iter *it, struct virtq *q, struct virtq_seg *segs, unsigned max_segs, unsigned budget,
+		     const struct virtq_sink *sink, void *sink_arg);
+
+/*
+ * The next well-formed chain of the round (virtq_pop underneath): true with *c filled (its segments in the
+ * round's segs, valid until the next call). Malformed chains (docs/security.md cases 1-5, 8: VIRTQ_BAD_CHAIN)
+ * are completed here with used length 0, counted in it->bad and reported to the sink, and the walk goes on.
+ * False when the queue is empty or not activated, when the budget is spent (it->more set: the caller must
+ * come back, no notification may come for what is left), or when the queue is broken: a queue that breaks
+ * in this call (case 6) is reported to the sink once (the transport sets DEVICE_NEEDS_RESET); one that was
+ * broken already is not reported again. Each chain, malformed or not, spends one unit of the budget.
+ */
+bool virtq_next(struct virtq_iter *it, struct virtq_chain *c);
+
+/*
+ * Completes chain `c` of the round with used length 0 as malformed for this device (section 2.7.4.2
+ * ordering is the queue's business; this is the device's own rule, e.g. 5.4.6.1: no readable buffer),
+ * counts it in it->bad and reports `why` to the sink.
+ */
+void virtq_drop(struct virtq_iter *it, const struct virtq_chain *c, const char *why);
+
+/* Whether used entries were pushed on the round's queue since virtq_iter_init (publish them then). */
+static inline bool virtq_iter_pushed(const struct virtq_iter *it)
+{
+	return it->q && it->q->used_idx != it->used_start;
+}
+
+/* ---- the buffer cursor: reading and writing a chain's buffers ----------------------------------- */
+
+/*
+ * A position in a list of segments: a chain's readable part (virtq_reader), its writable part
+ * (virtq_writer), or any segment list (virtq_cursor_init). The segments came from gmem_ptr (virtq_pop
+ * checked each to lie in one RAM region, docs/security.md case 4), and the cursor never forms a pointer
+ * outside one: every operation is bounded by the bytes left, so a read or write past the end is short,
+ * never out of bounds. Segments of length 0 are passed over. Totals up to 2^32 - 1 per chain (case 5) and
+ * beyond for other lists: lengths are 64-bit.
+ */
+struct virtq_cursor {
+	const struct virtq_seg *seg; /* the current segment */
+	unsigned n;		     /* segments from seg on */
+	uint32_t off;		     /* bytes of seg[0] already passed */
+	uint64_t left;		     /* bytes from the cursor to the end */
+};
+
+/* A cursor at the start of the chain's readable (driver -> device) segments. */
+void virtq_reader(struct virtq_cursor *r, const struct virtq_chain *c);
+/* A cursor at the start of the chain's writable (device -> driver) segments. */
+void virtq_writer(struct virtq_cursor *w, const struct virtq_chain *c);
+/* A cursor at the start of seg[0 .. n). */
+void virtq_cursor_init(struct virtq_cursor *cur, const struct virtq_seg *seg, unsigned n);
+
+/* Bytes from the cursor to the end. */
+static inline uint64_t virtq_cursor_left(const struct virtq_cursor *cur)
+{
+	return cur->left;
+}
+
+/*
+ * The next contiguous piece, of at most `max` bytes: *ptr and its length, the cursor moved past it.
+ * 0 at the end (or with max 0), *ptr untouched.
+ */
+uint64_t virtq_cursor_span(struct virtq_cursor *cur, uint64_t max, uint8_t **ptr);
+/* Moves the cursor `len` bytes on (at most to the end); returns how many it moved. */
+uint64_t virtq_cursor_skip(struct virtq_cursor *cur, uint64_t len);
+/* Copies up to `len` bytes from the cursor into dst and moves past them; returns how many. */
+uint64_t virtq_cursor_read(struct virtq_cursor *cur, void *dst, uint64_t len);
+/* Copies up to `len` bytes from src at the cursor and moves past them; returns how many. */
+uint64_t virtq_cursor_write(struct virtq_cursor *cur, const void *src, uint64_t len);
+
+struct iovec;
+/*
+ * Describes up to `max` bytes from the cursor as iov[0 .. k), at most `max_iov` entries (none empty), for
+ * readv/writev/sendmsg straight into guest memory; the cursor does not move (virtq_cursor_skip by what
+ * the call moved). Returns k; *bytes (may be NULL) gets the bytes described.
+ */
+unsigned virtq_cursor_iov(const struct virtq_cursor *cur, uint64_t max, struct iovec *iov, unsigned max_iov,
+			  uint64_t *bytes);
+/* The same as segments, for a list to keep beyond the chain (a request handed to another thread). */
+unsigned virtq_cursor_segs(const struct virtq_cursor *cur, uint64_t max, struct virtq_seg *out, unsigned max_out,
+			   uint64_t *bytes);
+
 /*
  * Copies up to `len` bytes starting `offset` bytes into the chain's
- * readable (out) segments into `dst`; returns bytes copied.
+ * readable (out) segments into `dst`; returns bytes copied (a reader, skipped, read).
  */
 uint64_t virtq_copy_from(const struct virtq_chain *c, uint64_t offset, void *dst, uint64_t len);
 /* Copies `len` bytes into the chain's writable (in) segments starting `offset` into them; returns bytes copied. */

@@ -39,10 +39,10 @@ static void pm_read(void *dev, const struct bus_access *a, void *data)
 
 static void ignored(struct acpi_pm *p, const char *what, uint8_t v)
 {
-	uint64_t n = atomic_fetch_add(&p->ignored, 1) + 1;
+	uint64_t n = atomic_fetch_add(&p->ignored, 1);
 
-	if (n <= 8 || (n & (n - 1)) == 0)
-		log_warn("ACPI %s write 0x%02x ignored (%llu so far)", what, v, (unsigned long long)n);
+	if (log_ratelimit(n))
+		log_warn("ACPI %s write 0x%02x ignored (%llu so far)", what, v, (unsigned long long)n + 1);
 }
 
 static void sleep_control(struct acpi_pm *p, uint8_t v)

@@ -58,18 +58,27 @@ struct vcon {
 /* Copies a transmit chain's readable buffers to the output ring; what does not fit is dropped and counted. */
 static void transmit(struct vcon *c, const struct virtq_chain *ch)
 {
-	for (unsigned i = 0; i < ch->nr_out; i++)
-		console_io_write(c->io, ch->seg[i].ptr, ch->seg[i].len);
+	struct virtq_cursor r;
+	uint64_t n;
+	uint8_t *p;
+
+	virtq_reader(&r, ch);
+	while ((n = virtq_cursor_span(&r, UINT32_MAX, &p)) != 0)
+		console_io_write(c->io, p, (size_t)n);
 	c->tx_bytes += ch->out_bytes;
 }
 
 static void kick(struct vcon *c);
 
-/* A queue is corrupt: the device serves nothing more until the driver resets it. */
-static void broken(struct vcon *c, const char *why)
+/* After a round: a queue that broke stops the device until the driver resets it; what was pushed is published. */
+static void end_round(struct vcon *c, struct virtq_iter *it, unsigned qi)
 {
-	c->active = false;
-	virtio_needs_reset(c->t, why);
+	if (it->q && it->q->broken)
+		c->active = false; /* the transport set DEVICE_NEEDS_RESET */
+	if (it->more)
+		kick(c); /* a queue's worth taken: the rest after the loop looked at its other fds */
+	if (virtq_iter_pushed(it))
+		virtio_queue_done(c->t, qi);
 }
 
 /*
@@ -79,48 +88,36 @@ static void broken(struct vcon *c, const char *why)
  */
 static void drain_tx(struct vcon *c)
 {
-	struct virtq *q = virtio_queue(c->t, CON_TX_Q);
 	struct virtq_seg segs[CON_MAX_SEGS];
 	struct virtq_chain ch;
-	unsigned budget = CON_QUEUE_SIZE;
-	bool pushed = false;
+	struct virtq_iter it;
 
-	while (q && !q->broken) {
-		enum virtq_pop_result res;
-
-		if (budget-- == 0) {
-			kick(c);
-			break;
+	if (!virtio_iter(c->t, CON_TX_Q, &it, segs, CON_MAX_SEGS, CON_QUEUE_SIZE))
+		return;
+	while (virtq_next(&it, &ch)) {
+		if (ch.nr_in) { /* 5.3.6.2: the driver MUST NOT put a writable buffer here */
+			virtq_drop(&it, &ch, "a writable buffer on the transmit queue");
+			continue;
 		}
-		res = virtq_pop(q, &ch, segs, CON_MAX_SEGS);
-		if (res == VIRTQ_EMPTY)
-			break;
-		if (res == VIRTQ_BROKEN) {
-			broken(c, "transmit queue corrupt");
-			break;
-		}
-		if (res == VIRTQ_BAD_CHAIN || ch.nr_in) /* 5.3.6.2: the driver MUST NOT put a writable buffer here */
-			virtio_bad_request(c->t, res == VIRTQ_BAD_CHAIN ? "malformed transmit chain"
-									: "a writable buffer on the transmit queue");
-		else
-			transmit(c, &ch);
-		virtq_push(q, ch.head, 0);
-		pushed = true;
+		transmit(c, &ch);
+		virtq_push(it.q, ch.head, 0);
 	}
-	if (pushed)
-		virtio_queue_done(c->t, CON_TX_Q);
+	end_round(c, &it, CON_TX_Q);
 }
 
 /* Fills a receive chain's writable buffers from the input ring; returns the bytes written. */
 static uint32_t receive(struct vcon *c, const struct virtq_chain *ch)
 {
-	uint64_t done = 0;
+	struct virtq_cursor w;
+	uint64_t done = 0, len;
+	uint8_t *p;
 
-	for (unsigned i = ch->nr_out; i < ch->nr_out + ch->nr_in; i++) {
-		size_t n = console_io_read(c->io, ch->seg[i].ptr, ch->seg[i].len);
+	virtq_writer(&w, ch);
+	while ((len = virtq_cursor_span(&w, UINT32_MAX, &p)) != 0) {
+		size_t n = console_io_read(c->io, p, (size_t)len);
 
 		done += n;
-		if (n < ch->seg[i].len)
+		if (n < len)
 			break;
 	}
 	c->rx_bytes += done;
@@ -134,38 +131,23 @@ static uint32_t receive(struct vcon *c, const struct virtq_chain *ch)
  */
 static void fill_rx(struct vcon *c)
 {
-	struct virtq *q = virtio_queue(c->t, CON_RX_Q);
 	struct virtq_seg segs[CON_MAX_SEGS];
 	struct virtq_chain ch;
-	unsigned budget = CON_QUEUE_SIZE;
-	bool pushed = false;
+	struct virtq_iter it;
 
-	while (q && !q->broken && console_io_pending(c->io) > 0) {
-		enum virtq_pop_result res;
-
-		if (budget-- == 0) {
-			kick(c);
-			break;
+	if (!virtio_iter(c->t, CON_RX_Q, &it, segs, CON_MAX_SEGS, CON_QUEUE_SIZE))
+		return;
+	/* no buffer: the input waits (the guest's next notify brings us back) */
+	while (console_io_pending(c->io) > 0 && virtq_next(&it, &ch)) {
+		if (ch.nr_out || !ch.nr_in) {
+			virtq_drop(&it, &ch,
+				   ch.nr_out ? "a readable buffer on the receive queue"
+					     : "a receive chain with no buffer");
+			continue;
 		}
-		res = virtq_pop(q, &ch, segs, CON_MAX_SEGS);
-		if (res == VIRTQ_EMPTY)
-			break; /* no buffer: the input waits (the guest's next notify brings us back) */
-		if (res == VIRTQ_BROKEN) {
-			broken(c, "receive queue corrupt");
-			break;
-		}
-		if (res == VIRTQ_BAD_CHAIN || ch.nr_out || !ch.nr_in) {
-			virtio_bad_request(c->t, res == VIRTQ_BAD_CHAIN ? "malformed receive chain"
-						 : ch.nr_out		? "a readable buffer on the receive queue"
-									: "a receive chain with no buffer");
-			virtq_push(q, ch.head, 0);
-		} else {
-			virtq_push(q, ch.head, receive(c, &ch));
-		}
-		pushed = true;
+		virtq_push(it.q, ch.head, receive(c, &ch));
 	}
-	if (pushed)
-		virtio_queue_done(c->t, CON_RX_Q);
+	end_round(c, &it, CON_RX_Q);
 }
 
 /* ---- callbacks ------------------------------------------------------------------------------------ */

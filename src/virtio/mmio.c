@@ -28,22 +28,11 @@
 
 #include "mmio_impl.h"
 
-/*
- * `count` occurrences came before this one: logs the first 8 of a kind, then
- * the 16th, 32nd, 64th, ...: a hostile guest cannot flood stderr.
- */
-static bool should_log(uint64_t count)
-{
-	uint64_t nth = count + 1;
-
-	return nth <= 8 || (nth & (nth - 1)) == 0;
-}
-
 __attribute__((format(printf, 2, 3))) static void bad_access(struct virtio_mmio *t, const char *fmt, ...)
 {
 	uint64_t n = atomic_fetch_add(&t->stats.bad_accesses, 1);
 
-	if (should_log(n)) {
+	if (log_ratelimit(n)) {
 		char what[160];
 		va_list ap;
 
@@ -92,7 +81,7 @@ void virtio_needs_reset(struct virtio_mmio *t, const char *why)
 	uint64_t n = atomic_fetch_add(&t->stats.needs_reset, 1);
 	bool was_ok;
 
-	if (should_log(n))
+	if (log_ratelimit(n))
 		log_warn("%s at 0x%llx: %s: device needs reset", t->ops->name, (unsigned long long)t->base, why);
 	pthread_mutex_lock(&t->lock);
 	was_ok = t->status & VIRTIO_STATUS_DRIVER_OK;
@@ -108,9 +97,46 @@ void virtio_bad_request(struct virtio_mmio *t, const char *why)
 {
 	uint64_t n = atomic_fetch_add(&t->stats.bad_chains, 1);
 
-	if (should_log(n))
+	if (log_ratelimit(n))
 		log_warn("%s at 0x%llx: malformed request: %s (completed with an error; %llu so far)", t->ops->name,
 			 (unsigned long long)t->base, why, (unsigned long long)n + 1);
+}
+
+/* ---- the chain iterator's reports (virtq.h virtq_sink): one place decides what a fault means -------------- */
+
+/* A chain virtq_next or the device completed empty as malformed (docs/security.md cases 1-5, 8). */
+static void sink_bad_chain(void *arg, uint16_t head, const char *why)
+{
+	struct queue_slot *s = arg;
+	struct virtio_mmio *t = s->t;
+	uint64_t n = atomic_fetch_add(&t->stats.bad_chains, 1);
+
+	if (log_ratelimit(n))
+		log_warn("%s at 0x%llx: malformed request: %s (queue %u, chain at head %u; completed with an error; "
+			 "%llu so far)",
+			 t->ops->name, (unsigned long long)t->base, why, s->index, head, (unsigned long long)n + 1);
+}
+
+/* A queue virtq_next found corrupt (case 6): DEVICE_NEEDS_RESET, nothing served until the driver resets. */
+static void sink_broken(void *arg, enum virtq_fault f, uint16_t value)
+{
+	struct queue_slot *s = arg;
+	char why[128];
+
+	snprintf(why, sizeof(why), "queue %u: %s (%u, queue size %u)", s->index, virtq_fault_name(f), value,
+		 s->vq.size);
+	virtio_needs_reset(s->t, why);
+}
+
+static const struct virtq_sink mmio_sink = {.bad_chain = sink_bad_chain, .broken = sink_broken};
+
+bool virtio_iter(struct virtio_mmio *t, unsigned q, struct virtq_iter *it, struct virtq_seg *segs, unsigned max_segs,
+		 unsigned budget)
+{
+	struct queue_slot *s = q < t->ops->nr_queues ? &t->q[q] : NULL;
+
+	virtq_iter_init(it, s ? &s->vq : NULL, segs, max_segs, budget, &mmio_sink, s);
+	return s && !s->vq.broken;
 }
 
 struct virtq *virtio_queue(struct virtio_mmio *t, unsigned q)
@@ -226,7 +252,7 @@ void mmio_driver_ok_locked(struct virtio_mmio *t)
 		uint64_t n = atomic_fetch_add(&t->stats.needs_reset, 1);
 
 		t->status |= VIRTIO_STATUS_DEVICE_NEEDS_RESET;
-		if (should_log(n))
+		if (log_ratelimit(n))
 			log_warn("%s at 0x%llx: activation failed: %s; device needs reset", t->ops->name,
 				 (unsigned long long)t->base, strerror(-err));
 	} else {
@@ -327,7 +353,7 @@ static void write_queue_ready(struct virtio_mmio *t, struct queue_slot *s, uint3
 		uint64_t n = atomic_fetch_add(&t->stats.needs_reset, 1);
 
 		t->status |= VIRTIO_STATUS_DEVICE_NEEDS_RESET;
-		if (should_log(n))
+		if (log_ratelimit(n))
 			log_warn(
 			    "%s at 0x%llx: queue %u: size %u, desc 0x%llx, driver 0x%llx, device 0x%llx is not a valid "
 			    "virtqueue in guest RAM: device needs reset",

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "brisk/log.h"
 #include "brisk/mem.h"
@@ -43,12 +44,6 @@ static const char *const fault_names[VIRTQ_FAULT__COUNT] = {
 const char *virtq_fault_name(enum virtq_fault f)
 {
 	return (unsigned)f < VIRTQ_FAULT__COUNT ? fault_names[f] : "unknown fault";
-}
-
-/* Rate limit for guest-caused log lines: the 1st, 2nd, 4th, 8th, ... occurrence. */
-static bool log_this(uint64_t count)
-{
-	return count && (count & (count - 1)) == 0;
 }
 
 /* ---- ring fields: every access through gmem_ptr -------------------------- */
@@ -128,26 +123,24 @@ static bool read_desc(const struct gmem *mem, uint64_t table, uint16_t i, struct
 
 /* ---- faults ---------------------------------------------------------------- */
 
-/* A queue-level fault: the driver corrupted its avail ring (2.7.6, 2.7.13); no more pops until virtq_reset. */
+/*
+ * A queue-level fault: the driver corrupted its avail ring (2.7.6, 2.7.13); no more pops until virtq_reset.
+ * Counted here; virtq_next reports it (the transport logs it and sets DEVICE_NEEDS_RESET).
+ */
 static enum virtq_pop_result queue_fault(struct virtq *q, enum virtq_fault f, uint16_t value)
 {
-	uint64_t n = ++q->faults[f];
-
+	q->faults[f]++;
 	q->broken = true;
-	if (log_this(n))
-		log_warn("virtqueue at 0x%llx: %s (%u, queue size %u): queue broken until reset (%llu so far)",
-			 (unsigned long long)q->desc, fault_names[f], value, q->size, (unsigned long long)n);
+	q->broken_fault = f;
+	q->broken_value = value;
 	return VIRTQ_BROKEN;
 }
 
-/* A chain-level fault: the chain was consumed; the device completes it with 0 bytes. */
+/* A chain-level fault: the chain was consumed; virtq_next completes it with 0 bytes and reports it. */
 static enum virtq_pop_result chain_fault(struct virtq *q, struct virtq_chain *c, enum virtq_fault f)
 {
-	uint64_t n = ++q->faults[f];
-
-	if (log_this(n))
-		log_warn("virtqueue at 0x%llx: %s in the chain at head %u: dropped (%llu so far)",
-			 (unsigned long long)q->desc, fault_names[f], c->head, (unsigned long long)n);
+	q->faults[f]++;
+	c->fault = f;
 	c->nr_out = c->nr_in = 0;
 	c->out_bytes = c->in_bytes = 0;
 	return VIRTQ_BAD_CHAIN;
@@ -282,7 +275,7 @@ static int refuse(const struct virtq *q, const char *why)
 	static uint64_t refused;
 	uint64_t n = __atomic_add_fetch(&refused, 1, __ATOMIC_RELAXED);
 
-	if (log_this(n))
+	if (log_ratelimit(n - 1))
 		log_warn("virtqueue refused: %s (size %u, desc 0x%llx, driver 0x%llx, device 0x%llx; %llu so far)", why,
 			 q->size, (unsigned long long)q->desc, (unsigned long long)q->avail,
 			 (unsigned long long)q->used, (unsigned long long)n);
@@ -461,61 +454,202 @@ bool virtq_notifications(struct virtq *q, bool enable)
 	return load_avail_idx(q, &idx) && idx != q->last_avail;
 }
 
-/* ---- copying across segments ---------------------------------------------- */
+/* ---- the chain iterator ------------------------------------------------------------------------ */
 
-/* A walk over some of a chain's segments from a byte offset on. */
-struct span_iter {
-	const struct virtq_seg *seg;
-	unsigned n, i;
-	uint64_t offset; /* into seg[i] */
-};
-
-/* The next piece of at most `max` bytes: sets *ptr and returns its length; 0 after the last segment. */
-static uint64_t next_span(struct span_iter *it, uint64_t max, uint8_t **ptr)
+void virtq_iter_init(struct virtq_iter *it, struct virtq *q, struct virtq_seg *segs, unsigned max_segs, unsigned budget,
+		     const struct virtq_sink *sink, void *sink_arg)
 {
-	while (it->i < it->n) {
-		const struct virtq_seg *s = &it->seg[it->i];
-		uint64_t left;
-
-		if (it->offset >= s->len) {
-			it->offset -= s->len; /* skipped or used up: on to the next */
-			it->i++;
-			continue;
-		}
-		left = s->len - it->offset;
-		if (left > max)
-			left = max;
-		*ptr = s->ptr + it->offset;
-		it->offset += left;
-		return left;
-	}
-	return 0;
+	*it = (struct virtq_iter){.q = q,
+				  .sink = sink,
+				  .sink_arg = sink_arg,
+				  .segs = segs,
+				  .max_segs = max_segs,
+				  .budget = budget,
+				  .used_start = q ? q->used_idx : 0};
 }
 
-uint64_t virtq_copy_from(const struct virtq_chain *c, uint64_t offset, void *dst, uint64_t len)
+/* One chain of the budget; false (and `more`) once it is spent. */
+static bool spend(struct virtq_iter *it)
 {
-	struct span_iter it = {.seg = c->seg, .n = c->nr_out, .offset = offset};
+	if (it->budget == VIRTQ_NO_BUDGET)
+		return true;
+	if (it->budget == 0) {
+		it->more = true;
+		return false;
+	}
+	it->budget--;
+	return true;
+}
+
+static void report_bad(struct virtq_iter *it, uint16_t head, const char *why)
+{
+	it->bad++;
+	if (it->sink && it->sink->bad_chain)
+		it->sink->bad_chain(it->sink_arg, head, why);
+}
+
+void virtq_drop(struct virtq_iter *it, const struct virtq_chain *c, const char *why)
+{
+	virtq_push(it->q, c->head, 0);
+	report_bad(it, c->head, why);
+}
+
+bool virtq_next(struct virtq_iter *it, struct virtq_chain *c)
+{
+	struct virtq *q = it->q;
+
+	if (!q || q->broken)
+		return false; /* reported when it broke */
+	while (spend(it)) {
+		switch (virtq_pop(q, c, it->segs, it->max_segs)) {
+		case VIRTQ_CHAIN:
+			return true;
+		case VIRTQ_BAD_CHAIN: /* docs/security.md cases 1-5, 8: consumed, completed empty, and on */
+			virtq_push(q, c->head, 0);
+			report_bad(it, c->head, virtq_fault_name((enum virtq_fault)c->fault));
+			continue;
+		case VIRTQ_BROKEN: /* case 6: broken in this pop (it was not before) */
+			if (it->sink && it->sink->broken)
+				it->sink->broken(it->sink_arg, q->broken_fault, q->broken_value);
+			return false;
+		case VIRTQ_EMPTY:
+			return false;
+		}
+	}
+	return false;
+}
+
+/* ---- the buffer cursor ------------------------------------------------------------------------- */
+
+void virtq_cursor_init(struct virtq_cursor *cur, const struct virtq_seg *seg, unsigned n)
+{
+	uint64_t left = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		left += seg[i].len;
+	*cur = (struct virtq_cursor){.seg = seg, .n = n, .left = left};
+}
+
+void virtq_reader(struct virtq_cursor *r, const struct virtq_chain *c)
+{
+	*r = (struct virtq_cursor){.seg = c->seg, .n = c->nr_out, .left = c->out_bytes};
+}
+
+void virtq_writer(struct virtq_cursor *w, const struct virtq_chain *c)
+{
+	*w = (struct virtq_cursor){.seg = c->seg + c->nr_out, .n = c->nr_in, .left = c->in_bytes};
+}
+
+/*
+ * The one walk over segments: every other cursor operation is made of it. Passes used-up (and empty)
+ * segments, then takes at most `max` bytes of the current one.
+ */
+uint64_t virtq_cursor_span(struct virtq_cursor *cur, uint64_t max, uint8_t **ptr)
+{
+	uint64_t take;
+
+	while (cur->n && cur->off >= cur->seg->len) {
+		cur->seg++;
+		cur->n--;
+		cur->off = 0;
+	}
+	if (!cur->n || !max)
+		return 0;
+	take = cur->seg->len - cur->off;
+	if (take > max)
+		take = max;
+	*ptr = cur->seg->ptr + cur->off;
+	cur->off += (uint32_t)take; /* take <= len - off: no overflow */
+	cur->left -= take;
+	return take;
+}
+
+uint64_t virtq_cursor_skip(struct virtq_cursor *cur, uint64_t len)
+{
 	uint64_t done = 0, n;
 	uint8_t *p;
 
-	while (done < len && (n = next_span(&it, len - done, &p)) != 0) {
+	while (done < len && (n = virtq_cursor_span(cur, len - done, &p)) != 0)
+		done += n;
+	return done;
+}
+
+uint64_t virtq_cursor_read(struct virtq_cursor *cur, void *dst, uint64_t len)
+{
+	uint64_t done = 0, n;
+	uint8_t *p;
+
+	while (done < len && (n = virtq_cursor_span(cur, len - done, &p)) != 0) {
 		memcpy((uint8_t *)dst + done, p, n);
 		done += n;
 	}
 	return done;
 }
 
-uint64_t virtq_copy_to(const struct virtq_chain *c, uint64_t offset, const void *src, uint64_t len)
+uint64_t virtq_cursor_write(struct virtq_cursor *cur, const void *src, uint64_t len)
 {
-	struct span_iter it = {.seg = c->seg + c->nr_out, .n = c->nr_in, .offset = offset};
 	uint64_t done = 0, n;
 	uint8_t *p;
 
-	while (done < len && (n = next_span(&it, len - done, &p)) != 0) {
+	while (done < len && (n = virtq_cursor_span(cur, len - done, &p)) != 0) {
 		memcpy(p, (const uint8_t *)src + done, n);
 		done += n;
 	}
 	return done;
+}
+
+unsigned virtq_cursor_iov(const struct virtq_cursor *cur, uint64_t max, struct iovec *iov, unsigned max_iov,
+			  uint64_t *bytes)
+{
+	struct virtq_cursor c = *cur;
+	uint64_t done = 0, n;
+	unsigned k = 0;
+	uint8_t *p;
+
+	while (k < max_iov && (n = virtq_cursor_span(&c, max - done, &p)) != 0) {
+		iov[k++] = (struct iovec){.iov_base = p, .iov_len = (size_t)n};
+		done += n;
+	}
+	if (bytes)
+		*bytes = done;
+	return k;
+}
+
+unsigned virtq_cursor_segs(const struct virtq_cursor *cur, uint64_t max, struct virtq_seg *out, unsigned max_out,
+			   uint64_t *bytes)
+{
+	struct virtq_cursor c = *cur;
+	uint64_t done = 0, n;
+	unsigned k = 0;
+	uint8_t *p;
+
+	while (k < max_out && (n = virtq_cursor_span(&c, max - done, &p)) != 0) {
+		out[k++] = (struct virtq_seg){.ptr = p, .len = (uint32_t)n}; /* n <= a segment's length */
+		done += n;
+	}
+	if (bytes)
+		*bytes = done;
+	return k;
+}
+
+uint64_t virtq_copy_from(const struct virtq_chain *c, uint64_t offset, void *dst, uint64_t len)
+{
+	struct virtq_cursor r;
+
+	virtq_reader(&r, c);
+	if (virtq_cursor_skip(&r, offset) != offset)
+		return 0;
+	return virtq_cursor_read(&r, dst, len);
+}
+
+uint64_t virtq_copy_to(const struct virtq_chain *c, uint64_t offset, const void *src, uint64_t len)
+{
+	struct virtq_cursor w;
+
+	virtq_writer(&w, c);
+	if (virtq_cursor_skip(&w, offset) != offset)
+		return 0;
+	return virtq_cursor_write(&w, src, len);
 }
 
 /* ---- snapshot ---------------------------------------------------------------- */

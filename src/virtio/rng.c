@@ -57,20 +57,20 @@ static void refill(struct rng *r)
 /* Fills the chain's writable segments with up to `max` random bytes; returns how many. */
 static uint32_t fill(const struct virtq_chain *c, uint64_t max)
 {
-	uint64_t done = 0;
+	struct virtq_cursor w;
+	uint64_t done = 0, want;
+	uint8_t *p;
 
-	for (unsigned i = c->nr_out; i < c->nr_out + c->nr_in && done < max; i++) {
-		uint64_t want = c->seg[i].len < max - done ? c->seg[i].len : max - done;
-		uint64_t got = 0;
-
-		while (got < want) {
-			ssize_t n = getrandom(c->seg[i].ptr + got, (size_t)(want - got), 0);
+	virtq_writer(&w, c);
+	while ((want = virtq_cursor_span(&w, max - done, &p)) != 0) {
+		for (uint64_t got = 0; got < want;) {
+			ssize_t n = getrandom(p + got, (size_t)(want - got), 0);
 
 			if (n <= 0)
 				return (uint32_t)(done + got); /* EINTR or worse: serve what we have */
 			got += (uint64_t)n;
 		}
-		done += got;
+		done += want;
 	}
 	return (uint32_t)done;
 }
@@ -86,47 +86,45 @@ static void throttle(struct rng *r)
 		log_warn("virtio-rng: timerfd_settime: %s", strerror(errno));
 }
 
+/* Whether another chain may be taken now: tokens left, else the timer is armed to come back. */
+static bool has_tokens(struct rng *r)
+{
+	if (r->tokens >= 1.0)
+		return true;
+	throttle(r);
+	return false;
+}
+
+/* One request (5.4.6.1: the driver MUST NOT place driver-readable buffers into the queue). */
+static void serve_one(struct rng *r, struct virtq_iter *it, const struct virtq_chain *c)
+{
+	uint64_t max = (uint64_t)r->tokens < RNG_MAX_PER_REQUEST ? (uint64_t)r->tokens : RNG_MAX_PER_REQUEST;
+	uint32_t n;
+
+	if (c->nr_in == 0 || c->nr_out) {
+		virtq_drop(it, c,
+			   c->nr_out ? "a driver-readable buffer in a request" : "a request with no writable buffer");
+		return;
+	}
+	n = fill(c, max);
+	r->tokens -= n;
+	r->bytes += n;
+	virtq_push(it->q, c->head, n);
+}
+
 /* Serves chains while tokens last (event loop, I/O lock held). */
 static void serve(struct rng *r)
 {
-	struct virtq *q = virtio_queue(r->t, 0);
 	struct virtq_seg segs[RNG_MAX_SEGS];
 	struct virtq_chain c;
-	bool pushed = false;
+	struct virtq_iter it;
 
 	refill(r);
-	while (q && !q->broken) {
-		enum virtq_pop_result res;
-
-		if (r->tokens < 1.0) {
-			throttle(r);
-			break;
-		}
-		res = virtq_pop(q, &c, segs, RNG_MAX_SEGS);
-		if (res == VIRTQ_EMPTY)
-			break;
-		if (res == VIRTQ_BROKEN) {
-			virtio_needs_reset(r->t, "request queue corrupt");
-			break;
-		}
-		/* 5.4.6.1: the driver MUST NOT place driver-readable buffers into the queue. */
-		if (res == VIRTQ_BAD_CHAIN || c.nr_in == 0 || c.nr_out) {
-			virtio_bad_request(r->t, res == VIRTQ_BAD_CHAIN ? "malformed descriptor chain"
-						 : c.nr_out		? "a driver-readable buffer in a request"
-									: "a request with no writable buffer");
-			virtq_push(q, c.head, 0);
-		} else {
-			uint64_t max =
-			    (uint64_t)r->tokens < RNG_MAX_PER_REQUEST ? (uint64_t)r->tokens : RNG_MAX_PER_REQUEST;
-			uint32_t n = fill(&c, max);
-
-			r->tokens -= n;
-			r->bytes += n;
-			virtq_push(q, c.head, n);
-		}
-		pushed = true;
-	}
-	if (pushed)
+	if (!virtio_iter(r->t, 0, &it, segs, RNG_MAX_SEGS, VIRTQ_NO_BUDGET))
+		return;
+	while (has_tokens(r) && virtq_next(&it, &c))
+		serve_one(r, &it, &c);
+	if (virtq_iter_pushed(&it))
 		virtio_queue_done(r->t, 0);
 }
 

@@ -21,22 +21,22 @@ static void check_iov(const struct virtq_chain *c, bool device_writes)
 	uint64_t total = 0;
 	uint8_t sum = 0;
 
-	if (req.niov > BLK_CHAIN_SEGS)
+	if (req.nseg > BLK_CHAIN_SEGS)
 		abort();
-	for (unsigned i = 0; i < req.niov; i++) {
-		uint8_t *p = req.iov[i].iov_base;
+	for (unsigned i = 0; i < req.nseg; i++) {
+		uint8_t *p = req.seg[i].ptr;
 
-		if (req.iov[i].iov_len == 0 || fuzz_seg_holder(c, from, to, p, req.iov[i].iov_len) < 0)
+		if (req.seg[i].len == 0 || fuzz_seg_holder(c, from, to, p, req.seg[i].len) < 0)
 			abort();
-		if (device_writes && p <= req.status && req.status < p + req.iov[i].iov_len)
+		if (device_writes && p <= req.status && req.status < p + req.seg[i].len)
 			abort(); /* data never overlaps the status byte */
-		for (size_t j = 0; j < req.iov[i].iov_len; j++) {
+		for (size_t j = 0; j < req.seg[i].len; j++) {
 			if (device_writes)
 				p[j] = 0xa5;
 			else
 				sum = (uint8_t)(sum ^ p[j]);
 		}
-		total += req.iov[i].iov_len;
+		total += req.seg[i].len;
 	}
 	__asm__ __volatile__("" : : "r"(sum)); /* the reads count */
 	if (total != req.len)

@@ -64,32 +64,26 @@ static int fd_activate(void *dev, uint64_t features)
 	return 0;
 }
 
-/* Pops every chain, touches each byte (ASan checks the walker's bounds), completes it with 0 bytes. */
+/* Takes every chain (the transport's iterator), touches each byte (ASan checks the walker's bounds), completes
+ * it with 0 bytes. */
 static void fd_notify(void *dev, unsigned qi)
 {
 	struct fake_dev *d = dev;
 	struct virtq *q = virtio_queue(d->t, qi);
 	struct virtq_seg segs[16];
 	struct virtq_chain c;
-	unsigned budget = 64;
+	struct virtq_iter it;
 
 	if (!d->active || !q)
 		abort(); /* the transport notifies only an active device's ready queues */
-	while (!q->broken && budget--) {
-		enum virtq_pop_result res = virtq_pop(q, &c, segs, 16);
-
-		if (res == VIRTQ_EMPTY)
-			break;
-		if (res == VIRTQ_BROKEN) {
-			virtio_needs_reset(d->t, "fuzz: queue corrupt");
-			break;
-		}
-		if (res == VIRTQ_CHAIN)
-			for (unsigned i = 0; i < c.nr_out + c.nr_in; i++)
-				memset(segs[i].ptr, 0x5a, segs[i].len);
+	virtio_iter(d->t, qi, &it, segs, 16, 64);
+	while (virtq_next(&it, &c)) {
+		for (unsigned i = 0; i < c.nr_out + c.nr_in; i++)
+			memset(segs[i].ptr, 0x5a, segs[i].len);
 		virtq_push(q, c.head, 0);
 		d->chains++;
 	}
+	d->chains += it.bad;
 	virtio_queue_done(d->t, qi);
 }
 

@@ -113,7 +113,7 @@ MMIO = {
 }
 
 # A log line per malformed request, chain or access would be a flood: brisk logs the first few of a
-# kind and then every power of two (mmio.c should_log, queue.c log_this). One attack of a kind may
+# kind and then every power of two (log.h log_ratelimit). One attack of a kind may
 # log ~2 lines; 4096 of them at most 2 x (8 + 13) lines per kind.
 MAX_LINES_ONE = 12
 MAX_LINES_REPEATED = 64

@@ -80,8 +80,8 @@ static void test_parse_read(void **state)
 	assert_int_equal(req.type, VIRTIO_BLK_T_IN);
 	assert_int_equal(req.sector, 3);
 	assert_int_equal(req.len, 1024);
-	assert_int_equal(req.niov, 1);
-	assert_ptr_equal(req.iov[0].iov_base, gpa(d, BUF, 1024));
+	assert_int_equal(req.nseg, 1);
+	assert_ptr_equal(req.seg[0].ptr, gpa(d, BUF, 1024));
 	assert_ptr_equal(req.status, gpa(d, STATUS, 1));
 	assert_int_equal(req.used, 1025);
 	assert_null(req.why);
@@ -104,8 +104,8 @@ static void test_parse_any_framing(void **state)
 	assert_int_equal(blk_parse(&lim_rw, &d->c, &req), BLK_REQ_IO);
 	assert_int_equal(req.sector, 7);
 	assert_int_equal(req.len, 512);
-	assert_int_equal(req.niov, 2);
-	assert_int_equal(req.iov[1].iov_len, 212);
+	assert_int_equal(req.nseg, 2);
+	assert_int_equal(req.seg[1].len, 212);
 	assert_ptr_equal(req.status, gpa(d, BUF + 0x1000 + 212, 1));
 	assert_int_equal(req.used, 513);
 	/* an OUT whose header and data share one readable descriptor */
@@ -116,7 +116,7 @@ static void test_parse_any_framing(void **state)
 	assert_int_equal(pop(d, 64), VIRTQ_CHAIN);
 	assert_int_equal(blk_parse(&lim_rw, &d->c, &req), BLK_REQ_IO);
 	assert_int_equal(req.len, 1024);
-	assert_ptr_equal(req.iov[0].iov_base, gpa(d, BUF + 16, 1024));
+	assert_ptr_equal(req.seg[0].ptr, gpa(d, BUF + 16, 1024));
 	assert_int_equal(req.used, 1);
 	drv_fini(d);
 }

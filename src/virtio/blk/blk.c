@@ -81,9 +81,15 @@ static bool read_inline(struct blk *b, struct blk_req *r)
 {
 	ssize_t n;
 
+	struct iovec iov[BLK_CHAIN_SEGS];
+	struct virtq_cursor data;
+	int cnt;
+
 	if (!b->nowait || r->type != VIRTIO_BLK_T_IN || r->len > BLK_INLINE_MAX)
 		return false;
-	n = preadv2(b->fd, r->iov, (int)r->niov, (off_t)(r->sector * VIRTIO_BLK_SECTOR), RWF_NOWAIT);
+	virtq_cursor_init(&data, r->seg, r->nseg);
+	cnt = (int)virtq_cursor_iov(&data, r->len, iov, BLK_CHAIN_SEGS, NULL);
+	n = preadv2(b->fd, iov, cnt, (off_t)(r->sector * VIRTIO_BLK_SECTOR), RWF_NOWAIT);
 	if (n < 0 && errno == EOPNOTSUPP)
 		b->nowait = false;
 	if (n != (ssize_t)r->len)
@@ -92,30 +98,24 @@ static bool read_inline(struct blk *b, struct blk_req *r)
 	return true;
 }
 
-/* The GET_ID answer: up to 20 bytes, NUL-padded (5.2.6). */
-static void get_id(const struct blk *b, struct blk_req *r)
+/* The GET_ID answer: up to 20 bytes, NUL-padded (5.2.6), into the chain's writable part before the status. */
+static void get_id(const struct blk *b, const struct blk_req *r, const struct virtq_chain *c)
 {
-	uint8_t id[VIRTIO_BLK_ID_BYTES];
-	struct virtq_chain c = {.nr_in = r->niov};
-	struct virtq_seg segs[BLK_CHAIN_SEGS];
+	struct virtq_cursor w;
 
-	memcpy(id, b->id, sizeof(id));
-	for (unsigned i = 0; i < r->niov; i++)
-		segs[i] = (struct virtq_seg){.ptr = r->iov[i].iov_base, .len = (uint32_t)r->iov[i].iov_len};
-	c.seg = segs;
-	virtq_copy_to(&c, 0, id, r->len);
+	virtq_writer(&w, c);
+	virtq_cursor_write(&w, b->id, r->len); /* r->len <= 20, below the status byte (blk_parse) */
 }
 
 /* One popped chain: parsed into the free slot `s`, then completed at once or handed to the pool. */
-static void start(struct blk *b, struct virtq *q, struct slot *s, const struct virtq_chain *c)
+static void start(struct blk *b, struct virtq_iter *it, struct slot *s, const struct virtq_chain *c)
 {
 	struct blk_req *r = &s->req;
+	struct virtq *q = it->q;
 
 	switch (blk_parse(&b->lim, c, r)) {
 	case BLK_REQ_BAD_CHAIN:
-		virtio_bad_request(b->t, r->why);
-		b->n.bad++;
-		virtq_push(q, c->head, 0);
+		virtq_drop(it, c, r->why); /* counted in b->n.bad by process */
 		return;
 	case BLK_REQ_DONE:
 		if (r->why) {
@@ -128,7 +128,7 @@ static void start(struct blk *b, struct virtq *q, struct slot *s, const struct v
 		break;
 	}
 	if (r->type == VIRTIO_BLK_T_GET_ID) {
-		get_id(b, r);
+		get_id(b, r, c);
 		complete(b, q, c->head, r, VIRTIO_BLK_S_OK);
 	} else if (read_inline(b, r)) {
 		complete(b, q, c->head, r, VIRTIO_BLK_S_OK);
@@ -157,38 +157,29 @@ static struct slot *take_slot(struct blk *b)
 	return b->free;
 }
 
+/* A free slot for the next chain; with none, the device is stalled until a completion frees one. */
+static bool slot_free(struct blk *b)
+{
+	if (take_slot(b))
+		return true;
+	b->stalled = true; /* a completion frees a slot and calls us again */
+	return false;
+}
+
 /* Takes chains while a slot is free; what completed here is published with one interrupt at most. */
 static void process(struct blk *b)
 {
-	struct virtq *q = virtio_queue(b->t, 0);
 	struct virtq_seg segs[BLK_CHAIN_SEGS];
-	uint16_t used = q ? q->used_idx : 0;
+	struct virtq_chain c;
+	struct virtq_iter it;
 
 	b->stalled = false;
-	while (q && !q->broken) {
-		struct virtq_chain c;
-		enum virtq_pop_result res;
-
-		if (!take_slot(b)) {
-			b->stalled = true; /* a completion frees a slot and calls us again */
-			break;
-		}
-		res = virtq_pop(q, &c, segs, BLK_CHAIN_SEGS);
-		if (res == VIRTQ_EMPTY)
-			break;
-		if (res == VIRTQ_BROKEN) {
-			virtio_needs_reset(b->t, "request queue corrupt");
-			break;
-		}
-		if (res == VIRTQ_BAD_CHAIN) {
-			virtio_bad_request(b->t, "malformed descriptor chain");
-			b->n.bad++;
-			virtq_push(q, c.head, 0);
-			continue;
-		}
-		start(b, q, b->free, &c);
-	}
-	if (q && q->used_idx != used)
+	if (!virtio_iter(b->t, 0, &it, segs, BLK_CHAIN_SEGS, VIRTQ_NO_BUDGET))
+		return;
+	while (slot_free(b) && virtq_next(&it, &c))
+		start(b, &it, b->free, &c);
+	b->n.bad += it.bad; /* malformed chains: the iterator's and blk_parse's */
+	if (virtq_iter_pushed(&it))
 		virtio_queue_done(b->t, 0);
 }
 

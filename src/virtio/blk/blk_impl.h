@@ -65,14 +65,6 @@ struct blk {
 	_Atomic uint64_t host_errors;
 };
 
-/* Rate limit for a kind of log line: the first 8, then the 16th, 32nd, ... (n: how many came before). */
-static inline bool blk_should_log(uint64_t n)
-{
-	uint64_t nth = n + 1;
-
-	return nth <= 8 || (nth & (nth - 1)) == 0;
-}
-
 /* blk_io.c: hands slot `s` to the worker pool (starting a worker if none is idle). Returns 0 or -errno. */
 int blk_submit(struct blk *b, struct slot *s);
 /* blk_io.c: stops and joins the workers: each finishes the request it is doing; queued ones are abandoned. */

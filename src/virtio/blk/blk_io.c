@@ -24,7 +24,7 @@ uint8_t blk_host_error(struct blk *b, const char *what, int err)
 {
 	uint64_t n = atomic_fetch_add(&b->host_errors, 1);
 
-	if (blk_should_log(n))
+	if (log_ratelimit(n))
 		log_warn("virtio-blk %s: %s%s%s (the guest gets IOERR; %llu so far)", b->path, what, err ? ": " : "",
 			 err ? strerror(err) : "", (unsigned long long)n + 1);
 	return VIRTIO_BLK_S_IOERR;
@@ -32,32 +32,20 @@ uint8_t blk_host_error(struct blk *b, const char *what, int err)
 
 /* ---- I/O (worker threads) ------------------------------------------------------------------------------ */
 
-/* Drops the first `n` bytes of the vector. */
-static void advance(struct iovec **iov, unsigned *cnt, size_t n)
-{
-	while (*cnt && n >= (*iov)->iov_len) {
-		n -= (*iov)->iov_len;
-		(*iov)++;
-		(*cnt)--;
-	}
-	if (*cnt && n) {
-		(*iov)->iov_base = (uint8_t *)(*iov)->iov_base + n;
-		(*iov)->iov_len -= n;
-	}
-}
-
 /*
- * All `len` bytes between the file at `off` and the vector, through short
- * transfers. End of file (the image shrank) is -ENODATA. Each round moves
+ * All `len` bytes between the file at `off` and the data under the cursor, through short transfers (the
+ * cursor moves past what each call moved). End of file (the image shrank) is -ENODATA. Each round moves
  * at least one byte, so the loop is bounded by `len`.
  */
-static int xfer(int fd, bool write, struct iovec *iov, unsigned cnt, uint64_t off, uint64_t len)
+static int xfer(int fd, bool write, struct virtq_cursor *data, uint64_t off, uint64_t len)
 {
+	struct iovec iov[BLK_CHAIN_SEGS];
 	uint64_t moved = 0;
 
 	while (moved < len) {
-		ssize_t n = write ? pwritev(fd, iov, (int)cnt, (off_t)(off + moved))
-				  : preadv(fd, iov, (int)cnt, (off_t)(off + moved));
+		int cnt = (int)virtq_cursor_iov(data, len - moved, iov, BLK_CHAIN_SEGS, NULL);
+		ssize_t n =
+		    write ? pwritev(fd, iov, cnt, (off_t)(off + moved)) : preadv(fd, iov, cnt, (off_t)(off + moved));
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -66,61 +54,42 @@ static int xfer(int fd, bool write, struct iovec *iov, unsigned cnt, uint64_t of
 		if (n == 0)
 			return -ENODATA;
 		moved += (uint64_t)n;
-		advance(&iov, &cnt, (size_t)n);
+		virtq_cursor_skip(data, (uint64_t)n);
 	}
 	return 0;
-}
-
-/* Copies between the vector from byte `off` on and buf[0 .. len), either way. */
-static void iov_copy(const struct iovec *iov, unsigned cnt, uint64_t off, uint8_t *buf, uint64_t len, bool to_iov)
-{
-	for (unsigned i = 0; i < cnt && len; i++) {
-		uint64_t l = iov[i].iov_len;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		l -= off;
-		if (l > len)
-			l = len;
-		if (to_iov)
-			memcpy((uint8_t *)iov[i].iov_base + off, buf, l);
-		else
-			memcpy(buf, (uint8_t *)iov[i].iov_base + off, l);
-		buf += l;
-		len -= l;
-		off = 0;
-	}
 }
 
 /* cache=none with guest buffers O_DIRECT cannot take: through the worker's aligned buffer, 1 MiB at a time. */
 static int bounced(struct blk *b, struct blk_req *r, bool write, uint8_t **bounce)
 {
 	uint64_t off = r->sector * VIRTIO_BLK_SECTOR;
+	struct virtq_cursor data;
 
 	if (!*bounce && posix_memalign((void **)bounce, 4096, BLK_BOUNCE_SIZE))
 		return -ENOMEM;
+	virtq_cursor_init(&data, r->seg, r->nseg);
 	for (uint64_t pos = 0; pos < r->len; pos += BLK_BOUNCE_SIZE) {
 		uint64_t n = r->len - pos < BLK_BOUNCE_SIZE ? r->len - pos : BLK_BOUNCE_SIZE;
-		struct iovec one = {.iov_base = *bounce, .iov_len = (size_t)n};
+		struct virtq_seg one = {.ptr = *bounce, .len = (uint32_t)n};
+		struct virtq_cursor buf;
 		int err;
 
+		virtq_cursor_init(&buf, &one, 1);
 		if (write)
-			iov_copy(r->iov, r->niov, pos, *bounce, n, false);
-		err = xfer(b->fd, write, &one, 1, off + pos, n);
+			virtq_cursor_read(&data, *bounce, n);
+		err = xfer(b->fd, write, &buf, off + pos, n);
 		if (err)
 			return err;
 		if (!write)
-			iov_copy(r->iov, r->niov, pos, *bounce, n, true);
+			virtq_cursor_write(&data, *bounce, n);
 	}
 	return 0;
 }
 
 static bool dio_aligned(const struct blk *b, const struct blk_req *r)
 {
-	for (unsigned i = 0; i < r->niov; i++) {
-		if (((uintptr_t)r->iov[i].iov_base | r->iov[i].iov_len) & (b->mem_align - 1))
+	for (unsigned i = 0; i < r->nseg; i++) {
+		if (((uintptr_t)r->seg[i].ptr | r->seg[i].len) & (b->mem_align - 1))
 			return false;
 	}
 	return true;
@@ -146,10 +115,14 @@ static uint8_t do_rw(struct blk *b, struct slot *s, uint8_t **bounce)
 
 	if (write && !fits(b, off + r->len))
 		return VIRTIO_BLK_S_IOERR;
-	if (b->direct && !dio_aligned(b, r))
+	if (b->direct && !dio_aligned(b, r)) {
 		err = bounced(b, r, write, bounce);
-	else
-		err = xfer(b->fd, write, r->iov, r->niov, off, r->len);
+	} else {
+		struct virtq_cursor data;
+
+		virtq_cursor_init(&data, r->seg, r->nseg);
+		err = xfer(b->fd, write, &data, off, r->len);
+	}
 	if (err == -ENODATA)
 		return blk_host_error(b, "read past the end of the image (truncated while running?)", 0);
 	if (err)

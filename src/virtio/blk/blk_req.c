@@ -7,7 +7,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/uio.h>
 
 #include "brisk/virtio_blk.h"
 
@@ -27,29 +26,6 @@ struct blk_dwz {
 };
 _Static_assert(sizeof(struct blk_dwz) == VIRTIO_BLK_DWZ_SIZE, "virtio_blk_discard_write_zeroes is 16 bytes");
 
-/* iov[] := `len` bytes of segments seg[0 .. n) from byte `skip` on; returns how many entries (<= n). */
-static unsigned gather(const struct virtq_seg *seg, unsigned n, uint64_t skip, uint64_t len, struct iovec *iov)
-{
-	unsigned k = 0;
-
-	for (unsigned i = 0; i < n && len; i++) {
-		uint64_t l = seg[i].len;
-
-		if (skip >= l) {
-			skip -= l;
-			continue;
-		}
-		l -= skip;
-		if (l > len)
-			l = len;
-		if (l)
-			iov[k++] = (struct iovec){.iov_base = seg[i].ptr + skip, .iov_len = (size_t)l};
-		skip = 0;
-		len -= l;
-	}
-	return k;
-}
-
 static enum blk_parse_result done(struct blk_req *r, uint8_t status, const char *why)
 {
 	r->result = status;
@@ -63,10 +39,12 @@ static bool in_range(const struct blk_limits *l, uint64_t sector, uint64_t n)
 	return sector <= l->capacity && n <= l->capacity - sector;
 }
 
-/* IN and OUT: the data between header and status, a whole number of sectors inside the disk. */
-static enum blk_parse_result parse_rw(const struct blk_limits *l, const struct virtq_chain *c, struct blk_req *r)
+/* IN and OUT: the data between header (`r`, the reader, is past it) and status, whole sectors inside the disk. */
+static enum blk_parse_result parse_rw(const struct blk_limits *l, const struct virtq_chain *c,
+				      const struct virtq_cursor *rd, struct blk_req *r)
 {
 	bool out = r->type == VIRTIO_BLK_T_OUT;
+	struct virtq_cursor wr;
 
 	if (out && l->ro)
 		return done(r, VIRTIO_BLK_S_IOERR, NULL); /* 5.2.6.2: and no data written */
@@ -75,15 +53,14 @@ static enum blk_parse_result parse_rw(const struct blk_limits *l, const struct v
 		return done(r, VIRTIO_BLK_S_IOERR, "data length not a multiple of 512");
 	if (!in_range(l, r->sector, r->len / VIRTIO_BLK_SECTOR))
 		return done(r, VIRTIO_BLK_S_IOERR, NULL); /* past the end: the driver's mistake, not malformed */
-	if (out)
-		r->niov = gather(c->seg, c->nr_out, VIRTIO_BLK_HDR_SIZE, r->len, r->iov);
-	else
-		r->niov = gather(c->seg + c->nr_out, c->nr_in, 0, r->len, r->iov);
+	virtq_writer(&wr, c);
+	r->nseg = virtq_cursor_segs(out ? rd : &wr, r->len, r->seg, BLK_CHAIN_SEGS, NULL);
 	return BLK_REQ_IO;
 }
 
-/* DISCARD and WRITE_ZEROES (5.2.6): one struct virtio_blk_discard_write_zeroes after the header. */
-static enum blk_parse_result parse_dwz(const struct blk_limits *l, const struct virtq_chain *c, struct blk_req *r)
+/* DISCARD and WRITE_ZEROES (5.2.6): one struct virtio_blk_discard_write_zeroes after the header (`rd` is there). */
+static enum blk_parse_result parse_dwz(const struct blk_limits *l, const struct virtq_chain *c, struct virtq_cursor *rd,
+				       struct blk_req *r)
 {
 	bool discard = r->type == VIRTIO_BLK_T_DISCARD;
 	struct blk_dwz seg;
@@ -94,7 +71,7 @@ static enum blk_parse_result parse_dwz(const struct blk_limits *l, const struct 
 		return done(r, VIRTIO_BLK_S_IOERR, NULL);
 	if (c->out_bytes - VIRTIO_BLK_HDR_SIZE != VIRTIO_BLK_DWZ_SIZE)
 		return done(r, VIRTIO_BLK_S_IOERR, "discard/write-zeroes data is not one 16-byte segment (max_seg 1)");
-	if (virtq_copy_from(c, VIRTIO_BLK_HDR_SIZE, &seg, sizeof(seg)) != sizeof(seg))
+	if (virtq_cursor_read(rd, &seg, sizeof(seg)) != sizeof(seg))
 		return done(r, VIRTIO_BLK_S_IOERR, "discard/write-zeroes segment unreadable");
 	r->sector = seg.sector;
 	r->nr_sectors = seg.num_sectors;
@@ -121,34 +98,37 @@ static uint8_t *status_byte(const struct virtq_chain *c)
 
 enum blk_parse_result blk_parse(const struct blk_limits *l, const struct virtq_chain *c, struct blk_req *r)
 {
+	struct virtq_cursor rd, wr;
 	struct blk_hdr hdr;
 
 	r->why = NULL;
 	r->len = 0;
-	r->niov = 0;
+	r->nseg = 0;
 	r->status = c->in_bytes ? status_byte(c) : NULL;
 	if (!r->status) {
 		r->why = "no writable status byte";
 		return BLK_REQ_BAD_CHAIN;
 	}
 	r->used = (uint32_t)c->in_bytes; /* virtq_pop keeps a chain below 4 GiB */
-	if (c->out_bytes < VIRTIO_BLK_HDR_SIZE || virtq_copy_from(c, 0, &hdr, sizeof(hdr)) != sizeof(hdr))
+	virtq_reader(&rd, c);
+	if (virtq_cursor_read(&rd, &hdr, sizeof(hdr)) != sizeof(hdr))
 		return done(r, VIRTIO_BLK_S_IOERR, "request header shorter than 16 bytes");
 	r->type = hdr.type;
 	r->sector = hdr.sector;
 	switch (hdr.type) {
 	case VIRTIO_BLK_T_IN:
 	case VIRTIO_BLK_T_OUT:
-		return parse_rw(l, c, r);
+		return parse_rw(l, c, &rd, r);
 	case VIRTIO_BLK_T_FLUSH:
 		return blk_negotiated(l, VIRTIO_BLK_F_FLUSH) ? BLK_REQ_IO : done(r, VIRTIO_BLK_S_UNSUPP, NULL);
 	case VIRTIO_BLK_T_GET_ID:
 		r->len = c->in_bytes - 1 < VIRTIO_BLK_ID_BYTES ? c->in_bytes - 1 : VIRTIO_BLK_ID_BYTES;
-		r->niov = gather(c->seg + c->nr_out, c->nr_in, 0, r->len, r->iov);
+		virtq_writer(&wr, c);
+		r->nseg = virtq_cursor_segs(&wr, r->len, r->seg, BLK_CHAIN_SEGS, NULL);
 		return BLK_REQ_IO;
 	case VIRTIO_BLK_T_DISCARD:
 	case VIRTIO_BLK_T_WRITE_ZEROES:
-		return parse_dwz(l, c, r);
+		return parse_dwz(l, c, &rd, r);
 	default:
 		return done(r, VIRTIO_BLK_S_UNSUPP, NULL);
 	}

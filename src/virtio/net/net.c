@@ -38,10 +38,9 @@
 #include "brisk/virtio_net.h"
 #include "brisk/vm.h"
 
-#define RX_Q	    0
-#define TX_Q	    1
-#define RX_BUDGET   64 /* frames received per callback before the loop looks at its other fds */
-#define LOG_ERR_MAX 8  /* backend errors logged per device (then only counted) */
+#define RX_Q	  0
+#define TX_Q	  1
+#define RX_BUDGET 64 /* frames received per callback before the loop looks at its other fds */
 
 struct counters {
 	uint64_t tx_frames, tx_bytes, rx_frames, rx_bytes;
@@ -65,7 +64,7 @@ struct net {
 	int epfd;	   /* the backend fd, with `interest` */
 	int kick_fd;	   /* eventfd: activate, or a queue left for later */
 	uint32_t interest; /* EPOLLIN / EPOLLOUT registered for the backend fd */
-	unsigned errors_logged;
+	uint64_t errors;   /* backend errors (send), logged rate-limited */
 	/* A transmit chain the backend could not take yet (EAGAIN). */
 	bool tx_pending;
 	uint16_t tx_head;
@@ -108,11 +107,8 @@ static void update_interest(struct net *n)
 
 static void backend_error(struct net *n, const char *what, int err)
 {
-	if (n->errors_logged < LOG_ERR_MAX) {
-		n->errors_logged++;
-		log_warn("%s: %s: %s%s", n->label, what, strerror(err),
-			 n->errors_logged == LOG_ERR_MAX ? " (further errors only counted)" : "");
-	}
+	if (log_ratelimit(n->errors++))
+		log_warn("%s: %s: %s (%llu so far)", n->label, what, strerror(err), (unsigned long long)n->errors);
 }
 
 /* The backend is gone for good: link down, nothing more read or written (logged once). */
@@ -155,50 +151,51 @@ static bool send_frame(struct net *n)
 	return true;
 }
 
+/* One transmit chain: dropped if malformed, else sent; false when the backend is full (the chain waits). */
+static bool transmit(struct net *n, struct virtq_iter *it, const struct virtq_chain *c)
+{
+	if (net_tx_parse(&n->lim, c, &n->tx) != NET_TX_OK) {
+		virtq_drop(it, c, n->tx.why);
+		return true;
+	}
+	if (!send_frame(n)) {
+		n->n.tx_full++;
+		n->tx_pending = true;
+		n->tx_head = c->head;
+		return false;
+	}
+	virtq_push(it->q, c->head, 0);
+	return true;
+}
+
+/* After a round: a queue that broke stops the device; more left for later; what was pushed published. */
+static void end_round(struct net *n, struct virtq_iter *it, unsigned qi)
+{
+	if (it->q && it->q->broken)
+		n->active = false; /* the transport set DEVICE_NEEDS_RESET */
+	if (it->more)
+		kick(n);
+	if (virtq_iter_pushed(it))
+		virtio_queue_done(n->t, qi);
+}
+
 static void drain_tx(struct net *n)
 {
-	struct virtq *q = virtio_queue(n->t, TX_Q);
 	struct virtq_seg segs[NET_MAX_SEGS];
 	struct virtq_chain c;
-	unsigned budget = NET_QUEUE_SIZE;
-	bool pushed = false;
+	struct virtq_iter it;
+	bool ok = virtio_iter(n->t, TX_Q, &it, segs, NET_MAX_SEGS, NET_QUEUE_SIZE);
 
 	if (n->tx_pending) {
 		if (!send_frame(n))
 			return;
 		n->tx_pending = false;
-		virtq_push(q, n->tx_head, 0);
-		pushed = true;
+		virtq_push(it.q, n->tx_head, 0);
 	}
-	while (q && !q->broken) {
-		enum virtq_pop_result res;
-
-		if (budget-- == 0) {
-			kick(n);
-			break;
-		}
-		res = virtq_pop(q, &c, segs, NET_MAX_SEGS);
-		if (res == VIRTQ_EMPTY)
-			break;
-		if (res == VIRTQ_BROKEN) {
-			n->active = false;
-			virtio_needs_reset(n->t, "transmit queue corrupt");
-			break;
-		}
-		pushed = true;
-		if (res == VIRTQ_BAD_CHAIN || net_tx_parse(&n->lim, &c, &n->tx) != NET_TX_OK) {
-			virtio_bad_request(n->t, res == VIRTQ_BAD_CHAIN ? "malformed transmit chain" : n->tx.why);
-			n->n.tx_bad++;
-		} else if (!send_frame(n)) {
-			n->n.tx_full++;
-			n->tx_pending = true;
-			n->tx_head = c.head;
-			break;
-		}
-		virtq_push(q, c.head, 0);
-	}
-	if (pushed)
-		virtio_queue_done(n->t, TX_Q);
+	while (ok && virtq_next(&it, &c) && transmit(n, &it, &c))
+		;
+	n->n.tx_bad += it.bad; /* malformed chains and frames (docs/security.md case 10) */
+	end_round(n, &it, TX_Q);
 }
 
 /* ---- receive ---------------------------------------------------------------------------------------- */
@@ -221,29 +218,20 @@ static void finish_frame(struct net *n, struct virtq *q)
 }
 
 /* One chain for the pending frame. */
-static enum deliver take_chain(struct net *n, struct virtq *q, bool *pushed)
+static enum deliver take_chain(struct net *n, struct virtq_iter *it)
 {
 	bool mrg = n->features & VIRTIO_NET_F_MRG_RXBUF;
-	struct virtq_seg segs[NET_MAX_SEGS];
+	struct virtq *q = it->q;
 	struct virtq_chain c;
-	enum virtq_pop_result res = virtq_pop(q, &c, segs, NET_MAX_SEGS);
 	uint32_t chunk;
 
-	if (res == VIRTQ_EMPTY)
-		return NO_BUFFER;
-	if (res == VIRTQ_BROKEN) {
-		n->active = false;
-		virtio_needs_reset(n->t, "receive queue corrupt");
-		return STOPPED;
-	}
+	if (!virtq_next(it, &c))
+		return q && q->broken ? STOPPED : NO_BUFFER;
 	/* 5.1.6.3.1: with MRG_RXBUF every buffer holds at least the header. */
-	if (res == VIRTQ_BAD_CHAIN || c.nr_out || c.in_bytes < (mrg ? NET_HDR_SIZE : 1)) {
-		virtio_bad_request(n->t, res == VIRTQ_BAD_CHAIN ? "malformed receive chain"
-					 : c.nr_out		? "a readable buffer on the receive queue"
-								: "a receive chain shorter than the header");
-		n->n.rx_bad++;
-		virtq_push(q, c.head, 0);
-		*pushed = true;
+	if (c.nr_out || c.in_bytes < (mrg ? NET_HDR_SIZE : 1)) {
+		virtq_drop(it, &c,
+			   c.nr_out ? "a readable buffer on the receive queue"
+				    : "a receive chain shorter than the header");
 		return DELIVERED; /* not the frame: the caller goes on with the next chain */
 	}
 	if (!mrg) {
@@ -256,14 +244,13 @@ static enum deliver take_chain(struct net *n, struct virtq *q, bool *pushed)
 			virtq_push(q, c.head, n->rx_len);
 			finish_frame(n, q);
 		}
-		*pushed = true;
 		return DELIVERED;
 	}
 	chunk = c.in_bytes < n->rx_len - n->rx_off ? (uint32_t)c.in_bytes : n->rx_len - n->rx_off;
 	virtq_copy_to(&c, 0, n->rx_buf + n->rx_off, chunk);
 	if (n->rx_nbufs == 0) {
 		n->rx_first = c;
-		memcpy(n->rx_first_segs, segs, (c.nr_in) * sizeof(segs[0]));
+		memcpy(n->rx_first_segs, c.seg, (c.nr_in) * sizeof(c.seg[0]));
 		n->rx_first.seg = n->rx_first_segs;
 	}
 	n->rx_heads[n->rx_nbufs] = c.head;
@@ -271,14 +258,12 @@ static enum deliver take_chain(struct net *n, struct virtq *q, bool *pushed)
 	n->rx_off += chunk;
 	if (n->rx_off == n->rx_len) {
 		finish_frame(n, q);
-		*pushed = true;
 	} else if (n->rx_nbufs == NET_RX_MAX_BUFFERS) { /* cannot happen with a queue of this size; bounded anyway */
 		for (unsigned i = 0; i < n->rx_nbufs; i++)
 			virtq_push(q, n->rx_heads[i], 0);
 		n->n.rx_no_room++;
 		n->rx_len = n->rx_off = 0;
 		n->rx_nbufs = 0;
-		*pushed = true;
 	}
 	return DELIVERED;
 }
@@ -314,18 +299,20 @@ static bool read_frame(struct net *n)
 
 static void fill_rx(struct net *n)
 {
-	struct virtq *q = virtio_queue(n->t, RX_Q);
+	struct virtq_seg segs[NET_MAX_SEGS];
 	unsigned budget = RX_BUDGET;
-	bool pushed = false;
+	struct virtq_iter it;
 
-	while (q && !q->broken && n->active) {
+	if (!virtio_iter(n->t, RX_Q, &it, segs, NET_MAX_SEGS, VIRTQ_NO_BUDGET))
+		return;
+	while (n->active) {
 		if (!n->rx_len && (n->dead || budget-- == 0 || !read_frame(n)))
 			break;
-		if (take_chain(n, q, &pushed) != DELIVERED)
+		if (take_chain(n, &it) != DELIVERED)
 			break; /* no buffer: the frame waits for the receiveq's next notification */
 	}
-	if (pushed)
-		virtio_queue_done(n->t, RX_Q);
+	n->n.rx_bad += it.bad;
+	end_round(n, &it, RX_Q);
 }
 
 /* ---- callbacks -------------------------------------------------------------------------------------- */

@@ -48,7 +48,7 @@ static const char *check_hdr(const struct net_limits *l, const struct virtio_net
 
 enum net_tx_result net_tx_parse(const struct net_limits *l, const struct virtq_chain *c, struct net_tx *t)
 {
-	uint64_t skip = NET_HDR_SIZE;
+	struct virtq_cursor r;
 	const char *why;
 
 	t->why = NULL;
@@ -67,18 +67,10 @@ enum net_tx_result net_tx_parse(const struct net_limits *l, const struct virtq_c
 	t->len = (uint32_t)(c->out_bytes - NET_HDR_SIZE);
 	if (t->len < NET_ETH_MIN)
 		return drop(t, "a frame shorter than an Ethernet header");
-	virtq_copy_from(c, 0, &t->hdr, NET_HDR_SIZE); /* once: the guest may rewrite it behind us */
+	virtq_reader(&r, c);
+	virtq_cursor_read(&r, &t->hdr, NET_HDR_SIZE); /* once: the guest may rewrite it behind us */
 	if ((why = check_hdr(l, &t->hdr, t->len)))
 		return drop(t, why);
-	for (unsigned i = 0; i < c->nr_out; i++) {
-		const struct virtq_seg *s = &c->seg[i];
-
-		if (skip >= s->len) {
-			skip -= s->len;
-			continue;
-		}
-		t->iov[t->niov++] = (struct iovec){.iov_base = s->ptr + skip, .iov_len = s->len - skip};
-		skip = 0;
-	}
+	t->niov = virtq_cursor_iov(&r, t->len, t->iov, NET_MAX_SEGS, NULL); /* nr_out <= NET_MAX_SEGS: all of it */
 	return NET_TX_OK;
 }

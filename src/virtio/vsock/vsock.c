@@ -47,13 +47,6 @@ static void kick(struct vsock_dev *v)
 		log_debug("virtio-vsock: eventfd write: %s", strerror(errno));
 }
 
-static void broken(struct vsock_dev *v, const char *why)
-{
-	v->active = false;
-	vsock_conn_kill_all(v, true);
-	virtio_needs_reset(v->t, why);
-}
-
 /* ---- transmit: the guest's packets ----------------------------------------------------------------- */
 
 static void reply_rst(struct vsock_dev *v, const struct virtio_vsock_hdr *h)
@@ -179,41 +172,44 @@ static void on_packet(struct vsock_dev *v, const struct virtq_chain *ch, const s
 	on_established(v, c, ch, h);
 }
 
+/* After a round: a queue that broke drops every connection; more left for later; what was pushed published. */
+static void end_round(struct vsock_dev *v, struct virtq_iter *it, unsigned qi)
+{
+	if (it->q && it->q->broken && v->active) {
+		v->active = false; /* the transport set DEVICE_NEEDS_RESET */
+		vsock_conn_kill_all(v, true);
+	}
+	if (it->more)
+		kick(v); /* the rest after the loop looked at the other fds */
+	if (virtq_iter_pushed(it))
+		virtio_queue_done(v->t, qi);
+}
+
+/* One packet from the guest: parsed, dispatched, completed with 0 bytes (5.10.6.2). */
+static void transmit(struct vsock_dev *v, struct virtq_iter *it, const struct virtq_chain *ch)
+{
+	struct virtio_vsock_hdr h;
+	enum vsock_fault f = vsock_parse(ch, v->cid, &h);
+
+	if (f != VSOCK_OK)
+		refuse(v, f >= VSOCK_LEN_TOO_BIG ? &h : NULL, NULL, vsock_fault_name(f));
+	else
+		on_packet(v, ch, &h);
+	virtq_push(it->q, ch->head, 0);
+}
+
 static void drain_tx(struct vsock_dev *v)
 {
-	struct virtq *q = virtio_queue(v->t, VSOCK_TX_Q);
 	struct virtq_seg segs[VSOCK_MAX_SEGS];
 	struct virtq_chain ch;
-	unsigned budget = VSOCK_QUEUE_SIZE;
-	bool pushed = false;
+	struct virtq_iter it;
 
-	while (v->active && q && !q->broken) {
-		struct virtio_vsock_hdr h;
-		enum virtq_pop_result res;
-		enum vsock_fault f;
-
-		if (budget-- == 0) {
-			kick(v); /* the rest after the loop looked at the other fds */
-			break;
-		}
-		res = virtq_pop(q, &ch, segs, VSOCK_MAX_SEGS);
-		if (res == VIRTQ_EMPTY)
-			break;
-		if (res == VIRTQ_BROKEN) {
-			broken(v, "transmit queue corrupt");
-			break;
-		}
-		if (res == VIRTQ_BAD_CHAIN)
-			refuse(v, NULL, NULL, vsock_fault_name(VSOCK_BAD_CHAIN));
-		else if ((f = vsock_parse(&ch, v->cid, &h)) != VSOCK_OK)
-			refuse(v, f >= VSOCK_LEN_TOO_BIG ? &h : NULL, NULL, vsock_fault_name(f));
-		else
-			on_packet(v, &ch, &h);
-		virtq_push(q, ch.head, 0);
-		pushed = true;
-	}
-	if (pushed)
-		virtio_queue_done(v->t, VSOCK_TX_Q);
+	if (!v->active || !virtio_iter(v->t, VSOCK_TX_Q, &it, segs, VSOCK_MAX_SEGS, VSOCK_QUEUE_SIZE))
+		return;
+	while (v->active && virtq_next(&it, &ch))
+		transmit(v, &it, &ch);
+	v->stats.malformed += it.bad; /* malformed chains (VSOCK_BAD_CHAIN) */
+	end_round(v, &it, VSOCK_TX_Q);
 }
 
 /* ---- receive: packets for the guest ------------------------------------------------------------------ */
@@ -263,34 +259,13 @@ static uint16_t plan(struct vsock_conn *c)
 	return VSOCK_OP_INVALID;
 }
 
-/* iov[] := the chain's writable bytes from `off` on, at most `max`; returns how many entries. */
-static unsigned gather_in(const struct virtq_chain *ch, uint64_t off, uint64_t max, struct iovec *iov)
-{
-	unsigned k = 0;
-
-	for (unsigned i = ch->nr_out; i < ch->nr_out + ch->nr_in && max; i++) {
-		uint64_t l = ch->seg[i].len;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		l -= off;
-		if (l > max)
-			l = max;
-		iov[k++] = (struct iovec){ch->seg[i].ptr + off, (size_t)l};
-		max -= l;
-		off = 0;
-	}
-	return k;
-}
-
 /* Reads host bytes into the chain after the header; returns how many (0: nothing came after all). */
 static uint32_t read_data(struct vsock_conn *c, const struct virtq_chain *ch)
 {
 	uint64_t max = ch->in_bytes - VSOCK_HDR_SIZE;
 	uint32_t credit = vsock_conn_credit(c);
 	struct iovec iov[VSOCK_MAX_SEGS];
+	struct virtq_cursor w;
 	ssize_t n;
 
 	if (max > credit)
@@ -299,7 +274,9 @@ static uint32_t read_data(struct vsock_conn *c, const struct virtq_chain *ch)
 		max = VSOCK_MAX_PKT;
 	if (!max)
 		return 0;
-	n = readv(c->fd, iov, (int)gather_in(ch, VSOCK_HDR_SIZE, max, iov));
+	virtq_writer(&w, ch);
+	virtq_cursor_skip(&w, VSOCK_HDR_SIZE);
+	n = readv(c->fd, iov, (int)virtq_cursor_iov(&w, max, iov, VSOCK_MAX_SEGS, NULL));
 	return n > 0 ? (uint32_t)n : 0;
 }
 
@@ -343,74 +320,73 @@ static uint32_t conn_packet(struct vsock_dev *v, struct vsock_conn *c, uint16_t 
 }
 
 /* A receive chain the device can write a packet into (5.10.6.1: writable buffers only, room for a header). */
-static bool rx_chain_ok(struct vsock_dev *v, enum virtq_pop_result res, const struct virtq_chain *ch)
+static bool rx_chain_ok(struct virtq_iter *it, const struct virtq_chain *ch)
 {
-	if (res == VIRTQ_CHAIN && !ch->nr_out && ch->in_bytes >= VSOCK_HDR_SIZE)
+	if (!ch->nr_out && ch->in_bytes >= VSOCK_HDR_SIZE)
 		return true;
-	v->stats.malformed++;
-	virtio_bad_request(v->t, res == VIRTQ_BAD_CHAIN ? "malformed receive chain"
-				 : ch->nr_out		? "a readable buffer on the receive queue"
-							: "a receive buffer shorter than the 44-byte header");
+	virtq_drop(it, ch,
+		   ch->nr_out ? "a readable buffer on the receive queue"
+			      : "a receive buffer shorter than the 44-byte header");
 	return false;
+}
+
+/* What goes next: a reset, else the first pending connection with something to say now (*c, *op). */
+static bool something_to_send(struct vsock_dev *v, struct vsock_conn **c, uint16_t *op)
+{
+	*c = NULL;
+	*op = VSOCK_OP_INVALID;
+	while (!v->rst_len && (*c = v->pend_head) && (*op = plan(*c)) == VSOCK_OP_INVALID)
+		vsock_conn_next(v); /* nothing now (plan saw EAGAIN): its next event puts it back */
+	return v->rst_len || *c;
+}
+
+/* The oldest queued reset, into the chain. */
+static void send_rst(struct vsock_dev *v, struct virtq_iter *it, const struct virtq_chain *ch)
+{
+	struct vsock_rst r = v->rst[v->rst_head];
+	struct virtio_vsock_hdr h;
+
+	v->rst_head = (v->rst_head + 1) % VSOCK_RST_QUEUE;
+	v->rst_len--;
+	header(v, r.local_port, r.peer_port, VSOCK_OP_RST, &h);
+	virtq_copy_to(ch, 0, &h, VSOCK_HDR_SIZE);
+	virtq_push(it->q, ch->head, VSOCK_HDR_SIZE);
+	v->stats.rst_sent++;
+}
+
+/* c's packet `op`, into the chain; then c goes to the back of the list if it has more (round robin). */
+static void send_conn(struct vsock_dev *v, struct virtq_iter *it, const struct virtq_chain *ch, struct vsock_conn *c,
+		      uint16_t op)
+{
+	virtq_push(it->q, ch->head, conn_packet(v, c, op, ch));
+	vsock_conn_next(v); /* c was the head */
+	if (op == VSOCK_OP_SHUTDOWN)
+		vsock_conn_shutdown_progress(c);
+	if (!c->dead)
+		vsock_conn_schedule(c);
 }
 
 void vsock_fill_rx(struct vsock_dev *v)
 {
-	struct virtq *q = virtio_queue(v->t, VSOCK_RX_Q);
 	struct virtq_seg segs[VSOCK_MAX_SEGS];
 	struct virtq_chain ch;
-	unsigned budget = VSOCK_QUEUE_SIZE;
-	bool pushed = false;
+	struct virtq_iter it;
+	struct vsock_conn *c;
+	uint16_t op;
 
-	while (v->active && q && !q->broken) {
-		struct vsock_conn *c = NULL;
-		uint16_t op = VSOCK_OP_INVALID;
-		enum virtq_pop_result res;
-		uint32_t written;
-
-		/* What goes next: a reset, else the first pending connection with something to say now. */
-		while (!v->rst_len && (c = v->pend_head) && (op = plan(c)) == VSOCK_OP_INVALID)
-			vsock_conn_next(v); /* nothing now (plan saw EAGAIN): its next event puts it back */
-		if (!v->rst_len && !c)
-			break;
-		if (budget-- == 0) {
-			kick(v);
-			break;
-		}
-		res = virtq_pop(q, &ch, segs, VSOCK_MAX_SEGS);
-		if (res == VIRTQ_EMPTY)
-			break; /* everything waits for the guest's buffers */
-		if (res == VIRTQ_BROKEN) {
-			broken(v, "receive queue corrupt");
-			break;
-		}
-		pushed = true;
-		if (!rx_chain_ok(v, res, &ch)) {
-			virtq_push(q, ch.head, 0);
+	if (!v->active || !virtio_iter(v->t, VSOCK_RX_Q, &it, segs, VSOCK_MAX_SEGS, VSOCK_QUEUE_SIZE))
+		return;
+	/* a chain only for a packet to send: else everything waits for the guest's buffers */
+	while (v->active && something_to_send(v, &c, &op) && virtq_next(&it, &ch)) {
+		if (!rx_chain_ok(&it, &ch))
 			continue;
-		}
-		if (v->rst_len) {
-			struct vsock_rst r = v->rst[v->rst_head];
-			struct virtio_vsock_hdr h;
-
-			v->rst_head = (v->rst_head + 1) % VSOCK_RST_QUEUE;
-			v->rst_len--;
-			header(v, r.local_port, r.peer_port, VSOCK_OP_RST, &h);
-			virtq_copy_to(&ch, 0, &h, VSOCK_HDR_SIZE);
-			virtq_push(q, ch.head, VSOCK_HDR_SIZE);
-			v->stats.rst_sent++;
-			continue;
-		}
-		written = conn_packet(v, c, op, &ch);
-		virtq_push(q, ch.head, written);
-		vsock_conn_next(v); /* c was the head: to the back of the list if it has more (round robin) */
-		if (op == VSOCK_OP_SHUTDOWN)
-			vsock_conn_shutdown_progress(c);
-		if (!c->dead)
-			vsock_conn_schedule(c);
+		if (v->rst_len)
+			send_rst(v, &it, &ch);
+		else
+			send_conn(v, &it, &ch, c, op);
 	}
-	if (pushed)
-		virtio_queue_done(v->t, VSOCK_RX_Q);
+	v->stats.malformed += it.bad;
+	end_round(v, &it, VSOCK_RX_Q);
 }
 
 /* ---- the event queue ------------------------------------------------------------------------------------ */
@@ -418,29 +394,28 @@ void vsock_fill_rx(struct vsock_dev *v)
 /* 5.10.6.8: every connection dropped, then the event in the driver's next event buffer. */
 static void transport_reset(struct vsock_dev *v)
 {
-	struct virtq *q = virtio_queue(v->t, VSOCK_EVT_Q);
 	struct virtq_seg segs[VSOCK_MAX_SEGS];
-	struct virtq_chain ch;
-	enum virtq_pop_result res;
 	uint32_t id = VSOCK_EVENT_TRANSPORT_RESET;
+	struct virtq_chain ch;
+	struct virtq_iter it;
 
 	vsock_conn_kill_all(v, true);
-	if (!v->active || !q || q->broken) {
+	if (!v->active || !virtio_iter(v->t, VSOCK_EVT_Q, &it, segs, VSOCK_MAX_SEGS, 1)) {
 		v->stats.events_missed++;
 		return;
 	}
-	res = virtq_pop(q, &ch, segs, VSOCK_MAX_SEGS);
-	if (res == VIRTQ_EMPTY || res == VIRTQ_BROKEN) {
+	/* One buffer, well-formed or not: empty, broken, or malformed (completed empty), the event is missed. */
+	if (!virtq_next(&it, &ch)) {
 		v->stats.events_missed++;
+		end_round(v, &it, VSOCK_EVT_Q);
 		return;
 	}
-	if (res == VIRTQ_CHAIN && !ch.nr_out && ch.in_bytes >= sizeof(id)) {
+	if (!ch.nr_out && ch.in_bytes >= sizeof(id)) {
 		virtq_copy_to(&ch, 0, &id, sizeof(id));
-		virtq_push(q, ch.head, sizeof(id));
+		virtq_push(it.q, ch.head, sizeof(id));
 	} else {
 		v->stats.events_missed++;
-		virtio_bad_request(v->t, "a malformed event buffer");
-		virtq_push(q, ch.head, 0);
+		virtq_drop(&it, &ch, "a malformed event buffer");
 	}
 	virtio_queue_done(v->t, VSOCK_EVT_Q);
 }

@@ -304,36 +304,17 @@ static int flush(struct vsock_conn *c)
 	return 0;
 }
 
-/* iov[] := `len` bytes of the chain's readable data from byte `off` on; returns how many entries. */
-static unsigned gather_out(const struct virtq_chain *ch, uint64_t off, uint64_t len, struct iovec *iov)
-{
-	unsigned k = 0;
-
-	for (unsigned i = 0; i < ch->nr_out && len; i++) {
-		uint64_t l = ch->seg[i].len;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		l -= off;
-		if (l > len)
-			l = len;
-		iov[k++] = (struct iovec){ch->seg[i].ptr + off, (size_t)l};
-		len -= l;
-		off = 0;
-	}
-	return k;
-}
-
 int vsock_conn_to_host(struct vsock_conn *c, const struct virtq_chain *ch, uint64_t off, uint32_t len)
 {
 	struct iovec iov[VSOCK_MAX_SEGS];
+	struct virtq_cursor r;
 	uint32_t done = 0;
 
 	c->rx_cnt += len;
+	virtq_reader(&r, ch);
+	virtq_cursor_skip(&r, off);
 	if (!c->buf.len && len) {
-		struct msghdr m = {.msg_iov = iov, .msg_iovlen = gather_out(ch, off, len, iov)};
+		struct msghdr m = {.msg_iov = iov, .msg_iovlen = virtq_cursor_iov(&r, len, iov, VSOCK_MAX_SEGS, NULL)};
 		ssize_t n = sendmsg(c->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
 
 		if (n < 0 && errno != EAGAIN && errno != EINTR)
@@ -350,10 +331,11 @@ int vsock_conn_to_host(struct vsock_conn *c, const struct virtq_chain *ch, uint6
 		if (b->len + (len - done) > VSOCK_BUF_ALLOC)
 			return -1; /* cannot happen: the credit check bounds it */
 		tail = (b->head + b->len) % VSOCK_BUF_ALLOC;
+		virtq_cursor_skip(&r, done); /* what the socket took */
 		for (uint32_t left = len - done; left;) {
 			uint32_t n = VSOCK_BUF_ALLOC - tail < left ? VSOCK_BUF_ALLOC - tail : left;
 
-			virtq_copy_from(ch, off + done, b->data + tail, n);
+			virtq_cursor_read(&r, b->data + tail, n);
 			tail = (tail + n) % VSOCK_BUF_ALLOC;
 			b->len += n;
 			done += n;
