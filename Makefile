@@ -83,6 +83,7 @@ LIB_SRCS := \
 	src/snapshot/snapfile.c \
 	src/snapshot/snap_config.c \
 	src/snapshot/snap_memfile.c \
+	src/snapshot/snap_fields.c \
 	src/vmm/vm_snapshot.c \
 	src/seccomp/seccomp.c \
 	src/seccomp/seccomp_lists.c \

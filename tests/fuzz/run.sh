@@ -20,7 +20,7 @@ CFLAGS="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 -st
 # The virtio-mmio transport and what every device harness links; fuzz_restore's devices.
 # (console_io.c and the device threads call seccomp_enter: the filters come along; libseccomp's SCMP_A0_64
 # macros leave fields to their zero default, which clang flags)
-VIRTIO_SRCS="src/virtio/mmio.c src/virtio/mmio_snap.c src/virtio/queue.c src/vmm/bus.c src/vmm/mem.c src/util/log.c src/snapshot/snapfile.c
+VIRTIO_SRCS="src/virtio/mmio.c src/virtio/mmio_snap.c src/virtio/queue.c src/vmm/bus.c src/vmm/mem.c src/util/log.c src/snapshot/snapfile.c src/snapshot/snap_fields.c
 	src/seccomp/seccomp.c src/seccomp/seccomp_lists.c -lseccomp -Wno-missing-field-initializers"
 RESTORE_SRCS="src/devices/serial8250.c src/devices/console_io.c src/profile/timeline.c src/devices/i8042.c src/devices/cmos.c
 	src/devices/debugexit.c src/devices/bootmark.c src/devices/acpi_pm.c src/virtio/rng.c src/virtio/console.c
@@ -37,18 +37,18 @@ sources() {
 			src/util/errmsg.c src/util/file.c
 		;;
 	symbols) echo tests/fuzz/fuzz_symbols.c src/profile/symbols.c src/util/file.c src/util/errmsg.c ;;
-	virtq) echo tests/fuzz/fuzz_virtq.c src/virtio/queue.c src/vmm/mem.c src/util/log.c src/snapshot/snapfile.c ;;
+	virtq) echo tests/fuzz/fuzz_virtq.c src/virtio/queue.c src/vmm/mem.c src/util/log.c src/snapshot/snapfile.c src/snapshot/snap_fields.c ;;
 	blk)
 		echo tests/fuzz/fuzz_blk.c src/virtio/blk/blk_req.c src/virtio/queue.c src/vmm/mem.c src/util/log.c \
-			src/snapshot/snapfile.c
+			src/snapshot/snapfile.c src/snapshot/snap_fields.c
 		;;
 	net)
 		echo tests/fuzz/fuzz_net.c src/virtio/net/net_frame.c src/virtio/queue.c src/vmm/mem.c src/util/log.c \
-			src/snapshot/snapfile.c
+			src/snapshot/snapfile.c src/snapshot/snap_fields.c
 		;;
 	vsock)
 		echo tests/fuzz/fuzz_vsock.c src/virtio/vsock/vsock_pkt.c src/virtio/queue.c src/vmm/mem.c src/util/log.c \
-			src/snapshot/snapfile.c
+			src/snapshot/snapfile.c src/snapshot/snap_fields.c
 		;;
 	snapshot) echo tests/fuzz/fuzz_snapshot.c src/snapshot/snapfile.c src/snapshot/snap_memfile.c src/util/file.c src/util/errmsg.c src/util/log.c ;;
 	api_link) echo tests/fuzz/fuzz_api_link.c src/api/api_wire.c src/util/errmsg.c ;;
