@@ -182,6 +182,7 @@ UNIT_TESTS := \
 	test_symbols \
 	test_profile_json \
 	test_snapfile \
+	test_snap_fields \
 	test_kvm_state \
 	test_api_link \
 	test_jail
