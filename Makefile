@@ -84,6 +84,7 @@ LIB_SRCS := \
 	src/snapshot/snapfile.c \
 	src/snapshot/snap_config.c \
 	src/snapshot/snap_memfile.c \
+	src/snapshot/snap_fields.c \
 	src/vmm/vm_snapshot.c \
 	src/seccomp/seccomp.c \
 	src/seccomp/seccomp_lists.c \
@@ -184,6 +185,7 @@ UNIT_TESTS := \
 	test_symbols \
 	test_profile_json \
 	test_snapfile \
+	test_snap_fields \
 	test_kvm_state \
 	test_api_link \
 	test_jail

@@ -61,15 +61,17 @@ struct snap_reader;
  *               (-ETIMEDOUT).
  *   save        vCPUs and event loop paused, after quiesce: writes the
  *               device's state into the section the bus opened for it
- *               (explicit fixed-width fields, laid out as SNAP_VERSION says).
- *               0 or -errno. NULL: the device cannot be saved (bus_save
+ *               (explicit fixed-width fields, described once in a field
+ *               table, snap_fields.h; snap_set_version gives the section
+ *               its version, 1 if not set). 0 or -errno. NULL: the device cannot be saved (bus_save
  *               refuses the snapshot with -ENOTSUP) — a stateless device
  *               has a save that writes nothing.
  *   restore     a fresh device, built from the same configuration, before
  *               start/late_start, the event loop and any vCPU: reads back
  *               exactly what save wrote, checking every value as it would
  *               a guest's (the file is untrusted). 0 or -errno (-EINVAL
- *               with a log line naming the field).
+ *               with a log line naming the field; -EPROTONOSUPPORT: a
+ *               section version it does not read, snap_version).
  */
 struct dev_ops {
 	const char *name;
@@ -86,8 +88,8 @@ struct dev_ops {
 };
 
 /*
- * save/restore of a device with no state of its own (debug-exit, bootmark, acpi-pm): an empty section,
- * which restore accepts (bus_restore checks it is empty).
+ * save/restore of a device with no state of its own (debug-exit, bootmark, acpi-pm): an empty section
+ * of version 1, which restore accepts (bus_restore checks it is empty); another version: -EPROTONOSUPPORT.
  */
 int dev_save_stateless(void *dev, struct snap_writer *w);
 int dev_restore_stateless(void *dev, struct snap_reader *r);

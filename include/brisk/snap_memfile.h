@@ -29,8 +29,9 @@ struct snap_memfile {
 /* Writes the SNAP_TAG_MEMFILE section. 0 or -errno. */
 int snap_memfile_save(struct snap_writer *w, const struct snap_memfile *m);
 /*
- * Reads it: 0 with *present (false for a state file written before this section existed), or -EINVAL
- * when it is malformed (a name with '/', empty or over NAME_MAX).
+ * Reads it: 0 with *present (false for a state file written before this section existed), -EINVAL
+ * when it is malformed (a name with '/', empty or over NAME_MAX), or -EPROTONOSUPPORT when the section
+ * is a version (snap_version) this brisk does not read.
  */
 int snap_memfile_load(struct snap_reader *r, struct snap_memfile *m, bool *present);
 

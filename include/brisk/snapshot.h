@@ -4,10 +4,17 @@
  * every part uses to save and restore itself. Guest memory is a separate file (docs/api.md).
  *
  * File layout (all integers little-endian):
- *   header   "BRISKSNP" (8), u32 version (SNAP_VERSION), u32 flags (0), u64 payload length
- *   payload  sections, each: u32 tag (SNAP_TAG_*), u32 index, u32 name length, name bytes (no NUL),
- *            u64 body length, body bytes
+ *   header   "BRISKSNP" (8), u32 version (SNAP_VERSION: the framing's), u32 flags, u64 payload length
+ *   payload  sections, each: u32 tag (SNAP_TAG_*), u32 index, [u32 section version,] u32 name length,
+ *            name bytes (no NUL), u64 body length, body bytes
  *   trailer  u64 CRC-64 of header and payload (snap_crc64)
+ *
+ * Each section has a version of its own, the layout of its body (a device's change bumps its section's
+ * version only, snap_fields.h). flags bit 0 (SNAP_FLAG_SECTION_VERSIONS) says every frame carries it; a
+ * file without the flag has none in its frames and every section is version 1 — the files brisk wrote
+ * before sections had versions, and still writes, byte for byte, while every section is at version 1.
+ * The reader accepts any section version >= 1; the part that decodes a section refuses one it does not
+ * know (snap_version_check), naming the section and the version.
  *
  * A part saves itself with snap_put* inside the section the framework opened for it, and restores itself
  * with snap_get* from a reader bounded to that section: reading past its end fails (-EINVAL) and
@@ -23,11 +30,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SNAP_MAGIC	  "BRISKSNP"
-#define SNAP_VERSION	  1u
-#define SNAP_MAX_FILE	  (64u << 20) /* a state file larger than this is refused */
-#define SNAP_MAX_NAME	  64u
-#define SNAP_MAX_SECTIONS 4096u
+#define SNAP_MAGIC		   "BRISKSNP"
+#define SNAP_VERSION		   1u /* the header and framing; sections have their own (snap_version) */
+#define SNAP_FLAG_SECTION_VERSIONS 0x1u
+#define SNAP_MAX_FILE		   (64u << 20) /* a state file larger than this is refused */
+#define SNAP_MAX_NAME		   64u
+#define SNAP_MAX_SECTIONS	   4096u
 
 /* Section tags. */
 enum snap_tag {
@@ -47,6 +55,11 @@ struct snap_writer *snap_writer_new(void);
 /* Opens a section; the next snap_put* calls fill its body until snap_section_end. Returns 0 or -errno. */
 int snap_section_begin(struct snap_writer *w, enum snap_tag tag, uint32_t index, const char *name);
 int snap_section_end(struct snap_writer *w);
+/*
+ * Sets the open section's version (>= 1; a section not given one is version 1). Returns 0, or -EINVAL
+ * (no open section, version 0). The file carries versions only when one is not 1 (see above).
+ */
+int snap_set_version(struct snap_writer *w, uint32_t version);
 /* Appends `len` bytes to the open section. Returns 0 or -errno (-ENOMEM, -EINVAL: no open section). */
 int snap_put(struct snap_writer *w, const void *data, size_t len);
 int snap_put_u8(struct snap_writer *w, uint8_t v);
@@ -79,12 +92,16 @@ unsigned snap_count(const struct snap_reader *r, enum snap_tag tag);
 int snap_section(struct snap_reader *r, enum snap_tag tag, uint32_t index, const char *name, struct snap_reader **sec);
 /* The name of section (tag, index), or NULL. */
 const char *snap_section_name(const struct snap_reader *r, enum snap_tag tag, uint32_t index);
+/* The version of section (tag, index) (>= 1), or 0 when there is none. */
+uint32_t snap_section_version(const struct snap_reader *r, enum snap_tag tag, uint32_t index);
 /* Reads `len` bytes of the current section. Returns 0, or -EINVAL past its end (and sets the error). */
 int snap_get(struct snap_reader *sec, void *data, size_t len);
 int snap_get_u8(struct snap_reader *sec, uint8_t *v);
 int snap_get_u16(struct snap_reader *sec, uint16_t *v);
 int snap_get_u32(struct snap_reader *sec, uint32_t *v);
 int snap_get_u64(struct snap_reader *sec, uint64_t *v);
+/* The version of the section `sec` is positioned on: 1 in a file without SNAP_FLAG_SECTION_VERSIONS. */
+uint32_t snap_version(const struct snap_reader *sec);
 /* Bytes left in the current section. */
 size_t snap_remaining(const struct snap_reader *sec);
 /* Whether any snap_get on this section ran past its end. */

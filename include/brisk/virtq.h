@@ -285,22 +285,26 @@ struct snap_writer;
 struct snap_reader;
 
 /*
- * Snapshot of one queue (snapshot.h): its configuration (size, the three
- * areas, event_idx, indirect), whether it is activated, and the device's
- * indices (last_avail, used_idx, signalled and the flags beside them). The
- * rings themselves are guest memory, saved with it. Returns 0 or -errno.
+ * Snapshot of one queue (snapshot.h), one record (snap_fields.h) inside the
+ * transport's section: its configuration (size, the three areas, event_idx,
+ * indirect), whether it is activated, and the device's indices (last_avail,
+ * used_idx, signalled and the flags beside them). The rings themselves are
+ * guest memory, saved with it. `version` is the enclosing section's (the
+ * fields it holds). Returns 0 or -errno.
  */
-int virtq_save(const struct virtq *q, struct snap_writer *w);
+int virtq_save(const struct virtq *q, struct snap_writer *w, uint32_t version);
 
 /*
- * Reads what virtq_save wrote into *q, checking it as virtq_activate checks a
- * driver's configuration (section 2.7: size a power of two <= `size_max`,
- * areas aligned and inside `mem`) and that at most `size` chains are
- * outstanding (used_idx .. last_avail); an activated queue is bound to `mem`
- * without touching guest memory (the restored rings are the driver's). *q is
- * written only on success. Returns 0, or -EINVAL with *why naming the field.
+ * Reads what virtq_save wrote into *q (the fields a section of `version`
+ * holds), checking it as virtq_activate checks a driver's configuration
+ * (section 2.7: size a power of two <= `size_max`, areas aligned and inside
+ * `mem`) and that at most `size` chains are outstanding (used_idx ..
+ * last_avail); an activated queue is bound to `mem` without touching guest
+ * memory (the restored rings are the driver's). *q is written only on
+ * success. Returns 0, or -EINVAL with `why` naming the field.
  */
-int virtq_restore(struct virtq *q, struct snap_reader *r, const struct gmem *mem, uint16_t size_max, const char **why);
+int virtq_restore(struct virtq *q, struct snap_reader *r, uint32_t version, const struct gmem *mem, uint16_t size_max,
+		  char *why, size_t whylen);
 
 /* "next out of range", ...: for log lines. */
 const char *virtq_fault_name(enum virtq_fault f);

@@ -48,6 +48,7 @@
 #include "brisk/bus.h"
 #include "brisk/devices.h"
 #include "brisk/log.h"
+#include "brisk/snap_fields.h"
 #include "brisk/snapshot.h"
 
 #define CMOS_PORT	0x70 /* index at +0, data at +1 */
@@ -266,40 +267,53 @@ static void cmos_destroy(void *dev)
 }
 
 /*
- * Snapshot (device.h): the index register (the NMI-disable bit is not kept: see cmos_write) and the 128
- * bytes of RAM, status registers A and B included; the clock itself is the host's and is not saved.
+ * Snapshot (device.h), version CMOS_SNAP_VERSION, one record over struct cmos: the index register (the
+ * NMI-disable bit is not kept: see cmos_write) and the 128 bytes of RAM, status registers A and B
+ * included; the clock itself is the host's and is not saved.
  */
+#define CMOS_SNAP_VERSION 1u
+
+static const struct snap_field cmos_fields[] = {
+    SNAP_UINT_MASK(struct cmos, index, 1, CMOS_INDEX_MASK),
+    SNAP_BYTES(struct cmos, ram),
+};
+static const struct snap_record cmos_record = SNAP_RECORD("cmos-rtc", cmos_fields);
+
+/* Refuses what no guest write can produce: register A with UIP set. */
+static const char *check_saved(const void *obj)
+{
+	const struct cmos *n = obj;
+
+	return n->ram[RTC_REG_A] & RTC_UIP ? "register A with UIP set" : NULL;
+}
+
+static const struct snap_layout cmos_layout = {
+    .version = CMOS_SNAP_VERSION, .record = &cmos_record, .check = check_saved};
+
 static int cmos_save(void *dev, struct snap_writer *w)
 {
 	struct cmos *c = dev;
 	int err;
 
 	pthread_mutex_lock(&c->lock);
-	err = snap_put_u8(w, c->index);
-	if (!err)
-		err = snap_put(w, c->ram, sizeof(c->ram));
+	err = snap_layout_save(w, &cmos_layout, c);
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }
 
-/* Refuses what no guest write can produce: an index with bit 7, register A with UIP set. */
 static int cmos_restore(void *dev, struct snap_reader *r)
 {
 	struct cmos *c = dev;
-	uint8_t index = 0, ram[CMOS_SIZE] = {0};
+	struct cmos n = {0};
+	char why[160];
+	int err = snap_layout_load(r, &cmos_layout, &n, why, sizeof(why));
 
-	snap_get_u8(r, &index);
-	snap_get(r, ram, sizeof(ram));
-	if (snap_reader_error(r))
-		return -EINVAL;
-	if ((index & ~CMOS_INDEX_MASK) || (ram[RTC_REG_A] & RTC_UIP)) {
-		log_error("cmos-rtc: snapshot refused: index 0x%02x or register A 0x%02x not a guest's", index,
-			  ram[RTC_REG_A]);
-		return -EINVAL;
+	if (err) {
+		log_error("cmos-rtc: snapshot refused: %s", why);
+		return err;
 	}
 	pthread_mutex_lock(&c->lock);
-	c->index = index;
-	memcpy(c->ram, ram, sizeof(ram));
+	snap_record_copy(&cmos_record, c, &n);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }

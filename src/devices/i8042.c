@@ -42,6 +42,7 @@
 #include "brisk/devices.h"
 #include "brisk/exitcode.h"
 #include "brisk/log.h"
+#include "brisk/snap_fields.h"
 #include "brisk/snapshot.h"
 
 #define STR_OBF	    0x01 /* output buffer full */
@@ -280,60 +281,71 @@ static void i8042_destroy(void *dev)
 }
 
 /*
- * Snapshot (device.h), SNAP_LEN bytes: the command byte, the output port,
- * the reply and its flag, the command state (as before the keyboard), then
- * the number of waiting keyboard bytes and KBD_QUEUE bytes holding them,
- * oldest first, zero-filled. Whether IRQ 1 was pulsed for the byte in the
- * output buffer is not saved: it always was when KBDINT is set (update_irq
- * runs after every change), and a pending edge is the irqchip's state.
+ * Snapshot (device.h), SNAP_LEN bytes in version I8042_SNAP_VERSION, one record over struct i8042: the
+ * command byte, the output port, the reply and its flag, the command state (as before the keyboard),
+ * then the number of waiting keyboard bytes and KBD_QUEUE bytes holding them, oldest first, zero-filled
+ * (saved from an image with kbd_head 0). Whether IRQ 1 was pulsed for the byte in the output buffer is
+ * not saved: it always was when KBDINT is set (update_irq runs after every change), and a pending edge
+ * is the irqchip's state.
  */
+#define I8042_SNAP_VERSION 1u
+
+static const struct snap_field i8042_fields[] = {
+    SNAP_UINT(struct i8042, ctr, 1),
+    SNAP_UINT(struct i8042, outp, 1),
+    SNAP_UINT(struct i8042, obuf, 1),
+    SNAP_FLAG(struct i8042, obf),
+    SNAP_FLAG(struct i8042, last_was_cmd),
+    SNAP_UINT(struct i8042, pending, 1),
+    SNAP_UINT_MAX(struct i8042, kbd_len, 1, KBD_QUEUE),
+    SNAP_BYTES(struct i8042, kbd),
+};
+static const struct snap_record i8042_record = SNAP_RECORD("i8042", i8042_fields);
+_Static_assert(SNAP_LEN == 7 + sizeof(((struct i8042 *)0)->kbd), "the record is SNAP_LEN bytes");
+
+/* Refuses what no guest can produce: a pending command that takes no data, the CPU held in reset. */
+static const char *check_saved(const void *obj)
+{
+	const struct i8042 *n = obj;
+
+	if (n->pending && n->pending != CMD_WRITE_CTR && n->pending != CMD_WRITE_OUTP)
+		return "a pending command that takes no data byte";
+	if (!(n->outp & OUTP_RESET_HIGH))
+		return "an output port holding the CPU in reset";
+	return NULL;
+}
+
+static const struct snap_layout i8042_layout = {
+    .version = I8042_SNAP_VERSION, .record = &i8042_record, .check = check_saved};
+
 static int i8042_save(void *dev, struct snap_writer *w)
 {
 	struct i8042 *k = dev;
-	uint8_t v[SNAP_LEN] = {0};
+	struct i8042 img = {0};
 
 	pthread_mutex_lock(&k->lock);
-	v[0] = k->ctr;
-	v[1] = k->outp;
-	v[2] = k->obuf;
-	v[3] = k->obf;
-	v[4] = k->last_was_cmd;
-	v[5] = k->pending;
-	v[6] = (uint8_t)k->kbd_len;
+	snap_record_copy(&i8042_record, &img, k);
+	memset(img.kbd, 0, sizeof(img.kbd));
 	for (unsigned i = 0; i < k->kbd_len; i++)
-		v[7 + i] = k->kbd[(k->kbd_head + i) % KBD_QUEUE];
+		img.kbd[i] = k->kbd[(k->kbd_head + i) % KBD_QUEUE];
 	pthread_mutex_unlock(&k->lock);
-	return snap_put(w, v, sizeof(v));
+	return snap_layout_save(w, &i8042_layout, &img);
 }
 
-/*
- * Refuses what no guest can produce: flags other than 0/1, a pending command that takes no data, more
- * keyboard bytes than the queue holds.
- */
 static int i8042_restore(void *dev, struct snap_reader *r)
 {
 	struct i8042 *k = dev;
-	uint8_t v[SNAP_LEN] = {0};
+	struct i8042 n = {0};
+	char why[160];
+	int err = snap_layout_load(r, &i8042_layout, &n, why, sizeof(why));
 
-	if (snap_get(r, v, sizeof(v)))
-		return -EINVAL;
-	if (v[3] > 1 || v[4] > 1 || (v[5] && v[5] != CMD_WRITE_CTR && v[5] != CMD_WRITE_OUTP) ||
-	    !(v[1] & OUTP_RESET_HIGH) || v[6] > KBD_QUEUE) {
-		log_error("i8042: snapshot refused: flags %u/%u, pending command 0x%02x, output port 0x%02x, "
-			  "%u keyboard bytes",
-			  v[3], v[4], v[5], v[1], v[6]);
-		return -EINVAL;
+	if (err) {
+		log_error("i8042: snapshot refused: %s", why);
+		return err;
 	}
 	pthread_mutex_lock(&k->lock);
-	k->ctr = v[0];
-	k->outp = v[1];
-	k->obuf = v[2];
-	k->obf = v[3];
-	k->last_was_cmd = v[4];
-	k->pending = v[5];
+	snap_record_copy(&i8042_record, k, &n);
 	k->kbd_head = 0;
-	k->kbd_len = v[6];
-	memcpy(k->kbd, &v[7], KBD_QUEUE);
 	k->irq_sent = kbd_byte_out(k) && (k->ctr & CTR_KBDINT);
 	pthread_mutex_unlock(&k->lock);
 	return 0;

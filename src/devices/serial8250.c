@@ -21,6 +21,7 @@
 #include "brisk/devices.h"
 #include "brisk/exitcode.h"
 #include "brisk/log.h"
+#include "brisk/snap_fields.h"
 #include "brisk/snapshot.h"
 #include "brisk/timeline.h"
 #include "serial8250_internal.h"
@@ -416,39 +417,54 @@ static void serial_stop(void *dev)
 /* ---- snapshot (device.h) ----------------------------------------------------------------------- */
 
 /*
- * The register file, the THRE interrupt condition, the interrupt line's level and the RX FIFO (16 bytes,
- * oldest first, with its count). Host input not yet taken into the FIFO is in console_io's ring and is
- * lost, as is output not yet written to the host: the host side starts afresh.
+ * The section (version SERIAL_SNAP_VERSION), one record over struct serial8250: the register file, the
+ * THRE interrupt condition, the interrupt line's level and the RX FIFO (its count, then 16 bytes, oldest
+ * first, zero-filled: saved from an image with rx_head 0). Host input not yet taken into the FIFO is in
+ * console_io's ring and is lost, as is output not yet written to the host: the host side starts afresh.
+ * The bounds are what a guest could have set: IER and MCR's writable bits, FCR's stored bits, flags 0/1.
  */
+#define SERIAL_SNAP_VERSION 1u
+
+static const struct snap_field serial_fields[] = {
+    SNAP_UINT_MASK(struct serial8250, ier, 1, UART_IER_MASK),
+    SNAP_UINT(struct serial8250, lcr, 1),
+    SNAP_UINT_MASK(struct serial8250, mcr, 1, UART_MCR_MASK),
+    SNAP_UINT(struct serial8250, lsr, 1),
+    SNAP_UINT(struct serial8250, msr, 1),
+    SNAP_UINT(struct serial8250, scr, 1),
+    SNAP_UINT(struct serial8250, dll, 1),
+    SNAP_UINT(struct serial8250, dlm, 1),
+    SNAP_UINT_MASK(struct serial8250, fcr, 1, UART_FCR_STORED),
+    SNAP_FLAG(struct serial8250, thri_pending),
+    SNAP_UINT_MAX(struct serial8250, irq_level, 1, 1),
+    SNAP_UINT_MAX(struct serial8250, rx_count, 1, SERIAL_FIFO_SIZE),
+    SNAP_BYTES(struct serial8250, rx_fifo),
+};
+static const struct snap_record serial_record = SNAP_RECORD("serial8250", serial_fields);
+
+/* Across fields: a FIFO that fits (one byte with the FIFOs off). */
+static const char *check_saved(const void *obj)
+{
+	const struct serial8250 *n = obj;
+
+	return n->rx_count > rx_capacity(n) ? "more received bytes than the FIFO holds" : NULL;
+}
+
+static const struct snap_layout serial_layout = {
+    .version = SERIAL_SNAP_VERSION, .record = &serial_record, .check = check_saved};
+
 static int serial_save(void *dev, struct snap_writer *w)
 {
 	struct serial8250 *s = dev;
-	uint8_t fifo[SERIAL_FIFO_SIZE] = {0};
-	const uint8_t regs[] = {s->ier, s->lcr, s->mcr, s->lsr, s->msr, s->scr, s->dll, s->dlm, s->fcr};
-	int err;
+	struct serial8250 img = {0};
 
 	pthread_mutex_lock(&s->lock);
+	snap_record_copy(&serial_record, &img, s);
+	memset(img.rx_fifo, 0, sizeof(img.rx_fifo));
 	for (unsigned i = 0; i < s->rx_count; i++)
-		fifo[i] = s->rx_fifo[(s->rx_head + i) % SERIAL_FIFO_SIZE];
-	err = snap_put(w, regs, sizeof(regs));
-	err = err ?: snap_put_u8(w, s->thri_pending);
-	err = err ?: snap_put_u8(w, (uint8_t)s->irq_level);
-	err = err ?: snap_put_u8(w, (uint8_t)s->rx_count);
-	err = err ?: snap_put(w, fifo, sizeof(fifo));
+		img.rx_fifo[i] = s->rx_fifo[(s->rx_head + i) % SERIAL_FIFO_SIZE];
 	pthread_mutex_unlock(&s->lock);
-	return err;
-}
-
-/* What a guest could have set: IER and MCR's writable bits, FCR's stored bits, flags 0/1, a FIFO that fits. */
-static const char *check_saved(const struct serial8250 *n, uint8_t thri, uint8_t level)
-{
-	if ((n->ier & ~UART_IER_MASK) || (n->mcr & ~UART_MCR_MASK) || (n->fcr & ~UART_FCR_STORED))
-		return "IER, MCR or FCR with bits a 16550A does not keep";
-	if (thri > 1 || level > 1)
-		return "THRE pending or interrupt level not 0 or 1";
-	if (n->rx_count > rx_capacity(n))
-		return "more received bytes than the FIFO holds";
-	return NULL;
+	return snap_layout_save(w, &serial_layout, &img);
 }
 
 /* A fresh UART (before start): the saved state, checked; the line is driven to the saved level. */
@@ -456,48 +472,18 @@ static int serial_restore(void *dev, struct snap_reader *r)
 {
 	struct serial8250 *s = dev;
 	struct serial8250 n = {0};
-	uint8_t regs[9] = {0}, fifo[SERIAL_FIFO_SIZE] = {0}, thri = 0, level = 0, count = 0;
-	const char *why;
+	char why[160];
+	int err = snap_layout_load(r, &serial_layout, &n, why, sizeof(why));
 
-	snap_get(r, regs, sizeof(regs));
-	snap_get_u8(r, &thri);
-	snap_get_u8(r, &level);
-	snap_get_u8(r, &count);
-	snap_get(r, fifo, sizeof(fifo));
-	if (snap_reader_error(r))
-		return -EINVAL;
-	n = (struct serial8250){.ier = regs[0],
-				.lcr = regs[1],
-				.mcr = regs[2],
-				.lsr = regs[3],
-				.msr = regs[4],
-				.scr = regs[5],
-				.dll = regs[6],
-				.dlm = regs[7],
-				.fcr = regs[8],
-				.rx_count = count};
-	why = check_saved(&n, thri, level);
-	if (why) {
+	if (err) {
 		log_error("serial8250: snapshot refused: %s", why);
-		return -EINVAL;
+		return err;
 	}
 	pthread_mutex_lock(&s->lock);
-	memcpy(s->rx_fifo, fifo, sizeof(fifo));
+	snap_record_copy(&serial_record, s, &n);
 	s->rx_head = 0;
-	s->rx_count = n.rx_count;
-	s->ier = n.ier;
-	s->lcr = n.lcr;
-	s->mcr = n.mcr;
-	s->lsr = n.lsr;
-	s->msr = n.msr;
-	s->scr = n.scr;
-	s->dll = n.dll;
-	s->dlm = n.dlm;
-	s->fcr = n.fcr;
-	s->thri_pending = thri;
 	s->first_byte_seen = false; /* the timeline's "first serial byte": the restored guest's next output */
-	s->irq_level = level;	    /* what the restored irqchip's pin holds; update_irq corrects a mismatch */
-	update_irq(s);
+	update_irq(s);		    /* irq_level is what the restored irqchip's pin holds; this corrects a mismatch */
 	pthread_mutex_unlock(&s->lock);
 	return 0;
 }

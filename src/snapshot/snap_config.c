@@ -2,13 +2,16 @@
  * snap_config.c - the VM's configuration in a snapshot (SNAP_TAG_CONFIG): what `brisk restore` rebuilds
  * before the saved state is loaded into it. Explicit fixed-width fields, strings as u32 length + bytes;
  * every value read back is validated as an option would be (config_validate), the file being untrusted.
+ * Hand-serialised, not a field table (snap_fields.h): strings and lists whose length the file says.
  */
+#define SNAP_CONFIG_VERSION 1u /* the section's (snapshot.h); a change to its layout bumps it */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "brisk/config.h"
 #include "brisk/snap_config.h"
+#include "brisk/snap_fields.h"
 #include "brisk/snapshot.h"
 
 static int put_str(struct snap_writer *w, const char *s)
@@ -58,7 +61,7 @@ static int put_net(struct snap_writer *w, const struct vm_net *n)
 
 int snap_config_save(const struct vm_config *cfg, struct snap_writer *w)
 {
-	int ret = snap_section_begin(w, SNAP_TAG_CONFIG, 0, "config");
+	int ret = snap_section_begin(w, SNAP_TAG_CONFIG, 0, "config") ?: snap_set_version(w, SNAP_CONFIG_VERSION);
 
 	if (ret)
 		return ret;
@@ -157,6 +160,8 @@ int snap_config_load(struct snap_reader *r, struct vm_config *cfg, struct snap_c
 		snprintf(err, errlen, "the state file has no configuration section");
 		return -EINVAL;
 	}
+	if (snap_version_check(sec, "config", SNAP_CONFIG_VERSION, err, errlen))
+		return -EINVAL;
 	if (snap_get_u32(sec, &cfg->cpus) || snap_get_u64(sec, &cfg->memory) ||
 	    snap_get_u32(sec, &cfg->topology.sockets) || snap_get_u32(sec, &cfg->topology.cores) ||
 	    snap_get_u32(sec, &cfg->topology.threads) || get_str(sec, s->cpu_template, sizeof(s->cpu_template)) ||

@@ -12,10 +12,12 @@
 #include "brisk/snap_memfile.h"
 #include "brisk/snapshot.h"
 
+#define SNAP_MEMFILE_VERSION 1u /* the section's (snapshot.h); a change to its layout bumps it */
+
 int snap_memfile_save(struct snap_writer *w, const struct snap_memfile *m)
 {
 	size_t len = strlen(m->tmp);
-	int ret = snap_section_begin(w, SNAP_TAG_MEMFILE, 0, "memfile");
+	int ret = snap_section_begin(w, SNAP_TAG_MEMFILE, 0, "memfile") ?: snap_set_version(w, SNAP_MEMFILE_VERSION);
 
 	if (ret)
 		return ret;
@@ -37,6 +39,8 @@ int snap_memfile_load(struct snap_reader *r, struct snap_memfile *m, bool *prese
 	ret = snap_section(r, SNAP_TAG_MEMFILE, 0, "memfile", &sec);
 	if (ret == -ENOENT)
 		return 0;
+	if (!ret && snap_version(sec) != SNAP_MEMFILE_VERSION)
+		return -EPROTONOSUPPORT;
 	if (ret || snap_get_u64(sec, &m->dev) || snap_get_u64(sec, &m->ino) || snap_get_u64(sec, &m->size) ||
 	    snap_get_u64(sec, &ctime) || snap_get_u32(sec, &len) || len == 0 || len > NAME_MAX ||
 	    snap_get(sec, m->tmp, len) || snap_remaining(sec))

@@ -13,6 +13,7 @@
 #define HEADER_SIZE  24u /* magic 8, version 4, flags 4, payload length 8 */
 #define TRAILER_SIZE 8u	 /* the checksum */
 #define FRAME_SIZE   20u /* a section's tag 4, index 4, name length 4 and (after the name) body length 8 */
+#define VERSION_SIZE 4u	 /* a section's version, after its index, when the header has SNAP_FLAG_SECTION_VERSIONS */
 #define MAX_PAYLOAD  ((size_t)SNAP_MAX_FILE - HEADER_SIZE - TRAILER_SIZE)
 
 /* ---- CRC-64 ------------------------------------------------------------------------------------------- */
@@ -87,6 +88,8 @@ static bool tag_ok(uint32_t tag)
 
 struct snap_key {
 	uint32_t tag, index;
+	uint32_t version; /* the section's (snap_set_version); 1 unless set */
+	size_t frame_at;  /* where its frame starts in the payload (without version words) */
 };
 
 struct snap_writer {
@@ -167,7 +170,7 @@ static int add_key(struct snap_writer *w, uint32_t tag, uint32_t index)
 		w->keys = k;
 		w->cap_keys = cap;
 	}
-	w->keys[w->nkeys++] = (struct snap_key){tag, index};
+	w->keys[w->nkeys++] = (struct snap_key){.tag = tag, .index = index, .version = 1, .frame_at = w->len};
 	return 0;
 }
 
@@ -193,6 +196,14 @@ int snap_section_begin(struct snap_writer *w, enum snap_tag tag, uint32_t index,
 	w->body_len_at = w->len;
 	memset(frame, 0, 8);
 	append(w, frame, 8); /* the body length, filled by snap_section_end */
+	return 0;
+}
+
+int snap_set_version(struct snap_writer *w, uint32_t version)
+{
+	if (w->body_len_at == SIZE_MAX || version == 0)
+		return fail_w(w, -EINVAL);
+	w->keys[w->nkeys - 1].version = version;
 	return 0;
 }
 
@@ -264,18 +275,73 @@ static int pwrite_all(int fd, const void *data, size_t len, off_t off)
 	return 0;
 }
 
-static void make_header(const struct snap_writer *w, uint8_t *h)
+static void make_header(uint8_t *h, uint32_t flags, size_t payload_len)
 {
 	memcpy(h, SNAP_MAGIC, 8);
 	le_put(h + 8, SNAP_VERSION, 4);
-	le_put(h + 12, 0, 4);
-	le_put(h + 16, w->len, 8);
+	le_put(h + 12, flags, 4);
+	le_put(h + 16, payload_len, 8);
+}
+
+static bool all_version_1(const struct snap_writer *w)
+{
+	for (unsigned i = 0; i < w->nkeys; i++)
+		if (w->keys[i].version != 1)
+			return false;
+	return true;
+}
+
+/*
+ * The payload with a version word after each section's index (SNAP_FLAG_SECTION_VERSIONS), built from the
+ * unversioned one: into *out (malloc'd), or -EFBIG / -ENOMEM.
+ */
+static int versioned_payload(const struct snap_writer *w, uint8_t **out, size_t *len)
+{
+	size_t n = w->len + (size_t)w->nkeys * VERSION_SIZE, at = 0;
+	uint8_t *p;
+
+	if (w->len > MAX_PAYLOAD || n > MAX_PAYLOAD)
+		return -EFBIG;
+	p = malloc(n ? n : 1);
+	if (!p)
+		return -ENOMEM;
+	for (unsigned i = 0; i < w->nkeys; i++) {
+		size_t from = w->keys[i].frame_at, to = i + 1 < w->nkeys ? w->keys[i + 1].frame_at : w->len;
+
+		memcpy(p + at, w->buf + from, 8); /* tag, index */
+		le_put(p + at + 8, w->keys[i].version, 4);
+		memcpy(p + at + 12, w->buf + from + 8, to - from - 8);
+		at += to - from + VERSION_SIZE;
+	}
+	*out = p;
+	*len = n;
+	return 0;
+}
+
+/* The header, payload and checksum to fd. */
+static int write_file(int fd, uint32_t flags, const uint8_t *payload, size_t len)
+{
+	uint8_t h[HEADER_SIZE], t[TRAILER_SIZE];
+	int ret;
+
+	make_header(h, flags, len);
+	le_put(t, snap_crc64(snap_crc64(0, h, sizeof(h)), payload, len), 8);
+	ret = pwrite_all(fd, h, sizeof(h), 0);
+	if (!ret)
+		ret = pwrite_all(fd, payload, len, HEADER_SIZE);
+	if (!ret)
+		ret = pwrite_all(fd, t, sizeof(t), (off_t)(HEADER_SIZE + len));
+	/* A longer file being overwritten must not keep a stale tail: the reader refuses trailing bytes. */
+	if (!ret && ftruncate(fd, (off_t)(HEADER_SIZE + len + TRAILER_SIZE)))
+		ret = -errno;
+	return ret;
 }
 
 int snap_writer_finish(struct snap_writer *w, int fd, bool nosync, char *err, size_t errlen)
 {
-	uint8_t h[HEADER_SIZE], t[TRAILER_SIZE];
-	off_t total = (off_t)(HEADER_SIZE + w->len + TRAILER_SIZE);
+	uint8_t *payload = w->buf, *versioned = NULL;
+	size_t len = w->len;
+	uint32_t flags = 0;
 	int ret;
 
 	if (w->error || w->body_len_at != SIZE_MAX) {
@@ -284,28 +350,27 @@ int snap_writer_finish(struct snap_writer *w, int fd, bool nosync, char *err, si
 			 w->error ? strerror(-w->error) : "a section was left open");
 		return ret;
 	}
-	make_header(w, h);
-	le_put(t, snap_crc64(snap_crc64(0, h, sizeof(h)), w->buf, w->len), 8);
-	ret = pwrite_all(fd, h, sizeof(h), 0);
+	/* Every section at version 1: the file as brisk wrote it before sections had versions. */
+	ret = all_version_1(w) ? 0 : versioned_payload(w, &versioned, &len);
+	if (versioned) {
+		payload = versioned;
+		flags = SNAP_FLAG_SECTION_VERSIONS;
+	}
 	if (!ret)
-		ret = pwrite_all(fd, w->buf, w->len, HEADER_SIZE);
-	if (!ret)
-		ret = pwrite_all(fd, t, sizeof(t), total - TRAILER_SIZE);
-	/* A longer file being overwritten must not keep a stale tail: the reader refuses trailing bytes. */
-	if (!ret && ftruncate(fd, total))
-		ret = -errno;
+		ret = write_file(fd, flags, payload, len);
+	free(versioned);
 	if (!ret && !nosync && fsync(fd))
 		ret = -errno;
 	if (ret)
-		snprintf(err, errlen, "writing the snapshot state (%lld bytes) failed: %s", (long long)total,
-			 strerror(-ret));
+		snprintf(err, errlen, "writing the snapshot state (%zu bytes) failed: %s",
+			 HEADER_SIZE + len + TRAILER_SIZE, strerror(-ret));
 	return ret;
 }
 
 /* ---- reader ------------------------------------------------------------------------------------------- */
 
 struct snap_sec {
-	uint32_t tag, index;
+	uint32_t tag, index, version;
 	char name[SNAP_MAX_NAME + 1];
 	size_t off, len; /* the body within the file buffer */
 };
@@ -314,6 +379,7 @@ struct snap_reader {
 	/* a section reader: the cursor over one body */
 	const uint8_t *p;
 	size_t pos, end;
+	uint32_t version;
 	bool error;
 	/* the file reader */
 	uint8_t *buf;
@@ -335,41 +401,49 @@ void snap_reader_free(struct snap_reader *r)
 
 /*
  * Parses the section framing at *pos (which is < end): fills `s` (may be NULL) and advances *pos past
- * the body. Every length is checked against the bytes left before it is used. Returns 0 or -EINVAL
+ * the body. `vw` is the size of the version word after the index (VERSION_SIZE, or 0: every section is
+ * version 1). Every length is checked against the bytes left before it is used. Returns 0 or -EINVAL
  * with the reason in `err`.
  */
-static int parse_section(const uint8_t *buf, size_t *pos, size_t end, struct snap_sec *s, unsigned nr, char *err,
-			 size_t errlen)
+static int parse_section(const uint8_t *buf, size_t *pos, size_t end, size_t vw, struct snap_sec *s, unsigned nr,
+			 char *err, size_t errlen)
 {
-	size_t at = *pos, left = end - at;
-	uint32_t tag, index, nlen;
+	size_t at = *pos, left = end - at, hl = 12 + vw; /* tag, index, [version,] name length */
+	uint32_t tag, index, version = 1, nlen;
 	uint64_t blen;
 
-	if (left < 12)
+	if (left < hl)
 		goto truncated;
 	tag = (uint32_t)le_get(buf + at, 4);
 	index = (uint32_t)le_get(buf + at + 4, 4);
-	nlen = (uint32_t)le_get(buf + at + 8, 4);
+	if (vw)
+		version = (uint32_t)le_get(buf + at + 8, 4);
+	nlen = (uint32_t)le_get(buf + at + 8 + vw, 4);
 	if (!tag_ok(tag)) {
 		snprintf(err, errlen, "section %u at offset %zu: unknown tag %u", nr, at, tag);
 		return -EINVAL;
 	}
-	if (nlen > SNAP_MAX_NAME || !name_ok(buf + at + 12, nlen > left - 12 ? 0 : nlen)) {
+	if (!version) {
+		snprintf(err, errlen, "section %u at offset %zu: version 0 (versions start at 1)", nr, at);
+		return -EINVAL;
+	}
+	if (nlen > SNAP_MAX_NAME || !name_ok(buf + at + hl, nlen > left - hl ? 0 : nlen)) {
 		snprintf(err, errlen, "section %u at offset %zu: name of %u bytes (at most %u printable characters)",
 			 nr, at, nlen, SNAP_MAX_NAME);
 		return -EINVAL;
 	}
-	if (left - 12 < (size_t)nlen + 8)
+	if (left - hl < (size_t)nlen + 8)
 		goto truncated;
-	blen = le_get(buf + at + 12 + nlen, 8);
-	if (blen > left - 12 - nlen - 8)
+	blen = le_get(buf + at + hl + nlen, 8);
+	if (blen > left - hl - nlen - 8)
 		goto truncated;
 	if (s) {
-		*s = (struct snap_sec){.tag = tag, .index = index, .off = at + 20 + nlen, .len = (size_t)blen};
-		memcpy(s->name, buf + at + 12, nlen);
+		*s = (struct snap_sec){
+		    .tag = tag, .index = index, .version = version, .off = at + hl + nlen + 8, .len = (size_t)blen};
+		memcpy(s->name, buf + at + hl, nlen);
 		s->name[nlen] = '\0';
 	}
-	*pos = at + 20 + nlen + (size_t)blen;
+	*pos = at + hl + nlen + 8 + (size_t)blen;
 	return 0;
 truncated:
 	snprintf(err, errlen, "section %u at offset %zu runs past the end of the payload", nr, at);
@@ -388,6 +462,7 @@ static int cmp_sec(const void *a, const void *b)
 /* Walks the payload twice: count (and validate), then fill; sorts and refuses duplicate (tag, index). */
 static int parse_sections(struct snap_reader *r, size_t start, size_t end, char *err, size_t errlen)
 {
+	size_t vw = le_get(r->buf + 12, 4) & SNAP_FLAG_SECTION_VERSIONS ? VERSION_SIZE : 0;
 	unsigned n = 0;
 	int ret;
 
@@ -396,7 +471,7 @@ static int parse_sections(struct snap_reader *r, size_t start, size_t end, char 
 			snprintf(err, errlen, "more than %u sections", SNAP_MAX_SECTIONS);
 			return -EINVAL;
 		}
-		ret = parse_section(r->buf, &pos, end, NULL, n, err, errlen);
+		ret = parse_section(r->buf, &pos, end, vw, NULL, n, err, errlen);
 		if (ret)
 			return ret;
 	}
@@ -406,7 +481,7 @@ static int parse_sections(struct snap_reader *r, size_t start, size_t end, char 
 		return -ENOMEM;
 	}
 	for (size_t pos = start; r->nsecs < n; r->nsecs++)
-		parse_section(r->buf, &pos, end, &r->secs[r->nsecs], r->nsecs, err, errlen);
+		parse_section(r->buf, &pos, end, vw, &r->secs[r->nsecs], r->nsecs, err, errlen);
 	qsort(r->secs, n, sizeof(*r->secs), cmp_sec);
 	for (unsigned i = 1; i < n; i++) {
 		if (!cmp_sec(&r->secs[i - 1], &r->secs[i])) {
@@ -443,8 +518,9 @@ static int check_envelope(const uint8_t *b, size_t size, char *err, size_t errle
 		snprintf(err, errlen, "version %u, this brisk reads %u", version, SNAP_VERSION);
 		return -EINVAL;
 	}
-	if (flags) {
-		snprintf(err, errlen, "header flags 0x%x, this brisk knows none", flags);
+	if (flags & ~SNAP_FLAG_SECTION_VERSIONS) {
+		snprintf(err, errlen, "header flags 0x%x, this brisk knows 0x%x only", flags,
+			 SNAP_FLAG_SECTION_VERSIONS);
 		return -EINVAL;
 	}
 	if (plen != size - HEADER_SIZE - TRAILER_SIZE) {
@@ -608,7 +684,7 @@ int snap_section(struct snap_reader *r, enum snap_tag tag, uint32_t index, const
 		return -ENOENT;
 	if (name && strcmp(name, s->name) != 0)
 		return -EINVAL;
-	*r->cur = (struct snap_reader){.p = r->buf + s->off, .pos = 0, .end = s->len};
+	*r->cur = (struct snap_reader){.p = r->buf + s->off, .pos = 0, .end = s->len, .version = s->version};
 	*sec = r->cur;
 	return 0;
 }
@@ -618,6 +694,13 @@ const char *snap_section_name(const struct snap_reader *r, enum snap_tag tag, ui
 	const struct snap_sec *s = find(r, tag, index);
 
 	return s ? s->name : NULL;
+}
+
+uint32_t snap_section_version(const struct snap_reader *r, enum snap_tag tag, uint32_t index)
+{
+	const struct snap_sec *s = find(r, tag, index);
+
+	return s ? s->version : 0;
 }
 
 int snap_get(struct snap_reader *sec, void *data, size_t len)
@@ -674,6 +757,11 @@ int snap_get_u32(struct snap_reader *sec, uint32_t *v)
 int snap_get_u64(struct snap_reader *sec, uint64_t *v)
 {
 	return get_le(sec, v, 8);
+}
+
+uint32_t snap_version(const struct snap_reader *sec)
+{
+	return sec->version;
 }
 
 size_t snap_remaining(const struct snap_reader *sec)

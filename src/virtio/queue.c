@@ -1,11 +1,13 @@
 /* queue.c - split virtqueues, device side (virtio 1.2 section 2.7): bounded walks through the checked accessor. */
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
 
 #include "brisk/log.h"
 #include "brisk/mem.h"
+#include "brisk/snap_fields.h"
 #include "brisk/snapshot.h"
 #include "brisk/virtq.h"
 
@@ -654,75 +656,58 @@ uint64_t virtq_copy_to(const struct virtq_chain *c, uint64_t offset, const void 
 
 /* ---- snapshot ---------------------------------------------------------------- */
 
-int virtq_save(const struct virtq *q, struct snap_writer *w)
-{
-	int err = snap_put_u16(w, q->size);
+/* What a queue's record describes: the queue, and whether it is activated (bound to guest memory). */
+struct virtq_image {
+	struct virtq q;
+	bool active;
+};
 
-	err = err ?: snap_put_u64(w, q->desc);
-	err = err ?: snap_put_u64(w, q->avail);
-	err = err ?: snap_put_u64(w, q->used);
-	err = err ?: snap_put_u8(w, q->event_idx);
-	err = err ?: snap_put_u8(w, q->indirect);
-	err = err ?: snap_put_u8(w, q->mem != NULL);
-	err = err ?: snap_put_u16(w, q->last_avail);
-	err = err ?: snap_put_u16(w, q->used_idx);
-	err = err ?: snap_put_u16(w, q->signalled);
-	err = err ?: snap_put_u8(w, q->signalled_valid);
-	err = err ?: snap_put_u8(w, q->notify_off);
-	return err ?: snap_put_u8(w, q->broken);
+static const struct snap_field virtq_fields[] = {
+    SNAP_UINT(struct virtq_image, q.size, 2),
+    SNAP_UINT(struct virtq_image, q.desc, 8),
+    SNAP_UINT(struct virtq_image, q.avail, 8),
+    SNAP_UINT(struct virtq_image, q.used, 8),
+    SNAP_FLAG(struct virtq_image, q.event_idx),
+    SNAP_FLAG(struct virtq_image, q.indirect),
+    SNAP_FLAG(struct virtq_image, active),
+    SNAP_UINT(struct virtq_image, q.last_avail, 2),
+    SNAP_UINT(struct virtq_image, q.used_idx, 2),
+    SNAP_UINT(struct virtq_image, q.signalled, 2),
+    SNAP_FLAG(struct virtq_image, q.signalled_valid),
+    SNAP_FLAG(struct virtq_image, q.notify_off),
+    SNAP_FLAG(struct virtq_image, q.broken),
+};
+static const struct snap_record virtq_record = SNAP_RECORD("virtqueue", virtq_fields);
+
+int virtq_save(const struct virtq *q, struct snap_writer *w, uint32_t version)
+{
+	struct virtq_image img = {.q = *q, .active = q->mem != NULL};
+
+	return snap_record_put(w, &virtq_record, &img, version);
 }
 
-/* A saved flag: 0 or 1, nothing else. */
-static bool get_flag(struct snap_reader *r, bool *v)
+int virtq_restore(struct virtq *q, struct snap_reader *r, uint32_t version, const struct gmem *mem, uint16_t size_max,
+		  char *why, size_t whylen)
 {
-	uint8_t b = 0;
+	struct virtq_image img = {0};
+	struct virtq n;
+	bool active;
 
-	snap_get_u8(r, &b);
-	*v = b == 1;
-	return b <= 1;
-}
-
-/* Reads the saved fields; false when a flag is neither 0 nor 1. */
-static bool read_saved(struct snap_reader *r, struct virtq *n, bool *active)
-{
-	bool ok;
-
-	snap_get_u16(r, &n->size);
-	snap_get_u64(r, &n->desc);
-	snap_get_u64(r, &n->avail);
-	snap_get_u64(r, &n->used);
-	ok = get_flag(r, &n->event_idx);
-	ok &= get_flag(r, &n->indirect);
-	ok &= get_flag(r, active);
-	snap_get_u16(r, &n->last_avail);
-	snap_get_u16(r, &n->used_idx);
-	snap_get_u16(r, &n->signalled);
-	ok &= get_flag(r, &n->signalled_valid);
-	ok &= get_flag(r, &n->notify_off);
-	ok &= get_flag(r, &n->broken);
-	return ok;
-}
-
-int virtq_restore(struct virtq *q, struct snap_reader *r, const struct gmem *mem, uint16_t size_max, const char **why)
-{
-	struct virtq n = {0};
-	bool active = false;
-
-	if (!read_saved(r, &n, &active) || snap_reader_error(r)) {
-		*why = snap_reader_error(r) ? "queue section truncated" : "queue flag not 0 or 1";
+	if (snap_record_get(r, &virtq_record, &img, version, why, whylen))
 		return -EINVAL;
-	}
+	n = img.q;
+	active = img.active;
 	if (active && n.size > size_max) {
-		*why = "queue size above the device's maximum";
+		snprintf(why, whylen, "%s", "queue size above the device's maximum");
 		return -EINVAL;
 	}
 	if (active && check_layout(&n, mem)) {
-		*why = "queue size, alignment or ring address (outside guest RAM)";
+		snprintf(why, whylen, "%s", "queue size, alignment or ring address (outside guest RAM)");
 		return -EINVAL;
 	}
 	/* Section 2.7.13: the device holds at most queue-size chains it has not returned. */
 	if (active && (uint16_t)(n.last_avail - n.used_idx) > n.size) {
-		*why = "used index more than the queue size behind the available index";
+		snprintf(why, whylen, "%s", "used index more than the queue size behind the available index");
 		return -EINVAL;
 	}
 	if (!active) { /* not activated: only the driver's configuration means anything */

@@ -247,8 +247,8 @@ int dev_save_stateless(void *dev, struct snap_writer *w)
 
 int dev_restore_stateless(void *dev, struct snap_reader *r)
 {
-	(void)dev, (void)r;
-	return 0;
+	(void)dev;
+	return snap_version(r) == 1 ? 0 : -EPROTONOSUPPORT;
 }
 
 int bus_quiesce(struct bus *b, const char **failed)
@@ -317,7 +317,10 @@ static int restore_one(struct bus_device *d, unsigned index, struct snap_reader 
 			 snap_reader_error(sec) ? "truncated" : "too long", snap_remaining(sec));
 		return -EINVAL;
 	}
-	if (ret)
+	if (ret == -EPROTONOSUPPORT)
+		snprintf(err, errlen, "device %u (%s): its section is version %u, which this brisk does not read",
+			 index, d->ops->name, snap_version(sec));
+	else if (ret)
 		snprintf(err, errlen, "device %u (%s): %s", index, d->ops->name, strerror(-ret));
 	return ret;
 }

@@ -524,6 +524,8 @@ static int read_api_desc(struct vm *vm)
 		return 0;
 	if (ret)
 		return -EINVAL;
+	if (snap_version(sec) != 1) /* the section's version (snapshot.h): 1 is the only one */
+		return -EPROTONOSUPPORT;
 	n = snap_remaining(sec);
 	vm->api_desc = malloc(n + 1);
 	if (!vm->api_desc)
@@ -561,6 +563,11 @@ static int read_snapshot(struct vm *vm, const char *path, struct vm_error *e)
 	if (ret)
 		return fail(e, VM_ERR_USAGE, ret, "snapshot_path %s: %s", path, err);
 	ret = read_api_desc(vm);
+	if (ret == -EPROTONOSUPPORT)
+		return fail(e, VM_ERR_USAGE, -EINVAL,
+			    "snapshot_path %s: section api-config is version %u; this brisk "
+			    "reads version 1",
+			    path, snap_section_version(vm->snap, SNAP_TAG_API, 0));
 	if (ret)
 		return fail(e, kind_of(ret, VM_ERR_USAGE), ret, "snapshot_path %s: a malformed api-config section",
 			    path);
@@ -600,6 +607,10 @@ static int map_snapshot_memory(struct vm *vm, const char *path, struct vm_error 
 	bool present;
 	int fd, ret = snap_memfile_load(vm->snap, &m, &present);
 
+	if (ret == -EPROTONOSUPPORT)
+		return fail(e, VM_ERR_USAGE, -EINVAL,
+			    "the state file's section memfile is version %u; this brisk reads version 1",
+			    snap_section_version(vm->snap, SNAP_TAG_MEMFILE, 0));
 	if (ret)
 		return fail(e, VM_ERR_USAGE, ret, "the state file's memfile section is malformed");
 	fd = snap_memfile_open(present ? &m : NULL, path, &st, err, sizeof(err));

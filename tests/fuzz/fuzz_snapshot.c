@@ -52,10 +52,11 @@ static void walk_tag(struct snap_reader *r, enum snap_tag tag)
 		if (!name)
 			continue;
 		seen++;
-		if (strlen(name) > SNAP_MAX_NAME)
-			abort();
+		if (strlen(name) > SNAP_MAX_NAME || snap_section_version(r, tag, i) == 0)
+			abort(); /* a section's version is 1 (no versions in the frames) or what its frame says, >= 1 */
 		for (unsigned w = 0; w < 5; w++) {
-			if (snap_section(r, tag, i, name, &sec) != 0)
+			if (snap_section(r, tag, i, name, &sec) != 0 ||
+			    snap_version(sec) != snap_section_version(r, tag, i))
 				abort();
 			walk(sec, w);
 		}

@@ -57,5 +57,14 @@ int main(int argc, char **argv)
 	       snap_section_begin(w, SNAP_TAG_API, 0, "api-config") || snap_put(w, "{\"drives\": []}", 14) ||
 	       snap_section_end(w) || save_writer(w, argv[1], "seed-links");
 	snap_writer_free(w);
+
+	/* Sections with versions of their own (snapshot.h: SNAP_FLAG_SECTION_VERSIONS and a word per frame). */
+	w = snap_writer_new();
+	bad |= !w || snap_section_begin(w, SNAP_TAG_CONFIG, 0, "config") || snap_put_u32(w, 1) || snap_section_end(w) ||
+	       snap_section_begin(w, SNAP_TAG_DEVICE, 0, "serial8250") || snap_set_version(w, 2) ||
+	       snap_put(w, "\x01\x02\x03", 3) || snap_section_end(w) ||
+	       snap_section_begin(w, SNAP_TAG_DEVICE, 1, "i8042") || snap_set_version(w, 0x10000) ||
+	       snap_section_end(w) || save_writer(w, argv[1], "seed-versions");
+	snap_writer_free(w);
 	return bad;
 }

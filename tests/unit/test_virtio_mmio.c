@@ -376,6 +376,7 @@ struct snap_writer {
 	size_t len[STUB_SECS];
 	uint32_t index[STUB_SECS];
 	char name[STUB_SECS][SNAP_MAX_NAME];
+	uint32_t version[STUB_SECS];
 	unsigned n;
 	bool open;
 };
@@ -395,7 +396,16 @@ int snap_section_begin(struct snap_writer *w, enum snap_tag tag, uint32_t index,
 	w->index[w->n] = index;
 	snprintf(w->name[w->n], SNAP_MAX_NAME, "%s", name);
 	w->len[w->n] = 0;
+	w->version[w->n] = 1;
 	w->open = true;
+	return 0;
+}
+
+int snap_set_version(struct snap_writer *w, uint32_t version)
+{
+	if (!w->open || !version)
+		return -EINVAL;
+	w->version[w->n] = version;
 	return 0;
 }
 
@@ -501,6 +511,11 @@ int snap_get_u32(struct snap_reader *s, uint32_t *v)
 int snap_get_u64(struct snap_reader *s, uint64_t *v)
 {
 	return snap_get(s, v, 8);
+}
+
+uint32_t snap_version(const struct snap_reader *s)
+{
+	return s->w->version[s->sec];
 }
 
 size_t snap_remaining(const struct snap_reader *s)

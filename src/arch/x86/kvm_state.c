@@ -10,6 +10,7 @@
 #include "brisk/cpuid.h"
 #include "brisk/kvm.h"
 #include "brisk/kvm_state.h"
+#include "brisk/snap_fields.h"
 #include "brisk/snapshot.h"
 
 /*
@@ -140,6 +141,20 @@ static int need_init(char *err, size_t errlen)
 }
 
 /* ---- section fields ------------------------------------------------------------------------------------ */
+
+/*
+ * The sections' versions (snapshot.h): a change to what a section holds bumps its version, and the
+ * restore keeps reading the older ones. Both are hand-serialised (blobs of KVM's structs, lists whose
+ * length KVM decides), not field tables.
+ */
+#define KVM_VM_SNAP_VERSION   1u
+#define KVM_VCPU_SNAP_VERSION 1u
+
+/* A section of a version this brisk reads: 0, or -EINVAL with `err` naming it. */
+static int check_version(const struct snap_reader *sec, const char *part, uint32_t newest, char *err, size_t errlen)
+{
+	return snap_version_check(sec, part, newest, err, errlen) ? -EINVAL : 0;
+}
 
 static int put_blob(struct snap_writer *w, const void *p, size_t len)
 {
@@ -564,7 +579,7 @@ int kvm_vcpu_save(int vcpu_fd, struct snap_writer *w, char *err, size_t errlen)
 {
 	struct vcpu_regs s;
 	struct kvm_xsave *xs;
-	int ret = need_init(err, errlen);
+	int ret = need_init(err, errlen) ?: snap_set_version(w, KVM_VCPU_SNAP_VERSION);
 
 	if (ret)
 		return ret;
@@ -705,7 +720,7 @@ static int read_vcpu(struct snap_reader *sec, struct vcpu_file *f, char *err, si
 int kvm_vcpu_restore(int vcpu_fd, struct snap_reader *sec, char *err, size_t errlen)
 {
 	struct vcpu_file f;
-	int ret = need_init(err, errlen);
+	int ret = need_init(err, errlen) ?: check_version(sec, "vcpu", KVM_VCPU_SNAP_VERSION, err, errlen);
 
 	if (ret)
 		return ret;
@@ -756,7 +771,8 @@ int kvm_vm_save(int vm_fd, struct snap_writer *w, char *err, size_t errlen)
 {
 	struct kvm_pit_state2 pit;
 	struct kvm_clock_data clock;
-	int ret = kvm_state_init(-1, vm_fd, err, errlen) ?: save_chips(vm_fd, w, err, errlen);
+	int ret = kvm_state_init(-1, vm_fd, err, errlen) ?: snap_set_version(w, KVM_VM_SNAP_VERSION)
+		  ?: save_chips(vm_fd, w, err, errlen);
 
 	memset(&pit, 0, sizeof(pit));
 	memset(&clock, 0, sizeof(clock));
@@ -823,7 +839,8 @@ int kvm_vm_restore(int vm_fd, struct snap_reader *sec, char *err, size_t errlen)
 {
 	struct kvm_pit_state2 pit;
 	bool present;
-	int ret = kvm_state_init(-1, vm_fd, err, errlen) ?: restore_chips(vm_fd, sec, err, errlen)
+	int ret = kvm_state_init(-1, vm_fd, err, errlen) ?: check_version(sec, "kvm-vm", KVM_VM_SNAP_VERSION, err, errlen)
+		  ?: restore_chips(vm_fd, sec, err, errlen)
 		  ?: get_blob(sec, "kvm_pit_state2", &pit, sizeof(pit), true, &present, err, errlen);
 
 	if (ret)
