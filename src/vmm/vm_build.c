@@ -642,7 +642,7 @@ static int restore_kvm_vm(struct vm *vm, struct vm_error *e)
 
 	if (ret)
 		return fail(e, VM_ERR_USAGE, -EINVAL, "the state file has no VM section");
-	ret = kvm_vm_restore(vm->fd, sec, err, sizeof(err));
+	ret = x86_vm_restore(vm->fd, sec, err, sizeof(err));
 	if (!ret && (snap_remaining(sec) || snap_reader_error(sec)))
 		ret = -EINVAL, snprintf(err, sizeof(err), "malformed VM section");
 	if (ret)

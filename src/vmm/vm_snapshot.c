@@ -38,13 +38,13 @@ static int build_state(struct vm *vm, struct snap_writer *w, char *err, size_t e
 		snprintf(err, errlen, "saving the configuration: %s", strerror(-ret));
 		return ret;
 	}
-	if ((ret = snap_section_begin(w, SNAP_TAG_VM, 0, "kvm-vm")) || (ret = kvm_vm_save(vm->fd, w, err, errlen)) ||
+	if ((ret = snap_section_begin(w, SNAP_TAG_VM, 0, "kvm-vm")) || (ret = x86_vm_save(vm->fd, w, err, errlen)) ||
 	    (ret = snap_section_end(w)))
 		return ret;
 	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
 		if ((ret = snap_section_begin(w, SNAP_TAG_VCPU, i, "vcpu")))
 			return ret;
-		if ((ret = kvm_vcpu_save(vm->vcpus[i].fd, w, err, errlen))) {
+		if ((ret = x86_vcpu_save(vm->vcpus[i].fd, w, err, errlen))) {
 			size_t n = strlen(err);
 
 			snprintf(err + n, errlen - n, " (vCPU %u)", i);
@@ -205,7 +205,7 @@ int vm_restore_vcpus(struct vm *vm, struct snap_reader *r, char *err, size_t err
 			snprintf(err, errlen, "the state file has no state for vCPU %u", i);
 			return -EINVAL;
 		}
-		ret = kvm_vcpu_restore(vm->vcpus[i].fd, sec, err, errlen);
+		ret = x86_vcpu_restore(vm->vcpus[i].fd, sec, err, errlen);
 		if (!ret && (snap_remaining(sec) || snap_reader_error(sec))) {
 			snprintf(err, errlen, "malformed state");
 			ret = -EINVAL;

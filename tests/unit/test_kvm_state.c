@@ -54,7 +54,7 @@ static int group_teardown(void **state)
 	(void)state;
 	if (kvm_fd >= 0)
 		close(kvm_fd);
-	kvm_state_reset();
+	x86_state_reset();
 	return 0;
 }
 
@@ -77,8 +77,8 @@ static bool make_vm(struct tvm *t, const struct kvm_cpuid2 *cpuid)
 	t->vcpu = ioctl(t->vm, KVM_CREATE_VCPU, 0);
 	assert_true(t->vcpu >= 0);
 	assert_int_equal(ioctl(t->vcpu, KVM_SET_CPUID2, cpuid), 0);
-	if (kvm_state_init(kvm_fd, t->vm, err, sizeof(err)))
-		fail_msg("kvm_state_init: %s", err);
+	if (x86_state_init(kvm_fd, t->vm, err, sizeof(err)))
+		fail_msg("x86_state_init: %s", err);
 	return true;
 }
 
@@ -182,12 +182,12 @@ static struct snap_reader *save(struct tvm *t)
 	char err[256] = "";
 
 	assert_int_equal(snap_section_begin(w, SNAP_TAG_VM, 0, "kvm-vm"), 0);
-	if (kvm_vm_save(t->vm, w, err, sizeof(err)))
-		fail_msg("kvm_vm_save: %s", err);
+	if (x86_vm_save(t->vm, w, err, sizeof(err)))
+		fail_msg("x86_vm_save: %s", err);
 	assert_int_equal(snap_section_end(w), 0);
 	assert_int_equal(snap_section_begin(w, SNAP_TAG_VCPU, 0, "vcpu"), 0);
-	if (kvm_vcpu_save(t->vcpu, w, err, sizeof(err)))
-		fail_msg("kvm_vcpu_save: %s", err);
+	if (x86_vcpu_save(t->vcpu, w, err, sizeof(err)))
+		fail_msg("x86_vcpu_save: %s", err);
 	assert_int_equal(snap_section_end(w), 0);
 	r = reader_from(w);
 	snap_writer_free(w);
@@ -240,12 +240,12 @@ static void test_round_trip(void **state)
 	r = save(&a);
 	assert_true(make_vm(&b, cpuid));
 	assert_int_equal(snap_section(r, SNAP_TAG_VM, 0, "kvm-vm", &sec), 0);
-	if (kvm_vm_restore(b.vm, sec, err, sizeof(err)))
-		fail_msg("kvm_vm_restore: %s", err);
+	if (x86_vm_restore(b.vm, sec, err, sizeof(err)))
+		fail_msg("x86_vm_restore: %s", err);
 	assert_int_equal(snap_remaining(sec), 0);
 	assert_int_equal(snap_section(r, SNAP_TAG_VCPU, 0, "vcpu", &sec), 0);
-	if (kvm_vcpu_restore(b.vcpu, sec, err, sizeof(err)))
-		fail_msg("kvm_vcpu_restore: %s", err);
+	if (x86_vcpu_restore(b.vcpu, sec, err, sizeof(err)))
+		fail_msg("x86_vcpu_restore: %s", err);
 	assert_int_equal(snap_remaining(sec), 0);
 	assert_false(snap_reader_error(sec));
 
@@ -332,7 +332,7 @@ static void test_cpuid_mismatch(void **state)
 		skip();
 	}
 	assert_int_equal(snap_section(r, SNAP_TAG_VCPU, 0, "vcpu", &sec), 0);
-	assert_int_equal(kvm_vcpu_restore(b.vcpu, sec, err, sizeof(err)), -EINVAL);
+	assert_int_equal(x86_vcpu_restore(b.vcpu, sec, err, sizeof(err)), -EINVAL);
 	snprintf(want, sizeof(want), "snapshot CPUID leaf 0x%x.0 %s", leaf, reg);
 	if (!strstr(err, want) || !strstr(err, "differs from this host's") || !strstr(err, "--cpu-template"))
 		fail_msg("unexpected message: %s", err);
@@ -401,7 +401,7 @@ static void test_saved_cpuid_differs(void **state)
 	memcpy(body + off, f, sizeof(f));
 	bad = vcpu_snapshot(body, len);
 	assert_int_equal(snap_section(bad, SNAP_TAG_VCPU, 0, "vcpu", &sec), 0);
-	assert_int_equal(kvm_vcpu_restore(a.vcpu, sec, err, sizeof(err)), -EINVAL);
+	assert_int_equal(x86_vcpu_restore(a.vcpu, sec, err, sizeof(err)), -EINVAL);
 	snprintf(want, sizeof(want), "snapshot CPUID leaf 0x%x.%u eax 0x%08x differs from this host's 0x%08x", f[0],
 		 f[1], f[3], f[3] ^ 0x100);
 	if (!strstr(err, want))
@@ -435,7 +435,7 @@ static void test_bad_sections(void **state)
 	memcpy(body + off, &(uint32_t){KVM_STATE_MAX_MSRS + 1}, 4);
 	bad = vcpu_snapshot(body, len);
 	assert_int_equal(snap_section(bad, SNAP_TAG_VCPU, 0, "vcpu", &sec), 0);
-	assert_int_equal(kvm_vcpu_restore(a.vcpu, sec, err, sizeof(err)), -EINVAL);
+	assert_int_equal(x86_vcpu_restore(a.vcpu, sec, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "MSR count"));
 	snap_reader_free(bad);
 	free(body);
@@ -446,7 +446,7 @@ static void test_bad_sections(void **state)
 		bad = vcpu_snapshot(body, n);
 		assert_int_equal(snap_section(bad, SNAP_TAG_VCPU, 0, "vcpu", &sec), 0);
 		err[0] = '\0';
-		assert_int_equal(kvm_vcpu_restore(a.vcpu, sec, err, sizeof(err)), -EINVAL);
+		assert_int_equal(x86_vcpu_restore(a.vcpu, sec, err, sizeof(err)), -EINVAL);
 		assert_true(err[0] != '\0');
 		snap_reader_free(bad);
 	}

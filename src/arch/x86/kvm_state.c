@@ -55,7 +55,7 @@ struct msr_chunk {
 	struct kvm_msr_entry e[MSR_CHUNK];
 };
 
-/* What KVM offers, fetched once per process (kvm_state_init), then read-only. */
+/* What KVM offers, fetched once per process (x86_state_init), then read-only. */
 static struct {
 	bool caps_done;
 	bool xsave, xsave2, xcrs, debugregs, events, tsc_khz, adjust_clock, pit_state2;
@@ -98,7 +98,7 @@ static void fetch_caps(int vm_fd)
 	kst.caps_done = true;
 }
 
-int kvm_state_init(int kvm_fd, int vm_fd, char *err, size_t errlen)
+int x86_state_init(int kvm_fd, int vm_fd, char *err, size_t errlen)
 {
 	const struct cpuid_kvm *k;
 	int ret = 0;
@@ -120,7 +120,7 @@ int kvm_state_init(int kvm_fd, int vm_fd, char *err, size_t errlen)
 	return ret;
 }
 
-void kvm_state_reset(void)
+void x86_state_reset(void)
 {
 	pthread_mutex_lock(&kst_lock);
 	free(kst.msrs);
@@ -136,7 +136,7 @@ static int need_init(char *err, size_t errlen)
 	ok = kst.caps_done && kst.listed;
 	pthread_mutex_unlock(&kst_lock);
 	if (!ok)
-		snprintf(err, errlen, "kvm_state_init has not run (save or restore the VM section first)");
+		snprintf(err, errlen, "x86_state_init has not run (save or restore the VM section first)");
 	return ok ? 0 : -EINVAL;
 }
 
@@ -575,7 +575,7 @@ static int put_fixed(struct snap_writer *w, const struct vcpu_regs *s, const str
 		?: put_blob(w, &s->lapic, sizeof(s->lapic));
 }
 
-int kvm_vcpu_save(int vcpu_fd, struct snap_writer *w, char *err, size_t errlen)
+int x86_vcpu_save(int vcpu_fd, struct snap_writer *w, char *err, size_t errlen)
 {
 	struct vcpu_regs s;
 	struct kvm_xsave *xs;
@@ -717,7 +717,7 @@ static int read_vcpu(struct snap_reader *sec, struct vcpu_file *f, char *err, si
 		?: read_cpuid(sec, &f->cpuid, &f->nr_cpuid, err, errlen) ?: read_tsc_khz(sec, &f->tsc_khz, err, errlen);
 }
 
-int kvm_vcpu_restore(int vcpu_fd, struct snap_reader *sec, char *err, size_t errlen)
+int x86_vcpu_restore(int vcpu_fd, struct snap_reader *sec, char *err, size_t errlen)
 {
 	struct vcpu_file f;
 	int ret = need_init(err, errlen) ?: check_version(sec, "vcpu", KVM_VCPU_SNAP_VERSION, err, errlen);
@@ -767,11 +767,11 @@ static int save_chips(int vm_fd, struct snap_writer *w, char *err, size_t errlen
 	return 0;
 }
 
-int kvm_vm_save(int vm_fd, struct snap_writer *w, char *err, size_t errlen)
+int x86_vm_save(int vm_fd, struct snap_writer *w, char *err, size_t errlen)
 {
 	struct kvm_pit_state2 pit;
 	struct kvm_clock_data clock;
-	int ret = kvm_state_init(-1, vm_fd, err, errlen) ?: snap_set_version(w, KVM_VM_SNAP_VERSION)
+	int ret = x86_state_init(-1, vm_fd, err, errlen) ?: snap_set_version(w, KVM_VM_SNAP_VERSION)
 		  ?: save_chips(vm_fd, w, err, errlen);
 
 	memset(&pit, 0, sizeof(pit));
@@ -835,11 +835,11 @@ static int restore_clock(int vm_fd, struct snap_reader *sec, char *err, size_t e
 	return KVM_IOCTL(vm_fd, KVM_SET_CLOCK, &clock) ? ioctl_err("KVM_SET_CLOCK", err, errlen) : 0;
 }
 
-int kvm_vm_restore(int vm_fd, struct snap_reader *sec, char *err, size_t errlen)
+int x86_vm_restore(int vm_fd, struct snap_reader *sec, char *err, size_t errlen)
 {
 	struct kvm_pit_state2 pit;
 	bool present;
-	int ret = kvm_state_init(-1, vm_fd, err, errlen) ?: check_version(sec, "kvm-vm", KVM_VM_SNAP_VERSION, err, errlen)
+	int ret = x86_state_init(-1, vm_fd, err, errlen) ?: check_version(sec, "kvm-vm", KVM_VM_SNAP_VERSION, err, errlen)
 		  ?: restore_chips(vm_fd, sec, err, errlen)
 		  ?: get_blob(sec, "kvm_pit_state2", &pit, sizeof(pit), true, &present, err, errlen);
 
