@@ -32,7 +32,7 @@ static const struct shape shapes[] = {
     {"1 vCPU, no device", 1, 0},
     {"2 vCPUs, 3 devices", 2, 3},
     {"16 vCPUs, 8 devices", 16, 8},
-    {"254 vCPUs, 18 devices", ACPI_MAX_CPUS, LAYOUT_VIRTIO_SLOTS},
+    {"254 vCPUs, 18 devices", ACPI_MAX_CPUS, LAYOUT_VIRTIO_WINDOWS},
 };
 
 static double now_us(void)

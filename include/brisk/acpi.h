@@ -8,7 +8,7 @@
 #include "brisk/layout.h"
 
 struct gmem;
-struct devmgr_slot;
+struct devmgr_window;
 
 /*
  * Where the tables live (layout.h, docs/acpi.md): the region
@@ -44,11 +44,11 @@ struct devmgr_slot;
 
 /* The machine the tables describe. */
 struct acpi_machine {
-	unsigned cpus;			  /* 1..ACPI_MAX_CPUS */
-	const uint32_t *apic_ids;	  /* [cpus]: vCPU i's APIC ID (cpuid_apic_id); vCPU 0 is the BSP */
-	unsigned nr_virtio;		  /* 0..LAYOUT_VIRTIO_SLOTS */
-	const struct devmgr_slot *virtio; /* [nr_virtio]: the device manager's slots, in its order */
-	unsigned legacy;		  /* ACPI_DEV_* */
+	unsigned cpus;			    /* 1..ACPI_MAX_CPUS */
+	const uint32_t *apic_ids;	    /* [cpus]: vCPU i's APIC ID (cpuid_apic_id); vCPU 0 is the BSP */
+	unsigned nr_virtio;		    /* 0..LAYOUT_VIRTIO_WINDOWS */
+	const struct devmgr_window *virtio; /* [nr_virtio]: the device manager's windows, in its order */
+	unsigned legacy;		    /* ACPI_DEV_* */
 };
 
 #define ACPI_SCRATCH 16 /* Scope > Device > Buffer: (4 - 1) + (4 - 1) + (9 - 3) bytes reserved at most */

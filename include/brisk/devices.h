@@ -51,22 +51,22 @@ uint64_t serial8250_dropped(const struct serial8250 *s);
 /* Restores the terminal if raw mode is on (async-signal-safe; for atexit paths). */
 void serial8250_restore_tty(void);
 
-struct devmgr_slot;
+struct devmgr_window;
 struct vm_disk;
 
 /*
- * virtio devices (src/virtio/): each in its virtio-mmio window `slot`,
+ * virtio devices (src/virtio/): each in its virtio-mmio window `win`,
  * added to `bus` (which owns it from then on). Return 0 or -errno.
  */
 /* Entropy (section 5.4), getrandom-backed, at most `bytes_per_sec`. */
 __attribute__((warn_unused_result)) int virtio_rng_create(const struct devctx *ctx, struct bus *bus,
-							  const struct devmgr_slot *slot, uint64_t bytes_per_sec);
+							  const struct devmgr_window *win, uint64_t bytes_per_sec);
 /*
  * Block (section 5.2) backed by the raw image d->path; on failure `err`
  * says what is wrong with the image (missing, locked, read-only, size).
  */
 __attribute__((warn_unused_result)) int virtio_blk_create(const struct devctx *ctx, struct bus *bus,
-							  const struct devmgr_slot *slot, const struct vm_disk *d,
+							  const struct devmgr_window *win, const struct vm_disk *d,
 							  char *err, size_t errlen);
 /*
  * Console (section 5.3), one port (hvc0), on the VM's stdin and stdout with a
@@ -74,10 +74,10 @@ __attribute__((warn_unused_result)) int virtio_blk_create(const struct devctx *c
  * so the UART must not read stdin too (its output may share stdout).
  */
 __attribute__((warn_unused_result)) int virtio_console_create(const struct devctx *ctx, struct bus *bus,
-							      const struct devmgr_slot *slot);
+							      const struct devmgr_window *win);
 /* The same on the descriptors `io` names (out_fd -1: output discarded; in_fd -1: no input). */
 __attribute__((warn_unused_result)) int virtio_console_create_io(const struct devctx *ctx, struct bus *bus,
-								 const struct devmgr_slot *slot,
+								 const struct devmgr_window *win,
 								 const struct serial_opts *io);
 
 struct vm_net;
@@ -88,7 +88,7 @@ struct vm_net;
  * missing or busy, the helper missing, a hostfwd port in use).
  */
 __attribute__((warn_unused_result)) int virtio_net_create(const struct devctx *ctx, struct bus *bus,
-							  const struct devmgr_slot *slot, const struct vm_net *net,
+							  const struct devmgr_window *win, const struct vm_net *net,
 							  unsigned index, char *err, size_t errlen);
 
 /* The constructors below add their device to `bus` (which owns it from then on) and return 0 or -errno. */

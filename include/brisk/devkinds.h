@@ -2,7 +2,7 @@
  * devkinds.h - the one table of virtio device kinds (src/vmm/devkinds.c). Every loop over "the virtio
  * devices a configuration asks for" iterates it, in its order: the device manager's plan (windows and
  * lines, devmgr.c), the build recipe's constructors (vm_build.c create_virtio, also for a restore),
- * config_validate's slot count, the run options (run_opts.c: one getopt entry per kind), `brisk help run`,
+ * config_validate's window count, the run options (run_opts.c: one getopt entry per kind), `brisk help run`,
  * and the classifier that refuses VM options to `brisk restore` (src/cli/run.c). Adding a device is its
  * own files plus one row here (docs/architecture.md, "Adding a device").
  */
@@ -17,7 +17,7 @@
 
 struct bus;
 struct devctx;
-struct devmgr_slot;
+struct devmgr_window;
 
 /* What a kind's constructor gets: the device context, the bus that will own the device, the configuration. */
 struct devkind_env {
@@ -44,10 +44,10 @@ struct devkind {
 	/* How many devices of this kind cfg asks for. */
 	unsigned (*count)(const struct vm_config *cfg);
 	/*
-	 * Creates device i (0..count-1) of this kind in window `slot`, added to env->bus. 0, or -errno with
+	 * Creates device i (0..count-1) of this kind in window `win`, added to env->bus. 0, or -errno with
 	 * `why` naming the option and its value ("--disk PATH: ...").
 	 */
-	int (*create)(const struct devkind_env *env, const struct devmgr_slot *slot, unsigned i, char *why,
+	int (*create)(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, char *why,
 		      size_t whylen);
 	/* Whose fault create's -errno is (docs/exit-codes.md): the option's value (usage) or the host's. */
 	enum vm_error_kind (*fault)(int err);
@@ -68,9 +68,9 @@ const struct devkind *devkind_by_opt(int val);
 unsigned devkinds_total(const struct vm_config *cfg);
 
 /*
- * At most LAYOUT_VIRTIO_SLOTS devices: 0, or -EINVAL with "N virtio devices (--disk, ...): at most M" in
+ * At most LAYOUT_VIRTIO_WINDOWS devices: 0, or -EINVAL with "N virtio devices (--disk, ...): at most M" in
  * err (config_validate's check).
  */
-int devkinds_check_slots(const struct vm_config *cfg, char *err, size_t errlen);
+int devkinds_check_windows(const struct vm_config *cfg, char *err, size_t errlen);
 
 #endif

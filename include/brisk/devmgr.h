@@ -14,7 +14,7 @@
 
 struct devkind;
 
-struct devmgr_slot {
+struct devmgr_window {
 	uint64_t base;		    /* guest-physical start of the 4 KiB window */
 	unsigned irq;		    /* I/O APIC pin = GSI */
 	const char *what;	    /* "virtio-blk", for logs */
@@ -24,7 +24,7 @@ struct devmgr_slot {
 
 struct devmgr {
 	unsigned nr;
-	struct devmgr_slot slot[LAYOUT_VIRTIO_SLOTS];
+	struct devmgr_window win[LAYOUT_VIRTIO_WINDOWS];
 };
 
 struct vm_config;
@@ -32,18 +32,18 @@ struct cpuid_topology;
 struct acpi_machine;
 
 /*
- * The slots of the virtio devices `cfg` asks for, in the one order users
+ * The windows of the virtio devices `cfg` asks for, in the one order users
  * expect (the VM recipe and `brisk acpi --dump` both use it): the order of
  * the kinds table (devkinds.h), each kind's devices as given: each --disk
  * (the first is vda), then each --net, then --vsock, then --rng, then
- * --console virtio. Each slot records its kind and index, which the recipe's
- * constructors walk. config_validate keeps the count within LAYOUT_VIRTIO_SLOTS.
+ * --console virtio. Each window records its kind and index, which the recipe's
+ * constructors walk. config_validate keeps the count within LAYOUT_VIRTIO_WINDOWS.
  */
 void devmgr_plan(struct devmgr *m, const struct vm_config *cfg);
 
 /*
  * The machine the ACPI tables describe (acpi.h) for `cfg` with the planned
- * slots `m`: its vCPUs with the APIC IDs of `topo` (written to ids[0..cfg->cpus)),
+ * windows `m`: its vCPUs with the APIC IDs of `topo` (written to ids[0..cfg->cpus)),
  * the virtio windows, and the legacy devices every brisk VM has (the UART,
  * the i8042 and the CMOS RTC: vm_build.c create_devices). The VM recipe and
  * `brisk acpi --dump` both describe their machine through it. `out` points
@@ -52,12 +52,12 @@ void devmgr_plan(struct devmgr *m, const struct vm_config *cfg);
 void devmgr_acpi_machine(const struct devmgr *m, const struct vm_config *cfg, const struct cpuid_topology *topo,
 			 uint32_t *ids, struct acpi_machine *out);
 
-/* Takes the next window and line. Returns the slot, or NULL when all LAYOUT_VIRTIO_SLOTS are taken. */
-const struct devmgr_slot *devmgr_alloc(struct devmgr *m, const char *what);
+/* Takes the next window and line. Returns the window, or NULL when all LAYOUT_VIRTIO_WINDOWS are taken. */
+const struct devmgr_window *devmgr_alloc(struct devmgr *m, const char *what);
 
 /*
  * Writes `base` followed by " virtio_mmio.device=4K@0xADDR:IRQ" for every
- * slot into out[0..outlen). Returns the length, or -E2BIG when it does not
+ * window into out[0..outlen). Returns the length, or -E2BIG when it does not
  * fit (the message is then the caller's: the command line limit).
  */
 int devmgr_cmdline(const struct devmgr *m, const char *base, char *out, size_t outlen);

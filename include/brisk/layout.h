@@ -99,7 +99,7 @@
 
 #define LAYOUT_VIRTIO_MMIO	0xd0001000ULL /* virtio-mmio devices, one page each */
 #define LAYOUT_VIRTIO_MMIO_SIZE 0x1000ULL     /* one window: registers at 0, config space at 0x100 */
-#define LAYOUT_VIRTIO_SLOTS	18	      /* windows, one per interrupt line below */
+#define LAYOUT_VIRTIO_WINDOWS	18	      /* windows, one per interrupt line below */
 /*
  * The virtio-mmio interrupt lines: I/O APIC pins 5-7 and 9-23 (the MP table
  * routes every pin 0-23, mptable.c). Not 0-4 (PIT, keyboard, cascade, COM2,
@@ -166,9 +166,9 @@ _Static_assert(LAYOUT_DISJOINT(LAYOUT_ACPI_PM_PORT, LAYOUT_ACPI_PM_SIZE, BRISK_C
 
 _Static_assert(LAYOUT_MMIO_HOLE <= BRISK_BOOTMARK_MMIO, "boot marker inside the hole");
 _Static_assert(LAYOUT_DISJOINT(BRISK_BOOTMARK_MMIO, BRISK_BOOTMARK_MMIO_SIZE, LAYOUT_VIRTIO_MMIO,
-			       LAYOUT_VIRTIO_SLOTS *LAYOUT_VIRTIO_MMIO_SIZE),
+			       LAYOUT_VIRTIO_WINDOWS *LAYOUT_VIRTIO_MMIO_SIZE),
 	       "boot marker/virtio");
-_Static_assert(LAYOUT_END(LAYOUT_VIRTIO_MMIO, LAYOUT_VIRTIO_SLOTS *LAYOUT_VIRTIO_MMIO_SIZE) <= BRISK_IOAPIC_BASE,
+_Static_assert(LAYOUT_END(LAYOUT_VIRTIO_MMIO, LAYOUT_VIRTIO_WINDOWS *LAYOUT_VIRTIO_MMIO_SIZE) <= BRISK_IOAPIC_BASE,
 	       "virtio windows below the I/O APIC");
 _Static_assert(LAYOUT_VIRTIO_MMIO + 0x100000 <= BRISK_IOAPIC_BASE, "virtio window/IOAPIC");
 _Static_assert(BRISK_IOAPIC_BASE + 0x1000 <= BRISK_LAPIC_BASE, "IOAPIC/LAPIC");

@@ -23,7 +23,7 @@
 
 struct bus;
 struct devctx;
-struct devmgr_slot;
+struct devmgr_window;
 struct gmem;
 struct snap_reader;
 struct snap_writer;
@@ -108,7 +108,7 @@ struct virtio_dev_ops {
 };
 
 /*
- * Creates the transport for device `dev` in window `slot`, offering the
+ * Creates the transport for device `dev` in window `win`, offering the
  * device-specific feature bits `features` (a disk's depend on its image: RO,
  * DISCARD), and adds it to `bus` (which owns both from then on; the transport destroys `dev` through
  * ops->destroy, also when this fails after taking it). Wires each queue's
@@ -116,7 +116,7 @@ struct virtio_dev_ops {
  * by the event loop, and the interrupt line to an eventfd (KVM_IRQFD).
  * Returns 0 and *out (may be NULL), or -errno.
  */
-int virtio_mmio_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_slot *slot,
+int virtio_mmio_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
 		       const struct virtio_dev_ops *ops, void *dev, uint64_t features, struct virtio_mmio **out);
 
 /* Queue `q` of the device (valid between activate and reset). */

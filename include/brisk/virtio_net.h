@@ -169,14 +169,14 @@ int net_user_open(const struct vm_net *n, uint32_t mtu, struct net_backend **out
 
 struct bus;
 struct devctx;
-struct devmgr_slot;
+struct devmgr_window;
 /*
  * The device on backend `be` (owned from here on, also on failure) with MAC
  * `mac`, interface `index` (for logs): what virtio_net_create does once it
  * has opened the backend its configuration names; unit tests call it with a
  * backend of their own. Returns 0 or -errno (with `err`).
  */
-int virtio_net_create_on(const struct devctx *ctx, struct bus *bus, const struct devmgr_slot *slot,
+int virtio_net_create_on(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
 			 struct net_backend *be, const uint8_t mac[6], unsigned index, char *err, size_t errlen);
 
 #endif

@@ -19,7 +19,7 @@
 
 struct bus;
 struct devctx;
-struct devmgr_slot;
+struct devmgr_window;
 struct virtio_vsock;
 
 #define VIRTIO_ID_VSOCK 19 /* section 5.10.1 */
@@ -134,13 +134,13 @@ bool vsock_credit_allows(uint32_t buf_alloc, uint32_t fwd_cnt, uint32_t rx_cnt, 
 int vsock_parse_connect(const char *line, size_t n, uint32_t *port);
 
 /*
- * Creates the device in window `slot` with guest CID `cid`, listening on the AF_UNIX socket `uds`
+ * Creates the device in window `win` with guest CID `cid`, listening on the AF_UNIX socket `uds`
  * (created here; a stale socket there is replaced, anything else refused, removed again when the device
  * is destroyed). Returns 0 and *out (may be NULL; valid until the bus destroys the device), or -errno
  * with what is wrong in `err` (-EEXIST: not a socket; -EADDRINUSE: another process listens there).
  */
 __attribute__((warn_unused_result)) int virtio_vsock_create(const struct devctx *ctx, struct bus *bus,
-							    const struct devmgr_slot *slot, uint32_t cid,
+							    const struct devmgr_window *win, uint32_t cid,
 							    const char *uds, char *err, size_t errlen,
 							    struct virtio_vsock **out);
 

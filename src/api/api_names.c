@@ -32,7 +32,7 @@ struct out {
 	size_t cap, len;
 };
 
-static void put(struct out *o, const char *s, size_t n)
+static void out_put(struct out *o, const char *s, size_t n)
 {
 	for (size_t i = 0; i < n && o->len + 1 < o->cap; i++)
 		o->p[o->len++] = s[i];
@@ -41,7 +41,7 @@ static void put(struct out *o, const char *s, size_t n)
 
 static void puts_(struct out *o, const char *s)
 {
-	put(o, s, strlen(s));
+	out_put(o, s, strlen(s));
 }
 
 /* The longest of the n strings at `at` (stride bytes apart, from base) that `s` starts with: its index or -1. */
@@ -105,14 +105,14 @@ void api_field_names(const struct fc_vm *f, const char *msg, char *out, size_t c
 			puts_(&o, s);
 			break;
 		}
-		put(&o, s, (size_t)(dash - s));
+		out_put(&o, s, (size_t)(dash - s));
 		for (k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
 			n = strlen(names[k].cli);
 			if (strncmp(dash, names[k].cli, n) == 0 && (dash[n] < 'a' || dash[n] > 'z') && dash[n] != '-')
 				break;
 		}
 		if (k == sizeof(names) / sizeof(names[0])) { /* not an option of the VM's: as it is */
-			put(&o, dash, 2);
+			out_put(&o, dash, 2);
 			s = dash + 2;
 			continue;
 		}

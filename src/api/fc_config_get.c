@@ -8,7 +8,7 @@
 #include "fc_config_internal.h"
 
 /* json-c returns NULL when out of memory: every add goes through these, and a failure sticks in *bad. */
-static void put(json_object *o, const char *key, json_object *v, bool *bad)
+static void add_field(json_object *o, const char *key, json_object *v, bool *bad)
 {
 	if (json_object_object_add(o, key, v) != 0) {
 		json_object_put(v);
@@ -23,7 +23,7 @@ static void put_str(json_object *o, const char *key, const char *s, bool *bad)
 
 	if (s && !v)
 		*bad = true;
-	put(o, key, v, bad);
+	add_field(o, key, v, bad);
 }
 
 static void put_bool(json_object *o, const char *key, bool b, bool *bad)
@@ -32,7 +32,7 @@ static void put_bool(json_object *o, const char *key, bool b, bool *bad)
 
 	if (!v)
 		*bad = true;
-	put(o, key, v, bad);
+	add_field(o, key, v, bad);
 }
 
 static void put_u64(json_object *o, const char *key, uint64_t n, bool *bad)
@@ -41,7 +41,7 @@ static void put_u64(json_object *o, const char *key, uint64_t n, bool *bad)
 
 	if (!v)
 		*bad = true;
-	put(o, key, v, bad);
+	add_field(o, key, v, bad);
 }
 
 /* A new object added to `o` as `key`, or NULL (with *bad) when out of memory. */
@@ -53,7 +53,7 @@ static json_object *put_obj(json_object *o, const char *key, bool *bad)
 		*bad = true;
 		return NULL;
 	}
-	put(o, key, v, bad);
+	add_field(o, key, v, bad);
 	return *bad ? NULL : v;
 }
 
@@ -62,7 +62,7 @@ static void boot_source(const struct fc_vm *f, json_object *root, bool *bad)
 	json_object *o;
 
 	if (!f->boot_source_set) {
-		put(root, "boot-source", NULL, bad);
+		add_field(root, "boot-source", NULL, bad);
 		return;
 	}
 	o = put_obj(root, "boot-source", bad);
@@ -98,9 +98,9 @@ static void drive(const struct fc_vm *f, unsigned i, json_object *a, bool *bad)
 	put_str(o, "cache_type", fc_cache_names[f->drive[i].cache_type], bad);
 	put_bool(o, "is_read_only", f->cfg.disk[i].ro, bad);
 	put_str(o, "path_on_host", f->cfg.disk[i].path, bad);
-	put(o, "rate_limiter", NULL, bad);
+	add_field(o, "rate_limiter", NULL, bad);
 	put_str(o, "io_engine", fc_engine_names[f->drive[i].io_engine], bad);
-	put(o, "socket", NULL, bad);
+	add_field(o, "socket", NULL, bad);
 }
 
 /* "aa:bb:cc:dd:ee:ff" into buf[18]. */
@@ -133,9 +133,9 @@ static void net(const struct fc_vm *f, unsigned i, json_object *a, bool *bad)
 	put_str(o, "iface_id", f->net[i].id, bad);
 	put_str(o, "host_dev_name", n->tap, bad);
 	put_str(o, "guest_mac", n->has_mac ? mac_text(n->mac, mac) : NULL, bad);
-	put(o, "mtu", NULL, bad);
-	put(o, "rx_rate_limiter", NULL, bad);
-	put(o, "tx_rate_limiter", NULL, bad);
+	add_field(o, "mtu", NULL, bad);
+	add_field(o, "rx_rate_limiter", NULL, bad);
+	add_field(o, "tx_rate_limiter", NULL, bad);
 }
 
 /* An array member filled by `fn` for each of `n` items. */
@@ -148,7 +148,7 @@ static void put_array(const struct fc_vm *f, json_object *root, const char *key,
 		*bad = true;
 		return;
 	}
-	put(root, key, a, bad);
+	add_field(root, key, a, bad);
 	for (unsigned i = 0; i < n && !*bad; i++)
 		fn(f, i, a, bad);
 }
@@ -158,7 +158,7 @@ static void vsock(const struct fc_vm *f, json_object *root, bool *bad)
 	json_object *o;
 
 	if (!f->cfg.vsock.cid) {
-		put(root, "vsock", NULL, bad);
+		add_field(root, "vsock", NULL, bad);
 		return;
 	}
 	o = put_obj(root, "vsock", bad);
@@ -180,14 +180,14 @@ static void entropy(const struct fc_vm *f, json_object *root, bool *bad)
 	json_object *o, *rl, *bw;
 
 	if (!rate) {
-		put(root, "entropy", NULL, bad);
+		add_field(root, "entropy", NULL, bad);
 		return;
 	}
 	o = put_obj(root, "entropy", bad);
 	if (!o)
 		return;
 	if (!size && rate == VM_RNG_DEFAULT_RATE) {
-		put(o, "rate_limiter", NULL, bad);
+		add_field(o, "rate_limiter", NULL, bad);
 		return;
 	}
 	if (!size) {
@@ -198,7 +198,7 @@ static void entropy(const struct fc_vm *f, json_object *root, bool *bad)
 	bw = rl ? put_obj(rl, "bandwidth", bad) : NULL;
 	if (!bw)
 		return;
-	put(rl, "ops", NULL, bad);
+	add_field(rl, "ops", NULL, bad);
 	put_u64(bw, "size", size, bad);
 	put_u64(bw, "refill_time", ms, bad);
 }
@@ -208,7 +208,7 @@ static void logger(const struct fc_vm *f, json_object *root, bool *bad)
 	json_object *o;
 
 	if (!f->logger.configured) {
-		put(root, "logger", NULL, bad);
+		add_field(root, "logger", NULL, bad);
 		return;
 	}
 	o = put_obj(root, "logger", bad);
@@ -226,7 +226,7 @@ static void metrics(const struct fc_vm *f, json_object *root, bool *bad)
 	json_object *o;
 
 	if (!f->metrics.configured) {
-		put(root, "metrics", NULL, bad);
+		add_field(root, "metrics", NULL, bad);
 		return;
 	}
 	o = put_obj(root, "metrics", bad);
@@ -262,13 +262,13 @@ char *fc_vm_to_json(const struct fc_vm *f)
 	bool bad = !root;
 
 	if (!bad) {
-		put(root, "balloon", NULL, &bad);
+		add_field(root, "balloon", NULL, &bad);
 		put_array(f, root, "drives", f->cfg.nr_disks, drive, &bad);
 		boot_source(f, root, &bad);
 		logger(f, root, &bad);
 		machine_section(f, root, &bad);
 		metrics(f, root, &bad);
-		put(root, "mmds-config", NULL, &bad);
+		add_field(root, "mmds-config", NULL, &bad);
 		put_array(f, root, "network-interfaces", f->cfg.nr_nets, net, &bad);
 		vsock(f, root, &bad);
 		entropy(f, root, &bad);

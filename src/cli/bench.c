@@ -125,7 +125,7 @@ static json_object *phase_json(const struct bench_phase *p, const struct bench_o
 	return obj;
 }
 
-static int write_json(const struct bench_opts *o, const struct bench_side *side)
+static int write_bench_json(const struct bench_opts *o, const struct bench_side *side)
 {
 	json_object *root = json_object_new_object(), *phases = json_object_new_array();
 	int ret;
@@ -190,7 +190,7 @@ int cmd_bench(int argc, char **argv)
 	if (ret == 0 && print_table(stdout, &o, &side))
 		ret = EXIT_HOST;
 	if (ret == 0 && o.json)
-		ret = write_json(&o, &side);
+		ret = write_bench_json(&o, &side);
 	if (ret == 0 && side.nr_failed) {
 		fprintf(stderr, "brisk bench: %zu of %lu boots failed and were excluded\n", side.nr_failed, o.n);
 		ret = EXIT_HOST;

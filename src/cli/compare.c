@@ -289,7 +289,7 @@ static int row_json(const struct row *r, void *ctx)
 	return 0;
 }
 
-static int write_json(const struct compare_opts *o, const struct side *a, const struct side *b)
+static int write_compare_json(const struct compare_opts *o, const struct side *a, const struct side *b)
 {
 	json_object *root = json_object_new_object(), *phases = json_object_new_array();
 	int ret;
@@ -330,7 +330,7 @@ int cmd_compare(int argc, char **argv)
 	if (ret == 0 && print_report(stdout, &o, &a, &b))
 		ret = EXIT_HOST;
 	if (ret == 0 && o.json)
-		ret = write_json(&o, &a, &b);
+		ret = write_compare_json(&o, &a, &b);
 	if (ret == 0 && (a.boots.nr_failed || b.boots.nr_failed)) {
 		fprintf(stderr, "brisk compare: %zu A and %zu B boots failed and were excluded\n", a.boots.nr_failed,
 			b.boots.nr_failed);

@@ -223,7 +223,7 @@ int config_validate(const struct vm_config *cfg, unsigned max_cpus, uint64_t hos
 			 (unsigned long long)cfg->memory);
 		return -EINVAL;
 	}
-	if (devkinds_check_slots(cfg, err, errlen))
+	if (devkinds_check_windows(cfg, err, errlen))
 		return -EINVAL;
 	if (config_vsock_check(cfg, err, errlen))
 		return -EINVAL;

@@ -245,7 +245,7 @@ static char *rewrite_value(struct jail_config *cfg, const char *opt, char *val, 
 /* Options whose files name other files (or a VM state) the jail cannot rewrite. */
 static const char *const refused[] = {"--config-file", "--snapshot", "--mem", NULL};
 
-static int refuse(const char *a, char *err, size_t errlen)
+static int refuse_option(const char *a, char *err, size_t errlen)
 {
 	for (int i = 0; refused[i]; i++) {
 		size_t n = strlen(refused[i]);
@@ -295,7 +295,7 @@ static int rewrite_one(int argc, char **argv, int *i, char **out, int *n, struct
 	char opt[64], *a = argv[*i], *val, *nv;
 	int ret;
 
-	if ((ret = refuse(a, err, errlen)))
+	if ((ret = refuse_option(a, err, errlen)))
 		return ret;
 	val = split_attached(a, opt, sizeof(opt));
 	if (!is_file_opt(opt)) {

@@ -19,7 +19,7 @@
 #define FAIL(status, ...) (err_set(err, errlen, 0, __VA_ARGS__), (status))
 
 /* Writes s to path. Returns 0 or -errno. */
-static int write_file(const char *path, const char *s)
+static int cgroup_write(const char *path, const char *s)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
 	ssize_t n;
@@ -88,10 +88,10 @@ static int enable_controller(const char *mnt, const char *key, char *err, size_t
 			    path);
 	snprintf(plus, sizeof(plus), "+%s", ctl);
 	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", mnt);
-	if (!listed(path, ctl) && (ret = write_file(path, plus)))
+	if (!listed(path, ctl) && (ret = cgroup_write(path, plus)))
 		return FAIL(EXIT_HOST, "write %s to %s: %s", plus, path, strerror(-ret));
 	snprintf(path, sizeof(path), "%s/%s/cgroup.subtree_control", mnt, JAIL_CGROUP_PARENT);
-	if (!listed(path, ctl) && (ret = write_file(path, plus)))
+	if (!listed(path, ctl) && (ret = cgroup_write(path, plus)))
 		return FAIL(EXIT_HOST, "write %s to %s: %s", plus, path, strerror(-ret));
 	return 0;
 }
@@ -103,7 +103,7 @@ static int write_values(const struct jail_config *cfg, const struct jail_cgroup 
 
 	for (unsigned i = 0; i < cfg->nr_cg; i++) {
 		snprintf(path, sizeof(path), "%s/%s", cg->dir, cfg->cg[i].key);
-		ret = write_file(path, cfg->cg[i].value);
+		ret = cgroup_write(path, cfg->cg[i].value);
 		if (ret == -ENOENT)
 			return FAIL(EXIT_USAGE, "--cgroup %s=%s: %s: no such cgroup file", cfg->cg[i].key,
 				    cfg->cg[i].value, path);
@@ -190,7 +190,7 @@ int jail_cgroup_enter(const struct jail_cgroup *cg, pid_t pid, char *err, size_t
 		return 0;
 	snprintf(path, sizeof(path), "%s/cgroup.procs", cg->dir);
 	snprintf(num, sizeof(num), "%d", (int)pid);
-	if ((ret = write_file(path, num)))
+	if ((ret = cgroup_write(path, num)))
 		return FAIL(EXIT_HOST, "write %s to %s: %s", num, path, strerror(-ret));
 	return 0;
 }

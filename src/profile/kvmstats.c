@@ -29,7 +29,7 @@ static int read_exact(int fd, void *buf, size_t len, uint64_t off)
 	return (size_t)n == len ? 0 : -EIO;
 }
 
-static int fail(char *err, size_t errlen, int ret, const char *what)
+static int stats_fail(char *err, size_t errlen, int ret, const char *what)
 {
 	snprintf(err, errlen, "KVM binary stats: %s", what);
 	return ret;
@@ -57,12 +57,12 @@ static int parse_descs(struct kstats *k, const struct kvm_stats_header *h, char 
 	int ret;
 
 	if (h->num_desc > KSTATS_MAX_DESC || h->name_size > KSTATS_MAX_NAME || total > KSTATS_MAX_BYTES)
-		return fail(err, errlen, -EINVAL, "implausible header (descriptor count or name size)");
+		return stats_fail(err, errlen, -EINVAL, "implausible header (descriptor count or name size)");
 	buf = malloc(total ? total : 1);
 	k->desc = calloc(h->num_desc ? h->num_desc : 1, sizeof(*k->desc));
 	if (!buf || !k->desc) {
 		free(buf);
-		return fail(err, errlen, -ENOMEM, "out of memory");
+		return stats_fail(err, errlen, -ENOMEM, "out of memory");
 	}
 	ret = read_exact(k->fd, buf, total, h->desc_offset);
 	for (uint32_t i = 0; !ret && i < h->num_desc; i++) {
@@ -76,7 +76,7 @@ static int parse_descs(struct kstats *k, const struct kvm_stats_header *h, char 
 		keep_desc(k, &d, name);
 	}
 	free(buf);
-	return ret ? fail(err, errlen, ret, "short read of the descriptors") : 0;
+	return ret ? stats_fail(err, errlen, ret, "short read of the descriptors") : 0;
 }
 
 int kstats_init_fd(struct kstats *k, int stats_fd, char *err, size_t errlen)
@@ -89,7 +89,7 @@ int kstats_init_fd(struct kstats *k, int stats_fd, char *err, size_t errlen)
 	ret = read_exact(stats_fd, &h, sizeof(h), 0);
 	if (ret) {
 		kstats_close(k);
-		return fail(err, errlen, ret, "cannot read the header");
+		return stats_fail(err, errlen, ret, "cannot read the header");
 	}
 	k->data_offset = h.data_offset;
 	ret = parse_descs(k, &h, err, errlen);

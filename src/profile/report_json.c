@@ -34,7 +34,7 @@ static jo *u64(uint64_t v)
 	return json_object_new_int64(v > INT64_MAX ? INT64_MAX : (int64_t)v);
 }
 
-static void put(jo *o, const char *k, jo *v)
+static void add_member(jo *o, const char *k, jo *v)
 {
 	json_object_object_add(o, k, v);
 }
@@ -83,11 +83,11 @@ static jo *phases_json(void)
 		if (!tl_ids[i].phase || t < 0)
 			continue;
 		p = json_object_new_object();
-		put(p, "id", json_object_new_string(tl_ids[i].id));
-		put(p, "name", json_object_new_string(timeline_name(tl_ids[i].ev)));
-		put(p, "start_us", dbl((double)prev / 1e3));
-		put(p, "end_us", dbl((double)t / 1e3));
-		put(p, "dur_us", dbl((double)(t - prev) / 1e3));
+		add_member(p, "id", json_object_new_string(tl_ids[i].id));
+		add_member(p, "name", json_object_new_string(timeline_name(tl_ids[i].ev)));
+		add_member(p, "start_us", dbl((double)prev / 1e3));
+		add_member(p, "end_us", dbl((double)t / 1e3));
+		add_member(p, "dur_us", dbl((double)(t - prev) / 1e3));
 		json_object_array_add(a, p);
 		prev = t;
 	}
@@ -98,9 +98,9 @@ static jo *milestone(const char *id, const char *name, int64_t ns)
 {
 	jo *m = json_object_new_object();
 
-	put(m, "id", json_object_new_string(id));
-	put(m, "name", json_object_new_string(name));
-	put(m, "us", dbl((double)ns / 1e3));
+	add_member(m, "id", json_object_new_string(id));
+	add_member(m, "name", json_object_new_string(name));
+	add_member(m, "us", dbl((double)ns / 1e3));
 	return m;
 }
 
@@ -132,7 +132,7 @@ static jo *milestones_json(void)
 			continue;
 		snprintf(name, sizeof(name), "boot marker 0x%x", v);
 		m = milestone("bootmark", name, t);
-		put(m, "value", json_object_new_int64(v));
+		add_member(m, "value", json_object_new_int64(v));
 		json_object_array_add(a, m);
 	}
 	json_object_array_sort(a, cmp_us);
@@ -149,10 +149,10 @@ static void exits_of_vcpu(jo *by_reason, jo *by_addr, const struct exit_stats *s
 		if (!s->exits[r])
 			continue;
 		e = json_object_new_object();
-		put(e, "vcpu", json_object_new_int((int)vcpu));
-		put(e, "reason", json_object_new_string(exit_reason_name(r)));
-		put(e, "count", u64(s->exits[r]));
-		put(e, "total_us", dbl((double)s->ns[r] / 1e3));
+		add_member(e, "vcpu", json_object_new_int((int)vcpu));
+		add_member(e, "reason", json_object_new_string(exit_reason_name(r)));
+		add_member(e, "count", u64(s->exits[r]));
+		add_member(e, "total_us", dbl((double)s->ns[r] / 1e3));
 		json_object_array_add(by_reason, e);
 	}
 	for (unsigned i = 0; i < EXIT_ADDR_SLOTS; i++) {
@@ -162,13 +162,13 @@ static void exits_of_vcpu(jo *by_reason, jo *by_addr, const struct exit_stats *s
 		if (x->kind == EXIT_ADDR_NONE || !x->count)
 			continue;
 		e = json_object_new_object();
-		put(e, "vcpu", json_object_new_int((int)vcpu));
-		put(e, "kind", json_object_new_string(x->kind == EXIT_ADDR_PIO ? "pio" : "mmio"));
-		put(e, "addr", u64(x->addr));
-		put(e, "addr_hex", hex(x->addr));
-		put(e, "dir", json_object_new_string(x->write ? "write" : "read"));
-		put(e, "count", u64(x->count));
-		put(e, "total_us", dbl((double)x->ns / 1e3));
+		add_member(e, "vcpu", json_object_new_int((int)vcpu));
+		add_member(e, "kind", json_object_new_string(x->kind == EXIT_ADDR_PIO ? "pio" : "mmio"));
+		add_member(e, "addr", u64(x->addr));
+		add_member(e, "addr_hex", hex(x->addr));
+		add_member(e, "dir", json_object_new_string(x->write ? "write" : "read"));
+		add_member(e, "count", u64(x->count));
+		add_member(e, "total_us", dbl((double)x->ns / 1e3));
 		json_object_array_add(by_addr, e);
 	}
 }
@@ -204,9 +204,9 @@ static jo *exits_json(const struct profile_inputs *in)
 		overflow += s->addr_overflow;
 	}
 	json_object_array_sort(by_addr, cmp_count);
-	put(o, "by_reason", by_reason);
-	put(o, "by_address", by_addr);
-	put(o, "address_overflow", u64(overflow));
+	add_member(o, "by_reason", by_reason);
+	add_member(o, "by_address", by_addr);
+	add_member(o, "address_overflow", u64(overflow));
 	return o;
 }
 
@@ -234,10 +234,10 @@ static jo *kstats_list(const struct kstats *k)
 				json_object_array_add(
 				    deltas, json_object_new_int64((int64_t)(k->values[n][i] - k->values[n - 1][i])));
 		}
-		put(s, "name", json_object_new_string(k->desc[i].name));
-		put(s, "kind", json_object_new_string(kstats_kind(k->desc[i].flags)));
-		put(s, "values", vals);
-		put(s, "deltas", deltas);
+		add_member(s, "name", json_object_new_string(k->desc[i].name));
+		add_member(s, "kind", json_object_new_string(kstats_kind(k->desc[i].flags)));
+		add_member(s, "values", vals);
+		add_member(s, "deltas", deltas);
 		json_object_array_add(a, s);
 	}
 	return a;
@@ -248,25 +248,25 @@ static jo *kvm_stats_json(const struct profile_inputs *in)
 	jo *o = json_object_new_object(), *snaps = json_object_new_array(), *vcpus = json_object_new_array();
 	int ok = in->vm_stats && in->vm_stats->fd >= 0;
 
-	put(o, "available", json_object_new_boolean(ok));
-	put(o, "reason", ok || !in->kstats_reason ? NULL : json_object_new_string(in->kstats_reason));
+	add_member(o, "available", json_object_new_boolean(ok));
+	add_member(o, "reason", ok || !in->kstats_reason ? NULL : json_object_new_string(in->kstats_reason));
 	for (unsigned n = 0; ok && n < in->vm_stats->nsnap; n++) {
 		jo *s = json_object_new_object();
 
-		put(s, "id", json_object_new_string(in->snapshot_ids[n]));
-		put(s, "us", dbl((double)(in->snapshot_ns[n] - in->origin_ns) / 1e3));
+		add_member(s, "id", json_object_new_string(in->snapshot_ids[n]));
+		add_member(s, "us", dbl((double)(in->snapshot_ns[n] - in->origin_ns) / 1e3));
 		json_object_array_add(snaps, s);
 	}
-	put(o, "snapshots", snaps);
-	put(o, "vm", ok ? kstats_list(in->vm_stats) : json_object_new_array());
+	add_member(o, "snapshots", snaps);
+	add_member(o, "vm", ok ? kstats_list(in->vm_stats) : json_object_new_array());
 	for (unsigned i = 0; ok && in->vcpu_stats && i < in->nr_vcpus; i++) {
 		jo *v = json_object_new_object();
 
-		put(v, "vcpu", json_object_new_int((int)i));
-		put(v, "stats", kstats_list(&in->vcpu_stats[i]));
+		add_member(v, "vcpu", json_object_new_int((int)i));
+		add_member(v, "stats", kstats_list(&in->vcpu_stats[i]));
 		json_object_array_add(vcpus, v);
 	}
-	put(o, "vcpus", vcpus);
+	add_member(o, "vcpus", vcpus);
 	return o;
 }
 
@@ -283,16 +283,16 @@ static jo *small_table(const struct ttable *t, const char *addr_key, int hex_add
 		if (!e->used)
 			continue;
 		r = json_object_new_object();
-		put(r, addr_key, hex_addr ? hex(e->k[0]) : u64(e->k[0]));
+		add_member(r, addr_key, hex_addr ? hex(e->k[0]) : u64(e->k[0]));
 		if (!hex_addr && dir) {
 			char k[16];
 
 			snprintf(k, sizeof(k), "%s_hex", addr_key);
-			put(r, k, hex(e->k[0]));
+			add_member(r, k, hex(e->k[0]));
 		}
 		if (dir)
-			put(r, "dir", json_object_new_string(e->k[1] ? "write" : "read"));
-		put(r, "count", u64(e->count));
+			add_member(r, "dir", json_object_new_string(e->k[1] ? "write" : "read"));
+		add_member(r, "count", u64(e->count));
 		json_object_array_add(a, r);
 	}
 	json_object_array_sort(a, cmp_count);
@@ -306,10 +306,10 @@ static jo *threads_json(const struct trace_agg *a)
 	for (unsigned i = 0; i < a->nthreads; i++) {
 		jo *t = json_object_new_object();
 
-		put(t, "tid", json_object_new_int(a->thread[i].tid));
-		put(t, "vcpu", json_object_new_int(a->thread[i].vcpu));
-		put(t, "comm", json_object_new_string(a->thread[i].comm));
-		put(t, "events", u64(a->thread[i].events));
+		add_member(t, "tid", json_object_new_int(a->thread[i].tid));
+		add_member(t, "vcpu", json_object_new_int(a->thread[i].vcpu));
+		add_member(t, "comm", json_object_new_string(a->thread[i].comm));
+		add_member(t, "events", u64(a->thread[i].events));
 		json_object_array_add(arr, t);
 	}
 	return arr;
@@ -323,9 +323,9 @@ static jo *reasons_json(const struct trace_agg *a)
 		const struct trace_reason *r = &a->reason[i];
 		jo *o = json_object_new_object();
 
-		put(o, "reason", json_object_new_string(r->name));
-		put(o, "count", u64(r->count));
-		put(o, "mean_us", r->gaps ? dbl((double)r->gap_ns / (double)r->gaps / 1e3) : NULL);
+		add_member(o, "reason", json_object_new_string(r->name));
+		add_member(o, "count", u64(r->count));
+		add_member(o, "mean_us", r->gaps ? dbl((double)r->gap_ns / (double)r->gaps / 1e3) : NULL);
 		json_object_array_add(arr, o);
 	}
 	json_object_array_sort(arr, cmp_count);
@@ -337,23 +337,23 @@ static jo *tracing_json(const struct profile_inputs *in)
 	jo *o = json_object_new_object(), *ev = json_object_new_object();
 	const struct trace_agg *a = in->tracing ? in->agg : NULL;
 
-	put(o, "available", json_object_new_boolean(a != NULL));
-	put(o, "reason", a || !in->trace_reason ? NULL : json_object_new_string(in->trace_reason));
-	put(o, "instance", in->trace_instance ? json_object_new_string(in->trace_instance) : NULL);
-	put(o, "tracefs", a && in->tracefs_root ? json_object_new_string(in->tracefs_root) : NULL);
-	put(o, "tracefs_mounted_by_brisk", json_object_new_boolean(a && in->tracefs_private));
-	put(o, "clock", json_object_new_string("mono"));
-	put(o, "rip_event", a && a->rip_event >= 0 ? json_object_new_string(trace_ev_name(a->rip_event)) : NULL);
+	add_member(o, "available", json_object_new_boolean(a != NULL));
+	add_member(o, "reason", a || !in->trace_reason ? NULL : json_object_new_string(in->trace_reason));
+	add_member(o, "instance", in->trace_instance ? json_object_new_string(in->trace_instance) : NULL);
+	add_member(o, "tracefs", a && in->tracefs_root ? json_object_new_string(in->tracefs_root) : NULL);
+	add_member(o, "tracefs_mounted_by_brisk", json_object_new_boolean(a && in->tracefs_private));
+	add_member(o, "clock", json_object_new_string("mono"));
+	add_member(o, "rip_event", a && a->rip_event >= 0 ? json_object_new_string(trace_ev_name(a->rip_event)) : NULL);
 	for (int e = 0; a && e < TEV_OTHER; e++)
-		put(ev, trace_ev_name((enum trace_ev)e), u64(a->events[e]));
-	put(o, "events", ev);
-	put(o, "lost_events", u64(in->lost));
-	put(o, "malformed_lines", u64(a ? a->malformed : 0));
-	put(o, "threads", a ? threads_json(a) : json_object_new_array());
-	put(o, "exit_reasons", a ? reasons_json(a) : json_object_new_array());
-	put(o, "pio", a ? small_table(&a->pio, "port", 0, 1) : json_object_new_array());
-	put(o, "mmio", a ? small_table(&a->mmio, "gpa", 1, 1) : json_object_new_array());
-	put(o, "hypercalls", a ? small_table(&a->hcall, "nr", 0, 0) : json_object_new_array());
+		add_member(ev, trace_ev_name((enum trace_ev)e), u64(a->events[e]));
+	add_member(o, "events", ev);
+	add_member(o, "lost_events", u64(in->lost));
+	add_member(o, "malformed_lines", u64(a ? a->malformed : 0));
+	add_member(o, "threads", a ? threads_json(a) : json_object_new_array());
+	add_member(o, "exit_reasons", a ? reasons_json(a) : json_object_new_array());
+	add_member(o, "pio", a ? small_table(&a->pio, "port", 0, 1) : json_object_new_array());
+	add_member(o, "mmio", a ? small_table(&a->mmio, "gpa", 1, 1) : json_object_new_array());
+	add_member(o, "hypercalls", a ? small_table(&a->hcall, "nr", 0, 0) : json_object_new_array());
 	return o;
 }
 
@@ -370,16 +370,16 @@ static jo *input_row(jo *rows, jo *index, uint64_t k1, uint64_t k2, int is_msr)
 		return r;
 	r = json_object_new_object();
 	if (is_msr) {
-		put(r, "index", u64(k1));
-		put(r, "index_hex", hex(k1));
-		put(r, "dir", json_object_new_string(k2 ? "write" : "read"));
+		add_member(r, "index", u64(k1));
+		add_member(r, "index_hex", hex(k1));
+		add_member(r, "dir", json_object_new_string(k2 ? "write" : "read"));
 	} else {
-		put(r, "leaf", u64(k1));
-		put(r, "subleaf", u64(k2));
-		put(r, "leaf_hex", hex(k1));
+		add_member(r, "leaf", u64(k1));
+		add_member(r, "subleaf", u64(k2));
+		add_member(r, "leaf_hex", hex(k1));
 	}
-	put(r, "count", json_object_new_int64(0));
-	put(r, "rips", json_object_new_array());
+	add_member(r, "count", json_object_new_int64(0));
+	add_member(r, "rips", json_object_new_array());
 	json_object_array_add(rows, r);
 	json_object_object_add(index, key, json_object_get(r));
 	return r;
@@ -396,13 +396,13 @@ static jo *inputs_json(const struct ttable *t, const struct symtab *syms, int is
 		if (!e->used)
 			continue;
 		r = input_row(rows, index, e->k[1], e->k[2], is_msr);
-		put(r, "count",
-		    json_object_new_int64(json_object_get_int64(json_object_object_get(r, "count")) +
-					  (int64_t)e->count));
+		add_member(r, "count",
+			   json_object_new_int64(json_object_get_int64(json_object_object_get(r, "count")) +
+						 (int64_t)e->count));
 		rip = json_object_new_object();
-		put(rip, "rip", e->k[0] == TRACE_NO_RIP ? NULL : hex(e->k[0]));
-		put(rip, "count", u64(e->count));
-		put(rip, "symbol", rip_symbol(syms, e->k[0]));
+		add_member(rip, "rip", e->k[0] == TRACE_NO_RIP ? NULL : hex(e->k[0]));
+		add_member(rip, "count", u64(e->count));
+		add_member(rip, "symbol", rip_symbol(syms, e->k[0]));
 		json_object_array_add(json_object_object_get(r, "rips"), rip);
 	}
 	json_object_put(index);
@@ -421,17 +421,17 @@ static jo *redundant_json(const struct trace_agg *a, const struct symtab *syms)
 	for (int i = 0; i < n; i++) {
 		jo *o = json_object_new_object();
 
-		put(o, "kind", json_object_new_string(r[i].kind));
-		put(o, "rip", hex(r[i].rip));
-		put(o, "symbol", rip_symbol(syms, r[i].rip));
-		put(o, "count", u64(r[i].count));
-		put(o, "distinct_inputs", u64(r[i].distinct_inputs));
-		put(o, "distinct_results", u64(r[i].distinct_results));
-		put(o, "deterministic", json_object_new_boolean(r[i].deterministic));
-		put(o, "cacheable", u64(r[i].cacheable));
-		put(o, "mean_cost_us", dbl(r[i].mean_cost_us));
-		put(o, "cost_us", dbl(r[i].cost_us));
-		put(o, "cost_source", json_object_new_string(r[i].cost_source));
+		add_member(o, "kind", json_object_new_string(r[i].kind));
+		add_member(o, "rip", hex(r[i].rip));
+		add_member(o, "symbol", rip_symbol(syms, r[i].rip));
+		add_member(o, "count", u64(r[i].count));
+		add_member(o, "distinct_inputs", u64(r[i].distinct_inputs));
+		add_member(o, "distinct_results", u64(r[i].distinct_results));
+		add_member(o, "deterministic", json_object_new_boolean(r[i].deterministic));
+		add_member(o, "cacheable", u64(r[i].cacheable));
+		add_member(o, "mean_cost_us", dbl(r[i].mean_cost_us));
+		add_member(o, "cost_us", dbl(r[i].cost_us));
+		add_member(o, "cost_source", json_object_new_string(r[i].cost_source));
 		json_object_array_add(arr, o);
 	}
 	free(r);
@@ -447,11 +447,11 @@ static void ioctls_json(jo *report, int have)
 	jo *c = json_object_new_object(), *t = json_object_new_object();
 
 	for (unsigned i = 0; i < n && i < MAX_IOCTL_ROWS; i++) {
-		put(c, s[i].name, u64(s[i].count));
-		put(t, s[i].name, dbl((double)s[i].ns / 1e3));
+		add_member(c, s[i].name, u64(s[i].count));
+		add_member(t, s[i].name, dbl((double)s[i].ns / 1e3));
 	}
-	put(report, "ioctls", c);
-	put(report, "ioctls_us", t);
+	add_member(report, "ioctls", c);
+	add_member(report, "ioctls_us", t);
 }
 
 /* ---- series --------------------------------------------------------------------------- */
@@ -460,12 +460,12 @@ static jo *track(int vcpu, int tid, const char *source, const uint32_t *b, uint3
 {
 	jo *t = json_object_new_object(), *counts = json_object_new_array_ext((int)len);
 
-	put(t, "vcpu", json_object_new_int(vcpu));
-	put(t, "tid", tid > 0 ? json_object_new_int(tid) : NULL);
-	put(t, "source", json_object_new_string(source));
+	add_member(t, "vcpu", json_object_new_int(vcpu));
+	add_member(t, "tid", tid > 0 ? json_object_new_int(tid) : NULL);
+	add_member(t, "source", json_object_new_string(source));
 	for (uint32_t i = 0; i < len; i++)
 		json_object_array_add(counts, json_object_new_int64(i < nb && b ? b[i] : 0));
-	put(t, "counts", counts);
+	add_member(t, "counts", counts);
 	return t;
 }
 
@@ -496,8 +496,8 @@ static jo *series_json(const struct profile_inputs *in, uint64_t start_ns)
 	jo *o = json_object_new_object(), *tracks = json_object_new_array();
 	uint32_t len = series_len(in);
 
-	put(o, "bucket_us", dbl((double)in->bucket_ns / 1e3));
-	put(o, "start_us", dbl((double)(start_ns - in->origin_ns) / 1e3));
+	add_member(o, "bucket_us", dbl((double)in->bucket_ns / 1e3));
+	add_member(o, "start_us", dbl((double)(start_ns - in->origin_ns) / 1e3));
 	for (unsigned i = 0; in->tracing && i < in->agg->nthreads; i++) {
 		const struct trace_thread *t = &in->agg->thread[i];
 
@@ -509,7 +509,7 @@ static jo *series_json(const struct profile_inputs *in, uint64_t start_ns)
 		json_object_array_add(tracks,
 				      track((int)i, in->tids ? in->tids[i] : 0, "userspace", s->buckets, s->nr, len));
 	}
-	put(o, "tracks", tracks);
+	add_member(o, "tracks", tracks);
 	return o;
 }
 
@@ -534,9 +534,9 @@ static jo *target_json(const struct profile_inputs *in)
 		for (size_t i = 0; in->argv[i]; i++)
 			json_object_array_add(argv, json_object_new_string(in->argv[i]));
 	}
-	put(t, "kernel", in->kernel ? json_object_new_string(in->kernel) : NULL);
-	put(t, "argv", argv);
-	put(t, "pid", in->pid > 0 ? json_object_new_int(in->pid) : NULL);
+	add_member(t, "kernel", in->kernel ? json_object_new_string(in->kernel) : NULL);
+	add_member(t, "argv", argv);
+	add_member(t, "pid", in->pid > 0 ? json_object_new_int(in->pid) : NULL);
 	return t;
 }
 
@@ -558,23 +558,23 @@ jo *report_json_build(const struct profile_inputs *in)
 
 	if (!r)
 		return NULL;
-	put(r, "schema", json_object_new_string(PROFILE_SCHEMA));
-	put(r, "generator", json_object_new_string("brisk " BRISK_VERSION));
-	put(r, "command", json_object_new_string(in->command));
-	put(r, "target", target_json(in));
-	put(r, "time_origin", json_object_new_string(profile ? "exec" : "trace_start"));
-	put(r, "duration_us", dbl((double)(in->end_ns - in->origin_ns) / 1e3));
-	put(r, "phases", profile ? phases_json() : json_object_new_array());
-	put(r, "milestones", profile ? milestones_json() : json_object_new_array());
-	put(r, "exits", exits_json(in));
-	put(r, "kvm_stats", kvm_stats_json(in));
-	put(r, "tracing", tracing_json(in));
-	put(r, "cpuid", inputs_json(&a->cpuid, in->syms, 0));
-	put(r, "msr", inputs_json(&a->msr, in->syms, 1));
-	put(r, "redundant", redundant_json(a, in->syms));
+	add_member(r, "schema", json_object_new_string(PROFILE_SCHEMA));
+	add_member(r, "generator", json_object_new_string("brisk " BRISK_VERSION));
+	add_member(r, "command", json_object_new_string(in->command));
+	add_member(r, "target", target_json(in));
+	add_member(r, "time_origin", json_object_new_string(profile ? "exec" : "trace_start"));
+	add_member(r, "duration_us", dbl((double)(in->end_ns - in->origin_ns) / 1e3));
+	add_member(r, "phases", profile ? phases_json() : json_object_new_array());
+	add_member(r, "milestones", profile ? milestones_json() : json_object_new_array());
+	add_member(r, "exits", exits_json(in));
+	add_member(r, "kvm_stats", kvm_stats_json(in));
+	add_member(r, "tracing", tracing_json(in));
+	add_member(r, "cpuid", inputs_json(&a->cpuid, in->syms, 0));
+	add_member(r, "msr", inputs_json(&a->msr, in->syms, 1));
+	add_member(r, "redundant", redundant_json(a, in->syms));
 	ioctls_json(r, profile);
-	put(r, "series", series_json(in, series_start(in)));
-	put(r, "warnings", warnings_json(in));
+	add_member(r, "series", series_json(in, series_start(in)));
+	add_member(r, "warnings", warnings_json(in));
 	return r;
 }
 

@@ -34,7 +34,7 @@
 static const char *const wanted[] = {"kvm_exit", "kvm_emulate_insn", "kvm_cpuid",    "kvm_msr",
 				     "kvm_pio",	 "kvm_mmio",	     "kvm_hypercall"};
 
-static int write_file(const char *dir, const char *name, const char *val)
+static int tracefs_write(const char *dir, const char *name, const char *val)
 {
 	char path[512];
 	int fd, ret = 0;
@@ -174,7 +174,7 @@ static int enable_events(struct trace_session *s)
 
 	for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
 		snprintf(name, sizeof(name), "events/kvm/%s/enable", wanted[i]);
-		if (write_file(s->dir, name, "1") == 0)
+		if (tracefs_write(s->dir, name, "1") == 0)
 			n++;
 	}
 	return n;
@@ -191,10 +191,10 @@ static int set_pids(struct trace_session *s, const pid_t *tids, unsigned n, int 
 	buf[0] = '\0';
 	for (unsigned i = 0; i < n; i++)
 		len += (size_t)snprintf(buf + len, cap - len, "%d ", (int)tids[i]);
-	ret = write_file(s->dir, "set_event_pid", buf);
+	ret = tracefs_write(s->dir, "set_event_pid", buf);
 	free(buf);
 	if (!ret && follow_forks)
-		ret = write_file(s->dir, "options/event-fork", "1");
+		ret = tracefs_write(s->dir, "options/event-fork", "1");
 	return ret;
 }
 
@@ -264,10 +264,10 @@ static int configure(struct trace_session *s, const pid_t *tids, unsigned ntids,
 	int ret;
 
 	snprintf(val, sizeof(val), "%u", kb);
-	if ((ret = write_file(s->dir, "tracing_on", "0")) || (ret = write_file(s->dir, "trace_clock", "mono")))
+	if ((ret = tracefs_write(s->dir, "tracing_on", "0")) || (ret = tracefs_write(s->dir, "trace_clock", "mono")))
 		return err_set(err, errlen, ret, "tracefs instance %s: cannot configure it: %s", s->dir,
 			       strerror(-ret));
-	if ((ret = write_file(s->dir, "buffer_size_kb", val)))
+	if ((ret = tracefs_write(s->dir, "buffer_size_kb", val)))
 		return err_set(err, errlen, ret, "tracefs instance %s: cannot size the buffer: %s", s->dir,
 			       strerror(-ret));
 	if ((ret = set_pids(s, tids, ntids, follow_forks)))
@@ -312,7 +312,7 @@ int trace_start(struct trace_session *s, const pid_t *tids, unsigned ntids, int 
 			       strerror(-ret), ret == -EACCES || ret == -EPERM ? " (needs root)" : "");
 	}
 	ret = configure(s, tids, ntids, follow_forks, buffer_kb, err, errlen);
-	if (!ret && (ret = write_file(s->dir, "tracing_on", "1")))
+	if (!ret && (ret = tracefs_write(s->dir, "tracing_on", "1")))
 		err_set(err, errlen, ret, "tracefs instance %s: tracing_on: %s", s->dir, strerror(-ret));
 	if (!ret && (ret = -pthread_create(&s->reader, NULL, reader, s)))
 		err_set(err, errlen, ret, "tracefs: cannot start the reader thread: %s", strerror(-ret));
@@ -358,7 +358,7 @@ void trace_stop(struct trace_session *s)
 {
 	if (!s->dir[0])
 		return;
-	write_file(s->dir, "tracing_on", "0");
+	tracefs_write(s->dir, "tracing_on", "0");
 	atomic_store(&s->stop, 1);
 	if (s->reader_started)
 		pthread_join(s->reader, NULL);
@@ -381,8 +381,8 @@ void trace_cleanup(struct trace_session *s)
 	if (!s->dir[0])
 		return;
 	/* Events off first: an instance with enabled events cannot be removed (EBUSY). */
-	write_file(s->dir, "events/enable", "0");
-	write_file(s->dir, "set_event_pid", "");
+	tracefs_write(s->dir, "events/enable", "0");
+	tracefs_write(s->dir, "set_event_pid", "");
 	if (rmdir(s->dir))
 		fprintf(stderr, "brisk: cannot remove tracefs instance %s: %s\n", s->dir, strerror(errno));
 	s->dir[0] = '\0';

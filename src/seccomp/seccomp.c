@@ -145,7 +145,7 @@ static const char *call_name(int nr)
 	return "?";
 }
 
-static size_t put(char *buf, size_t at, size_t cap, const char *s)
+static size_t buf_put(char *buf, size_t at, size_t cap, const char *s)
 {
 	while (*s && at < cap)
 		buf[at++] = *s++;
@@ -172,20 +172,20 @@ static void on_sigsys(int sig, siginfo_t *si, void *ucv)
 	req[0] = '0', req[1] = 'x', req[18] = '\0';
 	for (int k = 17; k >= 2; k--, r >>= 4)
 		req[k] = "0123456789abcdef"[r & 0xf];
-	n = put(buf, n, sizeof(buf), "brisk: seccomp: thread ");
-	n = put(buf, n, sizeof(buf),
-		thread_role >= 0    ? sc_roles[thread_role].name
-		: process_role >= 0 ? sc_roles[process_role].name
-				    : "(inherited filter)");
-	n = put(buf, n, sizeof(buf), " called denied syscall ");
-	n = put(buf, n, sizeof(buf), call_name(nr));
-	n = put(buf, n, sizeof(buf), " (nr ");
-	n = put(buf, n, sizeof(buf), num + i);
+	n = buf_put(buf, n, sizeof(buf), "brisk: seccomp: thread ");
+	n = buf_put(buf, n, sizeof(buf),
+		    thread_role >= 0	? sc_roles[thread_role].name
+		    : process_role >= 0 ? sc_roles[process_role].name
+					: "(inherited filter)");
+	n = buf_put(buf, n, sizeof(buf), " called denied syscall ");
+	n = buf_put(buf, n, sizeof(buf), call_name(nr));
+	n = buf_put(buf, n, sizeof(buf), " (nr ");
+	n = buf_put(buf, n, sizeof(buf), num + i);
 	if (nr == SCMP_SYS(ioctl)) { /* which request: the allow-lists are per request */
-		n = put(buf, n, sizeof(buf), ", request ");
-		n = put(buf, n, sizeof(buf), req);
+		n = buf_put(buf, n, sizeof(buf), ", request ");
+		n = buf_put(buf, n, sizeof(buf), req);
 	}
-	n = put(buf, n, sizeof(buf) - 1, ")\n");
+	n = buf_put(buf, n, sizeof(buf) - 1, ")\n");
 	if (write(STDERR_FILENO, buf, n) < 0)
 		n = 0; /* nothing better to do: the status still says it */
 	_exit(EXIT_SECCOMP);

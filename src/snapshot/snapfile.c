@@ -319,7 +319,7 @@ static int versioned_payload(const struct snap_writer *w, uint8_t **out, size_t 
 }
 
 /* The header, payload and checksum to fd. */
-static int write_file(int fd, uint32_t flags, const uint8_t *payload, size_t len)
+static int write_state(int fd, uint32_t flags, const uint8_t *payload, size_t len)
 {
 	uint8_t h[HEADER_SIZE], t[TRAILER_SIZE];
 	int ret;
@@ -357,7 +357,7 @@ int snap_writer_finish(struct snap_writer *w, int fd, bool nosync, char *err, si
 		flags = SNAP_FLAG_SECTION_VERSIONS;
 	}
 	if (!ret)
-		ret = write_file(fd, flags, payload, len);
+		ret = write_state(fd, flags, payload, len);
 	free(versioned);
 	if (!ret && !nosync && fsync(fd))
 		ret = -errno;

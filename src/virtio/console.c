@@ -280,7 +280,7 @@ static const struct virtio_dev_ops con_ops = {
     .destroy = con_destroy,
 };
 
-int virtio_console_create_io(const struct devctx *ctx, struct bus *bus, const struct devmgr_slot *slot,
+int virtio_console_create_io(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
 			     const struct serial_opts *io)
 {
 	struct vcon *c = calloc(1, sizeof(*c));
@@ -308,15 +308,15 @@ int virtio_console_create_io(const struct devctx *ctx, struct bus *bus, const st
 		free(c);
 		return err;
 	}
-	err = virtio_mmio_create(ctx, bus, slot, &con_ops, c, 0, &c->t); /* owns c from here on */
+	err = virtio_mmio_create(ctx, bus, win, &con_ops, c, 0, &c->t); /* owns c from here on */
 	if (!err)
 		err = virtio_watch(c->t, c->input_fd, EPOLLIN, input_signalled, c);
 	return err;
 }
 
-int virtio_console_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_slot *slot)
+int virtio_console_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win)
 {
 	const struct serial_opts io = {.out_fd = STDOUT_FILENO, .in_fd = STDIN_FILENO, .raw_tty = isatty(STDIN_FILENO)};
 
-	return virtio_console_create_io(ctx, bus, slot, &io);
+	return virtio_console_create_io(ctx, bus, win, &io);
 }

@@ -676,7 +676,7 @@ static int wire_irq(struct virtio_mmio *t)
 	return err;
 }
 
-static struct virtio_mmio *transport_new(const struct devctx *ctx, const struct devmgr_slot *slot,
+static struct virtio_mmio *transport_new(const struct devctx *ctx, const struct devmgr_window *win,
 					 const struct virtio_dev_ops *ops, void *dev, uint64_t features)
 {
 	struct virtio_mmio *t = calloc(1, sizeof(*t));
@@ -687,8 +687,8 @@ static struct virtio_mmio *transport_new(const struct devctx *ctx, const struct 
 				  .ops = ops,
 				  .dev = dev,
 				  .features = features,
-				  .base = slot->base,
-				  .irq = slot->irq,
+				  .base = win->base,
+				  .irq = win->irq,
 				  .irq_fd = -1,
 				  .ioeventfd = true};
 	pthread_mutex_init(&t->lock, NULL);
@@ -698,7 +698,7 @@ static struct virtio_mmio *transport_new(const struct devctx *ctx, const struct 
 	return t;
 }
 
-int virtio_mmio_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_slot *slot,
+int virtio_mmio_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
 		       const struct virtio_dev_ops *ops, void *dev, uint64_t features, struct virtio_mmio **out)
 {
 	struct virtio_mmio *t;
@@ -709,7 +709,7 @@ int virtio_mmio_create(const struct devctx *ctx, struct bus *bus, const struct d
 	    ops->queue_max > VIRTQ_MAX_SIZE || (ops->queue_max & (ops->queue_max - 1)) ||
 	    ops->config_size > LAYOUT_VIRTIO_MMIO_SIZE - VIRTIO_MMIO_CONFIG)
 		err = -EINVAL;
-	t = err ? NULL : transport_new(ctx, slot, ops, dev, features);
+	t = err ? NULL : transport_new(ctx, win, ops, dev, features);
 	if (!t) {
 		if (ops->destroy)
 			ops->destroy(dev);
@@ -723,7 +723,7 @@ int virtio_mmio_create(const struct devctx *ctx, struct bus *bus, const struct d
 	if (!err)
 		err = wire_irq(t);
 	if (!err)
-		err = bus_map(bus, d, BUS_MMIO, slot->base, LAYOUT_VIRTIO_MMIO_SIZE);
+		err = bus_map(bus, d, BUS_MMIO, win->base, LAYOUT_VIRTIO_MMIO_SIZE);
 	if (!err && out)
 		*out = t;
 	return err;

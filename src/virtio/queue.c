@@ -272,7 +272,7 @@ void virtq_reset(struct virtq *q)
 	memset(q, 0, sizeof(*q));
 }
 
-static int refuse(const struct virtq *q, const char *why)
+static int refuse_queue(const struct virtq *q, const char *why)
 {
 	static uint64_t refused;
 	uint64_t n = __atomic_add_fetch(&refused, 1, __ATOMIC_RELAXED);
@@ -290,15 +290,15 @@ static int check_layout(const struct virtq *q, const struct gmem *mem)
 	uint64_t event = q->event_idx ? EVENT_SIZE : 0;
 
 	if (q->size == 0 || q->size > VIRTQ_MAX_SIZE || (q->size & (q->size - 1u)))
-		return refuse(q, "queue size 0, not a power of two, or above the maximum");
+		return refuse_queue(q, "queue size 0, not a power of two, or above the maximum");
 	if (q->desc % 16 || q->avail % 2 || q->used % 4)
-		return refuse(q, "misaligned ring (descriptors 16, driver area 2, device area 4)");
+		return refuse_queue(q, "misaligned ring (descriptors 16, driver area 2, device area 4)");
 	if (!gmem_ptr(mem, q->desc, (uint64_t)DESC_SIZE * q->size))
-		return refuse(q, "descriptor table outside guest RAM");
+		return refuse_queue(q, "descriptor table outside guest RAM");
 	if (!gmem_ptr(mem, q->avail, RING_HDR + 2ull * q->size + event))
-		return refuse(q, "driver area outside guest RAM");
+		return refuse_queue(q, "driver area outside guest RAM");
 	if (!gmem_ptr(mem, q->used, RING_HDR + (uint64_t)USED_ELEM * q->size + event))
-		return refuse(q, "device area outside guest RAM");
+		return refuse_queue(q, "device area outside guest RAM");
 	return 0;
 }
 

@@ -202,7 +202,8 @@ static const struct virtio_dev_ops rng_ops = {
     .destroy = rng_destroy,
 };
 
-int virtio_rng_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_slot *slot, uint64_t bytes_per_sec)
+int virtio_rng_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
+		      uint64_t bytes_per_sec)
 {
 	struct rng *r = calloc(1, sizeof(*r));
 	int err;
@@ -218,7 +219,7 @@ int virtio_rng_create(const struct devctx *ctx, struct bus *bus, const struct de
 		free(r);
 		return err;
 	}
-	err = virtio_mmio_create(ctx, bus, slot, &rng_ops, r, 0, &r->t); /* owns r from here on */
+	err = virtio_mmio_create(ctx, bus, win, &rng_ops, r, 0, &r->t); /* owns r from here on */
 	if (!err)
 		err = virtio_watch(r->t, r->timer_fd, EPOLLIN, timer_fired, r);
 	return err;

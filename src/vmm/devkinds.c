@@ -23,11 +23,11 @@ static unsigned disk_count(const struct vm_config *cfg)
 	return cfg->nr_disks;
 }
 
-static int disk_create(const struct devkind_env *env, const struct devmgr_slot *slot, unsigned i, char *why,
+static int disk_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, char *why,
 		       size_t whylen)
 {
 	char reason[REASON_MAX];
-	int err = virtio_blk_create(env->ctx, env->bus, slot, &env->cfg->disk[i], reason, sizeof(reason));
+	int err = virtio_blk_create(env->ctx, env->bus, win, &env->cfg->disk[i], reason, sizeof(reason));
 
 	return err ? err_set(why, whylen, err, "--disk %s: %s", env->cfg->disk[i].path, reason) : 0;
 }
@@ -49,12 +49,12 @@ static unsigned net_count(const struct vm_config *cfg)
 	return cfg->nr_nets;
 }
 
-static int net_create(const struct devkind_env *env, const struct devmgr_slot *slot, unsigned i, char *why,
+static int net_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, char *why,
 		      size_t whylen)
 {
 	const struct vm_net *n = &env->cfg->net[i];
 	char reason[REASON_MAX];
-	int err = virtio_net_create(env->ctx, env->bus, slot, n, i, reason, sizeof(reason));
+	int err = virtio_net_create(env->ctx, env->bus, win, n, i, reason, sizeof(reason));
 
 	return err ? err_set(why, whylen, err, "--net %s%s: %s", n->kind == NET_TAP ? "tap=" : "user",
 			     n->kind == NET_TAP ? n->tap : "", reason)
@@ -75,12 +75,12 @@ static unsigned vsock_count(const struct vm_config *cfg)
 	return cfg->vsock.cid ? 1 : 0;
 }
 
-static int vsock_create(const struct devkind_env *env, const struct devmgr_slot *slot, unsigned i, char *why,
+static int vsock_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, char *why,
 			size_t whylen)
 {
 	const struct vm_vsock *v = &env->cfg->vsock;
 	char reason[REASON_MAX];
-	int err = virtio_vsock_create(env->ctx, env->bus, slot, v->cid, v->uds, reason, sizeof(reason), NULL);
+	int err = virtio_vsock_create(env->ctx, env->bus, win, v->cid, v->uds, reason, sizeof(reason), NULL);
 
 	(void)i;
 	return err ? err_set(why, whylen, err, "--vsock uds=%s: %s", v->uds, reason) : 0;
@@ -106,10 +106,10 @@ static unsigned rng_count(const struct vm_config *cfg)
 	return cfg->rng_rate ? 1 : 0;
 }
 
-static int rng_create(const struct devkind_env *env, const struct devmgr_slot *slot, unsigned i, char *why,
+static int rng_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, char *why,
 		      size_t whylen)
 {
-	int err = virtio_rng_create(env->ctx, env->bus, slot, env->cfg->rng_rate);
+	int err = virtio_rng_create(env->ctx, env->bus, win, env->cfg->rng_rate);
 
 	(void)i;
 	return err ? err_set(why, whylen, err, "creating the virtio entropy device failed: %s", strerror(-err)) : 0;
@@ -127,10 +127,10 @@ static unsigned console_count(const struct vm_config *cfg)
 	return cfg->console == CONSOLE_VIRTIO ? 1 : 0;
 }
 
-static int console_create(const struct devkind_env *env, const struct devmgr_slot *slot, unsigned i, char *why,
+static int console_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, char *why,
 			  size_t whylen)
 {
-	int err = virtio_console_create(env->ctx, env->bus, slot);
+	int err = virtio_console_create(env->ctx, env->bus, win);
 
 	(void)i;
 	return err ? err_set(why, whylen, err, "creating the virtio console failed: %s", strerror(-err)) : 0;
@@ -237,15 +237,15 @@ unsigned devkinds_total(const struct vm_config *cfg)
 	return n;
 }
 
-int devkinds_check_slots(const struct vm_config *cfg, char *err, size_t errlen)
+int devkinds_check_windows(const struct vm_config *cfg, char *err, size_t errlen)
 {
 	char names[256] = "";
 	size_t len = 0;
 	unsigned n = devkinds_total(cfg);
 
-	if (n <= LAYOUT_VIRTIO_SLOTS)
+	if (n <= LAYOUT_VIRTIO_WINDOWS)
 		return 0;
 	for (unsigned k = 0; k < devkinds_nr && len < sizeof(names); k++)
 		len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", k ? ", " : "", devkinds[k].asks);
-	return err_set(err, errlen, -EINVAL, "%u virtio devices (%s): at most %d", n, names, LAYOUT_VIRTIO_SLOTS);
+	return err_set(err, errlen, -EINVAL, "%u virtio devices (%s): at most %d", n, names, LAYOUT_VIRTIO_WINDOWS);
 }

@@ -9,16 +9,16 @@
 #include "brisk/devmgr.h"
 #include "brisk/vm.h"
 
-static const unsigned irqs[LAYOUT_VIRTIO_SLOTS] = LAYOUT_VIRTIO_IRQS;
+static const unsigned irqs[LAYOUT_VIRTIO_WINDOWS] = LAYOUT_VIRTIO_IRQS;
 
-static struct devmgr_slot *take(struct devmgr *m, const char *what)
+static struct devmgr_window *take(struct devmgr *m, const char *what)
 {
-	struct devmgr_slot *s;
+	struct devmgr_window *s;
 
-	if (m->nr == LAYOUT_VIRTIO_SLOTS)
+	if (m->nr == LAYOUT_VIRTIO_WINDOWS)
 		return NULL;
-	s = &m->slot[m->nr];
-	*s = (struct devmgr_slot){
+	s = &m->win[m->nr];
+	*s = (struct devmgr_window){
 	    .base = LAYOUT_VIRTIO_MMIO + m->nr * LAYOUT_VIRTIO_MMIO_SIZE,
 	    .irq = irqs[m->nr],
 	    .what = what,
@@ -27,7 +27,7 @@ static struct devmgr_slot *take(struct devmgr *m, const char *what)
 	return s;
 }
 
-const struct devmgr_slot *devmgr_alloc(struct devmgr *m, const char *what)
+const struct devmgr_window *devmgr_alloc(struct devmgr *m, const char *what)
 {
 	return take(m, what);
 }
@@ -39,7 +39,7 @@ void devmgr_plan(struct devmgr *m, const struct vm_config *cfg)
 		unsigned n = devkinds[k].count(cfg);
 
 		for (unsigned i = 0; i < n; i++) {
-			struct devmgr_slot *s = take(m, devkinds[k].name);
+			struct devmgr_window *s = take(m, devkinds[k].name);
 
 			if (s)
 				s->kind = &devkinds[k], s->index = i;
@@ -56,7 +56,7 @@ void devmgr_acpi_machine(const struct devmgr *m, const struct vm_config *cfg, co
 	    .cpus = cfg->cpus,
 	    .apic_ids = ids,
 	    .nr_virtio = m->nr,
-	    .virtio = m->slot,
+	    .virtio = m->win,
 	    .legacy = ACPI_DEV_COM1 | ACPI_DEV_I8042 | ACPI_DEV_RTC,
 	};
 }
@@ -72,8 +72,8 @@ int devmgr_cmdline(const struct devmgr *m, const char *base, char *out, size_t o
 	/* Linux: "virtio_mmio.device=<size>@<baseaddr>:<irq>[:<id>]" (drivers/virtio/virtio_mmio.c). */
 	for (unsigned i = 0; i < m->nr; i++) {
 		w = snprintf(out + n, outlen - n, "%svirtio_mmio.device=%lluK@0x%llx:%u", n ? " " : "",
-			     (unsigned long long)(LAYOUT_VIRTIO_MMIO_SIZE >> 10), (unsigned long long)m->slot[i].base,
-			     m->slot[i].irq);
+			     (unsigned long long)(LAYOUT_VIRTIO_MMIO_SIZE >> 10), (unsigned long long)m->win[i].base,
+			     m->win[i].irq);
 		if (w < 0 || (size_t)w >= outlen - n)
 			return -E2BIG;
 		n += (size_t)w;

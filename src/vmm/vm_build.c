@@ -361,11 +361,11 @@ static int create_virtio(struct vm *vm, const struct devctx *ctx, struct vm_erro
 		return fail(e, kind_of(-errno, VM_ERR_HOST), -errno, "creating the I/O event loop failed: %s",
 			    strerror(errno));
 	for (unsigned i = 0; i < vm->devmgr.nr; i++) {
-		const struct devmgr_slot *slot = &vm->devmgr.slot[i];
+		const struct devmgr_window *win = &vm->devmgr.win[i];
 		char why[sizeof(e->msg)];
 
-		if ((err = slot->kind->create(&env, slot, slot->index, why, sizeof(why))))
-			return fail(e, slot->kind->fault(err), err, "%s", why);
+		if ((err = win->kind->create(&env, win, win->index, why, sizeof(why))))
+			return fail(e, win->kind->fault(err), err, "%s", why);
 	}
 	return 0;
 }

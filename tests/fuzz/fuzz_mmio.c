@@ -116,7 +116,7 @@ static struct fake_dev *add_fake(struct fuzz_vm *v)
 {
 	struct fake_dev *d = calloc(1, sizeof(*d));
 
-	if (!d || virtio_mmio_create(&v->ctx, &v->bus, &v->slot, &fake_ops, d, fake_ops.features, &d->t))
+	if (!d || virtio_mmio_create(&v->ctx, &v->bus, &v->win, &fake_ops, d, fake_ops.features, &d->t))
 		abort();
 	return d;
 }

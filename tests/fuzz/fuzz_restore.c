@@ -49,10 +49,10 @@ static void make_device(struct fuzz_vm *v, unsigned which)
 		err = acpi_pm_create(&v->ctx, &v->bus);
 		break;
 	case 6:
-		err = virtio_rng_create(&v->ctx, &v->bus, &v->slot, 1 << 20);
+		err = virtio_rng_create(&v->ctx, &v->bus, &v->win, 1 << 20);
 		break;
 	default:
-		err = virtio_console_create_io(&v->ctx, &v->bus, &v->slot, &o);
+		err = virtio_console_create_io(&v->ctx, &v->bus, &v->win, &o);
 		break;
 	}
 	if (err)

@@ -156,7 +156,7 @@ struct fuzz_vm {
 	struct gmem mem;
 	struct bus bus;
 	struct devctx ctx;
-	struct devmgr_slot slot;
+	struct devmgr_window win;
 };
 
 /* RAM of `ram` bytes, a fresh loop and an empty bus, logs to /dev/null; aborts when the host cannot give them. */
@@ -176,7 +176,7 @@ static inline void fuzz_vm_open(struct fuzz_vm *v, uint64_t ram)
 		abort();
 	bus_init(&v->bus);
 	v->ctx = (struct devctx){.mem = &v->mem, .ops = &fuzz_ctx_ops};
-	v->slot = (struct devmgr_slot){.base = FUZZ_MMIO_BASE, .irq = 5, .what = "fuzz"};
+	v->win = (struct devmgr_window){.base = FUZZ_MMIO_BASE, .irq = 5, .what = "fuzz"};
 }
 
 static inline void fuzz_vm_close(struct fuzz_vm *v)

@@ -82,12 +82,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_take(&in, &n, 1);
 	fuzz_take(&in, input, n);
 	k = unescape(input, n, filtered, &esc, &quit);
-	if (virtio_console_create_io(&v.ctx, &v.bus, &v.slot, &o))
+	if (virtio_console_create_io(&v.ctx, &v.bus, &v.win, &o))
 		abort();
 #else
 	static const uint64_t rates[4] = {1, 512, 64 << 10, 16 << 20};
 
-	if (virtio_rng_create(&v.ctx, &v.bus, &v.slot, rates[(flags >> 4) & 3]))
+	if (virtio_rng_create(&v.ctx, &v.bus, &v.win, rates[(flags >> 4) & 3]))
 		abort();
 #endif
 	for (unsigned i = 0; i < NR_QUEUES; i++)

@@ -92,7 +92,7 @@ static struct acpi_machine machine(unsigned cpus, const uint32_t *ids, struct de
 	return (struct acpi_machine){.cpus = cpus,
 				     .apic_ids = ids,
 				     .nr_virtio = dm->nr,
-				     .virtio = dm->slot,
+				     .virtio = dm->win,
 				     .legacy = ACPI_DEV_COM1 | ACPI_DEV_I8042 | ACPI_DEV_RTC};
 }
 
@@ -308,7 +308,7 @@ static void test_dsdt_names_each_window(void **state)
 	struct devmgr dm;
 	uint64_t rsdp;
 
-	for (unsigned n = 0; n <= LAYOUT_VIRTIO_SLOTS; n++) {
+	for (unsigned n = 0; n <= LAYOUT_VIRTIO_WINDOWS; n++) {
 		struct acpi_machine m = machine(1, &id, &dm, n);
 		const uint8_t *d, *at;
 		uint32_t len;
@@ -316,7 +316,7 @@ static void test_dsdt_names_each_window(void **state)
 		assert_int_equal(acpi_write(mem, &m, &rsdp, err, sizeof(err)), 0);
 		d = walk(mem, rsdp).dsdt;
 		len = le32(d + 4);
-		for (unsigned i = 0; i < LAYOUT_VIRTIO_SLOTS; i++) {
+		for (unsigned i = 0; i < LAYOUT_VIRTIO_WINDOWS; i++) {
 			char name[5];
 			uint8_t mem32[12] = {0x86, 0x09, 0x00, 0x01}, irq[9] = {0x89, 0x06, 0x00, 0x03, 0x01};
 			uint32_t base = (uint32_t)(LAYOUT_VIRTIO_MMIO + i * LAYOUT_VIRTIO_MMIO_SIZE);
@@ -331,11 +331,11 @@ static void test_dsdt_names_each_window(void **state)
 				continue;
 			}
 			assert_non_null(at);
-			assert_int_equal(dm.slot[i].base, base);
+			assert_int_equal(dm.win[i].base, base);
 			/* This device's _CRS follows its name, before the next device's. */
 			at = memmem(at, len - (size_t)(at - d), mem32, sizeof(mem32));
 			assert_non_null(at);
-			memcpy(irq + 5, &(uint32_t){dm.slot[i].irq}, 4);
+			memcpy(irq + 5, &(uint32_t){dm.win[i].irq}, 4);
 			assert_memory_equal(at + sizeof(mem32), irq, sizeof(irq));
 		}
 	}
@@ -354,7 +354,7 @@ static void test_build_bounds(void **state)
 	(void)state;
 	for (unsigned i = 0; i < ACPI_MAX_CPUS; i++)
 		ids[i] = i;
-	m = machine(ACPI_MAX_CPUS, ids, &dm, LAYOUT_VIRTIO_SLOTS);
+	m = machine(ACPI_MAX_CPUS, ids, &dm, LAYOUT_VIRTIO_WINDOWS);
 	memset(buf, 0x5a, sizeof(buf));
 	assert_int_equal(acpi_build(&m, LAYOUT_ACPI, buf, LAYOUT_ACPI_SIZE, &l, err, sizeof(err)), 0);
 	used = l.used;
@@ -417,19 +417,19 @@ static void test_refuses(void **state)
 	assert_non_null(strstr(err, "repeats"));
 	/* Virtio: more windows than slots, a window above 4 GiB, a line the I/O APIC lacks. */
 	m.apic_ids = ids;
-	m.nr_virtio = LAYOUT_VIRTIO_SLOTS + 1;
+	m.nr_virtio = LAYOUT_VIRTIO_WINDOWS + 1;
 	assert_int_equal(acpi_build(&m, 0, buf, sizeof(buf), &l, err, sizeof(err)), -EINVAL);
 	m.nr_virtio = 1;
-	dm.slot[0].base = 0xfffff000;
+	dm.win[0].base = 0xfffff000;
 	assert_int_equal(acpi_build(&m, 0, buf, sizeof(buf), &l, err, sizeof(err)), 0);
-	dm.slot[0].base = 0xfffff001;
+	dm.win[0].base = 0xfffff001;
 	assert_int_equal(acpi_build(&m, 0, buf, sizeof(buf), &l, err, sizeof(err)), -EINVAL);
-	dm.slot[0].base = 0x100000000ULL;
+	dm.win[0].base = 0x100000000ULL;
 	assert_int_equal(acpi_build(&m, 0, buf, sizeof(buf), &l, err, sizeof(err)), -EINVAL);
-	dm.slot[0].base = LAYOUT_VIRTIO_MMIO;
-	dm.slot[0].irq = 24;
+	dm.win[0].base = LAYOUT_VIRTIO_MMIO;
+	dm.win[0].irq = 24;
 	assert_int_equal(acpi_build(&m, 0, buf, sizeof(buf), &l, err, sizeof(err)), -EINVAL);
-	dm.slot[0].irq = 23;
+	dm.win[0].irq = 23;
 	assert_int_equal(acpi_build(&m, 0, buf, sizeof(buf), &l, err, sizeof(err)), 0);
 }
 

@@ -178,7 +178,7 @@ static void test_cpu_template_checked_before_kvm(void **state)
 	assert_non_null(strstr(err, "a FIFO, not a regular file"));
 }
 
-/* The kinds table drives the plan: kinds in table order, each kind's devices as given, the slot count. */
+/* The kinds table drives the plan: kinds in table order, each kind's devices as given, the window count. */
 static void test_devkinds_plan(void **state)
 {
 	static const char *const want[] = {"virtio-blk", "virtio-blk", "virtio-net", "virtio-rng", "virtio-console"};
@@ -198,16 +198,16 @@ static void test_devkinds_plan(void **state)
 	devmgr_plan(&m, &cfg);
 	assert_int_equal(m.nr, 5);
 	for (unsigned i = 0; i < m.nr; i++) {
-		assert_string_equal(m.slot[i].kind->name, want[i]);
-		assert_string_equal(m.slot[i].what, want[i]);
-		assert_int_equal(m.slot[i].index, index[i]);
+		assert_string_equal(m.win[i].kind->name, want[i]);
+		assert_string_equal(m.win[i].what, want[i]);
+		assert_int_equal(m.win[i].index, index[i]);
 	}
-	assert_int_equal(devkinds_check_slots(&cfg, err, sizeof(err)), 0);
-	cfg.nr_disks = LAYOUT_VIRTIO_SLOTS;
-	assert_int_equal(devkinds_check_slots(&cfg, err, sizeof(err)), -EINVAL);
+	assert_int_equal(devkinds_check_windows(&cfg, err, sizeof(err)), 0);
+	cfg.nr_disks = LAYOUT_VIRTIO_WINDOWS;
+	assert_int_equal(devkinds_check_windows(&cfg, err, sizeof(err)), -EINVAL);
 	snprintf(want_msg, sizeof(want_msg),
 		 "%d virtio devices (--disk, --net, --vsock, --rng, --console virtio): at most %d",
-		 LAYOUT_VIRTIO_SLOTS + 3, LAYOUT_VIRTIO_SLOTS);
+		 LAYOUT_VIRTIO_WINDOWS + 3, LAYOUT_VIRTIO_WINDOWS);
 	assert_string_equal(err, want_msg);
 }
 

@@ -331,10 +331,10 @@ static void bring_up(uint64_t features)
 static int open_disk(const struct vm_disk *disk, char *err, size_t errlen)
 {
 	const struct devctx ctx = {.mem = &fx.d->mem, .ops = &fake_ops};
-	const struct devmgr_slot *slot = devmgr_alloc(&fx.mgr, "virtio-blk");
+	const struct devmgr_window *win = devmgr_alloc(&fx.mgr, "virtio-blk");
 
-	fx.base = slot->base;
-	return virtio_blk_create(&ctx, &fx.bus, slot, disk, err, errlen);
+	fx.base = win->base;
+	return virtio_blk_create(&ctx, &fx.bus, win, disk, err, errlen);
 }
 
 static int setup_disk(const char *opts_path, enum disk_cache cache, bool ro)

@@ -103,7 +103,7 @@ static size_t host_output(char *buf, size_t want)
 static int setup_with_output(int out_fd)
 {
 	struct devctx ctx = {.ops = &fake_ops};
-	const struct devmgr_slot *slot;
+	const struct devmgr_window *win;
 	struct serial_opts io;
 
 	memset(&fx, 0, sizeof(fx));
@@ -115,8 +115,8 @@ static int setup_with_output(int out_fd)
 		fx.out[0] = fx.out[1] = -1;
 	}
 	io = (struct serial_opts){.out_fd = out_fd, .in_fd = fx.in[0]};
-	slot = vdrv_open(&fx.drv, "virtio-console", &ctx);
-	assert_int_equal(virtio_console_create_io(&ctx, &fx.drv.bus, slot, &io), 0);
+	win = vdrv_open(&fx.drv, "virtio-console", &ctx);
+	assert_int_equal(virtio_console_create_io(&ctx, &fx.drv.bus, win, &io), 0);
 	fx.t = bus_find(&fx.drv.bus, BUS_MMIO, fx.drv.base, 4)->device->dev;
 	vdrv_start(&fx.drv);
 	pthread_mutex_lock(&fake_lock);

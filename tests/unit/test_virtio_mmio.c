@@ -95,7 +95,7 @@ static int setup(void **state)
 {
 	static struct fx f;
 	struct devctx ctx = {.ops = &fake_ops};
-	const struct devmgr_slot *slot;
+	const struct devmgr_window *slot;
 
 	memset(&f, 0, sizeof(f));
 	pthread_mutex_init(&f.dev.lock, NULL);
@@ -534,7 +534,7 @@ bool snap_reader_error(const struct snap_reader *s)
 static void fresh(struct fx *g, struct fx *f)
 {
 	struct devctx ctx = {.ops = &fake_ops};
-	const struct devmgr_slot *slot;
+	const struct devmgr_window *slot;
 
 	memset(g, 0, sizeof(*g));
 	pthread_mutex_init(&g->dev.lock, NULL);
@@ -724,17 +724,17 @@ static void test_devmgr(void **state)
 {
 	struct devmgr m = {0};
 	char buf[LAYOUT_CMDLINE_MAX];
-	const struct devmgr_slot *s;
+	const struct devmgr_window *s;
 	int n;
 
 	(void)state;
-	for (unsigned i = 0; i < LAYOUT_VIRTIO_SLOTS; i++) {
+	for (unsigned i = 0; i < LAYOUT_VIRTIO_WINDOWS; i++) {
 		s = devmgr_alloc(&m, "x");
 		assert_non_null(s);
 		assert_int_equal(s->base, LAYOUT_VIRTIO_MMIO + i * 0x1000);
 		assert_true(s->irq >= 5 && s->irq <= 23 && s->irq != 8);
 		for (unsigned j = 0; j < i; j++)
-			assert_int_not_equal(m.slot[j].irq, s->irq);
+			assert_int_not_equal(m.win[j].irq, s->irq);
 	}
 	assert_null(devmgr_alloc(&m, "one too many"));
 	m.nr = 2;

@@ -367,7 +367,7 @@ static void check_frame(const uint8_t *p, uint32_t len, uint8_t seed)
 static int dev_setup(void **state)
 {
 	struct devctx ctx = {.ops = &fake_ops};
-	const struct devmgr_slot *slot;
+	const struct devmgr_window *slot;
 	struct net_backend *be;
 	char err[128];
 

@@ -288,7 +288,7 @@ static void test_validate(void **state)
 	/* it takes a virtio window */
 	config_defaults(&c);
 	assert_int_equal(config_parse_vsock("cid=3,uds=/tmp/v.sock", &c, err, sizeof(err)), 0);
-	c.nr_disks = LAYOUT_VIRTIO_SLOTS - 2;
+	c.nr_disks = LAYOUT_VIRTIO_WINDOWS - 2;
 	c.rng_rate = 1;
 	c.console = CONSOLE_VIRTIO;
 	assert_int_equal(config_validate(&c, 2, 1ULL << 34, err, sizeof(err)), -EINVAL);
@@ -381,7 +381,7 @@ static int unix_connect(const char *path)
 static int dev_setup(void **state)
 {
 	struct devctx ctx = {.ops = &fake_ops};
-	const struct devmgr_slot *slot;
+	const struct devmgr_window *slot;
 	char err[256];
 
 	(void)state;

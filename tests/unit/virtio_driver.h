@@ -53,9 +53,9 @@ struct vdrv_desc {
 };
 
 /* Guest RAM, the loop (not started) and a bus; ctx->mem set; returns the devmgr slot `name` for the device. */
-static inline const struct devmgr_slot *vdrv_open(struct vdrv *d, const char *name, struct devctx *ctx)
+static inline const struct devmgr_window *vdrv_open(struct vdrv *d, const char *name, struct devctx *ctx)
 {
-	const struct devmgr_slot *slot;
+	const struct devmgr_window *slot;
 
 	assert_int_equal(gmem_init(&d->mem, VDRV_RAM, 0), 0);
 	ctx->mem = &d->mem;

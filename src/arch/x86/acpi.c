@@ -147,7 +147,7 @@ _Static_assert(sizeof(struct madt) == 44 && sizeof(struct madt_lapic) == 8 && si
 		   sizeof(struct madt_iso) == 10 && sizeof(struct madt_lapic_nmi) == 6,
 	       "MADT structure sizes");
 
-_Static_assert(LAYOUT_VIRTIO_SLOTS < 100, "virtio devices are named VR00..VR99 in the DSDT");
+_Static_assert(LAYOUT_VIRTIO_WINDOWS < 100, "virtio devices are named VR00..VR99 in the DSDT");
 
 enum { MADT_LAPIC = 0, MADT_IOAPIC = 1, MADT_ISO = 2, MADT_LAPIC_NMI = 4 };
 
@@ -241,11 +241,11 @@ static int check_cpus(const struct acpi_machine *m, uint8_t *ioapic_id, char *er
 
 static int check_virtio(const struct acpi_machine *m, char *err, size_t errlen)
 {
-	if (m->nr_virtio > LAYOUT_VIRTIO_SLOTS || (m->nr_virtio && !m->virtio))
+	if (m->nr_virtio > LAYOUT_VIRTIO_WINDOWS || (m->nr_virtio && !m->virtio))
 		return err_set(err, errlen, -EINVAL, "ACPI: %u virtio devices; at most %u", m->nr_virtio,
-			       LAYOUT_VIRTIO_SLOTS);
+			       LAYOUT_VIRTIO_WINDOWS);
 	for (unsigned i = 0; i < m->nr_virtio; i++) {
-		const struct devmgr_slot *s = &m->virtio[i];
+		const struct devmgr_window *s = &m->virtio[i];
 
 		if (s->base > UINT32_MAX - LAYOUT_VIRTIO_MMIO_SIZE + 1 || s->irq >= IOAPIC_PINS)
 			return err_set(err, errlen, -EINVAL,
@@ -433,9 +433,9 @@ static void dsdt_rtc(struct aml *a)
  * the ISA lines the MP table routes (KVM_IRQFD injects edges). _CCA 1:
  * DMA is cache-coherent (6.2.17; x86 assumes it, arm64 requires it said).
  */
-static void dsdt_virtio(struct aml *a, unsigned i, const struct devmgr_slot *s)
+static void dsdt_virtio(struct aml *a, unsigned i, const struct devmgr_window *s)
 {
-	char name[16]; /* "VRnn": nr_virtio <= LAYOUT_VIRTIO_SLOTS < 100 */
+	char name[16]; /* "VRnn": nr_virtio <= LAYOUT_VIRTIO_WINDOWS < 100 */
 	size_t dev, res;
 
 	snprintf(name, sizeof(name), "VR%02u", i);

@@ -55,7 +55,7 @@ int aml_status(const struct aml *a)
 }
 
 /* Records the first error; later calls see it and do nothing. */
-static void fail(struct aml *a, int err)
+static void aml_fail(struct aml *a, int err)
 {
 	if (!a->err)
 		a->err = err;
@@ -67,7 +67,7 @@ static bool room(struct aml *a, size_t n)
 	if (a->err)
 		return false;
 	if (n > a->cap - a->len) {
-		fail(a, -ENOSPC);
+		aml_fail(a, -ENOSPC);
 		return false;
 	}
 	return true;
@@ -163,7 +163,7 @@ void aml_name_string(struct aml *a, const char *path)
 	segs = count_segs(p);
 	/* A NullName only after the root: "^" alone or "" name nothing a table here needs. */
 	if (segs < 0 || (segs == 0 && !root)) {
-		fail(a, -EINVAL);
+		aml_fail(a, -EINVAL);
 		return;
 	}
 	aml_bytes(a, path, (size_t)(p - path)); /* '\\' and '^' are ROOT_CHAR and PARENT_PREFIX themselves */
@@ -223,7 +223,7 @@ void aml_string(struct aml *a, const char *s)
 
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)s[i] > 0x7f) {
-			fail(a, -EINVAL);
+			aml_fail(a, -EINVAL);
 			return;
 		}
 	put8(a, STRING_PREFIX);
@@ -270,7 +270,7 @@ void aml_eisaid(struct aml *a, const char *id)
 	int64_t v = aml_eisaid_value(id);
 
 	if (v < 0) {
-		fail(a, (int)v);
+		aml_fail(a, (int)v);
 		return;
 	}
 	aml_int(a, (uint64_t)v);
@@ -341,17 +341,17 @@ static void close_at(struct aml *a, size_t mark, size_t reserved, const uint8_t 
 	if (a->err)
 		return;
 	if (mark > a->len || reserved > a->len - mark) {
-		fail(a, -EINVAL); /* not a mark of an open construct */
+		aml_fail(a, -EINVAL); /* not a mark of an open construct */
 		return;
 	}
 	tail = a->len - mark - reserved;
 	n = encode_pkglen(head_len + tail, pl);
 	if (!n) {
-		fail(a, -E2BIG);
+		aml_fail(a, -E2BIG);
 		return;
 	}
 	if (n + head_len > reserved) {
-		fail(a, -EINVAL);
+		aml_fail(a, -EINVAL);
 		return;
 	}
 	memcpy(a->buf + mark, pl, n);
@@ -394,7 +394,7 @@ size_t aml_method_begin(struct aml *a, const char *path, unsigned nargs, bool se
 	size_t mark;
 
 	if (nargs > 7) {
-		fail(a, -EINVAL);
+		aml_fail(a, -EINVAL);
 		return 0;
 	}
 	mark = open_named(a, op, sizeof(op), path);
@@ -407,7 +407,7 @@ size_t aml_package_begin(struct aml *a, unsigned count)
 	size_t mark;
 
 	if (count > 255) {
-		fail(a, -E2BIG);
+		aml_fail(a, -E2BIG);
 		return 0;
 	}
 	put8(a, PACKAGE_OP);
@@ -436,12 +436,12 @@ void aml_buffer_end(struct aml *a, size_t mark)
 	if (a->err)
 		return;
 	if (mark > a->len || PKGLEN_RESERVE + BUFSIZE_RESERVE > a->len - mark) {
-		fail(a, -EINVAL);
+		aml_fail(a, -EINVAL);
 		return;
 	}
 	data = a->len - mark - PKGLEN_RESERVE - BUFSIZE_RESERVE;
 	if (data > UINT32_MAX) {
-		fail(a, -E2BIG);
+		aml_fail(a, -E2BIG);
 		return;
 	}
 	close_at(a, mark, PKGLEN_RESERVE + BUFSIZE_RESERVE, size, encode_int(data, size));
@@ -481,7 +481,7 @@ void aml_io(struct aml *a, bool decode16, uint16_t min, uint16_t max, uint8_t al
 void aml_fixed_io(struct aml *a, uint16_t base, uint8_t len)
 {
 	if (base & ~FIXED_IO_BASE_MASK) {
-		fail(a, -EINVAL);
+		aml_fail(a, -EINVAL);
 		return;
 	}
 	put8(a, RES_FIXED_IO);
@@ -493,7 +493,7 @@ void aml_fixed_io(struct aml *a, uint16_t base, uint8_t len)
 void aml_irq_noflags(struct aml *a, unsigned irq)
 {
 	if (irq > 15) {
-		fail(a, -EINVAL);
+		aml_fail(a, -EINVAL);
 		return;
 	}
 	put8(a, RES_IRQ_NOFLAGS);
@@ -503,7 +503,7 @@ void aml_irq_noflags(struct aml *a, unsigned irq)
 void aml_irq(struct aml *a, unsigned irq, unsigned flags)
 {
 	if (irq > 15 || (flags & ~IRQ_FLAGS_VALID)) {
-		fail(a, -EINVAL);
+		aml_fail(a, -EINVAL);
 		return;
 	}
 	put8(a, RES_IRQ);
@@ -525,7 +525,7 @@ void aml_memory32_fixed(struct aml *a, bool rw, uint32_t base, uint32_t len)
 void aml_interrupt(struct aml *a, unsigned flags, uint32_t gsi)
 {
 	if (flags & ~INT_FLAGS_VALID) {
-		fail(a, -EINVAL);
+		aml_fail(a, -EINVAL);
 		return;
 	}
 	put8(a, RES_EXT_INTERRUPT);

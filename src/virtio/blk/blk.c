@@ -7,7 +7,7 @@
  * goes to a worker, which reads or writes straight between the image and guest RAM. The worker puts it
  * on a done list and signals an eventfd the loop watches (virtio_watch); the loop writes the status byte,
  * pushes the used entry and interrupts. No request runs on a vCPU thread. At most BLK_QUEUE_SIZE requests
- * are in flight: with every slot taken the loop leaves the rest in the ring until one completes.
+ * are in flight: with every in-flight entry taken the loop leaves the rest in the ring until one completes.
  *
  * The engine was chosen by measurement (docs/performance.md, "virtio-blk I/O engine", bench/blk_engine.c):
  * against io_uring the pool is as fast where the default cache mode spends its time (page-cache reads at
@@ -46,7 +46,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "virtio-blk fields are
 
 /* ---- the queue (event loop, under the transport's I/O lock) ---------------------------------------------- */
 
-static void put_slot(struct blk *b, struct slot *s)
+static void put_inflight(struct blk *b, struct blk_inflight *s)
 {
 	s->next = b->free;
 	b->free = s;
@@ -107,8 +107,8 @@ static void get_id(const struct blk *b, const struct blk_req *r, const struct vi
 	virtq_cursor_write(&w, b->id, r->len); /* r->len <= 20, below the status byte (blk_parse) */
 }
 
-/* One popped chain: parsed into the free slot `s`, then completed at once or handed to the pool. */
-static void start(struct blk *b, struct virtq_iter *it, struct slot *s, const struct virtq_chain *c)
+/* One popped chain: parsed into the free in-flight entry `s`, then completed at once or handed to the pool. */
+static void start(struct blk *b, struct virtq_iter *it, struct blk_inflight *s, const struct virtq_chain *c)
 {
 	struct blk_req *r = &s->req;
 	struct virtq *q = it->q;
@@ -139,34 +139,34 @@ static void start(struct blk *b, struct virtq_iter *it, struct slot *s, const st
 		s->writethrough = !blk_negotiated(&b->lim, VIRTIO_BLK_F_FLUSH);
 		if (blk_submit(b, s) == 0)
 			return;
-		put_slot(b, s);
+		put_inflight(b, s);
 		blk_host_error(b, "no I/O thread could be started", 0);
 		complete(b, q, c->head, r, VIRTIO_BLK_S_IOERR);
 	}
 }
 
 /*
- * The free slot for the next chain, or NULL with all BLK_QUEUE_SIZE in flight. A slot is carved from the
- * array the first time one is needed: a disk's 1 MiB of slots is not faulted in at start-up, only as deep
+ * The free in-flight entry for the next chain, or NULL with all BLK_QUEUE_SIZE in flight. An entry is carved from the
+ * array the first time one is needed: a disk's 1 MiB of entries is not faulted in at start-up, only as deep
  * as the guest's queue ever gets.
  */
-static struct slot *take_slot(struct blk *b)
+static struct blk_inflight *take_inflight(struct blk *b)
 {
 	if (!b->free && b->carved < BLK_QUEUE_SIZE)
-		put_slot(b, &b->slots[b->carved++]);
+		put_inflight(b, &b->inflight[b->carved++]);
 	return b->free;
 }
 
-/* A free slot for the next chain; with none, the device is stalled until a completion frees one. */
+/* A free in-flight entry for the next chain; with none, the device is stalled until a completion frees one. */
 static bool slot_free(struct blk *b)
 {
-	if (take_slot(b))
+	if (take_inflight(b))
 		return true;
-	b->stalled = true; /* a completion frees a slot and calls us again */
+	b->stalled = true; /* a completion frees an entry and calls us again */
 	return false;
 }
 
-/* Takes chains while a slot is free; what completed here is published with one interrupt at most. */
+/* Takes chains while an in-flight entry is free; what completed here is published with one interrupt at most. */
 static void process(struct blk *b)
 {
 	struct virtq_seg segs[BLK_CHAIN_SEGS];
@@ -194,7 +194,7 @@ static void completed(void *arg, uint32_t events)
 {
 	struct blk *b = arg;
 	struct virtq *q = virtio_queue(b->t, 0);
-	struct slot *s, *next;
+	struct blk_inflight *s, *next;
 	bool pushed = false;
 	uint64_t n;
 
@@ -211,7 +211,7 @@ static void completed(void *arg, uint32_t events)
 			complete(b, q, s->head, &s->req, s->req.result);
 			pushed = true;
 		}
-		put_slot(b, s);
+		put_inflight(b, s);
 	}
 	if (pushed)
 		virtio_queue_done(b->t, 0);
@@ -236,13 +236,13 @@ static int blk_activate(void *dev, uint64_t features)
 	return 0;
 }
 
-/* Frees a list of slots the pool gave back. */
-static void put_list(struct blk *b, struct slot *s)
+/* Frees a list of in-flight entries the pool gave back. */
+static void put_list(struct blk *b, struct blk_inflight *s)
 {
 	while (s) {
-		struct slot *next = s->next;
+		struct blk_inflight *next = s->next;
 
-		put_slot(b, s);
+		put_inflight(b, s);
 		s = next;
 	}
 }
@@ -252,7 +252,7 @@ static void put_list(struct blk *b, struct slot *s)
  * runs): queued requests are dropped, running ones waited for, at most
  * BLK_RESET_WAIT_MS, since they read into and write from guest RAM the
  * driver may reuse. One that outlives the wait completes into nothing: its
- * generation is stale, its slot comes back, no status or used entry is written.
+ * generation is stale, its entry comes back, no status or used entry is written.
  */
 /* CLOCK_MONOTONIC `ms` from now (the pool's conditions wait on that clock). */
 static struct timespec deadline_in(unsigned ms)
@@ -273,7 +273,7 @@ static void blk_reset(void *dev)
 {
 	struct blk *b = dev;
 	struct pool *p = &b->pool;
-	struct slot *todo, *finished;
+	struct blk_inflight *todo, *finished;
 	struct timespec until = deadline_in(BLK_RESET_WAIT_MS);
 	unsigned left;
 
@@ -384,7 +384,7 @@ static void blk_destroy(void *dev)
 	pthread_mutex_destroy(&b->pool.mu);
 	pthread_cond_destroy(&b->pool.work);
 	pthread_cond_destroy(&b->pool.idle);
-	free(b->slots);
+	free(b->inflight);
 	free(b->path);
 	free(b);
 }
@@ -634,21 +634,21 @@ static struct blk *blk_new(const struct vm_disk *d)
 		return NULL;
 	b->fd = b->pool.efd = -1;
 	b->path = strdup(d->path);
-	b->slots = calloc(BLK_QUEUE_SIZE, sizeof(*b->slots));
+	b->inflight = calloc(BLK_QUEUE_SIZE, sizeof(*b->inflight));
 	pthread_mutex_init(&b->pool.mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the reset's deadline */
 	pthread_cond_init(&b->pool.work, NULL);
 	pthread_cond_init(&b->pool.idle, &ca);
 	pthread_condattr_destroy(&ca);
-	if (!b->path || !b->slots) {
+	if (!b->path || !b->inflight) {
 		blk_destroy(b);
 		return NULL;
 	}
-	return b; /* the slots go on the free list as requests first need them (take_slot) */
+	return b; /* the entries go on the free list as requests first need them (take_inflight) */
 }
 
-int virtio_blk_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_slot *slot,
+int virtio_blk_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
 		      const struct vm_disk *d, char *err, size_t errlen)
 {
 	struct blk *b = blk_new(d);
@@ -663,7 +663,7 @@ int virtio_blk_create(const struct devctx *ctx, struct bus *bus, const struct de
 		blk_destroy(b);
 		return ret;
 	}
-	ret = virtio_mmio_create(ctx, bus, slot, &blk_ops, b, b->features, &b->t); /* owns b from here on */
+	ret = virtio_mmio_create(ctx, bus, win, &blk_ops, b, b->features, &b->t); /* owns b from here on */
 	if (!ret)
 		ret = virtio_watch(b->t, b->pool.efd, EPOLLIN, completed, b);
 	if (ret)

@@ -20,12 +20,12 @@
 #define BLK_PROBE_LEN	    4096	/* bytes past the end of the image the hole-punch probe uses */
 
 /* A request in flight: owned by the loop while on the free list or being parsed, by the pool in between. */
-struct slot {
+struct blk_inflight {
 	struct blk_req req;
 	uint16_t head;
 	unsigned gen;	   /* the device generation it was started in: stale after a reset */
 	bool writethrough; /* FLUSH not negotiated: a write is synced before it completes (5.2.5) */
-	struct slot *next;
+	struct blk_inflight *next;
 };
 
 /* The worker pool: a FIFO of requests to do and one of requests done, under one mutex. */
@@ -33,7 +33,7 @@ struct pool {
 	pthread_mutex_t mu;
 	pthread_cond_t work; /* a request was queued, or stop */
 	pthread_cond_t idle; /* running dropped to 0 */
-	struct slot *todo, *todo_tail, *done, *done_tail;
+	struct blk_inflight *todo, *todo_tail, *done, *done_tail;
 	unsigned queued, running, waiting, threads;
 	bool stop;
 	pthread_t th[BLK_WORKERS];
@@ -54,10 +54,10 @@ struct blk {
 	uint8_t config[VIRTIO_BLK_CFG_SIZE];
 	struct blk_limits lim;
 	/* loop thread (or reset, under the transport's I/O lock) */
-	struct slot *slots, *free;
-	unsigned carved; /* slots[0..carved) have been on the free list; the rest were never touched (4 KiB each) */
+	struct blk_inflight *inflight, *free;
+	unsigned carved; /* inflight[0..carved) have been on the free list; the rest were never touched (4 KiB each) */
 	unsigned gen;
-	bool stalled; /* every slot in flight: chains wait in the ring */
+	bool stalled; /* every entry in flight: chains wait in the ring */
 	struct pool pool;
 	struct {
 		uint64_t reads, inline_reads, writes, flushes, other, ioerr, unsupp, bad;
@@ -65,8 +65,8 @@ struct blk {
 	_Atomic uint64_t host_errors;
 };
 
-/* blk_io.c: hands slot `s` to the worker pool (starting a worker if none is idle). Returns 0 or -errno. */
-int blk_submit(struct blk *b, struct slot *s);
+/* blk_io.c: hands in-flight entry `s` to the worker pool (starting a worker if none is idle). Returns 0 or -errno. */
+int blk_submit(struct blk *b, struct blk_inflight *s);
 /* blk_io.c: stops and joins the workers: each finishes the request it is doing; queued ones are abandoned. */
 void blk_pool_stop(struct pool *p);
 /* blk_io.c: a host-side failure of one request: logged rate-limited, the guest gets IOERR. err 0: no errno. */

@@ -106,7 +106,7 @@ static bool fits(struct blk *b, uint64_t end)
 	return false;
 }
 
-static uint8_t do_rw(struct blk *b, struct slot *s, uint8_t **bounce)
+static uint8_t do_rw(struct blk *b, struct blk_inflight *s, uint8_t **bounce)
 {
 	struct blk_req *r = &s->req;
 	bool write = r->type == VIRTIO_BLK_T_OUT;
@@ -133,7 +133,7 @@ static uint8_t do_rw(struct blk *b, struct slot *s, uint8_t **bounce)
 }
 
 /* DISCARD: punch a hole. WRITE_ZEROES: zero the range, or punch (reads give zeroes) when UNMAP allows. */
-static uint8_t do_dwz(struct blk *b, struct slot *s)
+static uint8_t do_dwz(struct blk *b, struct blk_inflight *s)
 {
 	const struct blk_req *r = &s->req;
 	bool punch = r->type == VIRTIO_BLK_T_DISCARD || (r->flags & VIRTIO_BLK_DWZ_F_UNMAP) || !b->zero_range;
@@ -149,7 +149,7 @@ static uint8_t do_dwz(struct blk *b, struct slot *s)
 	return VIRTIO_BLK_S_OK;
 }
 
-static uint8_t execute(struct blk *b, struct slot *s, uint8_t **bounce)
+static uint8_t execute(struct blk *b, struct blk_inflight *s, uint8_t **bounce)
 {
 	switch (s->req.type) {
 	case VIRTIO_BLK_T_IN:
@@ -178,7 +178,7 @@ static void *worker(void *arg)
 	seccomp_enter(SECCOMP_BLK);
 	pthread_mutex_lock(&p->mu);
 	while (!p->stop) {
-		struct slot *s = p->todo;
+		struct blk_inflight *s = p->todo;
 
 		if (!s) {
 			p->waiting++;
@@ -227,7 +227,7 @@ static int spawn(struct blk *b)
 }
 
 /* Queues `s` for a worker, starting one while all are busy and fewer than BLK_WORKERS run. Returns 0 or -errno. */
-int blk_submit(struct blk *b, struct slot *s)
+int blk_submit(struct blk *b, struct blk_inflight *s)
 {
 	struct pool *p = &b->pool;
 	int err = 0;

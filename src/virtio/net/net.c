@@ -447,7 +447,7 @@ static const struct virtio_dev_ops net_ops = {
     .destroy = net_destroy,
 };
 
-int virtio_net_create_on(const struct devctx *ctx, struct bus *bus, const struct devmgr_slot *slot,
+int virtio_net_create_on(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
 			 struct net_backend *be, const uint8_t mac[6], unsigned index, char *err, size_t errlen)
 {
 	struct net *n = calloc(1, sizeof(*n));
@@ -475,7 +475,7 @@ int virtio_net_create_on(const struct devctx *ctx, struct bus *bus, const struct
 	n->status = VIRTIO_NET_S_LINK_UP;
 	snprintf(n->label, sizeof(n->label), "virtio-net %u (%s)", index, be->name);
 	features |= be->features;
-	ret = virtio_mmio_create(ctx, bus, slot, &net_ops, n, features, &n->t); /* owns n from here on */
+	ret = virtio_mmio_create(ctx, bus, win, &net_ops, n, features, &n->t); /* owns n from here on */
 	if (!ret)
 		ret = virtio_watch(n->t, n->epfd, EPOLLIN, backend_ready, n);
 	if (!ret)
@@ -485,7 +485,7 @@ int virtio_net_create_on(const struct devctx *ctx, struct bus *bus, const struct
 	return ret;
 }
 
-int virtio_net_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_slot *slot,
+int virtio_net_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
 		      const struct vm_net *cfg, unsigned index, char *err, size_t errlen)
 {
 	struct net_backend *be;
@@ -496,5 +496,5 @@ int virtio_net_create(const struct devctx *ctx, struct bus *bus, const struct de
 	if (ret)
 		return ret;
 	config_net_mac(cfg, index, mac);
-	return virtio_net_create_on(ctx, bus, slot, be, mac, index, err, errlen);
+	return virtio_net_create_on(ctx, bus, win, be, mac, index, err, errlen);
 }

@@ -56,7 +56,7 @@ static void reply_rst(struct vsock_dev *v, const struct virtio_vsock_hdr *h)
 }
 
 /* A packet that breaks the protocol: counted, logged (rate-limited), the connection it names reset. */
-static void refuse(struct vsock_dev *v, const struct virtio_vsock_hdr *h, struct vsock_conn *c, const char *why)
+static void refuse_packet(struct vsock_dev *v, const struct virtio_vsock_hdr *h, struct vsock_conn *c, const char *why)
 {
 	v->stats.malformed++;
 	virtio_bad_request(v->t, why);
@@ -99,12 +99,12 @@ static void data_from_guest(struct vsock_dev *v, struct vsock_conn *c, const str
 			    const struct virtio_vsock_hdr *h)
 {
 	if (c->peer_shut & VSOCK_SHUTDOWN_F_SEND) {
-		refuse(v, h, c, "data after the guest's SHUTDOWN(send)");
+		refuse_packet(v, h, c, "data after the guest's SHUTDOWN(send)");
 		return;
 	}
 	if (!vsock_credit_allows(VSOCK_BUF_ALLOC, c->fwd_sent, c->rx_cnt, h->len)) {
 		v->stats.credit_violations++;
-		refuse(v, h, c, "data beyond the credit the device gave");
+		refuse_packet(v, h, c, "data beyond the credit the device gave");
 		return;
 	}
 	if (vsock_conn_to_host(c, ch, VSOCK_HDR_SIZE, h->len))
@@ -129,7 +129,7 @@ static void on_established(struct vsock_dev *v, struct vsock_conn *c, const stru
 	case VSOCK_OP_CREDIT_UPDATE:
 		break;
 	default: /* REQUEST or RESPONSE on an open connection */
-		refuse(v, h, c, "REQUEST or RESPONSE on an established connection");
+		refuse_packet(v, h, c, "REQUEST or RESPONSE on an established connection");
 		break;
 	}
 	if (!c->dead) {
@@ -144,7 +144,7 @@ static void on_packet(struct vsock_dev *v, const struct virtq_chain *ch, const s
 
 	if (h->op == VSOCK_OP_REQUEST) {
 		if (c) {
-			refuse(v, h, c, "REQUEST for an open connection");
+			refuse_packet(v, h, c, "REQUEST for an open connection");
 			return;
 		}
 		c = vsock_conn_connect(v, h->dst_port, h->src_port);
@@ -166,7 +166,7 @@ static void on_packet(struct vsock_dev *v, const struct virtq_chain *ch, const s
 		if (h->op == VSOCK_OP_RESPONSE)
 			accepted(v, c, h);
 		else
-			refuse(v, h, c, "a packet other than RESPONSE or RST answering a REQUEST");
+			refuse_packet(v, h, c, "a packet other than RESPONSE or RST answering a REQUEST");
 		return;
 	}
 	on_established(v, c, ch, h);
@@ -192,7 +192,7 @@ static void transmit(struct vsock_dev *v, struct virtq_iter *it, const struct vi
 	enum vsock_fault f = vsock_parse(ch, v->cid, &h);
 
 	if (f != VSOCK_OK)
-		refuse(v, f >= VSOCK_LEN_TOO_BIG ? &h : NULL, NULL, vsock_fault_name(f));
+		refuse_packet(v, f >= VSOCK_LEN_TOO_BIG ? &h : NULL, NULL, vsock_fault_name(f));
 	else
 		on_packet(v, ch, &h);
 	virtq_push(it->q, ch->head, 0);
@@ -648,7 +648,7 @@ static int setup(struct vsock_dev *v, char *err, size_t errlen)
 	return 0;
 }
 
-int virtio_vsock_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_slot *slot, uint32_t cid,
+int virtio_vsock_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win, uint32_t cid,
 			const char *uds, char *err, size_t errlen, struct virtio_vsock **out)
 {
 	struct virtio_vsock *vv = calloc(1, sizeof(*vv));
@@ -673,7 +673,7 @@ int virtio_vsock_create(const struct devctx *ctx, struct bus *bus, const struct 
 		free(vv);
 		return e;
 	}
-	e = virtio_mmio_create(ctx, bus, slot, &vsock_ops, v, 1ull << VIRTIO_VSOCK_F_STREAM, &v->t); /* owns v */
+	e = virtio_mmio_create(ctx, bus, win, &vsock_ops, v, 1ull << VIRTIO_VSOCK_F_STREAM, &v->t); /* owns v */
 	if (!e && ((e = virtio_watch(v->t, v->ep_fd, EPOLLIN, host_ready, v)) ||
 		   (e = virtio_watch(v->t, v->timer_fd, EPOLLIN, timer_fired, v)) ||
 		   (e = virtio_watch(v->t, v->kick_fd, EPOLLIN, kicked, v))))
