@@ -8,8 +8,10 @@
  * One thread, one poll() loop: the socket, slirp's own sockets (slirp_pollfds_fill/poll) and slirp's
  * timers (a short list, the earliest expiry bounds the poll timeout). The guest network: gateway and
  * host at .2, DNS at .3 (forwarded to the host's resolver), DHCP from .15, as QEMU lays out 10.0.2.0/24;
- * IPv6 off. Its first message to brisk is "OK" once every hostfwd is bound, or "ERR why". It exits when
- * brisk closes the socket (or dies: PR_SET_PDEATHSIG). Frames for the guest that find brisk's receive
+ * IPv6 off. Its first message to brisk is "OK" once every hostfwd is bound, or "ERR why". When brisk
+ * closes the socket (the VM ended) it first writes out what slirp still holds for host sockets (bytes the
+ * guest sent and slirp acknowledged), for at most DRAIN_MS, then exits (or at once when brisk dies:
+ * PR_SET_PDEATHSIG). Frames for the guest that find brisk's receive
  * buffer full are dropped and counted (slirp's TCP retransmits); with --verbose the counts are printed at
  * exit.
  */
@@ -33,6 +35,7 @@
 #define FRAME_MAX    (65535 + 18)
 #define INPUT_BUDGET 64 /* frames from brisk per loop turn */
 #define MAX_FWDS     16
+#define DRAIN_MS     800 /* at brisk's end-of-file: brisk waits HELPER_EXIT_MS (1 s) before SIGKILL */
 
 struct timer {
 	SlirpTimerCb cb;
@@ -48,6 +51,7 @@ struct helper {
 	struct timer *timers;
 	struct pollfd *pfd;
 	unsigned nfds, cap;
+	bool want_out; /* slirp asked for POLLOUT on a host socket: it holds bytes for it (slirp_pollfds_fill) */
 	uint64_t to_guest, from_guest, dropped, guest_errors;
 };
 
@@ -170,8 +174,10 @@ static int add_poll(int fd, int events, void *opaque)
 	}
 	if (events & SLIRP_POLL_IN)
 		ev |= POLLIN;
-	if (events & SLIRP_POLL_OUT)
+	if (events & SLIRP_POLL_OUT) {
 		ev |= POLLOUT;
+		h->want_out = true;
+	}
 	if (events & SLIRP_POLL_PRI)
 		ev |= POLLPRI;
 	h->pfd[h->nfds] = (struct pollfd){.fd = fd, .events = ev};
@@ -250,6 +256,35 @@ static bool input(struct helper *h)
 	return true;
 }
 
+/*
+ * brisk closed its end: nothing more comes from the guest, and nothing can reach it. What the guest sent
+ * and slirp acknowledged still sits in slirp's buffers for host sockets (up to ~300 KiB per connection):
+ * written out as the host reads it, for at most DRAIN_MS, so that a guest that sends and powers off loses
+ * nothing on the host side (slirp shuts the host socket down for writing once its buffer is empty, if the
+ * guest had closed). A host that does not read within DRAIN_MS loses the rest.
+ */
+static void drain(struct helper *h)
+{
+	int64_t end = now_ns() / 1000000 + DRAIN_MS;
+
+	for (;;) {
+		uint32_t timeout = UINT32_MAX;
+		int64_t left = end - now_ns() / 1000000;
+		int n;
+
+		h->nfds = 0;
+		h->want_out = false;
+		slirp_pollfds_fill(h->slirp, &timeout, add_poll, h);
+		if (!h->want_out || left <= 0)
+			return;
+		n = poll(h->pfd, h->nfds, timers_timeout(h, timeout) < left ? timers_timeout(h, timeout) : (int)left);
+		if (n < 0 && errno != EINTR)
+			return;
+		slirp_pollfds_poll(h->slirp, n < 0, get_revents, h);
+		run_timers(h);
+	}
+}
+
 static void loop(struct helper *h)
 {
 	for (;;) {
@@ -264,8 +299,10 @@ static void loop(struct helper *h)
 			msg("poll: %s", strerror(errno));
 			return;
 		}
-		if (n > 0 && (h->pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) && !input(h))
+		if (n > 0 && (h->pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) && !input(h)) {
+			drain(h);
 			return;
+		}
 		slirp_pollfds_poll(h->slirp, n < 0, get_revents, h);
 		run_timers(h);
 	}
