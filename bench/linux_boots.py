@@ -16,7 +16,7 @@ and the VMM exited 0 within the timeout; anything else is a failure, kept with i
 VMM goes first. Prints, per VMM: passed/failed, and exec -> "disk stage" line (median, min-max, of the passed).
 With BRISK_BASE=PATH an earlier brisk binary boots too ("base"), with the same options, in the same rounds.
 
-Usage: linux_boots.py [-n ROUNDS] [--timeout S]   (defaults 10 rounds, 300 s)
+Usage: linux_boots.py [-n ROUNDS] [--timeout S] [--kernel vmlinux|vmlinuz]   (defaults 10 rounds, 300 s, vmlinux)
 """
 import argparse
 import os
@@ -68,8 +68,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=10, dest="rounds")
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--kernel", choices=("vmlinux", "vmlinuz"), default="vmlinux",
+                    help="vmlinux: the PVH entry (default); vmlinuz: the bzImage, through its decompressor")
     a = ap.parse_args()
-    kernel, initrd, init = LINUX / "vmlinux", LINUX / "initramfs-virtio.cpio.gz", LINUX / "init"
+    kernel, initrd, init = LINUX / a.kernel, LINUX / "initramfs-virtio.cpio.gz", LINUX / "init"
     for f in (BRISK, kernel, initrd, init):
         if not f.exists():
             sys.exit(f"linux_boots: {f} missing: run make and tests/linux/run.sh first")
