@@ -220,7 +220,9 @@ def snap_run(tmp_path_factory):
     if not INITRD.exists():
         pytest.skip(f"{INITRD} missing: tests/linux/run.sh builds it")
     tmp = tmp_path_factory.mktemp("snap")
-    sockdir = tempfile.mkdtemp(prefix="bls", dir="/tmp")  # sun_path holds 108 bytes
+    # sun_path holds 108 bytes: a short directory, $TMPDIR where it is set (the nested VM sets /run/tmp when
+    # the checkout is under /tmp, which is 9p there and takes no socket), else /tmp
+    sockdir = tempfile.mkdtemp(prefix="bls", dir=os.environ.get("TMPDIR") or "/tmp")
     r = Run()
     try:
         _run(r, tmp, sockdir)
