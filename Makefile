@@ -61,6 +61,7 @@ LIB_SRCS := \
 	src/config/config_net.c \
 	src/config/config_vsock.c \
 	src/config/run_opts.c \
+	src/config/fc_args.c \
 	src/api/fc_config.c \
 	src/api/fc_config_dev.c \
 	src/api/fc_config_file.c \
@@ -134,6 +135,7 @@ SECCOMP_SRCS := src/seccomp/seccomp.c src/seccomp/seccomp_lists.c
 MAIN_SRCS := \
 	src/main.c \
 	src/cli/run.c \
+	src/cli/fc_cli.c \
 	src/cli/help.c \
 	src/cli/cpuid.c \
 	src/cli/profile.c \
@@ -157,6 +159,7 @@ UNIT_TESTS := \
 	test_mem \
 	test_file \
 	test_size \
+	test_fc_args \
 	test_config \
 	test_fc_config \
 	test_api_vcpu \

@@ -35,25 +35,35 @@ static void ensure_std_fds(void)
 	}
 }
 
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
 int main(int argc, char **argv)
 {
 	timeline_init();
 	ensure_std_fds();
 	log_init_nonblocking();
+	/* Started as `firecracker` (a link to brisk under Firecracker's name): its command line, whatever it is. */
+	if (strcmp(base_name(argv[0]), "firecracker") == 0)
+		return cmd_api(argc, argv);
 	if (argc < 2) {
 		cli_usage(stderr, NULL);
 		return EXIT_USAGE;
 	}
 	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
-		printf("brisk %s\n", BRISK_VERSION);
+		cli_print_version(stdout);
 		return 0;
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		cli_usage(stdout, NULL);
 		return 0;
 	}
-	/* Firecracker's command line: `brisk --api-sock PATH` / `brisk --config-file FILE --no-api`. */
-	if (strncmp(argv[1], "--api-sock", 10) == 0 || strncmp(argv[1], "--config-file", 13) == 0)
+	/* Firecracker's command line: a flag first (`brisk --id X --api-sock PATH ...`); it names a bad one. */
+	if (strncmp(argv[1], "--", 2) == 0)
 		return cmd_api(argc, argv);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (strcmp(argv[1], commands[i].name) == 0)

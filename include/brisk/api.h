@@ -41,6 +41,21 @@ struct api {
 };
 
 /* An API over `base` (config_defaults plus the process's own options); no VM yet. */
+/*
+ * The process's instance id (Firecracker's --id; "anonymous-instance" until set): GET / reports it. `id` is
+ * checked by the caller (fc_args_check_id) and copied.
+ */
+void api_set_instance_id(const char *id);
+const char *api_instance_id(void);
+/*
+ * The metadata service's initial store (Firecracker's --metadata): a JSON object, owned from here on.
+ * Returns 0 (the guest-facing service and the /mmds endpoints are not built yet: docs/api.md).
+ */
+struct json_object;
+int api_set_mmds_initial(struct json_object *o);
+/* --http-api-max-payload-size at most this: a request body the helper holds whole in memory. */
+#define API_MAX_PAYLOAD_LIMIT (16u << 20)
+
 void api_init(struct api *a, const struct vm_config *base);
 /*
  * Opens what a->fc's logger and metrics sections name (a config file's: the API's PUTs open their own).

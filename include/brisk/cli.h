@@ -2,6 +2,7 @@
 #ifndef BRISK_CLI_H
 #define BRISK_CLI_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 int cmd_run(int argc, char **argv);
@@ -20,6 +21,18 @@ struct vm_config;
  * 0, EXIT_USAGE (after a message), or -1 when --help was printed.
  */
 int cli_parse_run_options(int argc, char **argv, struct vm_config *cfg);
+/*
+ * Firecracker's mode: its command line (fc_args.h) and brisk's process options into *fa and cfg (defaults
+ * first, validated after). Returns 0; -1 when it printed what was asked (--help, --version,
+ * --snapshot-version, --describe-snapshot) and the process ends with 0; or an exit status after a message.
+ */
+struct fc_args;
+int fc_cli_parse(int argc, char **argv, struct vm_config *cfg, struct fc_args *fa);
+/* Whether brisk run's option `c` is the process's (accepted in Firecracker's mode), and applies one. */
+bool cli_is_process_option(int c);
+int cli_apply_process_option(int c, const char *arg, struct vm_config *cfg);
+/* The first line of --version: Firecracker's API level as its version checks read it, and brisk's. */
+void cli_print_version(FILE *f);
 /*
  * Blocks SIGINT/SIGTERM/SIGHUP in every thread and returns a signalfd for
  * them (or -1); ignores SIGPIPE.

@@ -13,6 +13,7 @@
 #include <json-c/json.h>
 
 #include "api_impl.h"
+#include "brisk/fc_args.h"
 #include "brisk/log.h"
 
 #define ERR_NOT_AFTER_START  "The requested operation is not supported after starting the microVM."
@@ -53,12 +54,32 @@ static const char *state_name(enum api_vm_state s)
 	return names[s];
 }
 
+static char instance_id[FC_INSTANCE_ID_MAX + 1] = FC_DEFAULT_INSTANCE_ID;
+static json_object *mmds_initial;
+
+void api_set_instance_id(const char *id)
+{
+	snprintf(instance_id, sizeof(instance_id), "%s", id);
+}
+
+const char *api_instance_id(void)
+{
+	return instance_id;
+}
+
+int api_set_mmds_initial(json_object *o)
+{
+	json_object_put(mmds_initial);
+	mmds_initial = o;
+	return 0;
+}
+
 /* GET /: Firecracker's InstanceInfo. */
 static void get_instance(struct api *a, struct api_reply *r)
 {
 	json_object *o = json_object_new_object();
 
-	json_object_object_add(o, "id", json_object_new_string("anonymous-instance"));
+	json_object_object_add(o, "id", json_object_new_string(instance_id));
 	json_object_object_add(o, "state", json_object_new_string(state_name(a->state)));
 	json_object_object_add(o, "vmm_version", json_object_new_string(BRISK_VERSION));
 	json_object_object_add(o, "app_name", json_object_new_string("brisk"));

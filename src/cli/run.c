@@ -16,6 +16,7 @@
 #include "brisk/devices.h"
 #include "brisk/devkinds.h"
 #include "brisk/exitcode.h"
+#include "brisk/fc_args.h"
 #include "brisk/fc_config.h"
 #include "brisk/file.h"
 #include "brisk/log.h"
@@ -174,6 +175,28 @@ static bool is_vm_option(int c)
 static bool is_snapshot_option(int c)
 {
 	return is_vm_option(c) || devkind_by_opt(c);
+}
+
+/* A brisk option that Firecracker's mode accepts beside its own flags: the process's, not the VM's (cli.h). */
+bool cli_is_process_option(int c)
+{
+	switch (c) {
+	case OPT_API_SOCK: /* Firecracker's own flags, parsed by fc_args.c */
+	case OPT_CONFIG_FILE:
+	case OPT_NO_API:
+	case OPT_SNAPSHOT: /* brisk restore's */
+	case OPT_MEM:
+	case OPT_PAUSED:
+	case 'h':
+		return false;
+	default:
+		return !is_snapshot_option(c);
+	}
+}
+
+int cli_apply_process_option(int c, const char *arg, struct vm_config *cfg)
+{
+	return apply_option(c, arg, cfg);
 }
 
 static const char *option_name(int c)
@@ -560,18 +583,14 @@ static int check_mode(enum run_mode mode)
 	return 0;
 }
 
-/* `brisk run` (the options describe the VM), `brisk --api-sock` (the API does), `brisk restore` (a snapshot). */
-static int run_command(int argc, char **argv, enum run_mode mode)
+/* The VM the parsed options describe, in `mode`: confined, its signals read, its report written. */
+static int run_parsed(struct vm_config *cfg, enum run_mode mode)
 {
-	struct vm_config cfg;
-	int ret = cli_parse_run_options(argc, argv, &cfg);
-	int sig_fd, report_fd = -1;
+	int ret, sig_fd, report_fd = -1;
 
-	if (ret)
-		return ret < 0 ? 0 : ret;
-	if ((ret = check_mode(mode)) || (ret = setup_seccomp(&cfg)))
+	if ((ret = check_mode(mode)) || (ret = setup_seccomp(cfg)))
 		return ret;
-	if (report_json && (report_fd = open_report(&cfg)) < 0)
+	if (report_json && (report_fd = open_report(cfg)) < 0)
 		return report_fd == -EMFILE || report_fd == -ENFILE ? EXIT_HOST : EXIT_USAGE;
 	sig_fd = cli_setup_signals();
 	if (sig_fd < 0)
@@ -579,11 +598,22 @@ static int run_command(int argc, char **argv, enum run_mode mode)
 	atexit(serial8250_restore_tty);
 	if (vm_signals_init() != 0)
 		log_warn("cannot install the vCPU kick signal handler");
-	ret = run_selected(sig_fd, &cfg, mode == MODE_API);
+	ret = run_selected(sig_fd, cfg, mode == MODE_API);
 	ret = finish_report(report_fd, ret);
 	if (sig_fd >= 0)
 		close(sig_fd);
 	return ret;
+}
+
+/* `brisk run` (the options describe the VM), `brisk restore` (a snapshot). */
+static int run_command(int argc, char **argv, enum run_mode mode)
+{
+	struct vm_config cfg;
+	int ret = cli_parse_run_options(argc, argv, &cfg);
+
+	if (ret)
+		return ret < 0 ? 0 : ret;
+	return run_parsed(&cfg, mode);
 }
 
 int cmd_run(int argc, char **argv)
@@ -591,9 +621,21 @@ int cmd_run(int argc, char **argv)
 	return run_command(argc, argv, MODE_RUN);
 }
 
+/* Firecracker's mode: its command line (fc_cli.c) into the same run. */
 int cmd_api(int argc, char **argv)
 {
-	return run_command(argc, argv, MODE_API);
+	struct vm_config cfg;
+	struct fc_args fa;
+	int ret = fc_cli_parse(argc, argv, &cfg, &fa);
+
+	if (ret)
+		return ret < 0 ? 0 : ret;
+	api_sock = fa.no_api ? NULL : fa.api_sock ? fa.api_sock : FC_DEFAULT_API_SOCK;
+	config_file = fa.config_file;
+	no_api = fa.no_api;
+	if (fa.no_seccomp)
+		seccomp_off = seccomp_given = true;
+	return run_parsed(&cfg, MODE_API);
 }
 
 int cmd_restore(int argc, char **argv)

@@ -312,16 +312,10 @@ static int rewrite_one(int argc, char **argv, int *i, char **out, int *n, struct
 	nv = rewrite_value(cfg, opt, val, err, errlen);
 	if (!nv)
 		return -EINVAL;
-	if (asprintf(&val, "%s=%s", opt, nv) < 0 || !own(cfg, val))
-		return err_set(err, errlen, -ENOMEM, "out of memory");
-	/* "-k=/kernel" is not a short option form: give short options their value as the next word. */
-	if (opt[1] != '-') {
-		out[(*n)++] = own(cfg, strdup(opt));
-		out[(*n)++] = nv;
-		return out[*n - 2] ? 0 : err_set(err, errlen, -ENOMEM, "out of memory");
-	}
-	out[(*n)++] = val;
-	return 0;
+	/* two words, never "--opt=value": Firecracker's command line takes only that form (fc_args.h) */
+	out[(*n)++] = own(cfg, strdup(opt));
+	out[(*n)++] = nv;
+	return out[*n - 2] ? 0 : err_set(err, errlen, -ENOMEM, "out of memory");
 }
 
 int jail_rewrite_run_args(int argc, char **argv, struct jail_config *cfg, char *err, size_t errlen)
