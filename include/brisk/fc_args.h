@@ -28,13 +28,13 @@
 #define FC_INSTANCE_ID_MAX	 64u			   /* utils::validators MAX_INSTANCE_ID_LEN */
 
 struct fc_args {
-	const char *api_sock;	 /* --api-sock; NULL when not given (the default applies unless --no-api) */
-	const char *id;		 /* --id; FC_DEFAULT_INSTANCE_ID when not given */
+	const char *api_sock;	    /* --api-sock; NULL when not given (the default applies unless --no-api) */
+	const char *id;		    /* --id; FC_DEFAULT_INSTANCE_ID when not given */
 	const char *seccomp_filter; /* --seccomp-filter FILE */
 	bool no_seccomp;
 	bool has_start_time_us, has_start_time_cpu_us, has_parent_cpu_time_us;
 	uint64_t start_time_us, start_time_cpu_us, parent_cpu_time_us; /* the jailer's clock hand-over */
-	const char *config_file, *metadata;				/* --config-file, --metadata */
+	const char *config_file, *metadata;			       /* --config-file, --metadata */
 	bool no_api;
 	const char *log_path, *level, *module; /* the logger at start */
 	bool show_level, show_log_origin;
@@ -57,8 +57,8 @@ typedef int (*fc_args_extra_fn)(void *ctx, const struct option *o, const char *v
  * also accepted, each handed to `fn` in order. Returns 0; or -EINVAL with Firecracker's message for the
  * mistake in err[0..errlen); or the non-zero status `fn` returned (as a positive value).
  */
-int fc_args_parse(int argc, char **argv, const struct option *extra, fc_args_extra_fn fn, void *ctx,
-		  struct fc_args *a, char *err, size_t errlen);
+int fc_args_parse(int argc, char **argv, const struct option *extra, fc_args_extra_fn fn, void *ctx, struct fc_args *a,
+		  char *err, size_t errlen);
 
 /* Firecracker's instance id rule: 1..64 bytes of ASCII letters, digits and '-'. 0 or -EINVAL (err says). */
 int fc_args_check_id(const char *id, char *err, size_t errlen);

@@ -91,7 +91,8 @@ static int load_metadata(const struct fc_args *fa)
 		return EXIT_USAGE;
 	}
 	if ((uint64_t)st.st_size > fa->mmds_size_limit) {
-		fprintf(stderr, "brisk: --metadata %s: %lld bytes, above the data store's limit of %llu (--mmds-size-limit)\n",
+		fprintf(stderr,
+			"brisk: --metadata %s: %lld bytes, above the data store's limit of %llu (--mmds-size-limit)\n",
 			fa->metadata, (long long)st.st_size, (unsigned long long)fa->mmds_size_limit);
 		goto out;
 	}
@@ -125,9 +126,11 @@ static int check_args(const struct fc_args *fa)
 		return EXIT_USAGE;
 	}
 	if (fa->seccomp_filter) {
-		fprintf(stderr, "brisk: --seccomp-filter %s: brisk does not load Firecracker's compiled filters "
-				"(seccompiler-bin output, written for Firecracker's own system calls); its filters are built in, one "
-				"per thread role (docs/security.md, \"Seccomp\"): omit the flag to use them, or --no-seccomp\n",
+		fprintf(stderr,
+			"brisk: --seccomp-filter %s: brisk does not load Firecracker's compiled filters "
+			"(seccompiler-bin output, written for Firecracker's own system calls); its filters are built "
+			"in, one "
+			"per thread role (docs/security.md, \"Seccomp\"): omit the flag to use them, or --no-seccomp\n",
 			fa->seccomp_filter);
 		return EXIT_USAGE;
 	}
@@ -143,15 +146,19 @@ static int check_args(const struct fc_args *fa)
 /* A brisk VM option (--kernel, --cpus, ...) in Firecracker's mode: the API or the config file describe the VM. */
 static int refuse_vm_options(int argc, char **argv)
 {
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) /* --help and --version win (fc_args.h) */
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "--version") == 0)
+			return 0;
 	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
 		const struct option *o = strncmp(argv[i], "--", 2) == 0 ? run_options() : NULL;
 
 		for (; o && o->name; o++) {
-			if (strcmp(o->name, argv[i] + 2) != 0 || cli_is_process_option(o->val) ||
+			if (strcmp(o->name, argv[i] + 2) != 0 || cli_is_process_option(o->val) || o->val == 'h' ||
 			    o->val == OPT_API_SOCK || o->val == OPT_CONFIG_FILE || o->val == OPT_NO_API)
 				continue;
-			fprintf(stderr, "brisk: %s: a VM option; in Firecracker's mode the API or --config-file describe "
-					"the VM, and only process options may be added (or use 'brisk run')\n",
+			fprintf(stderr,
+				"brisk: %s: a VM option; in Firecracker's mode the API or --config-file describe "
+				"the VM, and only process options may be added (or use 'brisk run')\n",
 				argv[i]);
 			return EXIT_USAGE;
 		}

@@ -184,15 +184,21 @@ static const char compare_usage[] = "usage: brisk compare -n N --a 'RUN-OPTIONS'
 				    "running is stopped, nothing is left behind). See docs/profiler.md.\n";
 
 static const char api_usage[] =
-    "usage: brisk --api-sock PATH [PROCESS-OPTIONS]\n"
-    "       brisk --config-file FILE [--api-sock PATH | --no-api] [PROCESS-OPTIONS]\n"
+    "usage: brisk [FIRECRACKER-FLAGS] [PROCESS-OPTIONS]   (or a link to brisk named firecracker)\n"
     "\n"
-    "Firecracker's way of running a VM: brisk listens on the Unix socket PATH and the VM is\n"
-    "configured, started, paused, resumed and snapshotted with HTTP requests (JSON bodies, the\n"
-    "shapes and status codes of Firecracker's API), or comes whole from a configuration file.\n"
-    "PUT /snapshot/load restores a snapshot into the waiting process.\n"
-    "PROCESS-OPTIONS: --serial, --console, --acpi, --timeline, --report-json, --log-level\n"
-    "(see 'brisk help run'). The socket is removed when brisk exits. docs/api.md has every endpoint.\n";
+    "Firecracker's way of running a VM, with Firecracker v1.7.0's command line: brisk listens on the\n"
+    "Unix socket --api-sock (default /run/firecracker.socket) and the VM is configured, started,\n"
+    "paused and snapshotted with HTTP requests (Firecracker's API), or comes whole from --config-file.\n"
+    "\n"
+    "FIRECRACKER-FLAGS (each --NAME VALUE, spelled in full, at most once; -- ends them):\n"
+    "  --api-sock PATH  --id ID  --config-file FILE  --no-api  --no-seccomp  --seccomp-filter FILE\n"
+    "  --start-time-us N  --start-time-cpu-us N  --parent-cpu-time-us N  --log-path PATH  --level L\n"
+    "  --module M  --show-level  --show-log-origin  --metrics-path PATH  --boot-timer\n"
+    "  --http-api-max-payload-size N  --mmds-size-limit N  --metadata FILE  --snapshot-version\n"
+    "  --describe-snapshot FILE  --version  --help\n"
+    "PROCESS-OPTIONS: --serial, --console, --acpi, --timeline, --report-json, --log-level, --seccomp\n"
+    "(see 'brisk help run'). The socket is removed when brisk exits. docs/cli.md has each flag's\n"
+    "meaning, docs/api.md every endpoint.\n";
 
 static const char restore_usage[] =
     "usage: brisk restore --snapshot STATE --mem MEM [--paused] [--api-sock PATH] [PROCESS-OPTIONS]\n"

@@ -74,8 +74,9 @@ int fc_args_check_id(const char *id, char *err, size_t errlen)
 	size_t n = strlen(id);
 
 	if (n < 1 || n > FC_INSTANCE_ID_MAX)
-		return err_set(err, errlen, -EINVAL, "Invalid instance ID: Invalid len (%zu);  the length must be "
-						     "between 1 and %u",
+		return err_set(err, errlen, -EINVAL,
+			       "Invalid instance ID: Invalid len (%zu);  the length must be "
+			       "between 1 and %u",
 			       n, FC_INSTANCE_ID_MAX);
 	for (size_t i = 0; i < n; i++)
 		if (id[i] != '-' && !isalnum((unsigned char)id[i]))
@@ -196,8 +197,8 @@ static bool present(int argc, char **argv, const char *word)
 	return false;
 }
 
-int fc_args_parse(int argc, char **argv, const struct option *extra, fc_args_extra_fn fn, void *ctx,
-		  struct fc_args *a, char *err, size_t errlen)
+int fc_args_parse(int argc, char **argv, const struct option *extra, fc_args_extra_fn fn, void *ctx, struct fc_args *a,
+		  char *err, size_t errlen)
 {
 	bool seen[F__COUNT] = {false};
 	bool mmds_given = false;

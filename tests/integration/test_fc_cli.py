@@ -108,6 +108,13 @@ def test_kata_version_check():
         assert "brisk" in first
 
 
+def test_help_wins():
+    """--help anywhere: the usage on stdout, exit 0, even next to a mistake or a VM option."""
+    for argv in (["--api-sock", "S", "--help"], ["--kernel", "K", "--help"], ["--bogus", "--help"]):
+        p = run_brisk(*argv)
+        assert p.returncode == 0 and "--api-sock PATH" in p.stdout and "--describe-snapshot" in p.stdout, p
+
+
 def test_started_as_firecracker(tmp_path):
     """A link named `firecracker` takes Firecracker's command line whatever it is, even none."""
     link = tmp_path / "firecracker"

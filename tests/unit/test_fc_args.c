@@ -32,7 +32,8 @@ static int parse(int argc, char **argv, struct fc_args *a, char *err)
 static void test_orchestrator_argv(void **state)
 {
 	char *sdk[] = {"firecracker", "--api-sock", "/s", "--id", "vm-1", "--no-seccomp"};
-	char *flint[] = {"firecracker", "--id", "UID", "--boot-timer", "--no-api", "--config-file", "/f", "--metadata", "/m"};
+	char *flint[] = {"firecracker", "--id",	      "UID", "--boot-timer", "--no-api", "--config-file",
+			 "/f",		"--metadata", "/m"};
 	struct fc_args a;
 	char err[256];
 
@@ -53,8 +54,9 @@ static void test_orchestrator_argv(void **state)
 static void test_defaults_and_numbers(void **state)
 {
 	char *none[] = {"firecracker"};
-	char *nums[] = {"firecracker", "--start-time-us", "12", "--start-time-cpu-us", "+3", "--parent-cpu-time-us",
-			"4", "--http-api-max-payload-size", "1000", "--mmds-size-limit", "99"};
+	char *nums[] = {"firecracker", "--start-time-us",      "12", "--start-time-cpu-us",
+			"+3",	       "--parent-cpu-time-us", "4",  "--http-api-max-payload-size",
+			"1000",	       "--mmds-size-limit",    "99"};
 	struct fc_args a;
 	char err[256];
 
@@ -167,9 +169,9 @@ static void test_instance_id(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_orchestrator_argv),	   cmocka_unit_test(test_defaults_and_numbers),
-	    cmocka_unit_test(test_refusals),		   cmocka_unit_test(test_help_version_separator),
-	    cmocka_unit_test(test_extra_options),	   cmocka_unit_test(test_instance_id),
+	    cmocka_unit_test(test_orchestrator_argv), cmocka_unit_test(test_defaults_and_numbers),
+	    cmocka_unit_test(test_refusals),	      cmocka_unit_test(test_help_version_separator),
+	    cmocka_unit_test(test_extra_options),     cmocka_unit_test(test_instance_id),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
