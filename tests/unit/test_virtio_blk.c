@@ -697,11 +697,10 @@ static void test_refused_images(void **state)
 	assert_non_null(strstr(err, "no such file"));
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	close(fd);
-	assert_int_equal(refuse(path, false, err, sizeof(err)), -EINVAL);
-	assert_non_null(strstr(err, "the image is empty (0 bytes)"));
+	/* any size, as Firecracker: 0 bytes is a 0-sector disk, 1000 bytes one sector and an unreachable tail */
+	assert_int_equal(refuse(path, false, err, sizeof(err)), 0);
 	assert_int_equal(truncate(path, 1000), 0);
-	assert_int_equal(refuse(path, false, err, sizeof(err)), -EINVAL);
-	assert_non_null(strstr(err, "not a multiple of 512"));
+	assert_int_equal(refuse(path, false, err, sizeof(err)), 0);
 	assert_int_equal(truncate(path, 4096), 0);
 	assert_int_equal(chmod(path, 0444), 0);
 	assert_int_equal(refuse(path, false, err, sizeof(err)), -EACCES);

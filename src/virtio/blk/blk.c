@@ -451,8 +451,11 @@ static const char *pseudo_fs(int fd)
 }
 
 /*
- * Size in bytes of a regular file or block device that can back a disk: not on a kernel pseudo file system,
- * at least one sector, whole sectors. Anything else is refused (-EINVAL) with err saying why.
+ * Size in bytes of a regular file or block device that can back a disk: not on a kernel pseudo file system.
+ * Any size, as Firecracker (v1.7.0 devices/virtio/block/virtio/device.rs file_size): an empty file is a
+ * disk of 0 sectors (Kata's placeholder drives, swapped for real ones after boot), and the bytes past the
+ * last whole sector are not reachable (a warning says so). Anything else is refused (-EINVAL) with err
+ * saying why.
  */
 static int image_size(int fd, const struct vm_disk *d, const struct stat *st, uint64_t *size, char *err, size_t errlen)
 {
@@ -478,13 +481,10 @@ static int image_size(int fd, const struct vm_disk *d, const struct stat *st, ui
 			       : S_ISSOCK(st->st_mode) ? "a socket"
 						       : "a character device");
 	}
-	if (*size == 0)
-		return err_set(err, errlen, -EINVAL,
-			       "the image is empty (0 bytes): a disk needs at least one 512-byte "
-			       "sector");
 	if (*size % VIRTIO_BLK_SECTOR)
-		return err_set(err, errlen, -EINVAL, "the image's size, %llu bytes, is not a multiple of 512",
-			       (unsigned long long)*size);
+		log_warn("disk %s: its size, %llu bytes, is not a multiple of 512; the last %llu bytes are not "
+			 "reachable",
+			 d->path, (unsigned long long)*size, (unsigned long long)(*size % VIRTIO_BLK_SECTOR));
 	return 0;
 }
 
