@@ -21,8 +21,8 @@ struct vm_config;
  */
 int cli_parse_run_options(int argc, char **argv, struct vm_config *cfg);
 /*
- * Blocks SIGINT/SIGTERM/SIGHUP in every thread and returns a signalfd for
- * them (or -1); ignores SIGPIPE.
+ * Blocks SIGINT/SIGTERM/SIGHUP/SIGXCPU in every thread and returns a
+ * signalfd for them (or -1); SIGPIPE and SIGXFSZ are counted and survived.
  */
 int cli_setup_signals(void);
 /*
