@@ -7,6 +7,7 @@
 
 #include "brisk/cli.h"
 #include "brisk/exitcode.h"
+#include "brisk/fc_jailer.h"
 #include "brisk/log.h"
 #include "brisk/timeline.h"
 
@@ -16,7 +17,7 @@ static const struct {
 } commands[] = {
     {"run", cmd_run},	  {"cpuid", cmd_cpuid},	    {"profile", cmd_profile}, {"trace", cmd_trace},
     {"bench", cmd_bench}, {"compare", cmd_compare}, {"acpi", cmd_acpi},	      {"restore", cmd_restore},
-    {"jail", cmd_jail},	  {"help", cmd_help},
+    {"jail", cmd_jail},	  {"jailer", cmd_jailer},   {"help", cmd_help},
 };
 
 /*
@@ -37,8 +38,13 @@ static void ensure_std_fds(void)
 
 int main(int argc, char **argv)
 {
+	const char *base = strrchr(argv[0], '/');
+
 	timeline_init();
 	ensure_std_fds();
+	/* build/brisk-jailer (a link to brisk): Firecracker's jailer, before brisk opens anything it would close. */
+	if (strstr(base ? base + 1 : argv[0], "jailer"))
+		return cmd_jailer(argc, argv);
 	log_init_nonblocking();
 	if (argc < 2) {
 		cli_usage(stderr, NULL);
@@ -53,7 +59,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	/* Firecracker's command line: `brisk --api-sock PATH` / `brisk --config-file FILE --no-api`. */
-	if (strncmp(argv[1], "--api-sock", 10) == 0 || strncmp(argv[1], "--config-file", 13) == 0)
+	if (strncmp(argv[1], "--api-sock", 10) == 0 || strncmp(argv[1], "--config-file", 13) == 0 ||
+	    strcmp(argv[1], "--id") == 0) /* how the jailer starts it (fc_jailer.h) */
 		return cmd_api(argc, argv);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (strcmp(argv[1], commands[i].name) == 0)

@@ -29,7 +29,13 @@ enum run_opt {
 	OPT_SNAPSHOT,
 	OPT_MEM,
 	OPT_PAUSED,
-	OPT_SECCOMP
+	OPT_SECCOMP,
+	/* what Firecracker's jailer passes (Firecracker v1.7.0 src/firecracker/src/main.rs), and --no-seccomp */
+	OPT_FC_ID,
+	OPT_FC_START_US,
+	OPT_FC_START_CPU_US,
+	OPT_FC_PARENT_CPU_US,
+	OPT_NO_SECCOMP
 };
 
 /*

@@ -17,6 +17,7 @@
 #include "brisk/devkinds.h"
 #include "brisk/exitcode.h"
 #include "brisk/fc_config.h"
+#include "brisk/fc_jailer.h"
 #include "brisk/file.h"
 #include "brisk/log.h"
 #include "brisk/opts.h"
@@ -42,11 +43,44 @@ static bool paused;
  * option, BRISK_SECCOMP=off in the environment means off (to compare runs without changing command lines).
  */
 static bool seccomp_off, seccomp_given;
+/*
+ * Firecracker's --id (default "anonymous-instance") and the jailer's times (brisk-jailer passes them:
+ * include/brisk/fc_jailer.h), kept for the logger and metrics; Firecracker v1.7.0 src/firecracker/src/main.rs.
+ */
+static const char *fc_id = "anonymous-instance";
+static unsigned long long fc_start_us, fc_start_cpu_us, fc_parent_cpu_us;
 
 static int bad_value(const char *opt, const char *value, const char *expected)
 {
 	fprintf(stderr, "brisk run: invalid %s '%s': expected %s\n", opt, value, expected);
 	return EXIT_USAGE;
+}
+
+/* A Firecracker process option (--id, the jailer's times, --no-seccomp). Returns 0 or EXIT_USAGE. */
+static int fc_process_option(int c, const char *arg)
+{
+	unsigned long long *t = c == OPT_FC_START_US	   ? &fc_start_us
+				: c == OPT_FC_START_CPU_US ? &fc_start_cpu_us
+							   : &fc_parent_cpu_us;
+	char *end;
+
+	if (c == OPT_NO_SECCOMP) {
+		seccomp_off = seccomp_given = true;
+		return 0;
+	}
+	if (c == OPT_FC_ID) {
+		fc_id = arg;
+		return fcj_check_id(arg, NULL, 0) ? bad_value("--id", arg, "1..64 characters of A-Z, a-z, 0-9 and '-'")
+						  : 0;
+	}
+	errno = 0;
+	*t = strtoull(arg, &end, 10);
+	if (arg[0] < '0' || arg[0] > '9' || *end || errno)
+		return bad_value(c == OPT_FC_START_US	    ? "--start-time-us"
+				 : c == OPT_FC_START_CPU_US ? "--start-time-cpu-us"
+							    : "--parent-cpu-time-us",
+				 arg, "a number of microseconds");
+	return 0;
 }
 
 /* A device kind's option (devkinds.h) into `cfg`: its row parses it. */
@@ -138,6 +172,12 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 			return bad_value("--log-level", arg, "error, warn, info or debug");
 		log_set_level(level);
 		return 0;
+	case OPT_FC_ID:
+	case OPT_FC_START_US:
+	case OPT_FC_START_CPU_US:
+	case OPT_FC_PARENT_CPU_US:
+	case OPT_NO_SECCOMP:
+		return fc_process_option(c, arg);
 	case 'h':
 		return -1;
 	default:
@@ -525,6 +565,8 @@ static int check_mode(enum run_mode mode)
 {
 	const char *me = mode == MODE_RESTORE ? "brisk restore" : mode == MODE_API ? "brisk" : "brisk run";
 
+	if (mode == MODE_API && !api_sock && !no_api)
+		api_sock = "/run/firecracker.socket"; /* Firecracker's DEFAULT_API_SOCK_PATH (v1.7.0 main.rs) */
 	if (mode == MODE_API && !api_sock && !config_file) {
 		fprintf(stderr, "%s: --api-sock PATH or --config-file FILE is required; try 'brisk help api'\n", me);
 		return EXIT_USAGE;

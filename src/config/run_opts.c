@@ -21,11 +21,21 @@ static const struct option head[] = {
 };
 
 static const struct option tail[] = {
-    {"acpi", required_argument, NULL, OPT_ACPI},	 {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-    {"api-sock", required_argument, NULL, OPT_API_SOCK}, {"config-file", required_argument, NULL, OPT_CONFIG_FILE},
-    {"no-api", no_argument, NULL, OPT_NO_API},		 {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
-    {"mem", required_argument, NULL, OPT_MEM},		 {"paused", no_argument, NULL, OPT_PAUSED},
-    {"seccomp", required_argument, NULL, OPT_SECCOMP},	 {"help", no_argument, NULL, 'h'},
+    {"acpi", required_argument, NULL, OPT_ACPI},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"api-sock", required_argument, NULL, OPT_API_SOCK},
+    {"config-file", required_argument, NULL, OPT_CONFIG_FILE},
+    {"no-api", no_argument, NULL, OPT_NO_API},
+    {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
+    {"mem", required_argument, NULL, OPT_MEM},
+    {"paused", no_argument, NULL, OPT_PAUSED},
+    {"seccomp", required_argument, NULL, OPT_SECCOMP},
+    {"no-seccomp", no_argument, NULL, OPT_NO_SECCOMP},
+    {"id", required_argument, NULL, OPT_FC_ID},
+    {"start-time-us", required_argument, NULL, OPT_FC_START_US},
+    {"start-time-cpu-us", required_argument, NULL, OPT_FC_START_CPU_US},
+    {"parent-cpu-time-us", required_argument, NULL, OPT_FC_PARENT_CPU_US},
+    {"help", no_argument, NULL, 'h'},
 };
 
 #define NR(a) (sizeof(a) / sizeof((a)[0]))
