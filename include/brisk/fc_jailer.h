@@ -44,9 +44,9 @@ struct fcj_cgroup {
 /* What Env::new derives from the arguments, every value checked. */
 struct fcj_env {
 	const char *id;
-	char exec_path[PATH_MAX];   /* the exec file, canonical */
+	char exec_path[PATH_MAX];     /* the exec file, canonical */
 	char exec_name[NAME_MAX + 1]; /* its last component: the jail's directory and the in-jail program /NAME */
-	char chroot_dir[PATH_MAX];  /* <base>/<exec name>/<id>/root */
+	char chroot_dir[PATH_MAX];    /* <base>/<exec name>/<id>/root */
 	uid_t uid;
 	gid_t gid;
 	const char *netns;

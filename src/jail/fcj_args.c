@@ -1,4 +1,5 @@
-/* fcj_args.c - brisk-jailer's command line and checks: Firecracker v1.7.0 src/utils/src/arg_parser.rs, env.rs Env::new. */
+/* fcj_args.c - brisk-jailer's command line and checks: Firecracker v1.7.0 src/utils/src/arg_parser.rs, env.rs Env::new.
+ */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,12 +19,18 @@ static const struct {
 	const char *name;
 	bool value, multiple, required;
 } opts[A__N] = {
-    [A_CGROUP] = {"cgroup", true, true, false},	     [A_CGVER] = {"cgroup-version", true, false, false},
-    [A_BASE] = {"chroot-base-dir", true, false, false}, [A_DAEMON] = {"daemonize", false, false, false},
-    [A_EXEC] = {"exec-file", true, false, true},	     [A_GID] = {"gid", true, false, true},
-    [A_ID] = {"id", true, false, true},		     [A_NETNS] = {"netns", true, false, false},
-    [A_PIDNS] = {"new-pid-ns", false, false, false},     [A_PARENT] = {"parent-cgroup", true, false, false},
-    [A_RLIMIT] = {"resource-limit", true, true, false},  [A_UID] = {"uid", true, false, true},
+    [A_CGROUP] = {"cgroup", true, true, false},
+    [A_CGVER] = {"cgroup-version", true, false, false},
+    [A_BASE] = {"chroot-base-dir", true, false, false},
+    [A_DAEMON] = {"daemonize", false, false, false},
+    [A_EXEC] = {"exec-file", true, false, true},
+    [A_GID] = {"gid", true, false, true},
+    [A_ID] = {"id", true, false, true},
+    [A_NETNS] = {"netns", true, false, false},
+    [A_PIDNS] = {"new-pid-ns", false, false, false},
+    [A_PARENT] = {"parent-cgroup", true, false, false},
+    [A_RLIMIT] = {"resource-limit", true, true, false},
+    [A_UID] = {"uid", true, false, true},
 };
 
 /* The option named `name` (after "--"), or -1. */
@@ -38,10 +45,14 @@ static int find_opt(const char *name)
 /* Stores one value (or flag) of option o. Returns 0 or -EINVAL (too many repeats). */
 static int store(struct fcj_args *a, int o, const char *v, char *err, size_t errlen)
 {
-	const char **single[A__N] = {[A_CGVER] = &a->cgroup_version, [A_BASE] = &a->chroot_base,
-				     [A_EXEC] = &a->exec_file,	     [A_GID] = &a->gid,
-				     [A_ID] = &a->id,		     [A_NETNS] = &a->netns,
-				     [A_PARENT] = &a->parent_cgroup,   [A_UID] = &a->uid};
+	const char **single[A__N] = {[A_CGVER] = &a->cgroup_version,
+				     [A_BASE] = &a->chroot_base,
+				     [A_EXEC] = &a->exec_file,
+				     [A_GID] = &a->gid,
+				     [A_ID] = &a->id,
+				     [A_NETNS] = &a->netns,
+				     [A_PARENT] = &a->parent_cgroup,
+				     [A_UID] = &a->uid};
 
 	if (o == A_DAEMON)
 		a->daemonize = true;
@@ -77,8 +88,8 @@ static int populate(int n, char **argv, struct fcj_args *a, char *err, size_t er
 				       opts[o].name);
 		seen[o] = true;
 		if (opts[o].value && (i + 1 >= n || strncmp(argv[i + 1], "--", 2) == 0))
-			return err_set(err, errlen, -EINVAL, "The argument '%s' requires a value, but none was supplied.",
-				       opts[o].name);
+			return err_set(err, errlen, -EINVAL,
+				       "The argument '%s' requires a value, but none was supplied.", opts[o].name);
 		if (store(a, o, opts[o].value ? argv[++i] : NULL, err, errlen))
 			return -EINVAL;
 	}
@@ -176,9 +187,9 @@ static int check_exec_file(const char *path, struct fcj_env *e, char *err, size_
 	name = strrchr(e->exec_path, '/') + 1;
 	snprintf(e->exec_name, sizeof(e->exec_name), "%s", name);
 	if (!strstr(name, FCJ_EXEC_NAME_MUST))
-		return err_set(err, errlen, -EINVAL,
-			       "Invalid filename. The filename of `--exec-file` option must contain \"firecracker\": %s",
-			       name);
+		return err_set(
+		    err, errlen, -EINVAL,
+		    "Invalid filename. The filename of `--exec-file` option must contain \"firecracker\": %s", name);
 	return 0;
 }
 
@@ -280,7 +291,8 @@ static int read_mounts(const char *mounts_path, unsigned ver, struct hierarchies
 	}
 	fclose(f);
 	if (!h->v2[0] && !h->nr_v1)
-		return err_set(err, errlen, -ENOENT, "Hierarchy not found: No hierarchy found for this cgroup version.");
+		return err_set(err, errlen, -ENOENT,
+			       "Hierarchy not found: No hierarchy found for this cgroup version.");
 	return 0;
 }
 
@@ -333,8 +345,8 @@ static const char *hierarchy_of(const struct hierarchies *h, unsigned ver, const
 }
 
 /* One --cgroup FILE=VALUE into e->cg[] (Env::new's loop and CgroupBuilder::new_cgroup). */
-static int add_cgroup(const char *arg, const char *parent, const struct hierarchies *h, unsigned ver,
-		      struct fcj_env *e, char *err, size_t errlen)
+static int add_cgroup(const char *arg, const char *parent, const struct hierarchies *h, unsigned ver, struct fcj_env *e,
+		      char *err, size_t errlen)
 {
 	const char *eq = strchr(arg, '='), *dot, *dir;
 	struct fcj_cgroup *cg = &e->cg[e->nr_cg];
@@ -386,8 +398,7 @@ static int v2_join_parent(const struct hierarchies *h, const char *parent, char 
 }
 
 /* The cgroup part of Env::new: --parent-cgroup, --cgroup-version, each --cgroup. */
-static int parse_cgroups(const struct fcj_args *a, const char *mounts_path, struct fcj_env *e, char *err,
-			 size_t errlen)
+static int parse_cgroups(const struct fcj_args *a, const char *mounts_path, struct fcj_env *e, char *err, size_t errlen)
 {
 	const char *parent = a->parent_cgroup ? a->parent_cgroup : e->exec_name;
 	struct hierarchies *h;
@@ -438,8 +449,12 @@ int fcj_env_new(const struct fcj_args *a, const char *mounts_path, struct fcj_en
 	int ret;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	*e = (struct fcj_env){.id = a->id, .netns = a->netns, .daemonize = a->daemonize,
-			      .new_pid_ns = a->new_pid_ns, .extra = a->extra, .nr_extra = a->nr_extra,
+	*e = (struct fcj_env){.id = a->id,
+			      .netns = a->netns,
+			      .daemonize = a->daemonize,
+			      .new_pid_ns = a->new_pid_ns,
+			      .extra = a->extra,
+			      .nr_extra = a->nr_extra,
 			      .start_time_us = (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000};
 	if ((ret = fcj_check_id(a->id, err, errlen)) || (ret = check_exec_file(a->exec_file, e, err, errlen)) ||
 	    (ret = chroot_dir(a->chroot_base, e, err, errlen)))

@@ -24,8 +24,8 @@
 #include "brisk/fc_jailer.h"
 
 /* Rust's io::Error display, for messages in the jailer's words. */
-#define OSERR "%s (os error %d)"
-#define OSARG(e) strerror(e), (e)
+#define OSERR	  "%s (os error %d)"
+#define OSARG(e)  strerror(e), (e)
 #define FAIL(...) err_set(err, errlen, -errno, __VA_ARGS__)
 
 /* The jail's folders (env.rs FOLDER_HIERARCHY), made 0700 and owned by the VMM's user. */
@@ -287,8 +287,7 @@ static int setup_folders(const struct fcj_env *e, char *err, size_t errlen)
 }
 
 /* mknod_and_own_dev: a 0600 character device owned by the VMM's user (an existing node is an error). */
-static int make_dev(const struct fcj_env *e, const char *path, unsigned major, unsigned minor, char *err,
-		    size_t errlen)
+static int make_dev(const struct fcj_env *e, const char *path, unsigned major, unsigned minor, char *err, size_t errlen)
 {
 	if (mknod(path, S_IFCHR | S_IRUSR | S_IWUSR, makedev(major, minor)))
 		return FAIL("Failed to create %s via mknod inside the jail: " OSERR, path, OSARG(errno));
