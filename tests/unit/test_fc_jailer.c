@@ -37,8 +37,8 @@ static int parse(char **argv, int n, struct fcj_args *a, char *err)
 
 static void test_parse_ok(void **state)
 {
-	char **v = ARGV("--id", "vm-1", "--exec-file", "/x/firecracker", "--uid", "1", "--gid", "2", "--cgroup", "a.b=1",
-			"--cgroup", "c.d=2", "--daemonize", "--", "--api-sock", "/s", "--", "x");
+	char **v = ARGV("--id", "vm-1", "--exec-file", "/x/firecracker", "--uid", "1", "--gid", "2", "--cgroup",
+			"a.b=1", "--cgroup", "c.d=2", "--daemonize", "--", "--api-sock", "/s", "--", "x");
 	struct fcj_args a;
 	char err[256];
 
@@ -160,8 +160,9 @@ static int setup(void **state)
 	snprintf(f->exec, sizeof(f->exec), "%s/my-firecracker", f->dir);
 	snprintf(f->unified, sizeof(f->unified), "%s/unified", f->dir);
 	m = fopen(f->mounts, "w");
-	fprintf(m, "cgroup %s/cpuset cgroup rw,cpuset 0 0\ncgroup %s/cpu cgroup rw,cpu,cpuacct 0 0\n"
-		   "cgroup2 %s cgroup2 rw 0 0\n",
+	fprintf(m,
+		"cgroup %s/cpuset cgroup rw,cpuset 0 0\ncgroup %s/cpu cgroup rw,cpu,cpuacct 0 0\n"
+		"cgroup2 %s cgroup2 rw 0 0\n",
 		f->dir, f->dir, f->unified);
 	fclose(m);
 	fclose(fopen(f->exec, "w"));
@@ -188,8 +189,8 @@ static int teardown(void **state)
 /* Env::new on "--id vm1 --exec-file F --uid 1 --gid 2 --chroot-base-dir DIR EXTRA..." */
 static int env_new(struct fixture *f, struct fcj_env *e, char *err, int n, const char **extra)
 {
-	char *v[40] = {"jailer", "--id", "vm1", "--exec-file", f->exec, "--uid", "1", "--gid", "2", "--chroot-base-dir",
-		       f->dir};
+	char *v[40] = {"jailer", "--id",  "vm1", "--exec-file",	      f->exec, "--uid",
+		       "1",	 "--gid", "2",	 "--chroot-base-dir", f->dir};
 	int argc = 11;
 	struct fcj_args a;
 
@@ -226,8 +227,8 @@ static void test_env_v1(void **state)
 static void test_env_v2_and_limits(void **state)
 {
 	struct fixture *f = *state;
-	const char *x[] = {"--cgroup-version", "2", "--cgroup", "memory.max=1G", "--resource-limit", "fsize=100",
-			   "--resource-limit", "no-file=64"};
+	const char *x[] = {"--cgroup-version", "2",	    "--cgroup",		"memory.max=1G",
+			   "--resource-limit", "fsize=100", "--resource-limit", "no-file=64"};
 	struct fcj_env e;
 	char err[512], want[256];
 
@@ -250,9 +251,11 @@ static void test_env_refused(void **state)
 	    {"--cgroup", "cpushares=1", "Cgroup invalid file: cpushares=1"},
 	    {"--cgroup", "cpu/x.y=1", "Cgroup invalid file: cpu/x.y=1"},
 	    {"--cgroup-version", "300", "300 is an invalid cgroup version specifier"},
-	    {"--parent-cgroup", "/abs", "Parent cgroup path is invalid. Path should not be absolute or contain '..' or '.'"},
+	    {"--parent-cgroup", "/abs",
+	     "Parent cgroup path is invalid. Path should not be absolute or contain '..' or '.'"},
 	    {"--resource-limit", "fsize", "Invalid format for resources limits: fsize"},
-	    {"--resource-limit", "fsize=", "Invalid limit value for resource: : cannot parse integer from empty string"},
+	    {"--resource-limit",
+	     "fsize=", "Invalid limit value for resource: : cannot parse integer from empty string"},
 	    {"--resource-limit", "fsize=99999999999999999999",
 	     "Invalid limit value for resource: 99999999999999999999: number too large to fit in target type"},
 	    {"--resource-limit", "nproc=1", "Invalid resource argument: nproc"},
