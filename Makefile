@@ -75,6 +75,7 @@ LIB_SRCS := \
 	src/util/opts.c \
 	src/jail/jail_args.c \
 	src/jail/jail_libs.c \
+	src/jail/fcj_args.c \
 	src/api/api_wire.c \
 	src/api/api_link.c \
 	src/api/api.c \
@@ -147,6 +148,8 @@ MAIN_SRCS := \
 	src/jail/jail_fs.c \
 	src/jail/jail_cgroup.c \
 	src/jail/jail_exec.c \
+	src/cli/jailer.c \
+	src/jail/fcj_run.c \
 	src/demo_guest.S
 
 MAIN_OBJS := $(patsubst %.S,%.o,$(MAIN_SRCS:.c=.o))
@@ -191,14 +194,15 @@ UNIT_TESTS := \
 	test_snap_fields \
 	test_kvm_state \
 	test_api_link \
-	test_jail
+	test_jail \
+	test_fc_jailer
 
 # `make` alone builds brisk: guests.mk's first rule must not become the default goal.
 .DEFAULT_GOAL := all
 include guests/guests.mk
 
 .PHONY: all demo check check-unit check-guest check-asan check-linux demo-linux deps bench bench-order bench-acpi fuzz format lint print-lib-srcs clean
-all: $(BUILD)/brisk $(BUILD)/brisk-slirp $(BUILD)/brisk-api
+all: $(BUILD)/brisk $(BUILD)/brisk-jailer $(BUILD)/brisk-slirp $(BUILD)/brisk-api
 
 # Before the first compile in a build directory: the headers and libraries brisk needs, or one message
 # saying what is missing and to run `make deps` (scripts/build-deps.sh; ~0.1 s, once: the stamp stays).
@@ -222,6 +226,9 @@ $(1)/libbrisk.a: $(LIB_SRCS:%.c=$(1)/obj/%.o)
 	ar rcs $$@ $$^
 $(1)/brisk: $(addprefix $(1)/obj/,$(MAIN_OBJS)) $(1)/libbrisk.a
 	$$(CC) $(2) $(3) -o $$@ $$(filter %.o,$$^) $(1)/libbrisk.a $$(LDLIBS)
+# Firecracker's jailer is the same binary under another name (src/main.c dispatches on it): a hard link
+$(1)/brisk-jailer: $(1)/brisk
+	ln -f $$< $$@
 # --net user's helper: dynamically linked (libslirp is a shared library only), see src/virtio/net/net_user.c
 $(1)/brisk-slirp: src/helpers/slirp_helper.c $(SECCOMP_SRCS) | $(DEPS_STAMP)
 	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$(filter %.c,$$^) -lslirp -lseccomp
@@ -246,7 +253,7 @@ demo: deps
 	@scripts/demo.sh
 
 check: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/asan/brisk $(BUILD)/asan/brisk-slirp $(BUILD)/asan/brisk-api \
+	@$(MAKE) --no-print-directory all $(BUILD)/asan/brisk $(BUILD)/asan/brisk-jailer $(BUILD)/asan/brisk-slirp $(BUILD)/asan/brisk-api \
 		$(BUILD)/tests/api_echo $(BUILD)/asan/tests/api_echo guests
 	@scripts/check.sh
 

@@ -7,6 +7,7 @@
 
 #include "brisk/cli.h"
 #include "brisk/exitcode.h"
+#include "brisk/fc_jailer.h"
 #include "brisk/log.h"
 #include "brisk/timeline.h"
 
@@ -16,7 +17,7 @@ static const struct {
 } commands[] = {
     {"run", cmd_run},	  {"cpuid", cmd_cpuid},	    {"profile", cmd_profile}, {"trace", cmd_trace},
     {"bench", cmd_bench}, {"compare", cmd_compare}, {"acpi", cmd_acpi},	      {"restore", cmd_restore},
-    {"jail", cmd_jail},	  {"help", cmd_help},
+    {"jail", cmd_jail},	  {"jailer", cmd_jailer},   {"help", cmd_help},
 };
 
 /*
@@ -46,6 +47,9 @@ int main(int argc, char **argv)
 {
 	timeline_init();
 	ensure_std_fds();
+	/* build/brisk-jailer (a link to brisk): Firecracker's jailer, before brisk opens anything it would close. */
+	if (strstr(base_name(argv[0]), "jailer"))
+		return cmd_jailer(argc, argv);
 	log_init_nonblocking();
 	/* Started as `firecracker` (a link to brisk under Firecracker's name): its command line, whatever it is. */
 	if (strcmp(base_name(argv[0]), "firecracker") == 0)

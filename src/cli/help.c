@@ -23,6 +23,7 @@ static const char overview[] =
     "  acpi       write the ACPI tables a VM would get, one file each, without booting\n"
     "  restore    resume a snapshot (taken through the API) in this process\n"
     "  jail       run brisk in a chroot, new namespaces and cgroup, as an unprivileged user\n"
+    "  jailer     Firecracker's jailer (also as build/brisk-jailer; 'brisk jailer --help')\n"
     "  help       show help for a command\n"
     "\n"
     "options:\n"

@@ -44,7 +44,6 @@ static bool paused;
  * option, BRISK_SECCOMP=off in the environment means off (to compare runs without changing command lines).
  */
 static bool seccomp_off, seccomp_given;
-
 static int bad_value(const char *opt, const char *value, const char *expected)
 {
 	fprintf(stderr, "brisk run: invalid %s '%s': expected %s\n", opt, value, expected);
