@@ -332,7 +332,7 @@ static int start_api(struct api_link **link)
 {
 	enum api_link_fault fault;
 	char err[512];
-	int ret = api_link_start(api_sock, link, &fault, err, sizeof(err));
+	int ret = api_link_start(api_sock, 0, link, &fault, err, sizeof(err));
 
 	if (ret)
 		log_error("--api-sock %s: %s", api_sock, err);

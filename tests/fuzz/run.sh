@@ -32,11 +32,19 @@ LIB=$OUT/lib/libbrisk.a
 LIBS="$LIB -ljson-c -lseccomp -lm -pthread"
 build_lib() {
 	srcs=$(make -s --no-print-directory print-lib-srcs)
+	# llhttp (the API helper's parser, src/api/api_http.c): its include directory, then its generated sources,
+	# built with the sanitizers but without -Werror (not our code)
+	set -- $(make -s --no-print-directory print-llhttp)
+	llinc=$1
+	shift
 	rm -rf "$OUT/lib"
 	mkdir -p "$OUT/lib"
 	# shellcheck disable=SC2016,SC2086 # $1.. are the inner shell's; the flag lists split into words
 	printf '%s\n' $srcs | xargs -P "$(nproc)" -n 1 sh -c \
-		'$1 $2 -c "$4" -o "$3/$(echo "$4" | tr / _ | sed "s/\.c\$/.o/")"' sh "$CLANG" "$CFLAGS $LIB_CFLAGS" "$OUT/lib"
+		'$1 $2 -c "$4" -o "$3/$(echo "$4" | tr / _ | sed "s/\.c\$/.o/")"' sh "$CLANG" "$CFLAGS $LIB_CFLAGS -I$llinc" "$OUT/lib"
+	for f in "$@"; do
+		$CLANG -fsanitize=fuzzer-no-link,address,undefined -g -O1 -I"$llinc" -c "$f" -o "$OUT/lib/llhttp_$(basename "$f" .c).o"
+	done
 	ar rcs "$LIB" "$OUT"/lib/*.o
 }
 
