@@ -1032,14 +1032,19 @@ static void say(const char *text)
 		msg("telling brisk '%s': %s", text, strerror(errno));
 }
 
-/* brisk's signal set-up (blocked signals, handlers, ignored SIGPIPE) is its own: the helper starts clean. */
+/*
+ * brisk's signal set-up is its own: the helper unblocks every signal and gives the ones brisk handles or a
+ * caller may have ignored (the vCPU kick SIGUSR1, SIGSYS, the stop signals, SIGCHLD) their defaults back;
+ * SIGPIPE stays ignored (every send says MSG_NOSIGNAL anyway). Eight calls, not one per signal: this is on
+ * the API's start path.
+ */
 static void reset_signals(void)
 {
+	static const int dfl[] = {SIGUSR1, SIGSYS, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD};
 	sigset_t none;
 
-	for (int s = 1; s < NSIG; s++)
-		if (s != SIGKILL && s != SIGSTOP)
-			signal(s, SIG_DFL); /* EINVAL for the real-time ones glibc keeps: harmless */
+	for (size_t i = 0; i < sizeof(dfl) / sizeof(dfl[0]); i++)
+		signal(dfl[i], SIG_DFL);
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
