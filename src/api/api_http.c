@@ -786,7 +786,13 @@ static void parse(struct conn *c)
 
 static void on_readable(struct conn *c)
 {
-	ssize_t n = recv(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len, MSG_DONTWAIT);
+	ssize_t n;
+
+	if (c->in_len == sizeof(c->in)) { /* never while READING (parse takes it all), but a 0-byte recv is no EOF */
+		parse(c);
+		return;
+	}
+	n = recv(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len, MSG_DONTWAIT);
 
 	if (n == 0) {
 		/* end of file: a request whose length only the end gives (none is valid here) is over too */
@@ -1000,8 +1006,10 @@ static void serve(void)
 			brisk_gone();
 			drain_end = now_ms() + DRAIN_MS;
 		}
-		if (p[1].revents)
+		if (p[1].revents) {
+			sweep(); /* the connections closed this turn leave their slots before any is evicted */
 			accept_all();
+		}
 	}
 }
 
