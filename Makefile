@@ -18,7 +18,12 @@ VERSION := 0.1.0
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2
 CFLAGS  ?= -O2 -g
-ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) -Iinclude -D_GNU_SOURCE -DBRISK_VERSION='"$(VERSION)"' -pthread -MMD -MP
+# llhttp, the API helper's HTTP/1.1 parser: Node.js's, compiled from the C sources Debian's node-llhttp ships
+# (docs/api.md "Why a helper process serves HTTP"); its generated code gets the compiler's defaults, not WARN.
+LLHTTP_DIR  ?= /usr/share/llhttp
+LLHTTP_INC  ?= /usr/share/include/llhttp
+LLHTTP_SRCS := llhttp.c api.c http.c
+ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) -Iinclude -I$(LLHTTP_INC) -D_GNU_SOURCE -DBRISK_VERSION='"$(VERSION)"' -pthread -MMD -MP
 LDLIBS  := -pthread -ljson-c -lm -lseccomp
 
 # The plain brisk binary is linked statically (STATIC=0: dynamically): no dynamic loader work at exec,
@@ -78,6 +83,7 @@ LIB_SRCS := \
 	src/jail/fcj_args.c \
 	src/api/api_wire.c \
 	src/api/api_link.c \
+	src/api/api_http.c \
 	src/api/api.c \
 	src/api/api_names.c \
 	src/api/api_vm.c \
@@ -130,7 +136,7 @@ LIB_SRCS := \
 	src/profile/report_text.c \
 	src/profile/report_out.c
 
-# the per-thread seccomp filters; the helpers (brisk-api, brisk-slirp) link them too
+# the per-thread seccomp filters; brisk-slirp links them too
 SECCOMP_SRCS := src/seccomp/seccomp.c src/seccomp/seccomp_lists.c
 
 MAIN_SRCS := \
@@ -201,14 +207,14 @@ UNIT_TESTS := \
 .DEFAULT_GOAL := all
 include guests/guests.mk
 
-.PHONY: all demo check check-unit check-guest check-asan check-linux demo-linux deps bench bench-order bench-acpi fuzz format lint print-lib-srcs clean
-all: $(BUILD)/brisk $(BUILD)/brisk-jailer $(BUILD)/brisk-slirp $(BUILD)/brisk-api
+.PHONY: all demo check check-unit check-guest check-asan check-linux demo-linux deps bench bench-order bench-acpi fuzz format lint print-lib-srcs print-llhttp clean
+all: $(BUILD)/brisk $(BUILD)/brisk-jailer $(BUILD)/brisk-slirp
 
 # Before the first compile in a build directory: the headers and libraries brisk needs, or one message
 # saying what is missing and to run `make deps` (scripts/build-deps.sh; ~0.1 s, once: the stamp stays).
 DEPS_STAMP := $(BUILD)/.build-deps
 $(DEPS_STAMP): scripts/build-deps.sh
-	@scripts/build-deps.sh '$(CC)' '$(STATIC)'
+	@scripts/build-deps.sh '$(CC)' '$(STATIC)' '$(LLHTTP_DIR)' '$(LLHTTP_INC)'
 	@mkdir -p $(dir $@) && touch $@
 # the test guests brisk embeds (the demo) are compiled with the same compiler: after the check too
 $(GUEST_DIR)/guest.ld $(GUEST_LIB_OBJS) $(GUEST_NAMES:%=$(GUEST_OBJ)/%.o): | $(DEPS_STAMP)
@@ -221,7 +227,10 @@ $(1)/obj/%.o: %.c | $(DEPS_STAMP)
 $(1)/obj/%.o: %.S $(BUILD)/guests/demo.elf | $(DEPS_STAMP)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(ALL_CFLAGS) $(2) -DDEMO_GUEST='"$(BUILD)/guests/demo.elf"' -c $$< -o $$@
-$(1)/libbrisk.a: $(LIB_SRCS:%.c=$(1)/obj/%.o)
+$(1)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c | $(DEPS_STAMP)
+	@mkdir -p $$(dir $$@)
+	$$(CC) -std=gnu11 -O2 -g $(2) -I$(LLHTTP_INC) -c $$< -o $$@
+$(1)/libbrisk.a: $(LIB_SRCS:%.c=$(1)/obj/%.o) $(LLHTTP_SRCS:%.c=$(1)/obj/llhttp/%.o)
 	@rm -f $$@
 	ar rcs $$@ $$^
 $(1)/brisk: $(addprefix $(1)/obj/,$(MAIN_OBJS)) $(1)/libbrisk.a
@@ -232,9 +241,6 @@ $(1)/brisk-jailer: $(1)/brisk
 # --net user's helper: dynamically linked (libslirp is a shared library only), see src/virtio/net/net_user.c
 $(1)/brisk-slirp: src/helpers/slirp_helper.c $(SECCOMP_SRCS) | $(DEPS_STAMP)
 	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$(filter %.c,$$^) -lslirp -lseccomp
-# the API socket's HTTP helper: dynamically linked (Debian's libmicrohttpd.a needs gnutls), see src/api/api_link.c
-$(1)/brisk-api: src/helpers/api_helper.c src/api/api_wire.c src/util/errmsg.c include/brisk/api_link.h $(SECCOMP_SRCS) | $(DEPS_STAMP)
-	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$(filter %.c,$$^) -lmicrohttpd -lseccomp
 $(1)/tests/%: tests/unit/%.c $(1)/libbrisk.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(ALL_CFLAGS) $(2) -o $$@ $$< $(1)/libbrisk.a -lcmocka $$(LDLIBS)
@@ -253,7 +259,7 @@ demo: deps
 	@scripts/demo.sh
 
 check: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/asan/brisk $(BUILD)/asan/brisk-jailer $(BUILD)/asan/brisk-slirp $(BUILD)/asan/brisk-api \
+	@$(MAKE) --no-print-directory all $(BUILD)/asan/brisk $(BUILD)/asan/brisk-jailer $(BUILD)/asan/brisk-slirp \
 		$(BUILD)/tests/api_echo $(BUILD)/asan/tests/api_echo guests
 	@scripts/check.sh
 
@@ -288,6 +294,8 @@ lint:
 # the library's sources, for tests/fuzz/run.sh (which compiles them with clang and the sanitizers)
 print-lib-srcs:
 	@echo $(LIB_SRCS)
+print-llhttp:
+	@echo $(LLHTTP_INC) $(LLHTTP_SRCS:%=$(LLHTTP_DIR)/%)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^tests/fuzz/corpus')

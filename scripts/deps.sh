@@ -5,7 +5,7 @@
 #   scripts/deps.sh fuzz       + clang's libFuzzer runtime
 set -euo pipefail
 
-build=(gcc make libc6-dev libjson-c-dev libslirp-dev libmicrohttpd-dev libseccomp-dev) # libslirp: brisk-slirp, --net user's helper; libmicrohttpd: brisk-api, the API socket's; libseccomp: the per-thread filters
+build=(gcc make libc6-dev libjson-c-dev libslirp-dev node-llhttp libseccomp-dev) # libslirp: brisk-slirp, --net user's helper; node-llhttp: llhttp's C sources, compiled into brisk for the API socket's HTTP helper; libseccomp: the per-thread filters
 check=(libcmocka-dev python3 python3-pytest python3-pytest-timeout strace qemu-system-x86 busybox-static cpio
 	xz-utils kmod coreutils util-linux gzip e2fsprogs # the second line: scripts/nested-kvm.sh and the Linux tier
 	acpica-tools # iasl: tests/integration/test_acpi.py disassembles brisk acpi --dump's tables

@@ -53,8 +53,6 @@ const char *api_instance_id(void);
  */
 struct json_object;
 int api_set_mmds_initial(struct json_object *o);
-/* --http-api-max-payload-size at most this: a request body the helper holds whole in memory. */
-#define API_MAX_PAYLOAD_LIMIT (16u << 20)
 
 void api_init(struct api *a, const struct vm_config *base);
 /*

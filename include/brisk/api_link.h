@@ -1,24 +1,26 @@
 /*
- * api_link.h - brisk's end of the Firecracker-compatible HTTP API: the Unix socket, the brisk-api helper
- * process that speaks HTTP/1.1 on it (src/helpers/api_helper.c, libmicrohttpd), and the framed messages the two
- * exchange over a SOCK_SEQPACKET socketpair (src/api/api_link.c, the codec in src/api/api_wire.c).
+ * api_link.h - brisk's end of the Firecracker-compatible HTTP API: the Unix socket, the helper process that
+ * speaks HTTP/1.1 on it ("brisk-api": brisk forked, running src/api/api_http.c on llhttp), and the framed
+ * messages the two exchange over a SOCK_SEQPACKET socketpair (src/api/api_link.c, the codec in
+ * src/api/api_wire.c).
  *
- * Why a helper: libmicrohttpd cannot be linked statically on Debian (its gnutls dependency ships no static
- * archives) and brisk is; and HTTP parsing of whatever a client sends then happens outside the monitor's
- * address space. brisk sees one complete request at a time, already reduced to method, path and body, and
- * does the JSON and the VM work itself. A slow or hostile client only ever costs the helper a connection slot.
+ * Why a helper process: HTTP parsing of whatever a client sends happens outside the monitor's address space,
+ * under a seccomp filter of its own. It is brisk itself, forked (no second binary: an orchestrator that
+ * copies only the VMM binary into a chroot or a container gets the whole API). brisk sees one complete
+ * request at a time, already reduced to method, path and body, and does the JSON and the VM work itself. A
+ * slow or hostile client only ever costs the helper a connection slot.
  *
  * Wire format (one SOCK_SEQPACKET message each, native byte order: both ends run on the same host):
  *
- *   request, brisk-api -> brisk (API_WIRE_REQ_HDR = 20 bytes, then the path and the body):
+ *   request, helper -> brisk (API_WIRE_REQ_HDR = 20 bytes, then the path and the body):
  *     u32 magic = API_WIRE_REQ_MAGIC
  *     u32 id          the helper's sequence number; the reply must carry it
  *     u32 method      enum api_method
  *     u32 path_len    1 .. API_PATH_MAX - 1; the path starts with '/' and holds no NUL byte
- *     u32 body_len    0 .. API_BODY_MAX
+ *     u32 body_len    0 .. API_BODY_LIMIT_MAX (the helper enforces the link's own limit, api_link_start)
  *     u8  path[path_len], u8 body[body_len]   (the message is exactly 20 + path_len + body_len bytes)
  *
- *   reply, brisk -> brisk-api: one or more fragments (API_WIRE_REP_HDR = 20 bytes, then a piece of the body),
+ *   reply, brisk -> helper: one or more fragments (API_WIRE_REP_HDR = 20 bytes, then a piece of the body),
  *   so that any body up to API_REPLY_MAX passes whatever the socket buffers' size:
  *     u32 magic = API_WIRE_REP_MAGIC
  *     u32 id          the request's
@@ -30,7 +32,7 @@
  *   The reply is complete when offset + n == body_len. A fragment out of order is a malformed reply: the
  *   helper answers its client 502 at once.
  *
- * Start-up: brisk-api's first message is "OK" once it serves the socket, or "ERR why". One request is with
+ * Start-up: the helper's first message is "OK" once it serves the socket, or "ERR why". One request is with
  * brisk at a time (as Firecracker's API thread); the helper queues the other complete ones. Every request
  * has a deadline, API_REPLY_TIMEOUT_S (or $BRISK_API_REPLY_TIMEOUT_S, passed as --reply-timeout-ms) after
  * it arrived complete: one still queued then, or sent but not yet taken by brisk, is answered 503 by the
@@ -51,7 +53,10 @@
 #include <stdint.h>
 
 #define API_BODY_MAX 51200 /* request payload limit: Firecracker's default (micro_http MAX_PAYLOAD_SIZE) */
-#define API_PATH_MAX 1024  /* path bytes plus the NUL */
+/* The largest payload limit api_link_start takes: a request is one message on the link, and the whole message
+ * (header, path, body) stays within the link's socket buffers (LINK_SOCKBUF, 256 KiB, api_link.c). */
+#define API_BODY_LIMIT_MAX (255 * 1024)
+#define API_PATH_MAX	   1024 /* path bytes plus the NUL */
 /* Reply body limit: above the largest configuration GET /vm/config can describe (every string at its limit
  * and each of its bytes escaped: 302,594 bytes; test_fc_config.c test_largest_config_is_describable). */
 #define API_REPLY_MAX	  (512 * 1024)
@@ -63,7 +68,7 @@
 #define API_WIRE_REP_MAGIC 0x52504142u /* "BAPR" */
 #define API_WIRE_REQ_HDR   20u
 #define API_WIRE_REP_HDR   20u
-#define API_WIRE_REQ_MAX   (API_WIRE_REQ_HDR + API_PATH_MAX + API_BODY_MAX)
+#define API_WIRE_REQ_MAX   (API_WIRE_REQ_HDR + API_PATH_MAX + API_BODY_LIMIT_MAX)
 #define API_WIRE_REP_MAX   (API_WIRE_REP_HDR + API_WIRE_FRAG_MAX) /* one reply fragment */
 
 /* The claim word's states (see above) and its value for request id. */
@@ -79,7 +84,7 @@ static inline bool api_claim_swap(uint64_t *word, uint32_t id, enum api_claim fr
 					   __ATOMIC_SEQ_CST);
 }
 
-/* HTTP methods as brisk sees them. brisk-api answers any other method itself (400, as micro_http does), so
+/* HTTP methods as brisk sees them. The helper answers any other method itself (400, as micro_http does), so
  * API_OTHER is a valid wire value that today's helper never sends; a router treats it as unsupported. */
 enum api_method { API_GET = 0, API_PUT = 1, API_PATCH = 2, API_DELETE = 3, API_OTHER = 4, API_METHOD_COUNT };
 
@@ -96,21 +101,25 @@ struct api_link;
 
 /* ---- brisk's side (api_link.c) -------------------------------------------------------------------- */
 
-/* Whose fault a failed api_link_start is: the socket path's (the user's), or the host's (the helper missing,
- * not executable or not starting, out of descriptors or memory). brisk exits 2 for the one, 4 for the other. */
+/* Whose fault a failed api_link_start is: the socket path's or the payload limit's (the user's), or the
+ * host's (the helper not starting, out of descriptors or memory). brisk exits 2 for the one, 4 for the other. */
 enum api_link_fault { API_LINK_FAULT_PATH = 1, API_LINK_FAULT_HOST };
 
 /*
- * Creates the listening Unix stream socket at sock_path and starts brisk-api on it; waits (at most 2 s) for
- * the helper's "OK". The socket is bound and listening under a temporary name in the same directory before
- * it is renamed to sock_path, so the path exists only once connections are accepted. A path longer than
- * sun_path allows (-ENAMETOOLONG), a missing directory (-ENOENT), a socket some process still listens on
- * (-EADDRINUSE, "in use") or an existing file that is not a socket (-EEXIST; never touched) is an error; a
- * stale socket (connect is refused) is replaced. The helper is $BRISK_API_HELPER, else brisk-api next to
- * the running binary (or one directory up). On failure nothing is left behind: the socket is unlinked and
- * the helper reaped. Returns 0 and *out, or -errno, err and (when fault is not NULL) *fault.
+ * Creates the listening Unix stream socket at sock_path and starts the HTTP helper on it: a child of fork(2)
+ * running api_http_main (api_http.h), so it needs no file of its own (no helper binary, no /proc: it works in
+ * a chroot holding nothing but brisk); waits (at most 2 s) for the helper's "OK". Call it before the main
+ * thread's seccomp filter (which forbids fork) and before brisk starts threads. max_payload is the request
+ * body limit (Firecracker's --http-api-max-payload-size): 0 for API_BODY_MAX, else 1 .. API_BODY_LIMIT_MAX
+ * (-EINVAL otherwise, the user's fault); a request over it is answered 400 by the helper, as Firecracker does.
+ * The socket is bound and listening under a temporary name in the same directory before it is renamed to
+ * sock_path, so the path exists only once connections are accepted. A path longer than sun_path allows
+ * (-ENAMETOOLONG), a missing directory (-ENOENT), a socket some process still listens on (-EADDRINUSE, "in
+ * use") or an existing file that is not a socket (-EEXIST; never touched) is an error; a stale socket (connect
+ * is refused) is replaced. On failure nothing is left behind: the socket is unlinked and the helper reaped.
+ * Returns 0 and *out, or -errno, err and (when fault is not NULL) *fault.
  */
-__attribute__((warn_unused_result)) int api_link_start(const char *sock_path, struct api_link **out,
+__attribute__((warn_unused_result)) int api_link_start(const char *sock_path, size_t max_payload, struct api_link **out,
 						       enum api_link_fault *fault, char *err, size_t errlen);
 
 /* The descriptor to poll for POLLIN: a request (or the helper's exit) is waiting for api_link_recv. */

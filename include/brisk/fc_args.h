@@ -22,10 +22,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FC_DEFAULT_API_SOCK	 "/run/firecracker.socket" /* main.rs DEFAULT_API_SOCK_PATH */
-#define FC_DEFAULT_INSTANCE_ID	 "anonymous-instance"	   /* vmm::logger::DEFAULT_INSTANCE_ID */
-#define FC_HTTP_MAX_PAYLOAD_SIZE 51200u			   /* vmm::HTTP_MAX_PAYLOAD_SIZE */
-#define FC_INSTANCE_ID_MAX	 64u			   /* utils::validators MAX_INSTANCE_ID_LEN */
+#include "brisk/api_link.h" /* API_BODY_MAX: Firecracker's default payload limit */
+
+#define FC_DEFAULT_API_SOCK    "/run/firecracker.socket" /* main.rs DEFAULT_API_SOCK_PATH */
+#define FC_DEFAULT_INSTANCE_ID "anonymous-instance"	 /* vmm::logger::DEFAULT_INSTANCE_ID */
+#define FC_INSTANCE_ID_MAX     64u			 /* utils::validators MAX_INSTANCE_ID_LEN */
 
 struct fc_args {
 	const char *api_sock;	    /* --api-sock; NULL when not given (the default applies unless --no-api) */
@@ -42,7 +43,7 @@ struct fc_args {
 	bool boot_timer;
 	bool help, version, snapshot_version;
 	const char *describe_snapshot;
-	uint64_t http_api_max_payload_size; /* FC_HTTP_MAX_PAYLOAD_SIZE unless given */
+	uint64_t http_api_max_payload_size; /* API_BODY_MAX unless given */
 	uint64_t mmds_size_limit;	    /* the payload size unless given */
 };
 

@@ -1,4 +1,4 @@
-/* helper.h - finding brisk's helper programs (brisk-slirp, brisk-api): an env override or the binary's dir. */
+/* helper.h - finding brisk's helper programs (brisk-slirp): an env override or the binary's dir. */
 #ifndef BRISK_HELPER_H
 #define BRISK_HELPER_H
 
@@ -7,7 +7,7 @@
 /*
  * Finds helper program `name`: $env_var when set and non-empty (it must be executable), else `name` next to
  * the running binary (/proc/self/exe), else one directory up (build/asan/brisk finds build/brisk-slirp;
- * build/tests/x finds build/brisk-api). Writes the path to out[0..len). Returns 0, -ENOENT (not found),
+ * build/tests/x finds build/brisk-slirp). Writes the path to out[0..len). Returns 0, -ENOENT (not found),
  * -ENAMETOOLONG, or the -errno of access() for the $env_var path.
  */
 int helper_find(const char *name, const char *env_var, char *out, size_t len);

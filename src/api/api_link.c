@@ -1,19 +1,25 @@
 /*
- * api_link.c - brisk's end of the HTTP API: creates the Unix socket, starts the brisk-api helper on it and
- * exchanges framed requests and replies with it over a SOCK_SEQPACKET socketpair (api_link.h).
+ * api_link.c - brisk's end of the HTTP API: creates the Unix socket, forks the HTTP helper on it (api_http.h)
+ * and exchanges framed requests and replies with it over a SOCK_SEQPACKET socketpair (api_link.h).
  *
  * brisk creates the socket itself so that a bad path is brisk's error, with brisk's message, before any
  * helper runs; the helper inherits the listening descriptor and brisk closes its own copy (if the helper
  * dies, clients are refused instead of waiting in a backlog nobody accepts). The helper parses HTTP; what
  * reaches brisk is a length-checked message that api_wire.c validates again, since it comes from another
  * process.
+ *
+ * Why fork and not exec: the helper is brisk's own code (no second binary to find), and a jailed brisk has
+ * neither /proc (so no /proc/self/exe to re-exec) nor, in general, a path to itself it could trust; fork
+ * needs neither, and costs no exec, no loader and no second parse of anything. brisk forks before it has a
+ * VM or a thread (api_link_start's contract), so the child is a copy of a small, single-threaded process;
+ * it moves its three descriptors to 3, 4 and 5, closes every other one above 2, and never returns into
+ * brisk's code (api_http_main ends in _exit).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,9 +33,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "brisk/api_http.h"
 #include "brisk/api_link.h"
 #include "brisk/errmsg.h"
-#include "brisk/helper.h"
 #include "brisk/log.h"
 
 #define LINK_SOCKBUF   (256 * 1024) /* one message of either kind fits, with room */
@@ -43,9 +49,7 @@
 #define FRAG_WAIT_MS   1000 /* a reply fragment waits this long for room on the link */
 #define TIMEOUT_ENV    "BRISK_API_REPLY_TIMEOUT_S"
 #define TIMEOUT_MAX_S  3600
-#define SPAWN_FD_MIN   10 /* descriptors handed to posix_spawn are moved here first: no clash with 3 and 4 */
-
-extern char **environ;
+#define SPAWN_FD_MIN   10 /* descriptors handed to the helper are moved here first: no clash with 3, 4, 5 */
 
 struct api_link {
 	int fd; /* the seqpacket end */
@@ -58,6 +62,7 @@ struct api_link {
 	uint32_t id;
 	uint64_t *claim;		/* the claim word, shared with the helper (api_link.h) */
 	uint64_t expired;		/* requests dropped: the helper had answered them 503 before brisk took them */
+	size_t max_payload;		/* the request body limit the helper enforces */
 	char buf[API_WIRE_REQ_MAX + 1]; /* +1: MSG_TRUNC tells an oversized message; also body's NUL */
 	unsigned char out[API_WIRE_REP_MAX]; /* one reply fragment */
 };
@@ -246,46 +251,42 @@ static unsigned reply_timeout_ms(void)
 	return (unsigned)v * 1000;
 }
 
-static int spawn_helper(struct api_link *l, int lfd, int hfd, int cfd, char *err, size_t errlen)
+/* In the child of fork: the helper's descriptors at HELPER_LISTEN, HELPER_LINK and HELPER_CLAIM (dup2 clears
+ * FD_CLOEXEC), every other one above stderr closed (brisk's end of the link among them), stdin /dev/null where
+ * there is one (a jail may have none: then brisk's stays), then the helper's life. Never returns. */
+static void helper_child(const struct api_link *l, int lfd, int hfd, int cfd, pid_t parent)
 {
-	char path[PATH_MAX], lbuf[16], hbuf[16], cbuf[16], tbuf[16];
-	char *argv[] = {path, "--listen-fd",
-			lbuf, "--link-fd",
-			hbuf, "--claim-fd",
-			cbuf, "--reply-timeout-ms",
-			tbuf, log_enabled(LOG_INFO) ? "--verbose" : NULL,
-			NULL};
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	sigset_t none, dfl;
-	int ret;
+	struct api_http_args a = {.listen_fd = HELPER_LISTEN,
+				  .link_fd = HELPER_LINK,
+				  .claim_fd = HELPER_CLAIM,
+				  .reply_timeout_ms = reply_timeout_ms(),
+				  .body_max = l->max_payload,
+				  .verbose = log_enabled(LOG_INFO),
+				  .parent = parent};
+	int null;
 
-	if ((ret = helper_find("brisk-api", "BRISK_API_HELPER", path, sizeof(path))))
-		return err_set(err, errlen, ret,
-			       "the brisk-api helper was not found next to brisk (or $BRISK_API_HELPER): %s",
-			       strerror(-ret));
-	snprintf(lbuf, sizeof(lbuf), "%d", HELPER_LISTEN);
-	snprintf(hbuf, sizeof(hbuf), "%d", HELPER_LINK);
-	snprintf(cbuf, sizeof(cbuf), "%d", HELPER_CLAIM);
-	snprintf(tbuf, sizeof(tbuf), "%u", reply_timeout_ms());
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, lfd, HELPER_LISTEN); /* dup2 clears FD_CLOEXEC */
-	posix_spawn_file_actions_adddup2(&fa, hfd, HELPER_LINK);
-	posix_spawn_file_actions_adddup2(&fa, cfd, HELPER_CLAIM);
-	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addclosefrom_np(&fa, HELPER_CLAIM + 1); /* whatever brisk left without CLOEXEC */
-	/* brisk's blocked signals and ignored SIGPIPE are its own business: the helper starts clean */
-	sigemptyset(&none);
-	sigfillset(&dfl);
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setsigdefault(&attr, &dfl);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	ret = -posix_spawn(&l->pid, path, &fa, &attr, argv, environ);
-	posix_spawnattr_destroy(&attr);
-	posix_spawn_file_actions_destroy(&fa);
-	if (ret)
-		return err_set(err, errlen, ret, "starting %s: %s", path, strerror(-ret));
+	if (dup2(lfd, HELPER_LISTEN) < 0 || dup2(hfd, HELPER_LINK) < 0 || dup2(cfd, HELPER_CLAIM) < 0)
+		_exit(1); /* brisk sees the link close before "OK" */
+	close_range(HELPER_CLAIM + 1, ~0u, 0);
+	null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (null >= 0 && null != STDIN_FILENO) {
+		dup2(null, STDIN_FILENO);
+		close(null);
+	}
+	api_http_main(&a);
+}
+
+/* Forks the helper (the file's header comment says why fork). */
+static int fork_helper(struct api_link *l, int lfd, int hfd, int cfd, char *err, size_t errlen)
+{
+	pid_t parent = getpid(), pid;
+
+	pid = fork();
+	if (pid < 0)
+		return err_set(err, errlen, -errno, "fork of the HTTP helper: %s", strerror(errno));
+	if (pid == 0)
+		helper_child(l, lfd, hfd, cfd, parent);
+	l->pid = pid;
 	return 0;
 }
 
@@ -297,10 +298,10 @@ static int wait_ready(int fd, char *err, size_t errlen)
 	ssize_t n;
 
 	if (poll(&p, 1, READY_MS) != 1)
-		return err_set(err, errlen, -ETIMEDOUT, "the brisk-api helper did not answer within %d ms", READY_MS);
+		return err_set(err, errlen, -ETIMEDOUT, "the HTTP helper did not answer within %d ms", READY_MS);
 	n = recv(fd, msg, sizeof(msg) - 1, MSG_DONTWAIT);
 	if (n <= 0)
-		return err_set(err, errlen, -EPIPE, "the brisk-api helper exited before it was ready");
+		return err_set(err, errlen, -EPIPE, "the HTTP helper exited before it was ready");
 	msg[n] = '\0';
 	if (strcmp(msg, "OK") == 0)
 		return 0;
@@ -410,7 +411,7 @@ static int start(struct api_link *l, enum api_link_fault *fault, char *err, size
 	if (!ret)
 		ret = make_claim(l, &cfd, err, errlen);
 	if (!ret && !(ret = make_pair(sv, err, errlen))) {
-		ret = spawn_helper(l, moved, sv[1], cfd, err, errlen);
+		ret = fork_helper(l, moved, sv[1], cfd, err, errlen);
 		close(sv[1]);
 		l->fd = sv[0];
 	}
@@ -430,7 +431,8 @@ static void free_link(struct api_link *l)
 	free(l);
 }
 
-int api_link_start(const char *sock_path, struct api_link **out, enum api_link_fault *fault, char *err, size_t errlen)
+int api_link_start(const char *sock_path, size_t max_payload, struct api_link **out, enum api_link_fault *fault,
+		   char *err, size_t errlen)
 {
 	enum api_link_fault ignored;
 	struct sockaddr_un sa;
@@ -441,11 +443,15 @@ int api_link_start(const char *sock_path, struct api_link **out, enum api_link_f
 	*fault = API_LINK_FAULT_PATH;
 	if ((ret = fill_addr(&sa, sock_path, err, errlen)))
 		return ret;
+	if (max_payload > API_BODY_LIMIT_MAX)
+		return err_set(err, errlen, -EINVAL, "API payload limit %zu is over the largest brisk takes, %d bytes",
+			       max_payload, API_BODY_LIMIT_MAX);
 	*fault = API_LINK_FAULT_HOST;
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return err_set(err, errlen, -ENOMEM, "out of memory for the API link");
 	l->fd = -1;
+	l->max_payload = max_payload ? max_payload : API_BODY_MAX;
 	memcpy(l->path, sa.sun_path, sizeof(l->path));
 	ret = start(l, fault, err, errlen);
 	if (ret) {
@@ -474,11 +480,11 @@ static ssize_t recv_msg(struct api_link *l, char *err, size_t errlen)
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
 			return -EAGAIN;
 		if (errno == ECONNRESET || errno == EPIPE)
-			return err_set(err, errlen, -EPIPE, "the brisk-api helper has gone");
-		return err_set(err, errlen, -errno, "recv from brisk-api: %s", strerror(errno));
+			return err_set(err, errlen, -EPIPE, "the HTTP helper has gone");
+		return err_set(err, errlen, -errno, "recv from the HTTP helper: %s", strerror(errno));
 	}
 	if (n == 0)
-		return err_set(err, errlen, -EPIPE, "the brisk-api helper has gone");
+		return err_set(err, errlen, -EPIPE, "the HTTP helper has gone");
 	if ((size_t)n > sizeof(l->buf) - 1)
 		return err_set(err, errlen, -EPROTO, "API request: %zd bytes, over the limit of %u", n,
 			       API_WIRE_REQ_MAX);
@@ -493,7 +499,7 @@ int api_link_recv(struct api_link *l, struct api_request *req, char *err, size_t
 
 	for (;;) {
 		if (l->fd < 0)
-			return err_set(err, errlen, -EPIPE, "the brisk-api helper has gone");
+			return err_set(err, errlen, -EPIPE, "the HTTP helper has gone");
 		if ((n = recv_msg(l, err, errlen)) < 0)
 			return (int)n;
 		if ((ret = api_wire_decode_request(l->buf, (size_t)n, &id, req, err, errlen)))

@@ -1,5 +1,5 @@
 /*
- * api_wire.c - the framed messages between brisk and its HTTP helper, brisk-api (format: api_link.h).
+ * api_wire.c - the framed messages between brisk and its HTTP helper process, brisk-api (format: api_link.h).
  * Pure functions: no I/O, no allocation. Each message comes from another process, so every length is
  * checked against the message's real size and its limit before anything is read.
  */
@@ -61,9 +61,9 @@ int api_wire_decode_request(const void *msg, size_t len, uint32_t *id, struct ap
 	body_len = get_u32(p + 16);
 	if (method >= API_METHOD_COUNT)
 		return err_set(err, errlen, -EPROTO, "API request: unknown method %u", method);
-	if (body_len > API_BODY_MAX)
+	if (body_len > API_BODY_LIMIT_MAX)
 		return err_set(err, errlen, -EPROTO, "API request: body_len %u is over the limit of %d", body_len,
-			       API_BODY_MAX);
+			       API_BODY_LIMIT_MAX);
 	/* path_len is checked before the sum, so the sum cannot wrap (both are small) */
 	if (path_len >= API_PATH_MAX || len != (size_t)API_WIRE_REQ_HDR + path_len + body_len)
 		return err_set(err, errlen, -EPROTO, "API request: %zu bytes, but path_len %u and body_len %u", len,
@@ -84,7 +84,8 @@ long api_wire_encode_request(void *out, size_t cap, uint32_t id, enum api_method
 {
 	unsigned char *p = out;
 
-	if ((unsigned)method >= API_METHOD_COUNT || body_len > API_BODY_MAX || check_path(path, path_len, NULL, 0))
+	if ((unsigned)method >= API_METHOD_COUNT || body_len > API_BODY_LIMIT_MAX ||
+	    check_path(path, path_len, NULL, 0))
 		return -EINVAL;
 	if (cap < API_WIRE_REQ_HDR + path_len + body_len)
 		return -EMSGSIZE;

@@ -134,9 +134,11 @@ static int check_args(const struct fc_args *fa)
 			fa->seccomp_filter);
 		return EXIT_USAGE;
 	}
-	if (fa->http_api_max_payload_size == 0 || fa->http_api_max_payload_size > API_MAX_PAYLOAD_LIMIT) {
-		fprintf(stderr, "brisk: --http-api-max-payload-size %llu: expected 1..%u bytes\n",
-			(unsigned long long)fa->http_api_max_payload_size, API_MAX_PAYLOAD_LIMIT);
+	if (fa->http_api_max_payload_size == 0 || fa->http_api_max_payload_size > API_BODY_LIMIT_MAX) {
+		fprintf(stderr,
+			"brisk: --http-api-max-payload-size %llu: expected 1..%u bytes (a request is one message to "
+			"the monitor)\n",
+			(unsigned long long)fa->http_api_max_payload_size, API_BODY_LIMIT_MAX);
 		return EXIT_USAGE;
 	}
 	api_set_instance_id(fa->id);

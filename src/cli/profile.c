@@ -296,7 +296,7 @@ int cmd_profile(int argc, char **argv)
 		ret = EXIT_USAGE;
 	} else if (!ret) {
 		/* Before vm_create starts any thread: unshare(CLONE_NEWNS) needs a single-threaded process; and
-		 * before that, where the helpers are (brisk-slirp for --net user, brisk-api): helper.h. */
+		 * before that, where the helpers are (brisk-slirp for --net user): helper.h. */
 		if (!p->opt.no_trace) {
 			(void)helper_pin_self();
 			(void)trace_prepare(&p->trace); /* on failure, trace_start reports p->trace.why */

@@ -33,6 +33,8 @@ static const char *report_json;
 /* --api-sock, --config-file, --no-api: the Firecracker-compatible API and configuration (docs/api.md). */
 static const char *api_sock, *config_file;
 static bool no_api;
+/* Firecracker's --http-api-max-payload-size (0: the default, 51,200 bytes) */
+static size_t api_max_payload;
 /*
  * brisk restore: --snapshot STATE --mem MEM [--paused]; the first VM-shaping option seen (refused with a
  * config file, the API or a snapshot), and the first option a snapshot brings (refused by restore).
@@ -382,7 +384,7 @@ static int start_api(struct api_link **link)
 {
 	enum api_link_fault fault;
 	char err[512];
-	int ret = api_link_start(api_sock, link, &fault, err, sizeof(err));
+	int ret = api_link_start(api_sock, api_max_payload, link, &fault, err, sizeof(err));
 
 	if (ret)
 		log_error("--api-sock %s: %s", api_sock, err);
@@ -660,6 +662,7 @@ int cmd_api(int argc, char **argv)
 	api_sock = fa.no_api ? NULL : fa.api_sock ? fa.api_sock : FC_DEFAULT_API_SOCK;
 	config_file = fa.config_file;
 	no_api = fa.no_api;
+	api_max_payload = (size_t)fa.http_api_max_payload_size;
 	if (fa.no_seccomp)
 		seccomp_off = seccomp_given = true;
 	return run_parsed(&cfg, MODE_API);

@@ -203,7 +203,7 @@ int fc_args_parse(int argc, char **argv, const struct option *extra, fc_args_ext
 	bool seen[F__COUNT] = {false};
 	bool mmds_given = false;
 
-	*a = (struct fc_args){.id = FC_DEFAULT_INSTANCE_ID, .http_api_max_payload_size = FC_HTTP_MAX_PAYLOAD_SIZE};
+	*a = (struct fc_args){.id = FC_DEFAULT_INSTANCE_ID, .http_api_max_payload_size = API_BODY_MAX};
 	/* arg_parser.rs parse(): --help, then --version, anywhere before `--`, skip everything else */
 	if ((a->help = present(argc, argv, "--help")) || (a->version = present(argc, argv, "--version")))
 		return 0;

@@ -182,8 +182,6 @@ _Noreturn void jail_child(const struct jail_config *cfg, const struct jail_tree 
 		argv[i + 1] = cfg->run_argv[i];
 	argv[cfg->run_argc + 1] = NULL;
 	/* A clean environment (as Firecracker's jailer); /proc is not mounted, so helpers are named here. */
-	if (t->api_helper)
-		envp[nenv++] = "BRISK_API_HELPER=/brisk-api";
 	if (t->slirp_helper)
 		envp[nenv++] = "BRISK_SLIRP_HELPER=/brisk-slirp";
 	envp[nenv] = NULL;

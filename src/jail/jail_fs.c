@@ -172,9 +172,8 @@ static int find_helper(struct jail_helper *h, const char *name, const char *env,
 
 static int find_helpers(struct jail_tree *t, char *err, size_t errlen)
 {
-	int ret = find_helper(&t->api, "brisk-api", "BRISK_API_HELPER", err, errlen);
-
-	return ret ? ret : find_helper(&t->slirp, "brisk-slirp", "BRISK_SLIRP_HELPER", err, errlen);
+	/* the API's HTTP helper is brisk itself, forked (api_link.h): nothing to place for it */
+	return find_helper(&t->slirp, "brisk-slirp", "BRISK_SLIRP_HELPER", err, errlen);
 }
 
 /* A found helper as /NAME, with its interpreter and libraries at their host paths (jail_libs.c). */
@@ -204,8 +203,6 @@ static int place_programs(struct jail_tree *t, char *err, size_t errlen)
 		return FAIL(EXIT_HOST, "readlink /proc/self/exe: %s", strerror(errno));
 	exe[n] = '\0';
 	if ((ret = copy_exec(exe, t->root_fd, JAIL_EXEC_NAME, t->root, err, errlen)))
-		return ret;
-	if ((ret = place_helper(t, &t->api, "brisk-api", &t->api_helper, err, errlen)))
 		return ret;
 	return place_helper(t, &t->slirp, "brisk-slirp", &t->slirp_helper, err, errlen);
 }

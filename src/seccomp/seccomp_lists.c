@@ -131,30 +131,10 @@ static const struct sc_call main_calls[] = {BASE_CALLS,
 					    SC(getrandom),
 					    SANITIZER_EXIT_CALLS,
 					    {0, NULL}};
-/* brisk-api, after libmicrohttpd started: its polling thread (whose start may still be under way: set_robust_list,
- * rseq, sched_getaffinity under ASan, prctl PR_SET_NAME) and the helper's loop on the link to brisk. */
-static const struct sc_call api_calls[] = {BASE_CALLS,
-					   SC(poll),
-					   SC(read),
-					   SC(accept4),
-					   SC(recvfrom),
-					   SC(recvmsg),
-					   SC(sendmsg),
-					   SC(close),
-					   SC(shutdown),
-					   SC(fcntl),
-					   SC(setsockopt),
-					   SC(getsockopt),
-					   SC(clock_nanosleep),
-					   SC(getpid),
-					   SC(tgkill),
-					   SC(gettid),
-					   SC(set_robust_list),
-					   SC(rseq),
-					   SC(sched_getaffinity),
-					   SC(prctl),
-					   SANITIZER_EXIT_CALLS,
-					   {0, NULL}};
+/* brisk-api (src/api/api_http.c), once it serves: one thread polling the listening socket, the link to brisk and
+ * its clients' connections (recv/send are recvfrom/sendto); getpid and tgkill for abort. */
+static const struct sc_call api_calls[] = {BASE_CALLS,	 SC(poll),   SC(accept4), SC(recvfrom),		SC(close),
+					   SC(shutdown), SC(getpid), SC(tgkill),  SANITIZER_EXIT_CALLS, {0, NULL}};
 /*
  * brisk-slirp: libslirp's sockets for the guest's connections (IPv4/IPv6 only), resolv.conf read-only. Found by
  * the real-kernel tier: a hostfwd connection is libslirp's accept(2), not accept4.

@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh - builds the libFuzzer harnesses with clang and runs each for a bounded time.
 #
-#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage symbols virtq blk net vsock snapshot api_link config api mmio serial i8042 cmos rng vconsole restore cpu_template pvh"   CLANG=clang   BUILD=build
+#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage symbols virtq blk net vsock snapshot api_link config api mmio serial i8042 cmos rng vconsole restore cpu_template pvh http"   CLANG=clang   BUILD=build
 #
 # Each target gets build/fuzz/fuzz_<t>, a corpus build/fuzz/corpus-<t>/ (seeded
 # on every run, kept between runs) and crash artifacts in build/fuzz/artifacts-<t>/.
@@ -12,7 +12,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage symbols virtq blk net vsock snapshot api_link config api mmio serial i8042 cmos rng vconsole restore cpu_template pvh}
+FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage symbols virtq blk net vsock snapshot api_link config api mmio serial i8042 cmos rng vconsole restore cpu_template pvh http}
 CLANG=${CLANG:-clang}
 OUT=${BUILD:-build}/fuzz
 CFLAGS="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 -std=gnu11 -Iinclude -D_GNU_SOURCE
@@ -32,11 +32,19 @@ LIB=$OUT/lib/libbrisk.a
 LIBS="$LIB -ljson-c -lseccomp -lm -pthread"
 build_lib() {
 	srcs=$(make -s --no-print-directory print-lib-srcs)
+	# llhttp (the API helper's parser, src/api/api_http.c): its include directory, then its generated sources,
+	# built with the sanitizers but without -Werror (not our code)
+	set -- $(make -s --no-print-directory print-llhttp)
+	llinc=$1
+	shift
 	rm -rf "$OUT/lib"
 	mkdir -p "$OUT/lib"
 	# shellcheck disable=SC2016,SC2086 # $1.. are the inner shell's; the flag lists split into words
 	printf '%s\n' $srcs | xargs -P "$(nproc)" -n 1 sh -c \
-		'$1 $2 -c "$4" -o "$3/$(echo "$4" | tr / _ | sed "s/\.c\$/.o/")"' sh "$CLANG" "$CFLAGS $LIB_CFLAGS" "$OUT/lib"
+		'$1 $2 -c "$4" -o "$3/$(echo "$4" | tr / _ | sed "s/\.c\$/.o/")"' sh "$CLANG" "$CFLAGS $LIB_CFLAGS -I$llinc" "$OUT/lib"
+	for f in "$@"; do
+		$CLANG -fsanitize=fuzzer-no-link,address,undefined -g -O1 -I"$llinc" -c "$f" -o "$OUT/lib/llhttp_$(basename "$f" .c).o"
+	done
 	ar rcs "$LIB" "$OUT"/lib/*.o
 }
 
@@ -46,6 +54,8 @@ sources() {
 	elf | bzimage | symbols | virtq | blk | net | vsock | snapshot | api_link | mmio | restore | cpu_template | pvh)
 		echo "tests/fuzz/fuzz_$1.c" ;;
 	config) echo -Wno-gnu-variable-sized-type-not-at-end tests/fuzz/fuzz_config.c ;;
+	# the API helper's HTTP side (fuzz_http.c includes api_http.c): llhttp's header from the Makefile
+	http) echo "-I$(make -s --no-print-directory print-llhttp | cut -d' ' -f1)" tests/fuzz/fuzz_http.c ;;
 	api)
 		# the router with dry_run; fuzz_api.c stubs the VM (aborting if reached) and wraps file_open_output
 		echo -DBRISK_VERSION=\"fuzz\" -Wl,--wrap=file_open_output -Wno-gnu-variable-sized-type-not-at-end \
@@ -126,6 +136,15 @@ seed() {
 	api)
 		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_api_seeds" tests/fuzz/gen_api_seeds.c
 		"$OUT/gen_api_seeds" "$corpus"
+		;;
+	http)
+		# a limit byte (0: the default), then pieces: a size byte and that many bytes of the stream
+		http_seed() { printf '\000\377%s' "$2" >"$corpus/$1"; }
+		http_seed get 'GET /machine-config HTTP/1.1\r\nHost: x\r\n\r\n'
+		http_seed put 'PUT /drives/d HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n{}'
+		http_seed chunked 'PUT /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n'
+		http_seed pipelined 'GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.0\r\nConnection: keep-alive\r\n\r\n'
+		http_seed ambiguous 'PUT /x HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}'
 		;;
 	mmio | serial | i8042 | cmos | rng | vconsole)
 		$CLANG -std=gnu11 -Iinclude -Wall -Wextra -Werror -O1 -o "$OUT/gen_dev_seeds" tests/fuzz/gen_dev_seeds.c

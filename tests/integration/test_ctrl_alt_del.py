@@ -3,7 +3,7 @@ the kbd guest (guests/kbd.c) reads the scan codes as Linux's i8042 driver would,
 its command byte has XLATE and set 2 when not; it then resets, which ends brisk with status 0 (as a Linux guest's
 reboot would). Also: the action before InstanceStart is refused, and with the keyboard interrupt off the bytes wait
 in the controller's bounded queue (a further press that does not fit is refused) until the guest polls them.
-Needs KVM and build/brisk-api next to build/brisk (libmicrohttpd)."""
+Needs KVM."""
 import os
 import re
 import subprocess

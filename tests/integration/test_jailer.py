@@ -73,25 +73,6 @@ def jailer(*args, timeout=30, log=None):
     return p
 
 
-def place_api_helper(root):
-    """# until brisk is one binary: brisk-api, the libraries it loads and /dev/null in the chroot, and the host's
-    /proc bound at /proc so brisk finds /brisk-api next to /proc/self/exe (the jailer empties the environment,
-    as Firecracker's: BRISK_API_HELPER cannot reach it)."""
-    helper = ROOT / "build" / "brisk-api"
-    shutil.copy2(helper, root / "brisk-api")
-    out = subprocess.run(["ldd", str(helper)], capture_output=True, text=True, check=True).stdout
-    for word in out.split():
-        if word.startswith("/") and os.path.exists(word):
-            dst = root / word.lstrip("/")
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(os.path.realpath(word), dst)
-    (root / "dev").mkdir(exist_ok=True)
-    os.mknod(root / "dev" / "null", 0o20666, os.makedev(1, 3))
-    os.chmod(root / "dev" / "null", 0o666)
-    (root / "proc").mkdir(exist_ok=True)
-    subprocess.run(["mount", "--bind", "/proc", str(root / "proc")], check=True)
-
-
 def proc_status(pid):
     fields = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -173,7 +154,6 @@ def test_go_sdk_naive_chroot(kvm, base, exec_file):
     jid = "go-sdk-1"
     root = base / "firecracker" / jid / "root"
     root.mkdir(parents=True)
-    place_api_helper(root)
     proc = subprocess.Popen([str(JAILER), *map(str, go_sdk_argv(jid, exec_file, base))],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -237,7 +217,6 @@ def kata_root(base, jid, kernel):
 def test_kata_daemonized_config_file(kvm, base, exec_file, netns):
     jid = "0123456789abcdef0123456789abcdef"  # fc.go truncateID: 32 characters
     root = kata_root(base, jid, guest("counter"))
-    place_api_helper(root)
     p = jailer("--id", jid, "--exec-file", exec_file, "--uid", 0, "--gid", 0, "--chroot-base-dir", base,
                "--daemonize", "--netns", netns, "--", "--config-file", "/fcConfig.json")
     assert p.returncode == 0 and p.stdout == "" and p.stderr == "", p

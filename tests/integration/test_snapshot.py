@@ -7,7 +7,7 @@ The guests (guests/counter.c, guests/blk-counter.c) print a numbered line per LA
 block round) and check their own memory, so the output after a restore must continue the sequence exactly:
 the serial output of the first process joined to that of the restored one reads "count 1", "count 2", ... with
 no gap, no repeat, and every line's checksum right. A line cut in half by the pause is completed by the
-restored process. Needs KVM and build/brisk-api next to build/brisk (libmicrohttpd)."""
+restored process. Needs KVM."""
 import json
 import os
 import re

@@ -2,7 +2,7 @@
  * api_echo.c - a stand-in for brisk's API router, for tests/integration/test_api_http.py: serves the API
  * socket with api_link and answers every request 200 {"method": M, "path": P, "body_len": N}.
  *
- *   api_echo SOCKET_PATH
+ *   api_echo SOCKET_PATH [MAX_PAYLOAD]      (MAX_PAYLOAD: api_link_start's request body limit; default 0)
  *
  * Path "/fail" is answered 400 {"fault_message": "..."}, "/empty" 204 with no body, "/slow" after 2 s (the
  * other requests wait: one at a time), "/count" 200 {"handled": N} (the requests api_echo has acted on, this
@@ -141,8 +141,8 @@ int main(int argc, char **argv)
 	sigset_t set;
 	int sfd, status;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: api_echo SOCKET_PATH\n");
+	if (argc != 2 && argc != 3) {
+		fprintf(stderr, "usage: api_echo SOCKET_PATH [MAX_PAYLOAD]\n");
 		return EXIT_OTHER;
 	}
 	sigemptyset(&set);
@@ -152,7 +152,7 @@ int main(int argc, char **argv)
 	sfd = signalfd(-1, &set, SFD_CLOEXEC);
 	if (sfd < 0)
 		return EXIT_OTHER;
-	if (api_link_start(argv[1], &l, NULL, err, sizeof(err))) {
+	if (api_link_start(argv[1], argc == 3 ? strtoul(argv[2], NULL, 10) : 0, &l, NULL, err, sizeof(err))) {
 		fprintf(stderr, "api_echo: %s\n", err);
 		return EXIT_START_FAILED;
 	}

@@ -53,7 +53,7 @@ static void test_request_round_trip(void **state)
 
 static void test_request_limits(void **state)
 {
-	static char body[API_BODY_MAX + 1];
+	static char body[API_BODY_LIMIT_MAX + 1];
 	char path[API_PATH_MAX + 1];
 	struct api_request req;
 	long n;
@@ -62,14 +62,14 @@ static void test_request_limits(void **state)
 	memset(body, 'b', sizeof(body));
 	memset(path, 'p', sizeof(path));
 	path[0] = '/';
-	n = api_wire_encode_request(msg, sizeof(msg), 1, API_GET, path, API_PATH_MAX - 1, body, API_BODY_MAX);
+	n = api_wire_encode_request(msg, sizeof(msg), 1, API_GET, path, API_PATH_MAX - 1, body, API_BODY_LIMIT_MAX);
 	assert_int_equal(n, API_WIRE_REQ_MAX - 1);
 	assert_int_equal(decode((size_t)n, &req), 0);
 	assert_int_equal(strlen(req.path), API_PATH_MAX - 1);
-	assert_int_equal(req.body_len, API_BODY_MAX);
+	assert_int_equal(req.body_len, API_BODY_LIMIT_MAX);
 	/* one over, either way, and bad inputs: the encoder refuses */
 	assert_int_equal(api_wire_encode_request(msg, sizeof(msg), 1, API_GET, path, API_PATH_MAX, "", 0), -EINVAL);
-	assert_int_equal(api_wire_encode_request(msg, sizeof(msg), 1, API_GET, "/", 1, body, API_BODY_MAX + 1),
+	assert_int_equal(api_wire_encode_request(msg, sizeof(msg), 1, API_GET, "/", 1, body, API_BODY_LIMIT_MAX + 1),
 			 -EINVAL);
 	assert_int_equal(api_wire_encode_request(msg, sizeof(msg), 1, API_GET, "x", 1, "", 0), -EINVAL);
 	assert_int_equal(api_wire_encode_request(msg, sizeof(msg), 1, API_GET, "", 0, "", 0), -EINVAL);
@@ -129,7 +129,7 @@ static void test_request_bad_fields(void **state)
 static void test_request_oversized_body(void **state)
 {
 	struct api_request req;
-	size_t len = API_WIRE_REQ_HDR + 1 + API_BODY_MAX + 1;
+	size_t len = API_WIRE_REQ_HDR + 1 + API_BODY_LIMIT_MAX + 1;
 
 	(void)state;
 	memset(msg, 'z', len);
@@ -137,7 +137,7 @@ static void test_request_oversized_body(void **state)
 	put32(4, 1);
 	put32(8, API_GET);
 	put32(12, 1);
-	put32(16, API_BODY_MAX + 1);
+	put32(16, API_BODY_LIMIT_MAX + 1);
 	msg[API_WIRE_REQ_HDR] = '/';
 	assert_int_equal(decode(len, &req), -EPROTO);
 }

@@ -42,8 +42,8 @@ static void test_orchestrator_argv(void **state)
 	assert_string_equal(a.api_sock, "/s");
 	assert_string_equal(a.id, "vm-1");
 	assert_true(a.no_seccomp);
-	assert_int_equal(a.http_api_max_payload_size, FC_HTTP_MAX_PAYLOAD_SIZE);
-	assert_int_equal(a.mmds_size_limit, FC_HTTP_MAX_PAYLOAD_SIZE); /* defaults to the payload limit */
+	assert_int_equal(a.http_api_max_payload_size, API_BODY_MAX);
+	assert_int_equal(a.mmds_size_limit, API_BODY_MAX); /* defaults to the payload limit */
 	assert_int_equal(parse(ARGC(flint), flint, &a, err), 0);
 	assert_true(a.boot_timer && a.no_api);
 	assert_null(a.api_sock);
