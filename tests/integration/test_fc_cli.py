@@ -142,6 +142,18 @@ def test_default_socket_is_firecrackers(tmp_path):
     assert "SOCKET" in p.stdout and "REMOVED" in p.stdout, (p.stdout, p.stderr)
 
 
+def test_http_api_max_payload_size(sockdir, procs):
+    """The flag reaches the HTTP side: a body over it is refused with Firecracker's message; under it, parsed."""
+    sock = os.path.join(sockdir, "p.sock")
+    b = BriskProcess(BRISK, ["--api-sock", sock, "--http-api-max-payload-size", "100"], sock=sock)
+    procs.append(b)
+    r = b.api.request("PUT", "/machine-config", raw=b'{"vcpu_count": 1, "mem_size_mib": 64, "smt": false' +
+                      b' ' * 100 + b'}')
+    assert r.status == 400 and "larger than the limit of 100 allowed by server" in (r.fault or ""), r
+    r = b.api.request("PUT", "/machine-config", raw=b'{"vcpu_count": 1, "mem_size_mib": 64}')
+    assert r.status == 204, r
+
+
 REFUSALS = [
     (["--api-sock", "S", "--id", "bad_id"], "Invalid char (_) at position 3"),
     (["--api-sock", "S", "--id", "x" * 65], "Invalid len (65)"),
@@ -153,6 +165,7 @@ REFUSALS = [
     (["--api-sock", "S", "--seccomp-filter", "F"], "does not load Firecracker's compiled filters"),
     (["--api-sock", "S", "--start-time-us", "soon"], "'start-time-us' parameter expected to be of 'u64' type"),
     (["--api-sock", "S", "--http-api-max-payload-size", "0"], "--http-api-max-payload-size 0"),
+    (["--api-sock", "S", "--http-api-max-payload-size", str(255 * 1024 + 1)], "expected 1..261120 bytes"),
     (["--api-sock", "S", "--kernel", "K"], "--kernel: a VM option"),
 ]
 
