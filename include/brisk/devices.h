@@ -69,6 +69,11 @@ __attribute__((warn_unused_result)) int virtio_blk_create(const struct devctx *c
 							  const struct devmgr_window *win, const struct vm_disk *d,
 							  char *err, size_t errlen);
 /*
+ * Whether d->path opens as virtio_blk_create would open it (mode, kind of file, lock), closed again: a PUT's
+ * check, as Firecracker opens the drive at PUT /drives. 0 or -errno with err as virtio_blk_create's.
+ */
+int virtio_blk_probe(const struct vm_disk *d, char *err, size_t errlen);
+/*
  * Console (section 5.3), one port (hvc0), on the VM's stdin and stdout with a
  * raw terminal when stdin is one: the host side is the UART's (console_io.h),
  * so the UART must not read stdin too (its output may share stdout).

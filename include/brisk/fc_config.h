@@ -79,6 +79,12 @@ struct fc_vm {
 	uint64_t rng_size, rng_refill_ms;    /* entropy bandwidth bucket as given; 0: none given */
 	struct fc_logger logger;
 	struct fc_metrics metrics;
+	/*
+	 * Open what a body names (kernel, initrd, drive file, tap) and refuse it there when it cannot be, as
+	 * Firecracker's PUTs do: set for the API's configuration; a config file's is checked when the VM is built,
+	 * a snapshot's saved description never.
+	 */
+	bool check_files;
 };
 
 /* Starts `f` empty: config_defaults, no boot source, no devices. */

@@ -145,6 +145,12 @@ struct net_backend {
  * the ioctl and the tap. Returns 0 and *out, or -errno.
  */
 int net_tap_open(const char *name, struct net_backend **out, char *err, size_t errlen);
+/*
+ * Whether tap `name` opens as net_tap_open would open it (then closed again): a PUT's check, as Firecracker's
+ * Tap::open_named at PUT /network-interfaces. A tap that did not exist exists while this runs only. 0 or
+ * -errno with err as net_tap_open's.
+ */
+int net_tap_probe(const char *name, char *err, size_t errlen);
 
 /*
  * A backend on a connected SOCK_SEQPACKET socket `fd` (non-blocking, one

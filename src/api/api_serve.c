@@ -19,6 +19,7 @@ void api_init(struct api *a, const struct vm_config *base)
 {
 	memset(a, 0, sizeof(*a));
 	fc_vm_init(&a->fc);
+	a->fc.check_files = true; /* the PUTs open what they name, as Firecracker's (fc_config.h) */
 	a->base = *base;
 	a->log_fd = -1;
 }

@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "brisk/config.h"
+#include "brisk/file.h"
 #include "brisk/layout.h"
 #include "fc_config_internal.h"
 
@@ -73,6 +75,21 @@ static bool cmdline_ascii(const char *s)
 	return true;
 }
 
+/* A kernel or initrd a PUT names opens (Firecracker's BootConfig::new opens both at PUT /boot-source). */
+static int check_input(const struct fcj *c, const char *key, const char *path)
+{
+	char why[512];
+	int fd;
+
+	if (!path)
+		return 0;
+	fd = file_open_input(path, key, NULL, why, sizeof(why));
+	if (fd < 0)
+		return fcj_fail(c, "%s", why);
+	close(fd);
+	return 0;
+}
+
 int fc_apply_boot_source(struct fc_vm *f, const struct fcj *c, json_object *o)
 {
 	static const char *const keys[] = {"kernel_image_path", "boot_args", "initrd_path", NULL};
@@ -87,6 +104,8 @@ int fc_apply_boot_source(struct fc_vm *f, const struct fcj *c, json_object *o)
 	if (args && !cmdline_ascii(args))
 		return fcj_fail(c, "boot_args: The kernel command line is invalid: a character that is not printable "
 				   "ASCII");
+	if (f->check_files && (check_input(c, "kernel_image_path", kernel) || check_input(c, "initrd_path", initrd)))
+		return -EINVAL;
 	k = dup_opt(kernel, &oom);
 	a = dup_opt(args, &oom);
 	i = dup_opt(initrd, &oom);

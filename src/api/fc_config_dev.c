@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "brisk/config.h"
+#include "brisk/devices.h"
+#include "brisk/virtio_net.h"
 #include "fc_config_internal.h"
 
 const char *const fc_cache_names[] = {"Unsafe", "Writeback", NULL};
@@ -162,6 +164,14 @@ static void drive_to_front(struct fc_vm *f, unsigned pos)
 	f->drive[0] = fd;
 }
 
+/* The drive file opens as the device will open it (Firecracker's Block::new at PUT /drives). */
+static int check_drive(const struct fcj *c, const struct vm_disk *d)
+{
+	char why[512];
+
+	return virtio_blk_probe(d, why, sizeof(why)) ? fcj_fail(c, "path_on_host %s: %s", d->path, why) : 0;
+}
+
 /*
  * Firecracker's BlockBuilder::insert: a drive with a known id is replaced
  * where it is, a new one goes last, and a root device goes first. Unlike
@@ -183,6 +193,8 @@ int fc_apply_drive(struct fc_vm *f, const struct fcj *c, const char *id, json_ob
 		return fcj_fail(c, "is_root_device: drive '%s' is already the root device", f->drive[0].id);
 	if (pos < 0 && f->cfg.nr_disks == VM_MAX_DISKS)
 		return fcj_fail(c, "'%s' would be drive %d: at most %d", drive_id, VM_MAX_DISKS + 1, VM_MAX_DISKS);
+	if (f->check_files && check_drive(c, &d))
+		return -EINVAL;
 	strcpy(fd.id, drive_id);
 	if (pos < 0)
 		pos = (int)f->cfg.nr_disks++;
@@ -198,6 +210,7 @@ static int patch_drive(struct fc_vm *f, const struct fcj *c, const char *id, jso
 {
 	static const char *const keys[] = {"drive_id", "path_on_host", "rate_limiter", NULL};
 	const char *drive_id, *path = NULL;
+	struct vm_disk d;
 	int pos;
 
 	if (fcj_keys(c, o, keys) || body_id(c, o, "drive_id", id, &drive_id) ||
@@ -207,7 +220,11 @@ static int patch_drive(struct fc_vm *f, const struct fcj *c, const char *id, jso
 	pos = find_drive(f, drive_id);
 	if (pos < 0)
 		return fcj_fail(c, "drive_id: no drive '%s'", drive_id);
-	strcpy(f->cfg.disk[pos].path, path);
+	d = f->cfg.disk[pos];
+	strcpy(d.path, path);
+	if (f->check_files && check_drive(c, &d))
+		return -EINVAL;
+	f->cfg.disk[pos] = d;
 	return 0;
 }
 
@@ -283,6 +300,7 @@ int fc_apply_net(struct fc_vm *f, const struct fcj *c, const char *id, json_obje
 					   "rx_rate_limiter", "tx_rate_limiter", NULL};
 	struct vm_net n = {.kind = NET_TAP};
 	const char *iface_id;
+	char why[512];
 	int pos;
 
 	if (fcj_keys(c, o, keys) || body_id(c, o, "iface_id", id, &iface_id) || tap_name(c, o, n.tap) ||
@@ -292,6 +310,8 @@ int fc_apply_net(struct fc_vm *f, const struct fcj *c, const char *id, json_obje
 	pos = find_net(f, iface_id);
 	if (pos < 0 && f->cfg.nr_nets == VM_MAX_NETS)
 		return fcj_fail(c, "'%s' would be interface %d: at most %d", iface_id, VM_MAX_NETS + 1, VM_MAX_NETS);
+	if (f->check_files && net_tap_probe(n.tap, why, sizeof(why))) /* Tap::open_named at the PUT */
+		return fcj_fail(c, "host_dev_name %s: %s", n.tap, why);
 	if (pos < 0)
 		pos = (int)f->cfg.nr_nets++;
 	f->cfg.net[pos] = n;

@@ -8,12 +8,16 @@ The guests: counter.elf prints "count N sum S" on every LAPIC timer tick (30 ms)
 hello.elf prints one line and resets (exit 0); exitcode.elf exits through the debug-exit port with code=N.
 The tests that need no VM (pre-boot configuration, pre-boot violations) run without KVM; the others use the
 `kvm` fixture."""
+
+import atexit
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -168,14 +172,64 @@ def test_machine_config_refused(fresh, method, body, key):
 # ---- boot-source, drives, network-interfaces, vsock, entropy ---------------------------------------------
 
 
-def test_boot_source(fresh):
-    fresh.api.ok("PUT", "/boot-source", {"kernel_image_path": "/k", "boot_args": "console=ttyS0",
-                                         "initrd_path": "/i"})
-    assert vm_config(fresh)["boot-source"] == {"kernel_image_path": "/k", "initrd_path": "/i",
+def test_boot_source(fresh, sockdir):
+    k, i, k2 = (os.path.join(sockdir, n) for n in ("k", "i", "k2"))
+    for p in (k, i, k2):
+        open(p, "wb").close()
+    fresh.api.ok("PUT", "/boot-source", {"kernel_image_path": k, "boot_args": "console=ttyS0", "initrd_path": i})
+    assert vm_config(fresh)["boot-source"] == {"kernel_image_path": k, "initrd_path": i,
                                                "boot_args": "console=ttyS0"}
-    fresh.api.ok("PUT", "/boot-source", {"kernel_image_path": "/k2"})  # replaces
-    assert vm_config(fresh)["boot-source"] == {"kernel_image_path": "/k2", "initrd_path": None, "boot_args": None}
+    fresh.api.ok("PUT", "/boot-source", {"kernel_image_path": k2})  # replaces
+    assert vm_config(fresh)["boot-source"] == {"kernel_image_path": k2, "initrd_path": None, "boot_args": None}
     assert "kernel_image_path is required" in fault(fresh.api.put("/boot-source", {"boot_args": "x"}))
+
+
+@pytest.mark.security
+def test_files_checked_at_the_put(fresh, sockdir):
+    """As Firecracker, the PUT that names a file or a tap opens it: a missing kernel or initrd, a drive file that
+    cannot be used, a tap that cannot be opened (here: a name the kernel would rewrite) are refused by that PUT
+    with the reason, and the configuration is unchanged."""
+    before = vm_config(fresh)
+    missing = os.path.join(sockdir, "nosuch")
+    assert f"kernel_image_path {missing}: no such file" in fault(
+        fresh.api.put("/boot-source", {"kernel_image_path": missing}))
+    assert f"initrd_path {missing}: no such file" in fault(
+        fresh.api.put("/boot-source", {"kernel_image_path": K, "initrd_path": missing}))
+    assert f"path_on_host {missing}: cannot open the image: no such file" in fault(fresh.api.put(
+        "/drives/d", {"drive_id": "d", "path_on_host": missing, "is_root_device": False}))
+    ro = os.path.join(sockdir, "ro.img")
+    open(ro, "wb").close()
+    os.chmod(ro, 0o444)
+    assert "the image is read-only" in fault(fresh.api.put(
+        "/drives/d", {"drive_id": "d", "path_on_host": ro, "is_root_device": False, "is_read_only": False}))
+    assert "a directory" in fault(fresh.api.put(
+        "/drives/d", {"drive_id": "d", "path_on_host": sockdir, "is_root_device": False}))
+    assert "host_dev_name tap%d: " in fault(fresh.api.put(
+        "/network-interfaces/e", {"iface_id": "e", "host_dev_name": "tap%d"}))
+    assert vm_config(fresh) == before
+    fresh.api.ok("PUT", "/drives/d", {"drive_id": "d", "path_on_host": ro, "is_root_device": False,
+                                      "is_read_only": True})
+    assert f"path_on_host {missing}: cannot open the image" in fault(fresh.api.patch(
+        "/drives/d", {"drive_id": "d", "path_on_host": missing}))  # a pre-boot PATCH as well
+    assert vm_config(fresh)["drives"][0]["path_on_host"] == ro
+
+
+@pytest.mark.security
+def test_tap_in_use_refused_at_the_put(fresh):
+    """A tap another process holds open (here: this test) is refused by PUT /network-interfaces (EBUSY)."""
+    import fcntl
+    import struct
+    TUNSETIFF, IFF_TAP, IFF_NO_PI = 0x400454CA, 0x0002, 0x1000
+    try:
+        tun = os.open("/dev/net/tun", os.O_RDWR)
+    except OSError as e:
+        pytest.skip(f"/dev/net/tun: {e}")
+    try:
+        fcntl.ioctl(tun, TUNSETIFF, struct.pack("16sH", b"bsktapbusy", IFF_TAP | IFF_NO_PI))
+        msg = fault(fresh.api.put("/network-interfaces/e", {"iface_id": "e", "host_dev_name": "bsktapbusy"}))
+        assert "host_dev_name bsktapbusy: TUNSETIFF" in msg and "in use by another process" in msg, msg
+    finally:
+        os.close(tun)
 
 
 def test_drives_put_and_patch(fresh, sockdir):
@@ -264,12 +318,13 @@ def test_missing_boot_source_at_instance_start(fresh):
     assert fresh.api.get("/").json["state"] == "Not started"
 
 
-def test_missing_disk_image_at_instance_start(kvm, fresh, sockdir):
-    """A drive whose file does not exist is accepted by PUT and refused by InstanceStart, naming the file;
-    the process stays up and can be configured again."""
-    missing = os.path.join(sockdir, "nosuch.img")
+def test_disk_image_removed_before_instance_start(kvm, fresh, sockdir):
+    """A drive file removed between its PUT and InstanceStart: InstanceStart refuses, naming the file; the
+    process stays up and can be configured again."""
+    missing = raw_disk(os.path.join(sockdir, "gone.img"))
     fresh.api.boot_source(guest("counter"))
     fresh.api.drive("d", missing)
+    os.unlink(missing)
     assert missing in fault(fresh.api.put("/actions", {"action_type": "InstanceStart"}))
     assert fresh.api.get("/").json["state"] == "Not started"
     fresh.api.drive("d", raw_disk(missing))
@@ -285,8 +340,9 @@ def test_start_errors_name_the_api_fields(kvm, fresh, sockdir):
     msg = fault(fresh.api.put("/actions", {"action_type": "InstanceStart"}))
     assert "machine-config: mem_size_mib 16777216 MiB exceeds" in msg and "--" not in msg, msg
     fresh.api.machine_config(1, 128)
-    missing = os.path.join(sockdir, "nosuch.img")
+    missing = raw_disk(os.path.join(sockdir, "gone.img"))
     fresh.api.drive("rootfs", missing, root=True)
+    os.unlink(missing)
     msg = fault(fresh.api.put("/actions", {"action_type": "InstanceStart"}))
     assert f"drives[rootfs]: path_on_host {missing}: " in msg and "--" not in msg, msg
     fresh.api.drive("rootfs", raw_disk(missing), root=True)
@@ -462,11 +518,19 @@ def test_largest_configuration_is_described(fresh, sockdir):
         return sockdir + "/" * (4095 - len(sockdir) - len(name) - 1) + "/" + name
 
     boot_args = "console=ttyS0 " + "x" * (2047 - 14)  # Firecracker's longest (CMDLINE_MAX_SIZE 2048 with the NUL)
+    open(long_path("vmlinux"), "wb").close()
     boot = {"kernel_image_path": long_path("vmlinux"), "boot_args": boot_args}
     r = fresh.api.put("/boot-source", boot)
     assert r.status == 204, r.status
-    def quoted_path(i):  # 4,095 bytes, each '"' two in the reply (drives are not opened before InstanceStart)
-        return f"/disk{i:02}" + '"' * (4095 - 7)
+    quotes = os.path.join(sockdir, *(['"' * 254] * 15))  # directories named by quotes, each '"' two in the reply
+    os.makedirs(quotes, exist_ok=True)
+
+    def quoted_path(i):  # 4,095 bytes, a real file (the PUT opens it)
+        name = f"d{i:02}" + '"' * (4095 - len(quotes) - 1 - 3)
+        return os.path.join(quotes, name)
+
+    for i in range(16):
+        open(quoted_path(i), "wb").close()
 
     for i in range(16):
         fresh.api.drive(f"d{i}", quoted_path(i), root=i == 0)
@@ -543,12 +607,19 @@ def test_unknown_path(fresh, method, path):
 
 # ---- pre-boot / post-boot rules ---------------------------------------------------------------------------
 
+# a kernel and a drive file the PUTs can open (they open what they name, as Firecracker's)
+_FILES = tempfile.mkdtemp(prefix="bskapi", dir="/tmp")
+atexit.register(shutil.rmtree, _FILES, True)
+K, D = os.path.join(_FILES, "k"), os.path.join(_FILES, "d")
+for _p in (K, D):
+    open(_p, "wb").close()
+
 CONFIG_REQUESTS = [
-    ("PUT", "/boot-source", {"kernel_image_path": "/k"}),
+    ("PUT", "/boot-source", {"kernel_image_path": K}),
     ("PUT", "/machine-config", {"vcpu_count": 1, "mem_size_mib": 128}),
     ("PATCH", "/machine-config", {"mem_size_mib": 64}),
-    ("PUT", "/drives/d", {"drive_id": "d", "path_on_host": "/d", "is_root_device": False}),
-    ("PATCH", "/drives/d", {"drive_id": "d", "path_on_host": "/d"}),
+    ("PUT", "/drives/d", {"drive_id": "d", "path_on_host": D, "is_root_device": False}),
+    ("PATCH", "/drives/d", {"drive_id": "d", "path_on_host": D}),
     ("PUT", "/network-interfaces/e", {"iface_id": "e", "host_dev_name": "tap0"}),
     ("PUT", "/vsock", {"guest_cid": 3, "uds_path": "/tmp/v.sock"}),
     ("PUT", "/entropy", {}),

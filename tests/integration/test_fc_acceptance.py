@@ -6,6 +6,9 @@ Firecracker's sources: src/firecracker/src/api_server/parsed_request.rs (checked
 against body id), src/vmm/src/vmm_config/*.rs (the bodies: serde deny_unknown_fields, required fields, the
 builders' checks), src/utils/src/net/mac.rs (MacAddr). Kata's fc.go, flintlock and firecracker-go-sdk send the
 "orchestrator" rows."""
+import json
+import os
+
 import pytest
 
 from test_api import fault, start_api
@@ -99,10 +102,20 @@ CASES = [
 ]
 
 
+def real_files(sockdir, body):
+    """The body with its placeholder paths (/k, /d.img) made real files: PUTs open what they name (the
+    checks at the PUT are test_api.py's)."""
+    kernel, image = os.path.join(sockdir, "k"), os.path.join(sockdir, "d.img")
+    for p in (kernel, image):
+        open(p, "wb").close()
+    text = json.dumps(body).replace('"/k"', json.dumps(kernel)).replace('"/d.img"', json.dumps(image))
+    return json.loads(text)
+
+
 @pytest.mark.parametrize("what, path, body, status, msg", CASES, ids=[c[0] for c in CASES])
 def test_acceptance(procs, sockdir, what, path, body, status, msg):
     b = start_api(procs, sockdir)
-    r = b.api.put(path, body)
+    r = b.api.put(path, real_files(sockdir, body))
     if status == OK:
         assert r.status == OK, f"{what}: {r}"
     else:

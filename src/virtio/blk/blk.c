@@ -625,6 +625,22 @@ static int open_image(struct blk *b, const struct vm_disk *d, char *err, size_t 
 	return 0;
 }
 
+int virtio_blk_probe(const struct vm_disk *d, char *err, size_t errlen)
+{
+	int fd = open_file(d, err, errlen), ret;
+	uint64_t size;
+	struct stat st;
+
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) != 0)
+		ret = err_set(err, errlen, -errno, "fstat of the image failed: %s", strerror(errno));
+	else if (!(ret = image_size(fd, d, &st, &size, err, errlen)))
+		ret = lock_image(fd, d, err, errlen);
+	close(fd); /* the lock goes with it */
+	return ret;
+}
+
 static struct blk *blk_new(const struct vm_disk *d)
 {
 	struct blk *b = calloc(1, sizeof(*b));

@@ -114,7 +114,9 @@ int net_tap_open(const char *name, struct net_backend **out, char *err, size_t e
 	if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
 		e = errno;
 		snprintf(err, errlen, "TUNSETIFF %s (IFF_TAP|IFF_NO_PI|IFF_VNET_HDR): %s%s", name, strerror(e),
-			 e == EBUSY ? " (in use by another process, or not a tap)" : "");
+			 e == EBUSY    ? " (in use by another process, or not a tap)"
+			 : e == EINVAL ? " (a multi-queue tap? brisk opens one queue, as Firecracker)"
+				       : "");
 		goto fail;
 	}
 	/* A name with a '%d' pattern makes the kernel pick another: the device would not be the one named. */
@@ -148,4 +150,14 @@ int net_tap_open(const char *name, struct net_backend **out, char *err, size_t e
 fail:
 	close(fd);
 	return -e;
+}
+
+int net_tap_probe(const char *name, char *err, size_t errlen)
+{
+	struct net_backend *b;
+	int ret = net_tap_open(name, &b, err, errlen);
+
+	if (!ret)
+		b->ops->destroy(b);
+	return ret;
 }
