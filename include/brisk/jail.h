@@ -157,13 +157,13 @@ int jail_copy(int in, const char *src, int dirfd, const char *name, mode_t mode,
  * the path.
  */
 struct jail_tree {
-	char base[4096];	       /* the chroot base, resolved */
-	char id_dir[4096];	       /* <base>/brisk/<ID>: created by this jail, removed again if the jail fails */
-	char root[4096];	       /* <id_dir>/root: the jail's "/" */
-	int root_fd;		       /* O_PATH|O_DIRECTORY of root, or -1 */
-	bool created;		       /* id_dir is ours to remove on failure */
-	bool api_helper, slirp_helper; /* /brisk-api, /brisk-slirp were placed */
-	struct jail_helper api, slirp; /* where they come from, and the libraries they need */
+	char base[4096];	  /* the chroot base, resolved */
+	char id_dir[4096];	  /* <base>/brisk/<ID>: created by this jail, removed again if the jail fails */
+	char root[4096];	  /* <id_dir>/root: the jail's "/" */
+	int root_fd;		  /* O_PATH|O_DIRECTORY of root, or -1 */
+	bool created;		  /* id_dir is ours to remove on failure */
+	bool slirp_helper;	  /* /brisk-slirp was placed (--net user; the API is brisk itself) */
+	struct jail_helper slirp; /* where it comes from, and the libraries it needs */
 };
 
 /*
@@ -195,8 +195,7 @@ int jail_libs_place(const struct jail_tree *t, const char *name, const struct ja
 /*
  * Every host input checked before anything is created: the chroot base, each
  * placed file (resolved into its `real` path: a symlink is followed, to a
- * regular file), /dev/kvm, the helpers and what dynamic ones need (t->api,
- * t->slirp).
+ * regular file), /dev/kvm, the slirp helper and what it needs (t->slirp).
  */
 int jail_check_inputs(struct jail_config *cfg, struct jail_tree *t, char *err, size_t errlen);
 /*

@@ -375,9 +375,8 @@ static int remove_one(const char *path, const struct stat *st, int flag, struct 
 
 void jail_remove(struct jail_tree *t)
 {
-	free(t->api.libs);
 	free(t->slirp.libs);
-	t->api.libs = t->slirp.libs = NULL;
+	t->slirp.libs = NULL;
 	if (t->root_fd >= 0)
 		close(t->root_fd);
 	t->root_fd = -1;
