@@ -34,8 +34,8 @@ int cli_apply_process_option(int c, const char *arg, struct vm_config *cfg);
 /* The first line of --version: Firecracker's API level as its version checks read it, and brisk's. */
 void cli_print_version(FILE *f);
 /*
- * Blocks SIGINT/SIGTERM/SIGHUP in every thread and returns a signalfd for
- * them (or -1); ignores SIGPIPE.
+ * Blocks SIGINT/SIGTERM/SIGHUP/SIGXCPU in every thread and returns a
+ * signalfd for them (or -1); SIGPIPE and SIGXFSZ are counted and survived.
  */
 int cli_setup_signals(void);
 /*

@@ -7,6 +7,7 @@
 #ifndef BRISK_DEVMGR_H
 #define BRISK_DEVMGR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,10 +57,20 @@ void devmgr_acpi_machine(const struct devmgr *m, const struct vm_config *cfg, co
 const struct devmgr_window *devmgr_alloc(struct devmgr *m, const char *what);
 
 /*
- * Writes `base` followed by " virtio_mmio.device=4K@0xADDR:IRQ" for every
- * window into out[0..outlen). Returns the length, or -E2BIG when it does not
- * fit (the message is then the caller's: the command line limit).
+ * Writes `base` with " virtio_mmio.device=4K@0xADDR:IRQ" for every window
+ * into out[0..outlen): after the kernel's parameters, i.e. before a word
+ * "--" (what follows it is init's, Linux kernel/params.c parse_args).
+ * Returns the length, or -E2BIG when it does not fit (the message is then
+ * the caller's: the command line limit).
  */
 int devmgr_cmdline(const struct devmgr *m, const char *base, char *out, size_t outlen);
+
+/*
+ * Whether Linux booted with `cmdline` runs without ACPI: its last acpi=off
+ * or acpi=force among the kernel's parameters (before "--") is acpi=off
+ * (arch/x86/kernel/acpi/boot.c parse_acpi). Such a kernel ignores the DSDT,
+ * so it finds the virtio devices only through the command line words.
+ */
+bool devmgr_cmdline_acpi_off(const char *cmdline);
 
 #endif

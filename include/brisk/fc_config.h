@@ -20,7 +20,7 @@
  * length are checked, unknown and duplicate keys refused.
  */
 
-#define FC_ID_MAX	64 /* drive_id, iface_id, vsock_id: 1..64 of [A-Za-z0-9_] */
+#define FC_ID_MAX	64 /* drive_id, iface_id: 1..64 of [A-Za-z0-9_]; vsock_id kept for GET up to 64 */
 #define FC_PARTUUID_MAX 64 /* partuuid: 1..64 of [A-Za-z0-9-/=] (it lands on the command line) */
 
 /* Drive cache_type: both map to brisk's writeback cache (struct fc_drive). */
@@ -71,7 +71,7 @@ struct fc_vm {
 	struct vm_config cfg;
 	bool boot_source_set;
 	char *kernel, *initrd, *cmdline, *cmdline_append, *cpu_template; /* owned; what cfg points at */
-	bool smt;
+	bool smt, track_dirty_pages; /* track_dirty_pages: as given (GET); snapshots are Full either way */
 	enum fc_huge_pages huge_pages;
 	struct fc_drive drive[VM_MAX_DISKS]; /* parallel to cfg.disk[], the root device first */
 	struct fc_net net[VM_MAX_NETS];	     /* parallel to cfg.net[] */
@@ -101,7 +101,7 @@ __attribute__((warn_unused_result)) int fc_put_boot_source(struct fc_vm *f, cons
  * PUT /machine-config replaces (vcpu_count and mem_size_mib required, the
  * rest back to defaults); PATCH updates the given fields (at least one).
  * vcpu_count 1..CONFIG_MAX_CPUS; smt: topology threads=2 (vcpu_count 1 or
- * even); track_dirty_pages false only; cpu_template "None" only (brisk
+ * even); track_dirty_pages kept (GET); cpu_template "None" only (brisk
  * takes templates with --cpu-template); huge_pages "None", "2M" or
  * "Transparent" (the last two: cfg.hugepages, mem_size_mib even).
  */
@@ -127,7 +127,8 @@ __attribute__((warn_unused_result)) int fc_patch_drive(struct fc_vm *f, const ch
  */
 __attribute__((warn_unused_result)) int fc_put_net(struct fc_vm *f, const char *id, const char *body, size_t len,
 						   char *err, size_t errlen);
-/* PUT /vsock: guest_cid 3..0xfffffffe, uds_path 1..VM_VSOCK_UDS_MAX bytes, vsock_id optional; replaces. */
+/* PUT /vsock: guest_cid 0..0xffffffff (as Firecracker), uds_path 1..VM_VSOCK_UDS_MAX bytes, vsock_id any string;
+ * replaces. */
 __attribute__((warn_unused_result)) int fc_put_vsock(struct fc_vm *f, const char *body, size_t len, char *err,
 						     size_t errlen);
 /*

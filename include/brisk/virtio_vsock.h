@@ -134,7 +134,8 @@ bool vsock_credit_allows(uint32_t buf_alloc, uint32_t fwd_cnt, uint32_t rx_cnt, 
 int vsock_parse_connect(const char *line, size_t n, uint32_t *port);
 
 /*
- * Creates the device in window `win` with guest CID `cid`, listening on the AF_UNIX socket `uds`
+ * Creates the device in window `win` with guest CID `cid` (any: the API takes 0..0xffffffff as
+ * Firecracker, --vsock VSOCK_CID_MIN..VSOCK_CID_MAX), listening on the AF_UNIX socket `uds`
  * (created here; a stale socket there is replaced, anything else refused, removed again when the device
  * is destroyed). Returns 0 and *out (may be NULL; valid until the bus destroys the device), or -errno
  * with what is wrong in `err` (-EEXIST: not a socket; -EADDRINUSE: another process listens there).

@@ -61,8 +61,8 @@ struct vm_net {
 #define VM_VSOCK_UDS_MAX 96 /* sun_path (108) less "_4294967295" and the NUL: PATH_P always fits */
 
 struct vm_vsock {
-	uint32_t cid;			/* 0: no vsock device; else 3..0xfffffffe */
-	char uds[VM_VSOCK_UDS_MAX + 1]; /* the hybrid-vsock socket brisk listens on */
+	uint32_t cid;			/* --vsock: 3..0xfffffffe; the API: any (as Firecracker) */
+	char uds[VM_VSOCK_UDS_MAX + 1]; /* the hybrid-vsock socket brisk listens on; empty: no vsock device */
 };
 
 struct vm;
@@ -97,7 +97,7 @@ struct vm_config {
 	struct vm_disk disk[VM_MAX_DISKS];
 	unsigned nr_nets;
 	struct vm_net net[VM_MAX_NETS]; /* --net, in order */
-	struct vm_vsock vsock;		/* --vsock; cid 0: none */
+	struct vm_vsock vsock;		/* --vsock; uds empty: none */
 	uint64_t rng_rate;		/* --rng: bytes per second; 0: no entropy device */
 	enum console_mode console;	/* --console */
 	bool no_acpi;			/* --acpi off: no ACPI tables, MP table and command-line words only */

@@ -15,6 +15,8 @@
 #define PATH_MAX_BYTES (VM_DISK_PATH_MAX - 1)
 #define MEM_MAX_MIB    (16ULL << 20) /* 16 TiB: config_validate holds it to the host's RAM + swap */
 #define MODULE_MAX     256
+/* Firecracker's x86_64 CMDLINE_MAX_SIZE is 2048 with the NUL: boot_args of at most 2047 bytes. */
+#define FC_CMDLINE_MAX 2047
 
 const char *const fc_huge_names[] = {"None", "2M", "Transparent", NULL};
 /* "Warn" is Firecracker's other spelling of "Warning" (logger/logging.rs); it is read, never written. */
@@ -62,6 +64,15 @@ static char *dup_opt(const char *s, bool *fail)
 	return d;
 }
 
+/* linux-loader's Cmdline::insert_str (Firecracker v1.7.0 boot_source.rs BootConfig::new): ' '..'~' only. */
+static bool cmdline_ascii(const char *s)
+{
+	for (; *s; s++)
+		if (*s < ' ' || *s > '~')
+			return false;
+	return true;
+}
+
 int fc_apply_boot_source(struct fc_vm *f, const struct fcj *c, json_object *o)
 {
 	static const char *const keys[] = {"kernel_image_path", "boot_args", "initrd_path", NULL};
@@ -70,9 +81,12 @@ int fc_apply_boot_source(struct fc_vm *f, const struct fcj *c, json_object *o)
 	bool oom = false;
 
 	if (fcj_keys(c, o, keys) || fcj_req_str(c, o, "kernel_image_path", PATH_MAX_BYTES, &kernel) < 0 ||
-	    fcj_str(c, o, "boot_args", 0, LAYOUT_CMDLINE_MAX - 1, &args) < 0 ||
+	    fcj_str(c, o, "boot_args", 0, FC_CMDLINE_MAX, &args) < 0 ||
 	    fcj_str(c, o, "initrd_path", 1, PATH_MAX_BYTES, &initrd) < 0)
 		return -EINVAL;
+	if (args && !cmdline_ascii(args))
+		return fcj_fail(c, "boot_args: The kernel command line is invalid: a character that is not printable "
+				   "ASCII");
 	k = dup_opt(kernel, &oom);
 	a = dup_opt(args, &oom);
 	i = dup_opt(initrd, &oom);
@@ -95,7 +109,7 @@ int fc_apply_boot_source(struct fc_vm *f, const struct fcj *c, json_object *o)
 /* machine-config's values before they are committed. */
 struct machine {
 	uint64_t cpus, memory;
-	bool smt;
+	bool smt, dirty; /* track_dirty_pages: kept for GET; brisk's snapshots are Full either way */
 	unsigned huge;
 };
 
@@ -129,14 +143,13 @@ static int machine_read(const struct fcj *c, json_object *o, struct machine *m, 
 					   "cpu_template", "huge_pages",   NULL};
 	int given = 0, r[6];
 	uint64_t mib = m->memory >> 20;
-	bool dirty = false;
 
 	if (fcj_keys(c, o, keys))
 		return -EINVAL;
 	r[0] = fcj_uint(c, o, "vcpu_count", 1, CONFIG_MAX_CPUS, &m->cpus);
 	r[1] = r[0] < 0 ? -EINVAL : fcj_uint(c, o, "mem_size_mib", LAYOUT_MEM_MIN >> 20, MEM_MAX_MIB, &mib);
 	r[2] = r[1] < 0 ? -EINVAL : fcj_bool(c, o, "smt", &m->smt);
-	r[3] = r[2] < 0 ? -EINVAL : fcj_bool(c, o, "track_dirty_pages", &dirty);
+	r[3] = r[2] < 0 ? -EINVAL : fcj_bool(c, o, "track_dirty_pages", &m->dirty);
 	r[4] = r[3] < 0 ? -EINVAL : cpu_template(c, o);
 	r[5] = r[4] < 0 ? -EINVAL : fcj_enum(c, o, "huge_pages", fc_huge_names, false, &m->huge);
 	for (unsigned i = 0; i < 6; i++) {
@@ -144,8 +157,6 @@ static int machine_read(const struct fcj *c, json_object *o, struct machine *m, 
 			return -EINVAL;
 		given += r[i];
 	}
-	if (dirty)
-		return fcj_fail(c, "track_dirty_pages: true is not supported (brisk has no dirty page tracking)");
 	if (!patch && r[0] == 0)
 		return fcj_fail(c, "vcpu_count is required");
 	if (!patch && r[1] == 0)
@@ -174,7 +185,8 @@ static int machine_check(const struct fcj *c, const struct machine *m)
 int fc_apply_machine_config(struct fc_vm *f, const struct fcj *c, json_object *o, bool patch)
 {
 	/* PUT starts from Firecracker's defaults (smt false, huge_pages None); PATCH from what is set. */
-	struct machine m = {f->cfg.cpus, f->cfg.memory, patch && f->smt, patch ? (unsigned)f->huge_pages : 0};
+	struct machine m = {f->cfg.cpus, f->cfg.memory, patch && f->smt, patch && f->track_dirty_pages,
+			    patch ? (unsigned)f->huge_pages : 0};
 	int given = machine_read(c, o, &m, patch);
 
 	if (given < 0)
@@ -186,6 +198,7 @@ int fc_apply_machine_config(struct fc_vm *f, const struct fcj *c, json_object *o
 	f->cfg.cpus = (unsigned)m.cpus;
 	f->cfg.memory = m.memory;
 	f->smt = m.smt;
+	f->track_dirty_pages = m.dirty;
 	f->huge_pages = (enum fc_huge_pages)m.huge;
 	/* brisk backs both "2M" and "Transparent" with transparent huge pages (madvise, mem.c), not hugetlbfs. */
 	f->cfg.hugepages = m.huge != FC_HUGE_NONE;
@@ -195,6 +208,12 @@ int fc_apply_machine_config(struct fc_vm *f, const struct fcj *c, json_object *o
 	return 0;
 }
 
+/*
+ * Firecracker v1.7.0 VsockDeviceConfig: guest_cid a required u32 with no
+ * other check (0..2 are taken too, at PUT and at boot: Vsock::new stores
+ * it), uds_path required, vsock_id deprecated and any string. brisk keeps
+ * vsock_id for GET /vm/config when it fits (FC_ID_MAX printable bytes).
+ */
 int fc_apply_vsock(struct fc_vm *f, const struct fcj *c, json_object *o)
 {
 	static const char *const keys[] = {"guest_cid", "uds_path", "vsock_id", NULL};
@@ -202,19 +221,19 @@ int fc_apply_vsock(struct fc_vm *f, const struct fcj *c, json_object *o)
 	uint64_t cid = 0;
 	int r;
 
-	/* CIDs 0-2 are reserved and 0xffffffff is VMADDR_CID_ANY (virtio 1.2 section 5.10.4). */
-	if (fcj_keys(c, o, keys) || (r = fcj_uint(c, o, "guest_cid", 3, 0xfffffffeu, &cid)) < 0)
+	if (fcj_keys(c, o, keys) || (r = fcj_uint(c, o, "guest_cid", 0, UINT32_MAX, &cid)) < 0)
 		return -EINVAL;
 	if (r == 0)
 		return fcj_fail(c, "guest_cid is required");
-	if (fcj_req_str(c, o, "uds_path", VM_VSOCK_UDS_MAX, &uds) < 0 ||
-	    fcj_str(c, o, "vsock_id", 1, FC_ID_MAX, &id) < 0)
+	if (fcj_req_str(c, o, "uds_path", VM_VSOCK_UDS_MAX, &uds) < 0)
 		return -EINVAL;
-	if (id && !fc_id_valid(id))
-		return fcj_fail(c, "vsock_id: '%s' is not 1..%d characters of [A-Za-z0-9_]", id, FC_ID_MAX);
+	if (json_object_is_type(fcj_get(o, "vsock_id"), json_type_string))
+		id = json_object_get_string(fcj_get(o, "vsock_id"));
+	else if (fcj_get(o, "vsock_id"))
+		return fcj_fail(c, "vsock_id: expected a string");
 	f->cfg.vsock = (struct vm_vsock){.cid = (uint32_t)cid};
 	snprintf(f->cfg.vsock.uds, sizeof(f->cfg.vsock.uds), "%s", uds);
-	snprintf(f->vsock_id, sizeof(f->vsock_id), "%s", id ? id : "");
+	snprintf(f->vsock_id, sizeof(f->vsock_id), "%s", id && strlen(id) <= FC_ID_MAX && fcj_printable(id) ? id : "");
 	return 0;
 }
 

@@ -3,6 +3,7 @@
  * into cfg.disk[] / cfg.net[] and their Firecracker identities (include/brisk/fc_config.h).
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,19 +14,27 @@ const char *const fc_cache_names[] = {"Unsafe", "Writeback", NULL};
 const char *const fc_engine_names[] = {"Sync", "Async", NULL};
 
 /*
- * The id a body names (drive_id, iface_id): required, 1..FC_ID_MAX of
- * [A-Za-z0-9_], and equal to the path's `path_id` when there is one.
+ * The id a body names (drive_id, iface_id): required, and equal to the
+ * path's `path_id` when there is one, which must be 1..FC_ID_MAX of
+ * [A-Za-z0-9_] (Firecracker v1.7.0 parsed_request.rs checked_id, with its
+ * message; Firecracker checks the path's id and compares the body's with
+ * it). Without a path (the config file) the body's id is held to the same
+ * rule.
  */
 static int body_id(const struct fcj *c, json_object *o, const char *key, const char *path_id, const char **out)
 {
 	if (path_id && !fc_id_valid(path_id))
-		return fcj_fail(c, "the id in the path is not 1..%d characters of [A-Za-z0-9_]", FC_ID_MAX);
+		return fcj_fail(c,
+				"API Resource IDs can only contain alphanumeric characters and underscores "
+				"(1..%d of [A-Za-z0-9_])",
+				FC_ID_MAX);
 	if (fcj_req_str(c, o, key, FC_ID_MAX, out) < 0)
 		return -EINVAL;
+	if (path_id && strcmp(path_id, *out) != 0)
+		return fcj_fail(c, "The id from the path [%s] does not match the id from the body [%s]!", path_id,
+				fcj_printable(*out) ? *out : "?");
 	if (!fc_id_valid(*out))
 		return fcj_fail(c, "%s: '%s' is not 1..%d characters of [A-Za-z0-9_]", key, *out, FC_ID_MAX);
-	if (path_id && strcmp(path_id, *out) != 0)
-		return fcj_fail(c, "%s: '%s' does not match the id in the path, '%s'", key, *out, path_id);
 	return 0;
 }
 
@@ -51,6 +60,66 @@ static int partuuid(const struct fcj *c, json_object *o, char *out)
 	return 1;
 }
 
+/*
+ * A token bucket (Firecracker v1.7.0 vmm_config/mod.rs TokenBucketConfig:
+ * size and refill_time required, one_time_burst optional, other keys
+ * ignored: it has no deny_unknown_fields). Returns 1 when it limits
+ * anything, 0 when it does not (size or refill_time 0: TokenBucket::new
+ * makes no bucket), -EINVAL when malformed.
+ */
+static int bucket_limits(const struct fcj *c, json_object *b)
+{
+	uint64_t size = 0, ms = 0, burst = 0;
+	int rs, rt;
+
+	if (!json_object_is_type(b, json_type_object))
+		return fcj_fail(c, "expected an object, got %s", json_type_to_name(json_object_get_type(b)));
+	if ((rs = fcj_uint(c, b, "size", 0, UINT64_MAX, &size)) < 0 ||
+	    (rt = fcj_uint(c, b, "refill_time", 0, UINT64_MAX, &ms)) < 0 ||
+	    fcj_uint(c, b, "one_time_burst", 0, UINT64_MAX, &burst) < 0)
+		return -EINVAL;
+	if (!rs || !rt)
+		return fcj_fail(c, "%s is required", rs ? "refill_time" : "size");
+	return size && ms ? 1 : 0;
+}
+
+/*
+ * A drive's or interface's rate limiter (RateLimiterConfig: bandwidth and
+ * ops, each a bucket or null; unknown keys refused). Accepted when it
+ * limits nothing: absent, null, {} (Kata sends it), or buckets of size or
+ * refill_time 0; brisk has no I/O throttle for these devices, so a real
+ * limit is refused. 0 or -EINVAL.
+ */
+int fc_no_rate_limit(const struct fcj *c, json_object *o, const char *key)
+{
+	static const char *const keys[] = {"bandwidth", "ops", NULL};
+	static const char *const buckets[] = {"bandwidth", "ops"};
+	json_object *rl = fcj_get(o, key);
+	char what[160];
+	struct fcj bc = {what, c->err, c->errlen};
+
+	if (!rl)
+		return 0;
+	if (!json_object_is_type(rl, json_type_object))
+		return fcj_fail(c, "%s: expected an object, got %s", key, json_type_to_name(json_object_get_type(rl)));
+	snprintf(what, sizeof(what), "%s: %s", c->what, key);
+	if (fcj_keys(&bc, rl, keys))
+		return -EINVAL;
+	for (unsigned i = 0; i < 2; i++) {
+		json_object *b = fcj_get(rl, buckets[i]);
+		int r;
+
+		snprintf(what, sizeof(what), "%s: %s.%s", c->what, key, buckets[i]);
+		if (b && (r = bucket_limits(&bc, b)) != 0)
+			return r < 0 ? r
+				     : fcj_fail(c,
+						"%s: a rate limit is not supported: brisk does not throttle this "
+						"device (give {} or leave it out)",
+						key);
+	}
+	return 0;
+}
+
 /* The members of a drive body that say what the disk is; the drive's id is already read. */
 static int drive_read(const struct fcj *c, json_object *o, struct vm_disk *d, struct fc_drive *fd)
 {
@@ -59,7 +128,7 @@ static int drive_read(const struct fcj *c, json_object *o, struct vm_disk *d, st
 	int r;
 
 	if (fcj_absent(c, o, "socket", "vhost-user drives are not supported") ||
-	    fcj_absent(c, o, "rate_limiter", "drives have no rate limiter in brisk") ||
+	    fc_no_rate_limit(c, o, "rate_limiter") ||
 	    fcj_req_str(c, o, "path_on_host", VM_DISK_PATH_MAX - 1, &path) < 0 ||
 	    (r = fcj_bool(c, o, "is_root_device", &fd->is_root_device)) < 0)
 		return -EINVAL;
@@ -132,7 +201,7 @@ static int patch_drive(struct fc_vm *f, const struct fcj *c, const char *id, jso
 	int pos;
 
 	if (fcj_keys(c, o, keys) || body_id(c, o, "drive_id", id, &drive_id) ||
-	    fcj_absent(c, o, "rate_limiter", "drives have no rate limiter in brisk") ||
+	    fc_no_rate_limit(c, o, "rate_limiter") ||
 	    fcj_req_str(c, o, "path_on_host", VM_DISK_PATH_MAX - 1, &path) < 0)
 		return -EINVAL;
 	pos = find_drive(f, drive_id);
@@ -164,21 +233,42 @@ static int tap_name(const struct fcj *c, json_object *o, char *out)
 	return 0;
 }
 
-/* guest_mac: a unicast station address (config_parse_mac, config_net.c), not used by another interface. */
+/* Firecracker's MacAddr::from_str (v1.7.0 src/utils/src/net/mac.rs): six ':'-separated pairs of hex digits. */
+static bool fc_mac(const char *s, uint8_t mac[6])
+{
+	static const char hex[] = "0123456789abcdef";
+
+	if (strlen(s) != 17)
+		return false;
+	for (unsigned i = 0; i < 6; i++) {
+		const char *p = s + 3 * i;
+		const char *hi = p[0] ? strchr(hex, p[0] | 0x20) : NULL, *lo = p[1] ? strchr(hex, p[1] | 0x20) : NULL;
+
+		if (!hi || !lo || (i < 5 && p[2] != ':'))
+			return false;
+		mac[i] = (uint8_t)((hi - hex) << 4 | (lo - hex));
+	}
+	return true;
+}
+
+/*
+ * guest_mac: any six hex bytes, as Firecracker (a multicast or all-zero
+ * address is the guest's business: Linux's virtio_net picks a random one),
+ * not used by another interface (NetBuilder::build's check).
+ */
 static int guest_mac(const struct fc_vm *f, const struct fcj *c, json_object *o, const char *id, struct vm_net *n)
 {
 	const char *s = NULL;
-	char why[160];
-	int r = fcj_str(c, o, "guest_mac", 1, 17, &s);
+	int r = fcj_str(c, o, "guest_mac", 0, 64, &s);
 
 	if (r <= 0)
 		return r;
-	if (config_parse_mac(s, n->mac, why, sizeof(why)))
-		return fcj_fail(c, "guest_mac: %s", why);
+	if (!fc_mac(s, n->mac))
+		return fcj_fail(c, "guest_mac: '%s' is not six hex bytes separated by ':' (06:00:ac:10:00:02)", s);
 	n->has_mac = true;
 	for (unsigned i = 0; i < f->cfg.nr_nets; i++)
 		if (f->cfg.net[i].has_mac && memcmp(f->cfg.net[i].mac, n->mac, 6) == 0 && strcmp(f->net[i].id, id))
-			return fcj_fail(c, "guest_mac: %s is in use by interface '%s'", s, f->net[i].id);
+			return fcj_fail(c, "The MAC address is already in use: %s (interface '%s')", s, f->net[i].id);
 	return 1;
 }
 
@@ -189,17 +279,15 @@ static int guest_mac(const struct fc_vm *f, const struct fcj *c, json_object *o,
  */
 int fc_apply_net(struct fc_vm *f, const struct fcj *c, const char *id, json_object *o)
 {
-	static const char *const keys[] = {"iface_id",	      "host_dev_name",	 "guest_mac", "mtu",
+	static const char *const keys[] = {"iface_id",	      "host_dev_name",	 "guest_mac",
 					   "rx_rate_limiter", "tx_rate_limiter", NULL};
 	struct vm_net n = {.kind = NET_TAP};
 	const char *iface_id;
 	int pos;
 
 	if (fcj_keys(c, o, keys) || body_id(c, o, "iface_id", id, &iface_id) || tap_name(c, o, n.tap) ||
-	    guest_mac(f, c, o, iface_id, &n) < 0 ||
-	    fcj_absent(c, o, "mtu", "brisk's virtio-net does not offer VIRTIO_NET_F_MTU") ||
-	    fcj_absent(c, o, "rx_rate_limiter", "network interfaces have no rate limiter in brisk") ||
-	    fcj_absent(c, o, "tx_rate_limiter", "network interfaces have no rate limiter in brisk"))
+	    guest_mac(f, c, o, iface_id, &n) < 0 || fc_no_rate_limit(c, o, "rx_rate_limiter") ||
+	    fc_no_rate_limit(c, o, "tx_rate_limiter"))
 		return -EINVAL;
 	pos = find_net(f, iface_id);
 	if (pos < 0 && f->cfg.nr_nets == VM_MAX_NETS)

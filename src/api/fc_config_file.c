@@ -316,6 +316,7 @@ static int take_identities(struct fc_vm *f, struct fc_vm *d)
 			f->net[i] = d->net[tap++];
 	memcpy(f->vsock_id, d->vsock_id, sizeof(f->vsock_id));
 	f->smt = d->smt;
+	f->track_dirty_pages = d->track_dirty_pages;
 	f->huge_pages = d->huge_pages;
 	f->rng_size = d->rng_size;
 	f->rng_refill_ms = d->rng_refill_ms;

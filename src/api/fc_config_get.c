@@ -79,7 +79,7 @@ static void machine(const struct fc_vm *f, json_object *o, bool *bad)
 	put_u64(o, "vcpu_count", f->cfg.cpus, bad);
 	put_u64(o, "mem_size_mib", f->cfg.memory >> 20, bad);
 	put_bool(o, "smt", f->smt, bad);
-	put_bool(o, "track_dirty_pages", false, bad);
+	put_bool(o, "track_dirty_pages", f->track_dirty_pages, bad);
 	put_str(o, "huge_pages", fc_huge_names[f->huge_pages], bad);
 }
 
@@ -133,7 +133,6 @@ static void net(const struct fc_vm *f, unsigned i, json_object *a, bool *bad)
 	put_str(o, "iface_id", f->net[i].id, bad);
 	put_str(o, "host_dev_name", n->tap, bad);
 	put_str(o, "guest_mac", n->has_mac ? mac_text(n->mac, mac) : NULL, bad);
-	add_field(o, "mtu", NULL, bad);
 	add_field(o, "rx_rate_limiter", NULL, bad);
 	add_field(o, "tx_rate_limiter", NULL, bad);
 }
@@ -157,7 +156,7 @@ static void vsock(const struct fc_vm *f, json_object *root, bool *bad)
 {
 	json_object *o;
 
-	if (!f->cfg.vsock.cid) {
+	if (!f->cfg.vsock.uds[0]) {
 		add_field(root, "vsock", NULL, bad);
 		return;
 	}

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,20 +259,47 @@ int cli_parse_run_options(int argc, char **argv, struct vm_config *cfg)
 	return 0;
 }
 
+/* How often brisk caught a signal it carries on after (SIGPIPE, SIGXFSZ), by number. */
+static _Atomic unsigned long signal_count[NSIG];
+
+static void count_signal(int sig)
+{
+	if (sig > 0 && sig < NSIG)
+		atomic_fetch_add_explicit(&signal_count[sig], 1, memory_order_relaxed);
+}
+
 /*
- * SIGINT/SIGTERM/SIGHUP are blocked in every thread and read from a
- * signalfd by the main thread, which stops the VM cleanly. SIGPIPE is
- * ignored: a closed stdout is the serial device's business, not fatal.
+ * As Firecracker v1.7.0 (src/vmm/src/signal_handler.rs), SIGPIPE is caught,
+ * counted and survived: the write fails with EPIPE, its caller's business
+ * (a closed stdout is the serial device's). SIGXFSZ (a write past
+ * RLIMIT_FSIZE, e.g. brisk jail --resource-limit fsize=) too: the write fails with
+ * EFBIG, a guest's disk write becomes an I/O error; Firecracker exits 151
+ * there instead (docs/exit-codes.md says why brisk does not).
+ */
+static void catch_survivable(void)
+{
+	struct sigaction sa = {.sa_handler = count_signal, .sa_flags = SA_RESTART};
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGPIPE, &sa, NULL);
+	sigaction(SIGXFSZ, &sa, NULL);
+}
+
+/*
+ * SIGINT/SIGTERM/SIGHUP and SIGXCPU (RLIMIT_CPU's soft limit, sent to the
+ * process) are blocked in every thread and read from a signalfd by the
+ * main thread, which stops the VM cleanly.
  */
 int cli_setup_signals(void)
 {
 	sigset_t set;
 
-	signal(SIGPIPE, SIG_IGN);
+	catch_survivable();
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGXCPU);
 	if (pthread_sigmask(SIG_BLOCK, &set, NULL))
 		return -1;
 	return signalfd(-1, &set, SFD_CLOEXEC);

@@ -54,7 +54,7 @@ int config_parse_vsock(const char *s, struct vm_config *cfg, char *err, size_t e
 {
 	struct vm_vsock vs = {0};
 
-	if (cfg->vsock.cid) {
+	if (cfg->vsock.uds[0]) {
 		snprintf(err, errlen, "only one --vsock device");
 		return -EINVAL;
 	}
@@ -82,7 +82,7 @@ int config_vsock_check(const struct vm_config *cfg, char *err, size_t errlen)
 	const char *slash;
 	struct stat st;
 
-	if (!cfg->vsock.cid)
+	if (!cfg->vsock.uds[0])
 		return 0;
 	slash = strrchr(cfg->vsock.uds, '/');
 	if (!slash)

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <termios.h>
@@ -354,6 +355,7 @@ static void *out_thread(void *arg)
 	ssize_t w;
 	size_t n;
 
+	prctl(PR_SET_NAME, "brisk_con_out", 0, 0, 0);
 	seccomp_enter(SECCOMP_CONSOLE_OUT);
 	pthread_mutex_lock(&io->lock);
 	for (;;) {
@@ -490,6 +492,7 @@ static void *in_thread(void *arg)
 	size_t room, k;
 	ssize_t r;
 
+	prctl(PR_SET_NAME, "brisk_con_in", 0, 0, 0);
 	seccomp_enter(SECCOMP_CONSOLE_IN);
 	while (wait_for_room(io, esc, &room)) {
 		if (room == 0)

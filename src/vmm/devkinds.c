@@ -72,7 +72,7 @@ static enum vm_error_kind net_fault(int err)
 
 static unsigned vsock_count(const struct vm_config *cfg)
 {
-	return cfg->vsock.cid ? 1 : 0;
+	return cfg->vsock.uds[0] ? 1 : 0;
 }
 
 static int vsock_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, char *why,

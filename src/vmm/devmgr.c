@@ -1,5 +1,6 @@
 /* devmgr.c - virtio-mmio windows, interrupt lines and their command-line words (include/brisk/devmgr.h). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -61,22 +62,103 @@ void devmgr_acpi_machine(const struct devmgr *m, const struct vm_config *cfg, co
 	};
 }
 
-int devmgr_cmdline(const struct devmgr *m, const char *base, char *out, size_t outlen)
+/*
+ * One word of a command line as Linux's next_arg (lib/cmdline.c) reads it:
+ * from p, past leading blanks; a double quote starts a stretch where blanks do not end the
+ * word. Returns the word's start (NULL at the end) and its length in *len.
+ */
+static const char *next_word(const char *p, size_t *len)
 {
-	size_t n = 0;
-	int w = snprintf(out, outlen, "%s", base);
+	bool quote = false;
+	size_t i;
 
-	if (w < 0 || (size_t)w >= outlen)
-		return -E2BIG;
-	n = (size_t)w;
+	while (*p == ' ' || (*p >= '\t' && *p <= '\r'))
+		p++;
+	if (!*p)
+		return NULL;
+	for (i = 0; p[i] && (quote || !(p[i] == ' ' || (p[i] >= '\t' && p[i] <= '\r'))); i++)
+		if (p[i] == '"')
+			quote = !quote;
+	*len = i;
+	return p;
+}
+
+/* Word w[0..n) without its quotes equals `want` (Linux strips a quote before the name and the value). */
+static bool word_is(const char *w, size_t n, const char *want)
+{
+	char plain[32];
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (w[i] == '"')
+			continue;
+		if (k + 1 == sizeof(plain))
+			return false;
+		plain[k++] = w[i];
+	}
+	plain[k] = '\0';
+	return strcmp(plain, want) == 0;
+}
+
+/* Offset of the word "--" that ends the kernel's parameters (the rest is init's), or strlen(s). */
+static size_t params_end(const char *s)
+{
+	size_t n;
+
+	for (const char *w = s; (w = next_word(w, &n)) != NULL; w += n)
+		if (word_is(w, n, "--"))
+			return (size_t)(w - s);
+	return strlen(s);
+}
+
+bool devmgr_cmdline_acpi_off(const char *cmdline)
+{
+	size_t end = params_end(cmdline), n;
+	bool off = false;
+
+	/* arch/x86/kernel/acpi/boot.c parse_acpi: "off" disables ACPI, "force" enables it again; in order. */
+	for (const char *w = cmdline; (w = next_word(w, &n)) != NULL && (size_t)(w - cmdline) < end; w += n) {
+		if (word_is(w, n, "acpi=off"))
+			off = true;
+		else if (word_is(w, n, "acpi=force"))
+			off = false;
+	}
+	return off;
+}
+
+/* Appends " virtio_mmio.device=..." for every window at out[*n]; -E2BIG when it does not fit. */
+static int put_words(const struct devmgr *m, char *out, size_t outlen, size_t *n)
+{
 	/* Linux: "virtio_mmio.device=<size>@<baseaddr>:<irq>[:<id>]" (drivers/virtio/virtio_mmio.c). */
 	for (unsigned i = 0; i < m->nr; i++) {
-		w = snprintf(out + n, outlen - n, "%svirtio_mmio.device=%lluK@0x%llx:%u", n ? " " : "",
-			     (unsigned long long)(LAYOUT_VIRTIO_MMIO_SIZE >> 10), (unsigned long long)m->win[i].base,
-			     m->win[i].irq);
-		if (w < 0 || (size_t)w >= outlen - n)
+		int w = snprintf(out + *n, outlen - *n, "%svirtio_mmio.device=%lluK@0x%llx:%u", *n ? " " : "",
+				 (unsigned long long)(LAYOUT_VIRTIO_MMIO_SIZE >> 10),
+				 (unsigned long long)m->win[i].base, m->win[i].irq);
+
+		if (w < 0 || (size_t)w >= outlen - *n)
 			return -E2BIG;
-		n += (size_t)w;
+		*n += (size_t)w;
 	}
-	return (int)n;
+	return 0;
+}
+
+int devmgr_cmdline(const struct devmgr *m, const char *base, char *out, size_t outlen)
+{
+	size_t cut = params_end(base), n = cut;
+	int w;
+
+	/* The kernel's own words before its "--"; init's after (Firecracker: linux_loader's Cmdline keeps them apart).
+	 */
+	while (n && (base[n - 1] == ' ' || base[n - 1] == '\t'))
+		n--;
+	if (n >= outlen)
+		return -E2BIG;
+	memcpy(out, base, n);
+	out[n] = '\0';
+	if (put_words(m, out, outlen, &n))
+		return -E2BIG;
+	w = snprintf(out + n, outlen - n, "%s%s", base[cut] && n ? " " : "", base + cut);
+	if (w < 0 || (size_t)w >= outlen - n)
+		return -E2BIG;
+	return (int)(n + (size_t)w);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "brisk/evloop.h"
@@ -137,6 +138,7 @@ static void *loop_thread(void *arg)
 {
 	struct evloop *l = arg;
 
+	prctl(PR_SET_NAME, "brisk_io", 0, 0, 0);
 	seccomp_enter(SECCOMP_IO);
 	run(l);
 	pthread_mutex_lock(&l->park_lock);

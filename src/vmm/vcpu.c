@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "brisk/cpuid.h"
@@ -276,7 +277,11 @@ void *vcpu_thread(void *arg)
 	struct vcpu *v = arg;
 	struct vm *vm = v->vm;
 	sigset_t kick;
+	char name[16];
 
+	/* Firecracker's name (v1.7.0 src/vmm/src/vstate/vcpu/mod.rs): Kata finds the vCPU threads by it (comm). */
+	snprintf(name, sizeof(name), "fc_vcpu %u", v->index);
+	prctl(PR_SET_NAME, name, 0, 0, 0);
 	sigemptyset(&kick);
 	sigaddset(&kick, VCPU_KICK_SIGNAL);
 	pthread_sigmask(SIG_UNBLOCK, &kick, NULL);

@@ -121,12 +121,14 @@ static int create_vm(struct vm *vm, struct vm_error *e)
 
 /*
  * Whether the guest finds devices through ACPI: a Linux kernel, unless
- * --acpi off. Other kernels (the test guests, unikernels) read the
- * command-line words whether or not the tables are there.
+ * --acpi off or its `cmdline` turns ACPI off (acpi=off: Kata's fc driver
+ * passes it; such a kernel ignores the DSDT). Other kernels (the test
+ * guests, unikernels) read the command-line words whether or not the
+ * tables are there.
  */
-static bool acpi_describes_devices(const struct vm *vm)
+static bool acpi_describes_devices(const struct vm *vm, const char *cmdline)
 {
-	return !vm->cfg.no_acpi && vm->kernel.is_linux;
+	return !vm->cfg.no_acpi && vm->kernel.is_linux && !devmgr_cmdline_acpi_off(cmdline);
 }
 
 /* What follows a Linux kernel's default command line (kernel.h): the words of the ACPI mode; else nothing. */
@@ -181,7 +183,7 @@ static int plan_devices(struct vm *vm, struct vm_error *e)
 		return fail(e, VM_ERR_HOST, -ENOMEM, "out of memory for the command line");
 	}
 	snprintf(base, cap, "%s%s%s%s", user, mode_words(vm), *extra ? " " : "", extra);
-	n = devmgr_cmdline(acpi_describes_devices(vm) ? &none : &vm->devmgr, base, vm->cmdline, cap);
+	n = devmgr_cmdline(acpi_describes_devices(vm, base) ? &none : &vm->devmgr, base, vm->cmdline, cap);
 	free(base);
 	return n < 0 ? fail(e, VM_ERR_HOST, n, "composing the kernel command line failed") : 0;
 }

@@ -43,6 +43,34 @@ def test_linux_user_cmdline_gets_only_device_words():
 
 
 @pytest.mark.usefixtures("kvm")
+@pytest.mark.parametrize(
+    "cmdline, words",
+    [
+        # Kata's fc.go kernel parameters: acpi=off, so the kernel ignores the DSDT and needs the words
+        ("pci=off reboot=k panic=1 iommu=off net.ifnames=0 random.trust_cpu=on acpi=off", True),
+        ("acpi=off acpi=force", False),  # the last of off/force wins (arch/x86/kernel/acpi/boot.c)
+        ("acpi=noirq", False),  # ACPI still enumerates the devices
+        ("x=1 -- acpi=off", False),  # after "--": init's argument, not the kernel's
+    ],
+)
+def test_linux_cmdline_acpi_off_gets_device_words(cmdline, words):
+    """A Linux command line that turns ACPI off gets the virtio_mmio.device= words even with brisk's ACPI."""
+    got = bzimage_cmdline("--cmdline", cmdline, "--rng")
+    if not words:
+        assert got == cmdline
+    elif " -- " in cmdline:
+        assert got == cmdline.replace(" -- ", f" {RNG_WORD} -- ")
+    else:
+        assert got == f"{cmdline} {RNG_WORD}"
+
+
+@pytest.mark.usefixtures("kvm")
+def test_device_words_go_before_init_arguments():
+    """With --acpi off the words go before "--": what follows it is init's (Linux kernel/params.c)."""
+    assert bzimage_cmdline("--cmdline", "x=1 -- init", "--rng", "--acpi", "off") == f"x=1 {RNG_WORD} -- init"
+
+
+@pytest.mark.usefixtures("kvm")
 @pytest.mark.parametrize("mode", [[], ["--acpi", "on"], ["--acpi", "off"]], ids=["default", "on", "off"])
 def test_other_kernels_get_device_words(mode):
     """The virtio-rng guest finds its device through the command-line word in every mode."""

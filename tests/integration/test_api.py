@@ -152,7 +152,7 @@ def test_machine_config_get_put_patch(fresh):
 @pytest.mark.parametrize("method, body, key", [
     ("PUT", {"mem_size_mib": 128}, "vcpu_count is required"),
     ("PUT", {"vcpu_count": 1}, "mem_size_mib is required"),
-    ("PUT", {"vcpu_count": 1, "mem_size_mib": 128, "track_dirty_pages": True}, "track_dirty_pages"),
+    ("PUT", {"vcpu_count": 1, "mem_size_mib": 128, "track_dirty_pages": 1}, "track_dirty_pages"),
     ("PUT", {"vcpu_count": 1, "mem_size_mib": 128, "cpu_template": "T2"}, "cpu_template"),
     ("PUT", {"vcpu_count": 1, "mem_size_mib": 128, "huge_pages": "1G"}, "huge_pages"),
     ("PUT", {"vcpu_count": 255, "mem_size_mib": 128}, "vcpu_count: 255 is out of range"),
@@ -201,7 +201,8 @@ def test_drives_put_and_patch(fresh, sockdir):
     ("PUT", "/drives/a", {"drive_id": "a", "path_on_host": "/d", "is_root_device": False,
                           "rate_limiter": {"bandwidth": {"size": 1, "refill_time": 1}}}, "rate_limiter"),
     ("PUT", "/drives/a", {"drive_id": "a", "is_root_device": False, "socket": "/s"}, "socket"),
-    ("PUT", "/drives/a-b", {"drive_id": "a-b", "path_on_host": "/d", "is_root_device": False}, "id in the path"),
+    ("PUT", "/drives/a-b", {"drive_id": "a-b", "path_on_host": "/d", "is_root_device": False},
+     "API Resource IDs can only contain alphanumeric characters and underscores"),
     ("PATCH", "/drives/nosuch", {"drive_id": "nosuch", "path_on_host": "/d"}, "no drive 'nosuch'"),
     ("PUT", "/drives/", {"drive_id": "a", "path_on_host": "/d", "is_root_device": False}, "Missing id"),
 ])
@@ -230,7 +231,7 @@ def test_network_interface_vsock_entropy(fresh, sockdir):
     ("/network-interfaces/e", {"iface_id": "e", "host_dev_name": "t", "guest_mac": "zz"}, "guest_mac"),
     ("/network-interfaces/e", {"iface_id": "e", "host_dev_name": "t",
                                "rx_rate_limiter": {"bandwidth": {"size": 1, "refill_time": 1}}}, "rx_rate_limiter"),
-    ("/vsock", {"guest_cid": 2, "uds_path": "/v"}, "guest_cid: 2 is out of range"),
+    ("/vsock", {"guest_cid": 4294967296, "uds_path": "/v"}, "guest_cid: 4294967296 is out of range"),
     ("/vsock", {"guest_cid": 3}, "uds_path is required"),
     ("/entropy", {"rate_limiter": {"bandwidth": {"size": 1000, "refill_time": 0}}}, "refill_time"),
     ("/entropy", {"rate": 1}, "unknown key 'rate'"),
@@ -454,15 +455,14 @@ def test_vm_config_round_trip(kvm, procs, sockdir):
 
 def test_largest_configuration_is_described(fresh, sockdir):
     """Any configuration brisk accepts can be read back (it used to exceed the 128 KiB reply limit: GET
-    /vm/config waited 60 s, then 503): a boot-source body near the 51,200-byte limit, 16 drives and logger and
+    /vm/config waited 60 s, then 503): the longest boot_args (2,047 bytes), 16 drives and logger and
     metrics paths of 4,095 bytes (the drives' of quotes, which JSON doubles), 8 network interfaces; GET
     /vm/config answers at once and says it all."""
     def long_path(name):  # 4,095 bytes that name a real place: repeated slashes are one
         return sockdir + "/" * (4095 - len(sockdir) - len(name) - 1) + "/" + name
 
-    boot = {"kernel_image_path": long_path("vmlinux"), "boot_args": ""}
-    boot["boot_args"] = "console=ttyS0 " + "x" * (51100 - len(json.dumps(boot)) - 14)  # a 51,100-byte body
-    boot_args = boot["boot_args"]
+    boot_args = "console=ttyS0 " + "x" * (2047 - 14)  # Firecracker's longest (CMDLINE_MAX_SIZE 2048 with the NUL)
+    boot = {"kernel_image_path": long_path("vmlinux"), "boot_args": boot_args}
     r = fresh.api.put("/boot-source", boot)
     assert r.status == 204, r.status
     def quoted_path(i):  # 4,095 bytes, each '"' two in the reply (drives are not opened before InstanceStart)

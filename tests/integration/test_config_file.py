@@ -116,7 +116,7 @@ BOOT = {"kernel_image_path": "/k"}
                                       {"drive_id": "b", "path_on_host": "/b", "is_root_device": "no"}]},
      ["drives[1]", "is_root_device"]),
     ({"boot-source": BOOT, "drives": {"drive_id": "a"}}, ["drives", "array"]),
-    ({"boot-source": BOOT, "vsock": {"guest_cid": 1, "uds_path": "/v"}}, ["vsock", "guest_cid"]),
+    ({"boot-source": BOOT, "vsock": {"uds_path": "/v"}}, ["vsock", "guest_cid"]),
     ({"boot-source": BOOT, "network-interfaces": [{"iface_id": "e", "host_dev_name": "x" * 16}]},
      ["network-interfaces[0]", "host_dev_name"]),
     ({"boot-source": BOOT, "logger": {"level": "Loud"}}, ["logger", "level"]),

@@ -745,6 +745,50 @@ static void test_devmgr(void **state)
 	assert_string_equal(buf, "virtio_mmio.device=4K@0xd0001000:5 virtio_mmio.device=4K@0xd0002000:6");
 	assert_int_equal(devmgr_cmdline(&m, "console=ttyS0", buf, 40), -E2BIG);
 	assert_int_equal(devmgr_cmdline(&m, "console=ttyS0", buf, 14), -E2BIG);
+	/* the words are the kernel's: before a "--", whose rest is init's */
+	m.nr = 1;
+	n = devmgr_cmdline(&m, "console=ttyS0 -- init -x", buf, sizeof(buf));
+	assert_string_equal(buf, "console=ttyS0 virtio_mmio.device=4K@0xd0001000:5 -- init -x");
+	assert_int_equal(n, (int)strlen(buf));
+	devmgr_cmdline(&m, "-- a", buf, sizeof(buf));
+	assert_string_equal(buf, "virtio_mmio.device=4K@0xd0001000:5 -- a");
+	devmgr_cmdline(&m, "a=\"x -- y\" b", buf, sizeof(buf));
+	assert_string_equal(buf, "a=\"x -- y\" b virtio_mmio.device=4K@0xd0001000:5");
+	assert_int_equal(devmgr_cmdline(&m, "x -- init", buf, 38), -E2BIG);
+}
+
+/* Linux's acpi= parameter (arch/x86/kernel/acpi/boot.c parse_acpi), as the kernel reads its words. */
+static void test_cmdline_acpi_off(void **state)
+{
+	static const struct {
+		const char *cmdline;
+		bool off;
+	} cases[] = {
+	    {"", false},
+	    {"console=ttyS0 reboot=k", false},
+	    {"pci=off reboot=k panic=1 iommu=off net.ifnames=0 random.trust_cpu=on acpi=off", true}, /* Kata's fc.go */
+	    {"acpi=off", true},
+	    {"\tacpi=off\n", true},
+	    {"acpi=off acpi=force", false}, /* in order: force enables it again */
+	    {"acpi=force acpi=off", true},
+	    {"acpi=noirq", false}, /* ACPI still enumerates the devices */
+	    {"acpi=strict acpi=off acpi=rsdt", true},
+	    {"\"acpi=off\"", true}, /* next_arg strips the quotes */
+	    {"acpi=\"off\"", true},
+	    {"xacpi=off", false},
+	    {"acpi=offx", false},
+	    {"acpi=of", false},
+	    {"acpi", false},
+	    {"root=/dev/vda -- acpi=off", false}, /* init's argument, not the kernel's */
+	    {"acpi=off -- acpi=force", true},
+	    {"a=\"b acpi=off\"", false}, /* inside another word's quotes */
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (devmgr_cmdline_acpi_off(cases[i].cmdline) != cases[i].off)
+			fail_msg("'%s': expected %s", cases[i].cmdline, cases[i].off ? "off" : "on");
+	}
 }
 
 int main(void)
@@ -760,6 +804,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_snapshot_round_trip, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_snapshot_hostile, setup, teardown),
 	    cmocka_unit_test(test_devmgr),
+	    cmocka_unit_test(test_cmdline_acpi_off),
 	};
 
 	log_set_level(LOG_ERROR); /* the transport's warnings are expected here */

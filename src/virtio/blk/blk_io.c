@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -175,6 +176,7 @@ static void *worker(void *arg)
 	uint8_t *bounce = NULL;
 	uint64_t one = 1;
 
+	prctl(PR_SET_NAME, "brisk_blk", 0, 0, 0);
 	seccomp_enter(SECCOMP_BLK);
 	pthread_mutex_lock(&p->mu);
 	while (!p->stop) {

@@ -661,8 +661,9 @@ int virtio_vsock_create(const struct devctx *ctx, struct bus *bus, const struct 
 	}
 	*v = (struct vsock_dev){
 	    .cid = cid, .listen_fd = -1, .ep_fd = -1, .timer_fd = -1, .kick_fd = -1, .next_port = 1u << 30};
-	if (cid < VSOCK_CID_MIN || cid > VSOCK_CID_MAX || strlen(uds) + VSOCK_PORT_SUFFIX_MAX >= sizeof(v->path)) {
-		snprintf(err, errlen, "cid %u or path %s out of range", cid, uds);
+	/* Any CID: --vsock holds it to VSOCK_CID_MIN..MAX, the API takes any u32 as Firecracker does. */
+	if (strlen(uds) + VSOCK_PORT_SUFFIX_MAX >= sizeof(v->path)) {
+		snprintf(err, errlen, "path %s out of range", uds);
 		free(vv);
 		return -EINVAL;
 	}
