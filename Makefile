@@ -201,7 +201,8 @@ UNIT_TESTS := \
 	test_kvm_state \
 	test_api_link \
 	test_jail \
-	test_fc_jailer
+	test_fc_jailer \
+	test_init_modparams
 
 # `make` alone builds brisk: guests.mk's first rule must not become the default goal.
 .DEFAULT_GOAL := all

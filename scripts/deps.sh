@@ -3,6 +3,10 @@
 #   scripts/deps.sh            build + test dependencies (what `make demo` and `make check` need)
 #   scripts/deps.sh bench      + what bench/ needs (QEMU for the side-by-side run, strace)
 #   scripts/deps.sh fuzz       + clang's libFuzzer runtime
+#   scripts/deps.sh linux-mmio KVER DEBVER
+#                              only the real-kernel tier's kernel headers and source, of that kernel
+#                              (tests/linux/build-virtio-mmio.sh: KVER e.g. 6.1.0-57-amd64, DEBVER its
+#                              Debian version 6.1.192-3; the tier's kernel is known only once fetched)
 set -euo pipefail
 
 build=(gcc make libc6-dev libjson-c-dev libslirp-dev node-llhttp libseccomp-dev) # libslirp: brisk-slirp, --net user's helper; node-llhttp: llhttp's C sources, compiled into brisk for the API socket's HTTP helper; libseccomp: the per-thread filters
@@ -19,15 +23,21 @@ want=("${build[@]}" "${check[@]}")
 case "${1:-}" in
 bench) want+=("${bench[@]}") ;;
 fuzz) want+=("${fuzz[@]}") ;;
+linux-mmio)
+	[ $# -eq 3 ] || { echo "usage: $0 linux-mmio KVER DEBVER" >&2; exit 2; }
+	# linux-headers-KVER pulls linux-headers-KVER-common and linux-kbuild-M.m; the source is pinned
+	want=("linux-headers-$2=$3" "linux-source-$(echo "$2" | cut -d. -f1,2)=$3") ;;
 "") ;;
-*) echo "usage: $0 [bench|fuzz]" >&2; exit 2 ;;
+*) echo "usage: $0 [bench|fuzz|linux-mmio KVER DEBVER]" >&2; exit 2 ;;
 esac
 
 missing=()
-for p in "${want[@]}"; do
-	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
-		missing+=("$p")
-	fi
+for p in "${want[@]}"; do # NAME or NAME=VERSION (that version installed)
+	got=$(dpkg-query -W -f='${Status} ${Version}' "${p%%=*}" 2>/dev/null) || got=
+	case $p in
+	*=*) [ "$got" = "install ok installed ${p#*=}" ] || missing+=("$p") ;;
+	*) case $got in "install ok installed"*) ;; *) missing+=("$p") ;; esac ;;
+	esac
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 

@@ -43,6 +43,9 @@
  *     1. load the modules listed in /lib/modules/order, in that order, from
  *        /lib/modules/NAME.ko with finit_module (uncompressed: fetch-kernel.sh
  *        decompresses .ko.xz/.zst/.gz at build time); "already loaded" is fine;
+ *        each gets the command line's NAME.PARAM=VALUE words as its parameters,
+ *        as modprobe does ("brisk-init: module NAME: parameters from the command
+ *        line: ..."; init_modparams.c), e.g. virtio_mmio.device= words;
  *        then list the virtio devices the kernel bound ("brisk-init: virtio:
  *        ..."); steps 2 and 4 are skipped, not waited for, when no device of
  *        their type is bound (probing is synchronous in finit_module)
@@ -262,15 +265,16 @@ static long wait_for_node(const char *path, mode_t type)
 	}
 }
 
-/* 1. The modules in /lib/modules/order, in order. Returns how many failed. */
-static int load_modules(void)
+/* 1. The modules in /lib/modules/order, in order, each with its parameters from the command line (as modprobe
+ * passes them: init_modparams.c). Returns how many failed. */
+static int load_modules(const char *cmdline)
 {
 	FILE *f = fopen(MODULE_DIR "/order", "re");
 	if (!f) {
 		say("brisk-init: modules: no " MODULE_DIR "/order: %s\n", strerror(errno));
 		return 1;
 	}
-	char name[128], path[256];
+	char name[128], path[256], params[4096];
 	int loaded = 0, present = 0, failed = 0;
 	long t0 = now_ms();
 	while (fgets(name, sizeof(name), f)) {
@@ -284,7 +288,12 @@ static int load_modules(void)
 			failed++;
 			continue;
 		}
-		if (syscall(SYS_finit_module, fd, "", 0) == 0) {
+		if (module_params(cmdline, name, params, sizeof(params)) < 0)
+			say("brisk-init: module %s: its command-line parameters do not fit in %zu bytes: only '%s'\n",
+			    name, sizeof(params), params);
+		if (params[0])
+			say("brisk-init: module %s: parameters from the command line: %s\n", name, params);
+		if (syscall(SYS_finit_module, fd, params, 0) == 0) {
 			loaded++;
 		} else if (errno == EEXIST) {
 			present++;
@@ -704,7 +713,7 @@ static void virtio_mode(const char *cmdline)
 {
 	char id[128], root[128], fstype[32];
 	arg_value(cmdline, "brisk.id=", id, sizeof(id), "none");
-	load_modules();
+	load_modules(cmdline);
 	/* probing is synchronous in finit_module: a device not bound by now will not appear (no waiting) */
 	unsigned types = list_virtio();
 	if (has_arg(cmdline, "console=hvc0")) {

@@ -17,6 +17,11 @@ const char *arg_value(const char *cmdline, const char *key, char *out, size_t si
 /* CLOCK_MONOTONIC in milliseconds. */
 long now_ms(void);
 
+/* Module `module`'s parameters among the kernel's command-line words (MODULE.PARAM[=VALUE], before "--"; '-' and
+ * '_' the same in the name) as "PARAM=VALUE ..." for finit_module, into out (init_modparams.c). Returns the
+ * length, or -1 when they do not all fit in size (out holds those that did). */
+int module_params(const char *cmdline, const char *module, char *out, size_t size);
+
 /* Network and vsock mode (init_net.c): the brisk.ip/tcp/vsock words. */
 void net_mode(const char *cmdline);
 /* Snapshot mode (init_net.c): brisk.snapshot=1 and its brisk.snapshot.* words; returns on the host's "stop". */

@@ -4,10 +4,13 @@
 # 1. tests/linux/fetch-kernel.sh   Debian's stock kernel -> build/linux/vmlinuz (+ vmlinux with PVH)
 #    and the virtio tests' modules -> build/linux/modules/
 # 2. tests/linux/mkinitramfs.sh    static init (tests/linux/init.c) -> build/linux/initramfs.cpio.gz,
-#                                  and with the modules -> build/linux/initramfs-virtio.cpio.gz
+#                                  and with the modules -> build/linux/initramfs-virtio.cpio.gz;
+#    tests/linux/build-virtio-mmio.sh  virtio_mmio.ko with CONFIG_VIRTIO_MMIO_CMDLINE_DEVICES (Debian's
+#                                  lacks it) -> build/linux/initramfs-kata.cpio.gz, the modules with that
+#                                  one replaced (test_kata_linux.py: an acpi=off boot as Kata's)
 # 3. pytest tests/linux            boots it with brisk (bzImage, PVH, SMP; test_linux.py), and on
 #                                  virtio-blk/rng/console (test_virtio_linux.py: makes its root disk
-#                                  with tests/linux/mkrootfs.sh)
+#                                  with tests/linux/mkrootfs.sh), net/vsock (test_net_linux.py), ...
 #
 # Where this host's KVM cannot run Linux (no /dev/kvm, or one whose KVM
 # cannot emulate what Linux executes: scripts/linux-probe.sh finds out by
@@ -22,7 +25,8 @@
 # (seconds per boot, default 300), NESTED_KVM_TIMEOUT (default here 900),
 # BRISK_LINUX_NESTED=0 (never use the nested VM), PYTHON (default /usr/bin/python3); in the nested VM,
 # BRISK_LINUX_ATTEMPTS (attempts per test file, default 5) and BRISK_LINUX_BUDGET (seconds of tier time after
-# which no fourth or later attempt starts, default 2700).
+# which no fourth or later attempt starts, default 2700); BRISK_LINUX_FILES (the test files, default
+# tests/linux/test_*.py; e.g. BRISK_LINUX_FILES=tests/linux/test_kata_linux.py for one).
 set -uo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -39,6 +43,16 @@ elif ! tests/linux/mkinitramfs.sh "$OUT/initramfs.cpio.gz"; then
 	skip="the initramfs could not be built (tests/linux/mkinitramfs.sh failed)"
 elif ! tests/linux/mkinitramfs.sh --modules "$OUT/modules" "$OUT/initramfs-virtio.cpio.gz"; then
 	rm -f "$OUT/initramfs-virtio.cpio.gz" # test_virtio_linux.py skips, naming it
+fi
+if [ -z "$skip" ]; then
+	# test_kata_linux.py skips with the one-line reason when this cannot be had
+	if ! why=$(tests/linux/build-virtio-mmio.sh 2>&1 >/dev/null); then
+		export BRISK_LINUX_KATA_SKIP="${why##*$'\n'}"
+	elif ! tests/linux/mkinitramfs.sh --modules "$OUT/modules" --override "$OUT/modules-cmdline/virtio_mmio.ko" \
+		"$OUT/initramfs-kata.cpio.gz"; then
+		export BRISK_LINUX_KATA_SKIP="the initramfs with the rebuilt virtio_mmio.ko could not be built (mkinitramfs.sh)"
+	fi
+	[ -z "${BRISK_LINUX_KATA_SKIP:-}" ] || echo "check-linux: test_kata_linux.py will skip: $BRISK_LINUX_KATA_SKIP"
 fi
 [ -z "$skip" ] || export BRISK_LINUX_SKIP="$skip"
 
@@ -79,7 +93,7 @@ if [ -z "$skip" ] && [ -n "$host_why" ] && [ -x scripts/nested-kvm.sh ] &&
 	attempts=${BRISK_LINUX_ATTEMPTS:-5} budget=${BRISK_LINUX_BUDGET:-2700}
 	vm_died() { [ $rc -eq 125 ] && grep -qE '^nested-kvm: (timed out|VM died while running)' "$errf"; }
 	tier_rc=0 tot_p=0 tot_f=0 tot_s=0 t0=$(date +%s)
-	for file in tests/linux/test_*.py; do
+	for file in ${BRISK_LINUX_FILES:-tests/linux/test_*.py}; do
 		rm -rf "$BUILD/linux/.pytest_cache" # no failures recorded by an earlier run
 		echo "== real-kernel tier: $file"
 		nested_pytest "$file"
@@ -126,4 +140,5 @@ if [ -z "$skip" ] && [ -n "$host_why" ] && [ -x scripts/nested-kvm.sh ] &&
 	# 125 before pytest ran: the nested VM cannot run here; run pytest on this host, where it skips with the reason
 	export BRISK_LINUX_SKIP="$host_why (and the nested KVM could not run: ${why:-no reason given})"
 fi
-"$PYTHON" -m pytest -rs -p no:cacheprovider tests/linux
+# shellcheck disable=SC2086 # one word per file
+"$PYTHON" -m pytest -rs -p no:cacheprovider ${BRISK_LINUX_FILES:-tests/linux}
