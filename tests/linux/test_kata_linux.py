@@ -10,9 +10,12 @@ virtio_mmio.ko replaced by Debian's own source rebuilt with that option (tests/l
 mkinitramfs.sh --override). The init passes each module the command line's MODNAME.PARAM= words, as
 modprobe does (tests/linux/init_modparams.c), so the rebuilt module registers the devices.
 
-One boot (start_vm: the one place that starts brisk, to be replaced by Kata's exact start, brisk-jailer
-... --daemonize -- --config-file): vmlinuz, that initramfs, brisk's default ACPI (on), an ext4 root disk
-from tests/linux/mkrootfs.sh, a vsock, and --cmdline = Kata's words + console=ttyS0 + the init's words
+One boot, started as Kata starts Firecracker with its jailer (fc.go fcInit; start_vm): build/brisk-jailer
+--id --exec-file .../firecracker --uid 0 --gid 0 --chroot-base-dir --daemonize -- --config-file
+/fcConfig.json, into a chroot made first with the kernel, the initramfs, an ext4 rootfs from
+tests/linux/mkrootfs.sh, Kata's 8 empty placeholder drives, its log and metrics FIFOs (opened for reading
+first) and /run; the configuration file as Kata writes it (kata_config: its drives, vsock /kata.hvsock CID 3,
+logger, metrics), brisk's default ACPI (on), and boot_args = Kata's words + console=ttyS0 + the init's words
   brisk.virtio=1 brisk.root=/dev/vda brisk.id=<random> brisk.poweroff=auto
   brisk.vsock=PORT_OUT:BYTES (guest -> a host listener at UDS_PORT_OUT)
   brisk.vsocklisten=PORT_IN:1 (host CONNECT PORT_IN -> the guest, as Kata's agent is reached)
@@ -21,34 +24,123 @@ line and bound, both vsock exchanges passed, the root disk was mounted and its i
 Skips with the one-line reason when the module or the initramfs could not be built (BRISK_LINUX_KATA_SKIP,
 set by tests/linux/run.sh) or is missing.
 """
+import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
 
 from . import netpeer
-from .conftest import LINUX, ROOT, boot_linux, kernel
+from .conftest import BRISK, LINUX, MEMORY, ROOT, TIMEOUT, kernel
 
 pytestmark = pytest.mark.usefixtures("linux_kvm")
 
 INITRD = LINUX / "initramfs-kata.cpio.gz"
+JAILER = BRISK.parent / "brisk-jailer"
 MKROOTFS = ROOT / "tests" / "linux" / "mkrootfs.sh"
 # Kata Containers' fcKernelParams (src/runtime/virtcontainers/fc.go), in its order, and its debug console
 KATA_WORDS = ["pci=off", "reboot=k", "panic=1", "iommu=off", "net.ifnames=0", "random.trust_cpu=on", "acpi=off",
               "console=ttyS0"]
 CID, PORT_OUT, PORT_IN, BYTES = 3, 5002, 1024, 1 << 20
 VIRTIO_BLK, VIRTIO_VSOCK = 2, 19  # virtio 1.2 section 5
+DEVICES = 10  # the rootfs drive, Kata's 8 placeholders, the vsock
 
 
-def start_vm(kernel_path, initrd, image, uds, words):
-    """Starts brisk on the guest and waits for it to end; returns a conftest.Boot. The one function that knows
-    how brisk is started (today `brisk run`; Kata's start goes through brisk-jailer and --config-file)."""
-    args = ["--disk", str(image), "--vsock", f"cid={CID},uds={uds}", "--cmdline", " ".join(words)]
-    return boot_linux(kernel_path, initrd, *args, label="kata: vmlinuz acpi=off --disk --vsock")
+class JailedBoot:
+    """What conftest.Boot holds, for a VMM the jailer daemonized: the console from --serial file:, no exit
+    status (the VMM is not this process's child: its end is seen by its pid going away)."""
+
+    def __init__(self, console, wall, jailer):
+        self.status, self.stdout, self.stderr, self.wall = None, console, jailer.stderr, wall
+        self.markers, self.uptime = [], None
+
+    def describe(self):
+        tail = "\n".join(self.stdout.splitlines()[-60:])
+        return f"--- console (tail) ---\n{tail}\n--- jailer stderr ---\n{self.stderr[-3000:]}"
+
+
+def place(src, dst):
+    """Into the jail as Kata does (it bind-mounts; a hard link, or a copy across file systems, here)."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def kata_config(words, initrd):
+    """fc.go fcInitConfiguration's file (types/fcConfig.go), with the jail's paths: the kernel at /vmlinux, the
+    rootfs drive and Kata's 8 empty placeholder drives drive_0..drive_7 (createDiskPool), the log and metrics
+    FIFOs, the hybrid vsock /kata.hvsock with CID 3 and vsock_id "root". Two differences: an initrd (Kata's
+    initrd mode) and a read-write rootfs (Kata's is read-only; this init writes to it)."""
+    drives = [{"drive_id": "rootfs", "is_read_only": False, "is_root_device": False, "path_on_host": "/rootfs"}]
+    drives += [{"drive_id": f"drive_{i}", "is_read_only": False, "is_root_device": False,
+                "path_on_host": f"/drive_{i}"} for i in range(8)]
+    return {"boot-source": {"boot_args": " ".join(words), "initrd_path": f"/{initrd}",
+                            "kernel_image_path": "/vmlinux"},
+            "machine-config": {"mem_size_mib": int(MEMORY.rstrip("M")), "smt": False, "vcpu_count": 1},
+            "vsock": {"guest_cid": CID, "uds_path": "/kata.hvsock", "vsock_id": "root"},
+            "logger": {"level": "Debug", "log_path": "/logs.fifo"},
+            "metrics": {"metrics_path": "/metrics.fifo"},
+            "drives": drives}
+
+
+def start_vm(kernel_path, initrd, image, root, vid, words, base):
+    """Kata's start with a jailer (fc.go fcInit): `jailer --id ID --exec-file .../firecracker --uid 0 --gid 0
+    --chroot-base-dir BASE --daemonize -- --config-file /fcConfig.json` into a chroot Kata made first, with
+    the files placed in it; plus brisk's `--serial file:/console.log`, so that the test reads the console
+    (--daemonize sends the VMM's stdout to /dev/null; Kata reads its guest through the agent's vsock).
+    Waits for the VMM (the pid file's) to end; returns a JailedBoot."""
+    exe = base.parent / "firecracker"  # Firecracker's jailer requires the name (env.rs)
+    shutil.copyfile(BRISK, exe)
+    os.chmod(exe, 0o755)
+    place(kernel_path, root / "vmlinux")
+    place(initrd, root / initrd.name)
+    place(image, root / "rootfs")
+    for i in range(8):
+        (root / f"drive_{i}").write_bytes(b"")
+    (root / "fcConfig.json").write_text(json.dumps(kata_config(words, initrd.name), indent="\t"))
+    readers = [FifoDrain(root / name) for name in ("logs.fifo", "metrics.fifo")]
+    t0 = time.monotonic()
+    argv = [str(JAILER), "--id", vid, "--exec-file", str(exe), "--uid", "0", "--gid", "0", "--chroot-base-dir",
+            str(base), "--daemonize", "--", "--config-file", "/fcConfig.json", "--serial", "file:/console.log"]
+    jailer = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert jailer.returncode == 0, f"brisk-jailer: {jailer.returncode}\n{jailer.stderr}"
+    pid = int((root / "firecracker.pid").read_text())
+    deadline = time.monotonic() + TIMEOUT
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    alive = os.path.exists(f"/proc/{pid}")
+    if alive:
+        os.kill(pid, 9)
+    for r in readers:
+        r.join(10)
+    console = (root / "console.log").read_text(errors="replace") if (root / "console.log").exists() else ""
+    b = JailedBoot(console, time.monotonic() - t0, jailer)
+    b.log, b.metrics = readers[0].lines, readers[1].lines
+    assert not alive, f"the VMM (pid {pid}) did not end within {TIMEOUT:.0f} s\n{b.describe()}"
+    return b
+
+
+class FifoDrain(threading.Thread):
+    """A FIFO made and opened O_RDONLY|O_NONBLOCK before the VMM starts, as Kata's fcListenToFifo; its lines."""
+
+    def __init__(self, path):
+        super().__init__(daemon=True)
+        os.mkfifo(path)
+        self.fd, self.lines = os.open(path, os.O_RDONLY | os.O_NONBLOCK), []
+        self.start()
+
+    def run(self):
+        os.set_blocking(self.fd, True)
+        with os.fdopen(self.fd, "r", errors="replace") as f:
+            for line in f:
+                self.lines.append(line.rstrip("\n"))
 
 
 class KataBoot:
@@ -73,7 +165,11 @@ def kata_boot(tmp_path_factory):
     p = subprocess.run([str(MKROOTFS), "--init", str(LINUX / "init"), str(image)], capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0, f"tests/linux/mkrootfs.sh failed:\n{p.stderr}"
-    uds = tmp / "v.sock"
+    base = tmp / "jailer"
+    vid = "kata-" + secrets.token_hex(4)
+    root = base / "firecracker" / vid / "root"
+    (root / "run").mkdir(parents=True)  # fc.go fcInitConfiguration: the API socket's /run
+    uds = root / "kata.hvsock"
     peers = {"vsock out": netpeer.Result(), "vsock in": netpeer.Result()}
     deadline_s = 600
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -85,16 +181,17 @@ def kata_boot(tmp_path_factory):
     token = secrets.token_hex(8)
     words = KATA_WORDS + ["brisk.virtio=1", "brisk.root=/dev/vda", f"brisk.id={token}", "brisk.poweroff=auto",
                           f"brisk.vsock={PORT_OUT}:{BYTES}", f"brisk.vsocklisten={PORT_IN}:1"]
-    b = start_vm(kernel("vmlinuz"), INITRD, image, uds, words)
+    b = start_vm(kernel("vmlinuz"), INITRD, image, root, vid, words, base)
     for t in threads:
         t.join(timeout=30)
     return KataBoot(b, peers, token, image)
 
 
 def test_boot_ends_cleanly(kata_boot):
-    """Exit status 0 through reboot=k (no ACPI, so no S5: the init reboots); every module loaded."""
+    """The VMM ended through reboot=k (no ACPI, so no S5: the init reboots); every module loaded; the logger
+    wrote to Kata's FIFO."""
     kb = kata_boot
-    assert kb.boot.status == 0, kb.describe()
+    assert kb.boot.log, f"nothing on the log FIFO\n{kb.describe()}"
     assert re.search(r"^brisk-init: modules: \d+ loaded, \d+ already present, 0 failed", kb.out, re.M), \
         kb.describe()
     assert "brisk-init: power-off through ACPI S5 not supported: rebooting" in kb.out, kb.describe()
@@ -117,7 +214,7 @@ def test_devices_from_the_command_line(kata_boot):
     kb = kata_boot
     cmdline = re.search(r"^brisk-init: cmdline (.*)$", kb.out, re.M).group(1).split()
     dev_words = [w for w in cmdline if w.startswith("virtio_mmio.device=")]
-    assert len(dev_words) == 2, f"brisk's device words for acpi=off: {dev_words}\n{kb.describe()}"
+    assert len(dev_words) == DEVICES, f"brisk's device words for acpi=off: {dev_words}\n{kb.describe()}"
     for w in dev_words:
         assert re.fullmatch(r"virtio_mmio\.device=4K@0x[0-9a-f]+:\d+", w), w
     params = " ".join(w.split(".", 1)[1] for w in dev_words)
@@ -127,10 +224,10 @@ def test_devices_from_the_command_line(kata_boot):
     assert [(int(a, 16), int(i)) for _, a, i in regs] == \
         [(int(w.split("@")[1].split(":")[0], 16), int(w.split(":")[1])) for w in dev_words], kb.describe()
     m = re.search(r"^brisk-init: virtio: (\d+) devices? bound(?:: (.*))?$", kb.out, re.M)
-    assert m and int(m.group(1)) == 2, kb.describe()
-    bound = {int(t): at for _, t, at in re.findall(r"(virtio\d+) type (\d+) at (\S+?)(?:,|$)", m.group(2))}
-    assert set(bound) == {VIRTIO_BLK, VIRTIO_VSOCK}, m.group(0)
-    assert all(at.startswith("virtio-mmio.") for at in bound.values()), m.group(0)
+    assert m and int(m.group(1)) == DEVICES, kb.describe()
+    bound = [(int(t), at) for _, t, at in re.findall(r"(virtio\d+) type (\d+) at (\S+?)(?:,|$)", m.group(2))]
+    assert sorted(t for t, _ in bound) == [VIRTIO_BLK] * 9 + [VIRTIO_VSOCK], m.group(0)  # rootfs, drive_0..7
+    assert all(at.startswith("virtio-mmio.") for _, at in bound), m.group(0)
 
 
 def test_vsock_both_directions(kata_boot):
