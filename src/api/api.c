@@ -209,6 +209,7 @@ void api_handle(struct api *a, enum api_method method, const char *path, const c
 		else
 			api_fault(r, 400, "Invalid request method and/or path: %s %s.", api_method_name(method), path);
 	}
+	api_metrics_count(method, path, r->status);
 	if (r->status >= 400) {
 		a->errors++;
 		log_debug("API %s %s -> %u %s", api_method_name(method), path, r->status, r->body ? r->body : "");

@@ -104,6 +104,9 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 	case OPT_TIMELINE:
 		cfg->timeline = true;
 		return 0;
+	case OPT_BOOT_TIMER:
+		cfg->boot_timer = true;
+		return 0;
 	case OPT_REPORT_JSON:
 		report_json = arg;
 		return 0;
@@ -320,6 +323,7 @@ static int load_config_file(struct fc_vm *fc, const struct vm_config *opts)
 	fc->cfg.timeline = opts->timeline;
 	fc->cfg.no_acpi = opts->no_acpi;
 	fc->cfg.prefault = opts->prefault;
+	fc->cfg.boot_timer = opts->boot_timer;
 	fc->cfg.hooks = opts->hooks;
 	if (fc_vm_finalize(fc, err, sizeof(err))) {
 		fprintf(stderr, "brisk run: --config-file %s: %s\n", config_file, err);

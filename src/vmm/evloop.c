@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "brisk/evloop.h"
+#include "brisk/fc_metrics.h"
 #include "brisk/log.h"
 #include "brisk/seccomp.h"
 
@@ -128,6 +129,7 @@ static void run(struct evloop *l)
 					return;
 				break;
 			}
+			fcm_inc(fcm_vmm, FCM_VMM_device_events); /* Firecracker's vmm.device_events: one per event */
 			w->fn(w->arg, ev[i].events);
 		}
 	}
@@ -137,6 +139,7 @@ static void *loop_thread(void *arg)
 {
 	struct evloop *l = arg;
 
+	log_set_thread_name("brisk_io"); /* Firecracker handles device events on its VMM thread; brisk here */
 	seccomp_enter(SECCOMP_IO);
 	run(l);
 	pthread_mutex_lock(&l->park_lock);
