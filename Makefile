@@ -157,6 +157,7 @@ UNIT_TESTS := \
 	test_virtio_mmio \
 	test_virtio_blk \
 	test_log \
+	test_fc_metrics \
 	test_mem \
 	test_file \
 	test_size \

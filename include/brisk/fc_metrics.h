@@ -343,11 +343,21 @@ bool fc_metrics_enabled(void);
 char *fc_metrics_render(const uint64_t *vcpu, struct json_object *brisk);
 
 /*
- * Renders and writes one line to the sink with one write(). A line the sink cannot take whole now (a FIFO
- * whose reader lags) is dropped and counted in logger.missed_metrics_count (-EAGAIN); a failed write counts
- * logger.metrics_fails. Returns 0, -ENODEV (no sink), or -errno.
+ * Renders and writes one line to the sink with one write(), never waiting. A FIFO whose reader lags: a line
+ * it cannot take at all is dropped and counted in logger.missed_metrics_count (-EAGAIN); one it takes in part
+ * (its room is in pages) is finished by the next flush before anything new, and until then new lines are
+ * dropped and counted, so a reader only ever sees whole lines. A failed write counts logger.metrics_fails.
+ * A line not written gives its INC counts back: the next line written reports them (Firecracker's loses them).
+ * Returns 0, -ENODEV (no sink), or -errno.
  */
 int fc_metrics_flush(const uint64_t *vcpu, struct json_object *brisk);
+
+/*
+ * The sink's fd while a FIFO holds part of a line (-1: nothing pending): poll it for POLLOUT and call
+ * fc_metrics_write_rest, which writes what it can of the rest without waiting.
+ */
+int fc_metrics_rest_fd(void);
+void fc_metrics_write_rest(void);
 
 /*
  * The periodic flush (Firecracker's 60 s timer), started once the VM is built (InstanceStart, a snapshot

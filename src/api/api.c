@@ -202,6 +202,7 @@ void api_handle(struct api *a, enum api_method method, const char *path, const c
 {
 	*r = (struct api_reply){0};
 	a->requests++;
+	api_metrics_count(method, path, 0);
 	if (!route(a, method, path, body, body_len, r)) {
 		if (is_unsupported(path))
 			api_fault(r, 400, "%s %s: brisk does not implement this Firecracker endpoint (docs/api.md)",

@@ -26,7 +26,10 @@ void api_put_metrics(struct api *a, const char *body, size_t len, struct api_rep
 
 /* api_metrics.c: the periodic line when it is due (fc_metrics_timeout_ms), else nothing. */
 void api_metrics_tick(struct api *a);
-/* Counts one answered request in Firecracker's get/put/patch_api_requests groups (status: its reply's). */
+/*
+ * Firecracker's get/put/patch_api_requests: status 0 counts a request as it arrives (before it is handled, as
+ * Firecracker's parser: a FlushMetrics line counts its own request), a status >= 400 its refusal.
+ */
 void api_metrics_count(enum api_method m, const char *path, unsigned status);
 
 #endif

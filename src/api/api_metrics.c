@@ -154,18 +154,24 @@ static bool req_matches(const struct req_counter *c, enum api_method m, const ch
 	return n > 1 && c->path[n - 1] == '/' ? strncmp(path, c->path, n) == 0 && path[n] : strcmp(path, c->path) == 0;
 }
 
+static const struct req_counter *req_counter(enum api_method m, const char *path)
+{
+	for (unsigned i = 0; i < sizeof(req_counters) / sizeof(req_counters[0]); i++)
+		if (req_matches(&req_counters[i], m, path))
+			return &req_counters[i];
+	return NULL;
+}
+
 void api_metrics_count(enum api_method m, const char *path, unsigned status)
 {
-	for (unsigned i = 0; i < sizeof(req_counters) / sizeof(req_counters[0]); i++) {
-		const struct req_counter *c = &req_counters[i];
+	const struct req_counter *c = req_counter(m, path);
 
-		if (!req_matches(c, m, path))
-			continue;
-		fcm_inc(c->group, (unsigned)c->count);
-		if (status >= 400 && c->fails >= 0)
-			fcm_inc(c->group, (unsigned)c->fails);
+	if (!c)
 		return;
-	}
+	if (status == 0)
+		fcm_inc(c->group, (unsigned)c->count);
+	else if (status >= 400 && c->fails >= 0)
+		fcm_inc(c->group, (unsigned)c->fails);
 }
 
 int api_metrics_flush(struct api *a)

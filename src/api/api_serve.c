@@ -118,7 +118,7 @@ static int finish(struct api *a)
 
 int api_serve(struct api *a, struct api_link *link, int sig_fd)
 {
-	struct pollfd p[3];
+	struct pollfd p[4];
 	char why[96];
 
 	fc_metrics_report_process_times(); /* Firecracker's ApiServer::run, as its API starts serving */
@@ -128,9 +128,10 @@ int api_serve(struct api *a, struct api_link *link, int sig_fd)
 		p[0] = (struct pollfd){.fd = link ? api_link_fd(link) : -1, .events = POLLIN};
 		p[1] = (struct pollfd){.fd = sig_fd, .events = POLLIN};
 		p[2] = (struct pollfd){.fd = a->vm ? vm_wake_fd(a->vm) : -1, .events = POLLIN};
+		p[3] = (struct pollfd){.fd = fc_metrics_rest_fd(), .events = POLLOUT}; /* a line's rest, FIFO */
 		if (a->vm && vm_exit_requested(a->vm))
 			return finish(a);
-		if (poll(p, 3, fc_metrics_timeout_ms()) < 0) {
+		if (poll(p, 4, fc_metrics_timeout_ms()) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_error("API: poll: %s", strerror(errno));
@@ -138,6 +139,8 @@ int api_serve(struct api *a, struct api_link *link, int sig_fd)
 		}
 		if ((p[1].revents & POLLIN) && on_signal(a, sig_fd))
 			return EXIT_STOPPED;
+		if (p[3].revents & POLLOUT)
+			fc_metrics_write_rest();
 		api_metrics_tick(a);
 		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)) || serve_requests(a, link) == 0)
 			continue;

@@ -36,8 +36,9 @@ int boot_timer_line(const struct boot_timer *t, uint64_t now_us, uint64_t now_cp
 {
 	uint64_t us = now_us - t->start_us, cpu = now_cpu_us - t->start_cpu_us;
 
-	return snprintf(buf, cap, "Guest-boot-time = %6llu us %llu ms, %6llu CPU us %llu CPU ms", (unsigned long long)us,
-			(unsigned long long)(us / 1000), (unsigned long long)cpu, (unsigned long long)(cpu / 1000));
+	return snprintf(buf, cap, "Guest-boot-time = %6llu us %llu ms, %6llu CPU us %llu CPU ms",
+			(unsigned long long)us, (unsigned long long)(us / 1000), (unsigned long long)cpu,
+			(unsigned long long)(cpu / 1000));
 }
 
 bool boot_timer_write(const struct boot_timer *t, uint64_t offset, const void *data, unsigned len)

@@ -12,7 +12,7 @@ static int log_file = -1;
 static void set_level(enum fc_log_level level)
 {
 	static const enum log_level map[] = {
-	    [FC_LOG_ERROR] = LOG_ERROR, [FC_LOG_WARNING] = LOG_WARN,  [FC_LOG_INFO] = LOG_INFO,
+	    [FC_LOG_ERROR] = LOG_ERROR, [FC_LOG_WARNING] = LOG_WARN, [FC_LOG_INFO] = LOG_INFO,
 	    [FC_LOG_DEBUG] = LOG_DEBUG, [FC_LOG_TRACE] = LOG_DEBUG,
 	};
 

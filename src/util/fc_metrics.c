@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -96,6 +95,8 @@ static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER; /* naming vs the fl
 static struct {
 	int fd; /* -1: none */
 	bool fifo;
+	char *rest; /* a FIFO took part of the last line: the rest, written before any new line */
+	size_t rest_len, rest_off;
 	bool periodic;
 	uint64_t next_ns;
 	bool times_set;
@@ -335,6 +336,31 @@ char *fc_metrics_render(const uint64_t *vcpu, json_object *brisk)
 
 /* ---- the sink ------------------------------------------------------------------------------------------- */
 
+/* What the previous line reported, kept across a line that is then dropped: its counts go into the next. */
+static struct {
+	typeof(last) last;
+	uint64_t block[VM_MAX_DISKS][FCM_DEV_SLOTS], net[VM_MAX_NETS][FCM_DEV_SLOTS];
+} saved;
+
+static void save_prev(void)
+{
+	saved.last = last;
+	for (unsigned i = 0; i < VM_MAX_DISKS; i++)
+		memcpy(saved.block[i], block_dev[i].prev, sizeof(saved.block[i]));
+	for (unsigned i = 0; i < VM_MAX_NETS; i++)
+		memcpy(saved.net[i], net_dev[i].prev, sizeof(saved.net[i]));
+}
+
+/* The line was not written: what it counted is counted again in the next (Firecracker's would be lost). */
+static void restore_prev(void)
+{
+	last = saved.last;
+	for (unsigned i = 0; i < VM_MAX_DISKS; i++)
+		memcpy(block_dev[i].prev, saved.block[i], sizeof(saved.block[i]));
+	for (unsigned i = 0; i < VM_MAX_NETS; i++)
+		memcpy(net_dev[i].prev, saved.net[i], sizeof(saved.net[i]));
+}
+
 int fc_metrics_configure(const char *path, char *err, size_t errlen)
 {
 	struct stat st;
@@ -355,14 +381,24 @@ bool fc_metrics_enabled(void)
 	return sink.fd >= 0;
 }
 
-/* Whether a FIFO sink has room for `len` bytes now: a line that would not fit whole is dropped, never split. */
-static bool fifo_room(int fd, size_t len)
+/*
+ * A FIFO takes a write larger than PIPE_BUF in part when it is nearly full (its room is counted in pages, not
+ * bytes), so a line it took in part is finished first, before any new line: a reader sees whole lines only.
+ * Returns true when nothing of an earlier line is left to write.
+ */
+static bool finish_rest(void)
 {
-	int size = fcntl(fd, F_GETPIPE_SZ), queued = 0;
+	ssize_t n;
 
-	if (size < 0 || ioctl(fd, FIONREAD, &queued) != 0)
-		return true; /* cannot tell: the write says */
-	return (size_t)size >= (size_t)queued + len;
+	while (sink.rest && sink.rest_off < sink.rest_len) {
+		n = write(sink.fd, sink.rest + sink.rest_off, sink.rest_len - sink.rest_off);
+		if (n <= 0)
+			return false;
+		sink.rest_off += (size_t)n;
+	}
+	free(sink.rest);
+	sink.rest = NULL;
+	return true;
 }
 
 int fc_metrics_flush(const uint64_t *vcpu, json_object *brisk)
@@ -375,28 +411,49 @@ int fc_metrics_flush(const uint64_t *vcpu, json_object *brisk)
 		json_object_put(brisk);
 		return -ENODEV;
 	}
+	pthread_mutex_lock(&dev_lock);
+	save_prev();
+	pthread_mutex_unlock(&dev_lock);
 	line = fc_metrics_render(vcpu, brisk);
 	if (!line) {
 		fcm_inc(fcm_logger, FCM_LOGGER_metrics_fails);
 		return -ENOMEM;
 	}
-	len = strlen(line);
-	line[len] = '\n'; /* strdup's NUL becomes the newline: one write, whole lines for a FIFO's reader */
-	if (sink.fifo && !fifo_room(sink.fd, len + 1)) {
-		free(line);
+	len = strlen(line) + 1;
+	line[len - 1] = '\n'; /* strdup's NUL becomes the newline: one write per line */
+	if (!finish_rest()) {
+		free(line); /* the reader lags: this line is dropped whole, never a wait */
+		restore_prev();
 		fcm_inc(fcm_logger, FCM_LOGGER_missed_metrics_count);
 		return -EAGAIN;
 	}
-	n = write(sink.fd, line, len + 1);
-	free(line);
-	if (n == (ssize_t)(len + 1))
+	n = write(sink.fd, line, len);
+	if (n > 0 && (size_t)n < len && sink.fifo) {
+		sink.rest = line; /* finished by the next flush: see finish_rest */
+		sink.rest_len = len;
+		sink.rest_off = (size_t)n;
 		return 0;
+	}
+	free(line);
+	if (n == (ssize_t)len)
+		return 0;
+	restore_prev();
 	if (n < 0 && errno == EAGAIN) {
 		fcm_inc(fcm_logger, FCM_LOGGER_missed_metrics_count);
 		return -EAGAIN;
 	}
 	fcm_inc(fcm_logger, FCM_LOGGER_metrics_fails);
 	return n < 0 ? -errno : -EIO;
+}
+
+int fc_metrics_rest_fd(void)
+{
+	return sink.rest ? sink.fd : -1;
+}
+
+void fc_metrics_write_rest(void)
+{
+	finish_rest();
 }
 
 bool fc_metrics_start_periodic(void)
@@ -426,6 +483,7 @@ void fc_metrics_reset(void)
 {
 	if (sink.fd >= 0)
 		close(sink.fd);
+	free(sink.rest);
 	sink = (typeof(sink)){.fd = -1};
 	memset(block_dev, 0, sizeof(block_dev));
 	memset(net_dev, 0, sizeof(net_dev));
