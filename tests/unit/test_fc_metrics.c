@@ -113,7 +113,8 @@ static void test_names_kinds_and_order(void **state)
 			}
 			assert_false(json_object_iter_equal(&it, &end));
 			if (strcmp(json_object_iter_peek_name(&it), group) != 0)
-				fail_msg("top-level key %s where Firecracker has %s", json_object_iter_peek_name(&it), group);
+				fail_msg("top-level key %s where Firecracker has %s", json_object_iter_peek_name(&it),
+					 group);
 			g = json_object_iter_peek_value(&it);
 			snprintf(cur, sizeof(cur), "%s", group);
 			n = 0;
@@ -334,10 +335,14 @@ static void test_boot_timer(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_names_kinds_and_order), cmocka_unit_test(test_inc_is_a_delta_store_a_value),
-	    cmocka_unit_test(test_devices_and_aggregate), cmocka_unit_test(test_vcpu_sums),
-	    cmocka_unit_test(test_signals),		   cmocka_unit_test(test_process_times),
-	    cmocka_unit_test(test_fifo_sink),		   cmocka_unit_test(test_boot_timer),
+	    cmocka_unit_test(test_names_kinds_and_order),
+	    cmocka_unit_test(test_inc_is_a_delta_store_a_value),
+	    cmocka_unit_test(test_devices_and_aggregate),
+	    cmocka_unit_test(test_vcpu_sums),
+	    cmocka_unit_test(test_signals),
+	    cmocka_unit_test(test_process_times),
+	    cmocka_unit_test(test_fifo_sink),
+	    cmocka_unit_test(test_boot_timer),
 	};
 
 	return cmocka_run_group_tests_name("fc_metrics", tests, NULL, NULL);
