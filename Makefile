@@ -73,6 +73,8 @@ LIB_SRCS := \
 	src/api/fc_config_get.c \
 	src/api/fc_config_json.c \
 	src/util/log.c \
+	src/util/fc_metrics.c \
+	src/util/fc_logger.c \
 	src/util/size.c \
 	src/util/file.c \
 	src/util/errmsg.c \
@@ -102,6 +104,7 @@ LIB_SRCS := \
 	src/devices/i8042.c \
 	src/devices/debugexit.c \
 	src/devices/bootmark.c \
+	src/devices/boot_timer.c \
 	src/devices/cmos.c \
 	src/devices/acpi_pm.c \
 	src/virtio/queue.c \
@@ -165,6 +168,7 @@ UNIT_TESTS := \
 	test_virtio_mmio \
 	test_virtio_blk \
 	test_log \
+	test_fc_metrics \
 	test_mem \
 	test_file \
 	test_size \

@@ -25,17 +25,13 @@ struct api_reply {
 	char *body;
 };
 
-struct api_metrics;
-
 struct api {
 	struct fc_vm fc;       /* the configuration before InstanceStart (and GET /vm/config after) */
 	struct vm_config base; /* what a restore keeps from this process: serial, timeline, hooks */
 	struct vm *vm;	       /* NULL until InstanceStart or snapshot/load */
 	enum api_vm_state state;
-	bool configured; /* a pre-boot resource was set (then snapshot/load is refused, as Firecracker) */
-	struct api_metrics *metrics;
+	bool configured;	   /* a pre-boot resource was set (then snapshot/load is refused, as Firecracker) */
 	uint64_t requests, errors; /* counted for the metrics */
-	int log_fd;		   /* the logger's file (PUT /logger), or -1 */
 	/* Test-only builds: fuzzing the router must not create VMs. */
 	bool dry_run;
 };
@@ -82,7 +78,7 @@ int api_serve(struct api *a, struct api_link *link, int sig_fd);
  */
 void api_field_names(const struct fc_vm *f, const char *msg, char *out, size_t cap);
 
-/* Writes one metrics line now (FlushMetrics, the periodic flush, the end). 0 or -errno. */
+/* Writes one metrics line now (FlushMetrics, the periodic flush, the end). 0 or -errno (-ENODEV: no sink). */
 int api_metrics_flush(struct api *a);
 
 #endif

@@ -2,6 +2,7 @@
 #ifndef BRISK_DEVICES_H
 #define BRISK_DEVICES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -111,8 +112,24 @@ __attribute__((warn_unused_result)) int i8042_create(const struct devctx *ctx, s
 __attribute__((warn_unused_result)) int i8042_ctrl_alt_del(struct bus *bus);
 /* Debug-exit port BRISK_DEBUG_EXIT_PORT (see abi.h). */
 __attribute__((warn_unused_result)) int debugexit_create(const struct devctx *ctx, struct bus *bus);
-/* Boot-marker device at BRISK_BOOTMARK_PORT and BRISK_BOOTMARK_MMIO. */
-__attribute__((warn_unused_result)) int bootmark_create(struct bus *bus);
+/*
+ * Firecracker's boot timer (boot_timer.c, --boot-timer): when the VM's build started, wall and process CPU
+ * time in us. boot_timer_start takes them now. boot_timer_write is the guest's write of `len` bytes at
+ * `offset` of its page: the byte 123 at offset 0 logs Firecracker's "Guest-boot-time = ..." line at Info
+ * and returns true; anything else (or t NULL: no boot timer) does nothing. boot_timer_line formats that
+ * line for times now_us / now_cpu_us into buf[cap] (snprintf's result).
+ */
+struct boot_timer {
+	uint64_t start_us, start_cpu_us;
+};
+void boot_timer_start(struct boot_timer *t);
+bool boot_timer_write(const struct boot_timer *t, uint64_t offset, const void *data, unsigned len);
+int boot_timer_line(const struct boot_timer *t, uint64_t now_us, uint64_t now_cpu_us, char *buf, size_t cap);
+/*
+ * Boot-marker device at BRISK_BOOTMARK_PORT and BRISK_BOOTMARK_MMIO; with `timer` (NULL: none, kept by the
+ * caller for the device's life) its MMIO page is Firecracker's boot timer too (the same page, 0xd0000000).
+ */
+__attribute__((warn_unused_result)) int bootmark_create(struct bus *bus, const struct boot_timer *timer);
 /*
  * MC146818 CMOS RTC at ports 0x70 (index, bit 7 = NMI disable, ignored) and
  * 0x71 (data): time registers read the host's CLOCK_REALTIME as UTC in the

@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "brisk/fc_metrics.h"
+
 struct kvm_run;
 
 #define EXIT_REASONS	64 /* KVM_EXIT_* values; larger ones are counted in the last slot */
@@ -42,6 +44,11 @@ struct exit_stats {
 	struct exit_addr addr[EXIT_ADDR_SLOTS]; /* open addressing, linear probing */
 	uint64_t addr_overflow;			/* exits whose address found no free slot */
 	struct exit_series series;
+	/*
+	 * Firecracker's vcpu group (fc_metrics.h, FCM_VCPU_*): I/O and MMIO exits by direction with their
+	 * handling latency in us, and failures. Stored with relaxed atomics: the metrics flush reads them.
+	 */
+	uint64_t fc[FCM_VCPU_N];
 };
 
 /*

@@ -56,8 +56,9 @@ enum file_out_mode {
  * Opens `path` for streamed output. Never blocks and never loses data it
  * must not: a regular file is created (0644) and, in FILE_OUT_TRUNCATE
  * mode, truncated only after the checks; a character device or a FIFO with
- * a reader is accepted as is; a FIFO without a reader, a directory or a
- * socket is refused. Refused too (-EBUSY, nothing touched): a file in the
+ * a reader is accepted as is; in FILE_OUT_APPEND mode any FIFO is, opened
+ * read-write (a reader may come later); a FIFO without a reader in
+ * FILE_OUT_TRUNCATE mode, a directory or a socket is refused. Refused too (-EBUSY, nothing touched): a file in the
  * guard, or one another open file holds a lock on (a disk of another VM, a
  * memory file a VM maps). Returns the fd (O_CLOEXEC; O_APPEND in append
  * mode; blocking mode restored unless `nonblock`) or -errno with `err`

@@ -29,7 +29,8 @@ enum run_opt {
 	OPT_SNAPSHOT,
 	OPT_MEM,
 	OPT_PAUSED,
-	OPT_SECCOMP
+	OPT_SECCOMP,
+	OPT_BOOT_TIMER
 };
 
 /*

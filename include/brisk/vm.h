@@ -101,6 +101,7 @@ struct vm_config {
 	uint64_t rng_rate;		/* --rng: bytes per second; 0: no entropy device */
 	enum console_mode console;	/* --console */
 	bool no_acpi;			/* --acpi off: no ACPI tables, MP table and command-line words only */
+	bool boot_timer;		/* --boot-timer: Firecracker's boot timer on the boot marker's MMIO page */
 	const struct vm_hooks *hooks;	/* NULL: none */
 	/* Not an option: set when the VM is built, cpuid_template_digest of its --cpu-template file (0: none). */
 	uint64_t cpu_template_digest;

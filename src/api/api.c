@@ -223,6 +223,7 @@ void api_handle(struct api *a, enum api_method method, const char *path, const c
 {
 	*r = (struct api_reply){0};
 	a->requests++;
+	api_metrics_count(method, path, 0);
 	if (!route(a, method, path, body, body_len, r)) {
 		if (is_unsupported(path))
 			api_fault(r, 400, "%s %s: brisk does not implement this Firecracker endpoint (docs/api.md)",
@@ -230,6 +231,7 @@ void api_handle(struct api *a, enum api_method method, const char *path, const c
 		else
 			api_fault(r, 400, "Invalid request method and/or path: %s %s.", api_method_name(method), path);
 	}
+	api_metrics_count(method, path, r->status);
 	if (r->status >= 400) {
 		a->errors++;
 		log_debug("API %s %s -> %u %s", api_method_name(method), path, r->status, r->body ? r->body : "");

@@ -24,9 +24,12 @@ void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_r
 void api_put_logger(struct api *a, const char *body, size_t len, struct api_reply *r);
 void api_put_metrics(struct api *a, const char *body, size_t len, struct api_reply *r);
 
-/* api_metrics.c: the metrics sink (fd: opened non-blocking), the next periodic flush's timeout, closing. */
-int api_metrics_open(struct api *a, int fd);
-int api_metrics_timeout_ms(const struct api *a);
-void api_metrics_close(struct api *a);
+/* api_metrics.c: the periodic line when it is due (fc_metrics_timeout_ms), else nothing. */
+void api_metrics_tick(struct api *a);
+/*
+ * Firecracker's get/put/patch_api_requests: status 0 counts a request as it arrives (before it is handled, as
+ * Firecracker's parser: a FlushMetrics line counts its own request), a status >= 400 its refusal.
+ */
+void api_metrics_count(enum api_method m, const char *path, unsigned status);
 
 #endif

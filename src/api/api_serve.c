@@ -12,6 +12,7 @@
 
 #include "api_impl.h"
 #include "brisk/exitcode.h"
+#include "brisk/fc_metrics.h"
 #include "brisk/log.h"
 #include "brisk/timeline.h"
 
@@ -21,7 +22,6 @@ void api_init(struct api *a, const struct vm_config *base)
 	fc_vm_init(&a->fc);
 	a->fc.check_files = true; /* the PUTs open what they name, as Firecracker's (fc_config.h) */
 	a->base = *base;
-	a->log_fd = -1;
 }
 
 int api_adopt_vm(struct api *a, struct vm *vm, const struct vm_config *cfg, bool started)
@@ -33,9 +33,7 @@ int api_adopt_vm(struct api *a, struct vm *vm, const struct vm_config *cfg, bool
 
 void api_free(struct api *a)
 {
-	api_metrics_close(a);
 	fc_vm_free(&a->fc);
-	/* a->log_fd stays open: the log may still write to it until the process exits (log.c holds it). */
 }
 
 /* Link errors a client or a flood can repeat, each kind counted and logged rate-limited (log_ratelimit). */
@@ -97,8 +95,10 @@ static bool on_signal(struct api *a, int sig_fd)
 {
 	struct signalfd_siginfo si;
 
-	if (read(sig_fd, &si, sizeof(si)) == sizeof(si))
+	if (read(sig_fd, &si, sizeof(si)) == sizeof(si)) {
+		fc_metrics_signal((int)si.ssi_signo); /* SIGHUP, SIGXCPU: Firecracker's "signals" group */
 		log_warn("stopping on %s", strsignal((int)si.ssi_signo));
+	}
 	if (!a->vm)
 		return true;
 	vm_request_exit(a->vm, EXIT_STOPPED, "stopped by signal");
@@ -111,8 +111,7 @@ static int finish(struct api *a)
 	int code = vm_finish(a->vm);
 
 	timeline_mark(TL_EXIT);
-	if (a->metrics)
-		api_metrics_flush(a);
+	api_metrics_flush(a); /* Firecracker's Vmm::stop: "Write the metrics before exiting." */
 	if (a->base.timeline)
 		vm_print_report(a->vm, stdout);
 	vm_destroy(a->vm);
@@ -122,16 +121,20 @@ static int finish(struct api *a)
 
 int api_serve(struct api *a, struct api_link *link, int sig_fd)
 {
-	struct pollfd p[3];
+	struct pollfd p[4];
 	char why[96];
 
+	fc_metrics_report_process_times(); /* Firecracker's ApiServer::run, as its API starts serving */
 	for (;;) {
+		if (a->vm && fc_metrics_start_periodic())
+			api_metrics_tick(a); /* Firecracker's PeriodicMetrics::start: a line once the VM is built */
 		p[0] = (struct pollfd){.fd = link ? api_link_fd(link) : -1, .events = POLLIN};
 		p[1] = (struct pollfd){.fd = sig_fd, .events = POLLIN};
 		p[2] = (struct pollfd){.fd = a->vm ? vm_wake_fd(a->vm) : -1, .events = POLLIN};
+		p[3] = (struct pollfd){.fd = fc_metrics_rest_fd(), .events = POLLOUT}; /* a line's rest, FIFO */
 		if (a->vm && vm_exit_requested(a->vm))
 			return finish(a);
-		if (poll(p, 3, api_metrics_timeout_ms(a)) < 0) {
+		if (poll(p, 4, fc_metrics_timeout_ms()) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_error("API: poll: %s", strerror(errno));
@@ -139,8 +142,9 @@ int api_serve(struct api *a, struct api_link *link, int sig_fd)
 		}
 		if ((p[1].revents & POLLIN) && on_signal(a, sig_fd))
 			return EXIT_STOPPED;
-		if (a->metrics && api_metrics_timeout_ms(a) == 0)
-			api_metrics_flush(a);
+		if (p[3].revents & POLLOUT)
+			fc_metrics_write_rest();
+		api_metrics_tick(a);
 		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)) || serve_requests(a, link) == 0)
 			continue;
 		/*

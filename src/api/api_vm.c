@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "api_impl.h"
+#include "brisk/fc_logger.h"
+#include "brisk/fc_metrics.h"
 #include "brisk/file.h"
 #include "brisk/log.h"
 #include "brisk/timeline.h"
@@ -39,6 +41,7 @@ static void apply_base(const struct api *a, struct vm_config *cfg)
 	cfg->hooks = a->base.hooks;
 	cfg->console = a->base.console;
 	cfg->prefault = a->base.prefault;
+	cfg->boot_timer = a->base.boot_timer;
 }
 
 /* 400 "PREFIX: MSG", MSG (brisk's VM code's, worded for the command line) in the API's field names. */
@@ -84,7 +87,7 @@ static void flush_metrics(struct api *a, struct api_reply *r)
 {
 	int ret;
 
-	if (!a->metrics)
+	if (!fc_metrics_enabled())
 		return api_fault(r, 400, "The metrics system is not initialized: PUT /metrics first.");
 	ret = api_metrics_flush(a);
 	if (ret)
@@ -128,8 +131,47 @@ void api_put_actions(struct api *a, const char *body, size_t len, struct api_rep
 		flush_metrics(a, r);
 }
 
+/* Microseconds on the monotonic clock, for latencies_us (Firecracker measures them so). */
+static uint64_t now_us(void)
+{
+	return (uint64_t)timeline_now_ns() / 1000u;
+}
+
+/* latencies_us slot `i` holds the time since t0_us (a SharedStoreMetric: the last one). */
+static void store_latency(unsigned i, uint64_t t0_us)
+{
+	fcm_store(fcm_latencies, i, now_us() - t0_us);
+}
+
+/*
+ * Pause and resume, timed as Firecracker v1.7.0 times them: latencies_us.vmm_pause_vm / vmm_resume_vm around
+ * the VMM's part (src/vmm/src/rpc_interface.rs), pause_vm / resume_vm around the whole request
+ * (src/firecracker/src/api_server/mod.rs).
+ */
+static int pause_or_resume(struct api *a, unsigned want, uint64_t t0_us)
+{
+	uint64_t t1_us = now_us();
+	int ret = 0;
+
+	if (want == 0 && a->state == API_RUNNING) {
+		ret = vm_pause(a->vm);
+		if (ret)
+			return ret;
+		a->state = API_PAUSED;
+		store_latency(FCM_LATENCIES_vmm_pause_vm, t1_us);
+		store_latency(FCM_LATENCIES_pause_vm, t0_us);
+	} else if (want == 1 && a->state == API_PAUSED) {
+		vm_resume(a->vm);
+		a->state = API_RUNNING;
+		store_latency(FCM_LATENCIES_vmm_resume_vm, t1_us);
+		store_latency(FCM_LATENCIES_resume_vm, t0_us);
+	}
+	return 0;
+}
+
 void api_patch_vm(struct api *a, const char *body, size_t len, struct api_reply *r)
 {
+	uint64_t t0_us = now_us();
 	static const char *const keys[] = {"state", NULL};
 	static const char *const states[] = {"Paused", "Resumed", NULL};
 	char err[512];
@@ -146,30 +188,28 @@ void api_patch_vm(struct api *a, const char *body, size_t len, struct api_reply 
 		return api_fault(r, 400, "%s", got ? err : "vm: state is required");
 	if (a->state == API_NOT_STARTED)
 		return api_not_before_start(r);
-	if (want == 0 && a->state == API_RUNNING) {
-		ret = vm_pause(a->vm);
-		if (ret)
-			return api_fault(r, 400, "Failed to pause the microVM: %s", strerror(-ret));
-		a->state = API_PAUSED;
-	} else if (want == 1 && a->state == API_PAUSED) {
-		vm_resume(a->vm);
-		a->state = API_RUNNING;
-	}
+	ret = pause_or_resume(a, want, t0_us);
+	if (ret)
+		return api_fault(r, 400, "Failed to pause the microVM: %s", strerror(-ret));
 	r->status = 204;
 }
 
 /* The snapshot, with GET /vm/config's description of the VM inside (its ids come back after a load). */
-static void do_create(struct api *a, const char *state, const char *mem, struct api_reply *r)
+static void do_create(struct api *a, const char *state, const char *mem, struct api_reply *r, uint64_t t0_us)
 {
 	char err[1024];
 	char *desc = fc_vm_to_json(&a->fc);
+	uint64_t t1_us = now_us();
 
 	if (!desc)
 		return api_fault(r, 400, "Create snapshot error: out of memory");
-	if (vm_snapshot_create(a->vm, state, mem, desc, err, sizeof(err)))
+	if (vm_snapshot_create(a->vm, state, mem, desc, err, sizeof(err))) {
 		api_fault(r, 400, "Create snapshot error: %s", err);
-	else
+	} else {
 		r->status = 204;
+		store_latency(FCM_LATENCIES_vmm_full_create_snapshot, t1_us);
+		store_latency(FCM_LATENCIES_full_create_snapshot, t0_us);
+	}
 	free(desc);
 }
 
@@ -182,6 +222,7 @@ void api_snapshot_create(struct api *a, const char *body, size_t len, struct api
 	json_object *o = parse_body("snapshot/create", body, len, keys, r);
 	const char *state = NULL, *mem = NULL, *version = NULL;
 	unsigned type = 0;
+	uint64_t t0_us = now_us();
 
 	if (!o)
 		return;
@@ -198,7 +239,7 @@ void api_snapshot_create(struct api *a, const char *body, size_t len, struct api
 		    r, 400,
 		    "Create snapshot error: the microVM must be paused first (PATCH /vm {\"state\": \"Paused\"})");
 	else
-		do_create(a, state, mem, r);
+		do_create(a, state, mem, r, t0_us);
 	json_object_put(o);
 }
 
@@ -244,10 +285,11 @@ static int load_options(const struct fcj *c, json_object *o, bool *resume)
 	return 0;
 }
 
-static void do_load(struct api *a, const char *state, const char *mem, bool resume, struct api_reply *r)
+static void do_load(struct api *a, const char *state, const char *mem, bool resume, struct api_reply *r, uint64_t t0_us)
 {
 	struct vm_config base = a->base;
 	struct vm_error e;
+	uint64_t t1_us = now_us();
 	int ret;
 
 	timeline_mark(TL_API_REQUEST);
@@ -262,6 +304,8 @@ static void do_load(struct api *a, const char *state, const char *mem, bool resu
 	if (ret)
 		return vcpus_fault(r, "Load snapshot error", &e, ret);
 	r->status = 204;
+	store_latency(FCM_LATENCIES_vmm_load_snapshot, t1_us);
+	store_latency(FCM_LATENCIES_load_snapshot, t0_us);
 }
 
 void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_reply *r)
@@ -274,6 +318,7 @@ void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_r
 	json_object *o = parse_body("snapshot/load", body, len, keys, r);
 	const char *state = NULL, *mem = NULL;
 	bool resume;
+	uint64_t t0_us = now_us();
 
 	if (!o)
 		return;
@@ -285,67 +330,40 @@ void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_r
 	else if (a->configured)
 		api_fault(r, 400, "Loading a microVM snapshot not allowed after configuring boot-specific resources.");
 	else
-		do_load(a, state, mem, resume, r);
+		do_load(a, state, mem, resume, r, t0_us);
 	json_object_put(o);
 }
 
 /*
- * Opens a logger or metrics destination: a file (appended, never truncated), a FIFO with a reader; never
- * blocking; never a file the VM boots from, serves as a disk or was restored from, nor another VM's disk
- * (the guard, include/brisk/file.h; a configured VM's files are added before it is built).
+ * Before a logger or metrics destination opens (a file appended, never truncated, or a FIFO read-write;
+ * never blocking): the VM's files join the guard, so it is never a file the VM boots from, serves as a disk
+ * or was restored from, nor another VM's disk (include/brisk/file.h; a configured VM's files are added
+ * before it is built).
  */
-static int open_sink(struct api *a, const char *path, const char *what, char *err, size_t errlen)
+static void guard_vm_files(const struct api *a)
 {
 	vm_config_guard(a->vm ? vm_config(a->vm) : &a->fc.cfg);
-	return file_open_output(path, what, FILE_OUT_APPEND, true, err, errlen);
 }
 
-static const enum log_level log_levels[] = {LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG, LOG_DEBUG, LOG_ERROR};
-
-/* The log goes to `fd` (opened for path): kept open for the process's life, as Firecracker's logger. */
-static void use_log_fd(struct api *a, int fd)
-{
-	log_set_fd(fd);
-	if (a->log_fd >= 0)
-		close(a->log_fd);
-	a->log_fd = fd;
-}
-
-/* A config file's logger in a->fc takes effect: its file and its level. */
+/* A config file's logger in a->fc takes effect: its file, its level and Firecracker's line format. */
 static int apply_logger(struct api *a, char *err, size_t errlen)
 {
-	int fd;
-
-	if (a->fc.logger.log_path) {
-		fd = open_sink(a, a->fc.logger.log_path, "logger: log_path", err, errlen);
-		if (fd < 0)
-			return fd;
-		use_log_fd(a, fd);
-	}
-	log_set_level(log_levels[a->fc.logger.level]);
-	return 0;
+	guard_vm_files(a);
+	return fc_logger_configure(&a->fc.logger, true, err, errlen);
 }
 
-/* Opens m's path and starts the metrics on it. 0 or -errno with err. */
+/* Opens m's path and starts the metrics on it (fc_metrics_configure, after the guard). 0 or -errno with err. */
 static int start_metrics(struct api *a, const struct fc_metrics *m, char *err, size_t errlen)
 {
-	int fd = open_sink(a, m->metrics_path, "metrics: metrics_path", err, errlen);
-
-	if (fd < 0)
-		return fd;
-	if (api_metrics_open(a, fd)) {
-		close(fd);
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	return 0;
+	guard_vm_files(a);
+	return fc_metrics_configure(m->metrics_path, err, errlen);
 }
 
 int api_apply_sinks(struct api *a, char *err, size_t errlen)
 {
 	int ret = a->fc.logger.configured ? apply_logger(a, err, errlen) : 0;
 
-	if (!ret && a->fc.metrics.configured && !a->metrics)
+	if (!ret && a->fc.metrics.configured && !fc_metrics_enabled())
 		ret = start_metrics(a, &a->fc.metrics, err, errlen);
 	return ret;
 }
@@ -360,17 +378,14 @@ void api_put_logger(struct api *a, const char *body, size_t len, struct api_repl
 	struct fc_logger l;
 	bool new_path;
 	char err[512];
-	int fd = -1;
 
 	if (fc_parse_logger(&a->fc.logger, body, len, &l, &new_path, err, sizeof(err)))
 		return api_fault(r, 400, "%s", err);
-	if (new_path && (fd = open_sink(a, l.log_path, "logger: log_path", err, sizeof(err))) < 0) {
+	guard_vm_files(a);
+	if (fc_logger_configure(&l, new_path, err, sizeof(err))) {
 		fc_logger_free(&l);
 		return api_fault(r, 400, "%s", err);
 	}
-	if (fd >= 0)
-		use_log_fd(a, fd);
-	log_set_level(log_levels[l.level]);
 	fc_logger_free(&a->fc.logger);
 	a->fc.logger = l;
 	r->status = 204;
@@ -382,7 +397,7 @@ void api_put_metrics(struct api *a, const char *body, size_t len, struct api_rep
 	struct fc_metrics m;
 	char err[512];
 
-	if (a->metrics)
+	if (fc_metrics_enabled())
 		return api_fault(r, 400, "Reinitialization of metrics not allowed.");
 	if (fc_parse_metrics(body, len, &m, err, sizeof(err)))
 		return api_fault(r, 400, "%s", err);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,7 +18,10 @@
 #include "brisk/config.h"
 #include "brisk/exitcode.h"
 #include "brisk/fc_args.h"
+#include "brisk/fc_logger.h"
+#include "brisk/fc_metrics.h"
 #include "brisk/file.h"
+#include "brisk/log.h"
 #include "brisk/run_opts.h"
 #include "brisk/snapshot.h"
 
@@ -116,6 +120,62 @@ out:
 	return ret;
 }
 
+/* Firecracker's LevelFilter::from_str (v1.7.0 logger/logging.rs): any case, "warn" or "warning". */
+static int parse_level(const char *s, enum fc_log_level *out)
+{
+	static const struct {
+		const char *name;
+		enum fc_log_level level;
+	} names[] = {{"off", FC_LOG_OFF},    {"trace", FC_LOG_TRACE},  {"debug", FC_LOG_DEBUG},
+		     {"info", FC_LOG_INFO},  {"warn", FC_LOG_WARNING}, {"warning", FC_LOG_WARNING},
+		     {"error", FC_LOG_ERROR}};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcasecmp(s, names[i].name) == 0)
+			return *out = names[i].level, 0;
+	return -EINVAL;
+}
+
+/*
+ * main.rs before the VM: the instance id into the logs, the logger (--log-path, --level, --show-level,
+ * --show-log-origin, --module) and the metrics (--metrics-path) started, the jailer's times kept, the boot
+ * timer asked for. Outputs go through the guard (file.h) with the config file in it.
+ */
+static int apply_process_flags(const struct fc_args *fa, struct vm_config *cfg)
+{
+	struct fc_logger l = {.configured = true, .level = FC_LOG_INFO};
+	char err[512];
+
+	log_set_instance_id(fa->id);
+	api_set_instance_id(fa->id);
+	file_guard_add_path(fa->config_file, FILE_GUARD_INPUT, "the config file (--config-file)");
+	if (fa->level && parse_level(fa->level, &l.level)) {
+		fprintf(stderr,
+			"brisk: Invalid value for logger level: %s.Possible values: [Error, Warning, Info, "
+			"Debug]\n",
+			fa->level);
+		return EXIT_USAGE;
+	}
+	l.log_path = (char *)fa->log_path;
+	l.module = (char *)fa->module;
+	l.show_level = fa->show_level;
+	l.show_log_origin = fa->show_log_origin;
+	if ((fa->log_path || fa->level || fa->module || fa->show_level || fa->show_log_origin) &&
+	    fc_logger_configure(&l, true, err, sizeof(err))) {
+		fprintf(stderr, "brisk: --log-path: %s\n", err);
+		return EXIT_USAGE;
+	}
+	if (fa->metrics_path && fc_metrics_configure(fa->metrics_path, err, sizeof(err))) {
+		fprintf(stderr, "brisk: --metrics-path: %s\n", err);
+		return EXIT_USAGE;
+	}
+	fc_metrics_set_process_times(fa->has_start_time_us ? fa->start_time_us : UINT64_MAX,
+				     fa->has_start_time_cpu_us ? fa->start_time_cpu_us : UINT64_MAX,
+				     fa->has_parent_cpu_time_us ? fa->parent_cpu_time_us : UINT64_MAX);
+	cfg->boot_timer = fa->boot_timer;
+	return 0;
+}
+
 /* What Firecracker checks at start, after the parse: the id, the seccomp choice, the metadata. */
 static int check_args(const struct fc_args *fa)
 {
@@ -141,7 +201,6 @@ static int check_args(const struct fc_args *fa)
 			(unsigned long long)fa->http_api_max_payload_size, API_BODY_LIMIT_MAX);
 		return EXIT_USAGE;
 	}
-	api_set_instance_id(fa->id);
 	return fa->metadata ? load_metadata(fa) : 0;
 }
 
@@ -191,7 +250,7 @@ int fc_cli_parse(int argc, char **argv, struct vm_config *cfg, struct fc_args *f
 		return printf("v%u.0.0\n", SNAP_VERSION), -1;
 	if (fa->describe_snapshot)
 		return describe_snapshot(fa->describe_snapshot);
-	if ((ret = check_args(fa)))
+	if ((ret = check_args(fa)) || (ret = apply_process_flags(fa, cfg)))
 		return ret;
 	if (config_validate(cfg, CONFIG_MAX_CPUS, config_host_memory(), err, sizeof(err))) {
 		fprintf(stderr, "brisk: %s\n", err);

@@ -65,6 +65,8 @@ static const char run_usage_tail[] =
     "      --prefault         populate all guest RAM before boot\n"
     "      --timeline         after the VM ends, print the boot timeline, exit counts\n"
     "                         and KVM ioctl counts to stdout\n"
+    "      --boot-timer       Firecracker's boot timer: the guest's byte 123 at 0xd0000000\n"
+    "                         logs \"Guest-boot-time = ...\" at info (docs/devices.md)\n"
     "      --report-json FILE after the VM ends, write the boot timeline and exit status\n"
     "                         as JSON (\"brisk-timeline/1\", docs/profiler.md)\n"
     "      --log-level LEVEL  error, warn (default), info or debug; logs go to stderr\n"

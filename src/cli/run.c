@@ -19,6 +19,7 @@
 #include "brisk/exitcode.h"
 #include "brisk/fc_args.h"
 #include "brisk/fc_config.h"
+#include "brisk/fc_metrics.h"
 #include "brisk/file.h"
 #include "brisk/log.h"
 #include "brisk/opts.h"
@@ -106,6 +107,9 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 		return 0;
 	case OPT_TIMELINE:
 		cfg->timeline = true;
+		return 0;
+	case OPT_BOOT_TIMER:
+		cfg->boot_timer = true;
 		return 0;
 	case OPT_REPORT_JSON:
 		report_json = arg;
@@ -260,13 +264,10 @@ int cli_parse_run_options(int argc, char **argv, struct vm_config *cfg)
 	return 0;
 }
 
-/* How often brisk caught a signal it carries on after (SIGPIPE, SIGXFSZ), by number. */
-static _Atomic unsigned long signal_count[NSIG];
-
+/* A signal brisk carries on after (SIGPIPE, SIGXFSZ): counted in Firecracker's metrics group "signals". */
 static void count_signal(int sig)
 {
-	if (sig > 0 && sig < NSIG)
-		atomic_fetch_add_explicit(&signal_count[sig], 1, memory_order_relaxed);
+	fc_metrics_signal(sig);
 }
 
 /*
@@ -372,6 +373,7 @@ static int load_config_file(struct fc_vm *fc, const struct vm_config *opts)
 	fc->cfg.timeline = opts->timeline;
 	fc->cfg.no_acpi = opts->no_acpi;
 	fc->cfg.prefault = opts->prefault;
+	fc->cfg.boot_timer = opts->boot_timer;
 	fc->cfg.hooks = opts->hooks;
 	if (fc_vm_finalize(fc, err, sizeof(err))) {
 		fprintf(stderr, "brisk run: --config-file %s: %s\n", config_file, err);

@@ -17,6 +17,7 @@ static const struct option head[] = {
     {"hugepages", no_argument, NULL, OPT_HUGEPAGES},
     {"prefault", no_argument, NULL, OPT_PREFAULT},
     {"timeline", no_argument, NULL, OPT_TIMELINE},
+    {"boot-timer", no_argument, NULL, OPT_BOOT_TIMER},
     {"report-json", required_argument, NULL, OPT_REPORT_JSON},
 };
 

@@ -41,6 +41,7 @@
 #include "brisk/bus.h"
 #include "brisk/devices.h"
 #include "brisk/exitcode.h"
+#include "brisk/fc_metrics.h"
 #include "brisk/log.h"
 #include "brisk/snap_fields.h"
 #include "brisk/snapshot.h"
@@ -231,6 +232,7 @@ static void i8042_read(void *dev, const struct bus_access *a, void *data)
 	}
 	pthread_mutex_unlock(&k->lock);
 	((uint8_t *)data)[0] = v;
+	fcm_add(fcm_i8042, FCM_I8042_read_count, a->len); /* Firecracker v1.7.0 i8042.rs: bytes read */
 }
 
 static void i8042_write(void *dev, const struct bus_access *a, const void *data)
@@ -246,8 +248,11 @@ static void i8042_write(void *dev, const struct bus_access *a, const void *data)
 		write_data(k, v);
 	update_irq(k);
 	pthread_mutex_unlock(&k->lock);
-	if (reset)
+	fcm_inc(fcm_i8042, FCM_I8042_write_count);
+	if (reset) {
+		fcm_inc(fcm_i8042, FCM_I8042_reset_count);
 		dev_request_exit(&k->ctx, EXIT_GUEST_OK, "guest requested reset (i8042)");
+	}
 }
 
 static void reset_locked(struct i8042 *k)

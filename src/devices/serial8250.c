@@ -20,6 +20,7 @@
 #include "brisk/console_io.h"
 #include "brisk/devices.h"
 #include "brisk/exitcode.h"
+#include "brisk/fc_metrics.h"
 #include "brisk/log.h"
 #include "brisk/snap_fields.h"
 #include "brisk/snapshot.h"
@@ -59,6 +60,7 @@ static void rx_push(struct serial8250 *s, uint8_t b)
 {
 	if (s->rx_count >= rx_capacity(s)) {
 		s->lsr |= UART_LSR_OE;
+		fcm_inc(fcm_uart, FCM_UART_missed_read_count); /* an input byte lost to a full FIFO */
 		return;
 	}
 	s->rx_fifo[(s->rx_head + s->rx_count) % SERIAL_FIFO_SIZE] = b;
@@ -199,7 +201,11 @@ static void write_thr(struct serial8250 *s, uint8_t v)
 			s->first_byte_seen = true;
 			timeline_mark(TL_FIRST_SERIAL);
 		}
-		console_io_write(s->io, &v, 1); /* never blocks: a full ring drops and counts */
+		/* never blocks: a full ring drops and counts (Firecracker's uart.write_count / missed_write_count) */
+		if (console_io_write(s->io, &v, 1) == 1)
+			fcm_inc(fcm_uart, FCM_UART_write_count);
+		else
+			fcm_inc(fcm_uart, FCM_UART_missed_write_count);
 	}
 	s->thri_pending = true;
 }
@@ -272,7 +278,11 @@ static void reg_write(struct serial8250 *s, unsigned reg, uint8_t v)
 
 static uint8_t read_rbr(struct serial8250 *s)
 {
-	uint8_t b = rx_pop(s);
+	uint8_t b;
+
+	if (s->rx_count)
+		fcm_inc(fcm_uart, FCM_UART_read_count); /* a byte the guest reads (Firecracker: buffer_read) */
+	b = rx_pop(s);
 
 	rx_refill(s);
 	return b;

@@ -210,13 +210,18 @@ int file_open_output(const char *path, const char *what, enum file_out_mode mode
 {
 	struct stat st;
 	int fd, ret;
+	/*
+	 * A log's FIFO (logger, metrics) is opened read-write, as Firecracker v1.7.0 opens its logger and metrics
+	 * paths (O_RDWR|O_NONBLOCK, src/vmm/src/logger/logging.rs): it needs no reader yet (firecracker-containerd
+	 * creates them with mkfifo and reads them later), and a reader that goes away leaves the pipe open.
+	 */
+	int acc = mode == FILE_OUT_APPEND && stat(path, &st) == 0 && S_ISFIFO(st.st_mode) ? O_RDWR : O_WRONLY;
 
 	/*
 	 * No O_TRUNC here: the file is checked first. O_NONBLOCK: a FIFO with
 	 * no reader fails with ENXIO instead of blocking the open.
 	 */
-	fd = open(path,
-		  O_WRONLY | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (mode == FILE_OUT_APPEND ? O_APPEND : 0),
+	fd = open(path, acc | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (mode == FILE_OUT_APPEND ? O_APPEND : 0),
 		  0644);
 	if (fd < 0) {
 		ret = -errno;

@@ -6,11 +6,16 @@
  * stderr is a pipe or a terminal, messages go through a private O_NONBLOCK
  * description of it (/proc/self/fd/2 reopened: stderr's own description is
  * shared with the shell and must keep its mode), sockets get MSG_DONTWAIT,
- * and a message that would block is dropped and counted. Regular files
- * never block and keep the shared description (its offset, O_APPEND).
+ * and a message that would block is dropped and counted (also in Firecracker's
+ * logger.missed_log_count). Regular files never block and keep the shared
+ * description (its offset, O_APPEND).
+ *
+ * Two line formats: brisk's own ("brisk: warn: ..."), and Firecracker's once a
+ * Firecracker logger is configured (log_set_fc_format; fc_logger.h).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -18,11 +23,15 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "brisk/fc_metrics.h"
 #include "brisk/log.h"
 
-static enum log_level current_level = LOG_WARN;
+#define LOG_OFF -1 /* below every level: nothing is logged */
+
+static int current_level = LOG_WARN;
 static int log_fd = STDERR_FILENO;
 static int log_is_sock;
 static _Atomic uint64_t dropped;
@@ -34,9 +43,109 @@ static const char *const level_names[] = {
     [LOG_DEBUG] = "debug",
 };
 
+/* Firecracker's settings (log_set_fc_format); written by the main thread before or between messages. */
+static struct {
+	bool on, show_level, show_origin;
+	char module[128]; /* empty: no filter */
+	char id[65];
+} fc = {.id = "anonymous-instance"};
+static __thread char thread_name[32];
+static pthread_t main_thread;
+static bool main_known;
+
 void log_set_level(enum log_level level)
 {
 	current_level = level;
+}
+
+void log_set_off(void)
+{
+	current_level = LOG_OFF;
+}
+
+void log_set_fc_format(bool show_level, bool show_origin, const char *module)
+{
+	fc.show_level = show_level;
+	fc.show_origin = show_origin;
+	snprintf(fc.module, sizeof(fc.module), "%s", module ? module : "");
+	fc.on = true;
+}
+
+void log_set_instance_id(const char *id)
+{
+	snprintf(fc.id, sizeof(fc.id), "%s", id && *id ? id : "anonymous-instance");
+}
+
+void log_set_thread_name(const char *name)
+{
+	snprintf(thread_name, sizeof(thread_name), "%s", name ? name : "");
+}
+
+static const char *this_thread(void)
+{
+	if (thread_name[0])
+		return thread_name;
+	return main_known && pthread_equal(pthread_self(), main_thread) ? "main" : "-";
+}
+
+void log_module_of(const char *file, char *out, size_t cap)
+{
+	const char *p = strncmp(file, "src/", 4) == 0 ? file + 4 : file;
+	size_t n = 0;
+
+	for (; *p && n + 2 < cap; p++) {
+		if (*p == '.' && strcmp(p, ".c") == 0)
+			break;
+		if (*p == '/') {
+			out[n++] = ':';
+			out[n++] = ':';
+		} else {
+			out[n++] = *p;
+		}
+	}
+	out[n < cap ? n : cap - 1] = 0;
+}
+
+/* Firecracker v1.7.0's record.level() as its log crate prints it. */
+static const char *const fc_level_names[] = {
+    [LOG_ERROR] = "ERROR",
+    [LOG_WARN] = "WARN",
+    [LOG_INFO] = "INFO",
+    [LOG_DEBUG] = "DEBUG",
+};
+
+int log_fc_line(char *buf, size_t cap, enum log_level level, const char *file, int line, const char *msg)
+{
+	struct timespec ts;
+	struct tm tm;
+	char lvl[16] = "", origin[160] = "";
+	int n;
+
+	/* Firecracker prints its LocalTime; brisk prints UTC, which is what its jail (no /etc/localtime) shows. */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	if (fc.show_level)
+		snprintf(lvl, sizeof(lvl), ":%s", fc_level_names[level]);
+	if (fc.show_origin)
+		snprintf(origin, sizeof(origin), ":%s:%d", file, line);
+	n = snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%09ld [%s:%s%s%s] %s\n", tm.tm_year + 1900, tm.tm_mon + 1,
+		     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec, fc.id, this_thread(), lvl, origin, msg);
+	if (n >= (int)cap) {
+		n = (int)cap - 1;
+		buf[n - 1] = '\n';
+	}
+	return n;
+}
+
+/* Firecracker's module filter: the message's module starts with the configured one. */
+static bool module_wanted(const char *file)
+{
+	char mod[128];
+
+	if (!fc.module[0])
+		return true;
+	log_module_of(file, mod, sizeof(mod));
+	return strncmp(mod, fc.module, strlen(fc.module)) == 0;
 }
 
 int log_parse_level(const char *s, enum log_level *out)
@@ -55,6 +164,8 @@ void log_init_nonblocking(void)
 	struct stat st;
 	int fd;
 
+	main_thread = pthread_self();
+	main_known = true;
 	if (log_fd != STDERR_FILENO || fstat(STDERR_FILENO, &st) != 0)
 		return;
 	if (S_ISSOCK(st.st_mode)) {
@@ -81,26 +192,37 @@ uint64_t log_dropped(void)
 
 int log_enabled(enum log_level level)
 {
-	return level <= current_level;
+	return (int)level <= current_level;
 }
 
-void log_msg(enum log_level level, const char *fmt, ...)
+/* brisk's own line: "brisk: <level>: <message>\n". */
+static int brisk_line(char *buf, size_t cap, enum log_level level, const char *msg)
 {
-	char buf[1024];
+	int n = snprintf(buf, cap, "brisk: %s: %s\n", level_names[level], msg);
+
+	if (n >= (int)cap) {
+		n = (int)cap - 1;
+		buf[n - 1] = '\n';
+	}
+	return n;
+}
+
+void log_msg_at(enum log_level level, const char *file, int line, const char *fmt, ...)
+{
+	char msg[1024], buf[1400];
 	va_list ap;
 	int n;
 
-	if (!log_enabled(level))
+	if (!log_enabled(level) || (fc.on && !module_wanted(file)))
 		return;
-	/* One write per message so lines from several threads don't interleave. */
-	n = snprintf(buf, sizeof(buf), "brisk: %s: ", level_names[level]);
 	va_start(ap, fmt);
-	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (n >= (int)sizeof(buf) - 1)
-		n = (int)sizeof(buf) - 2;
-	buf[n++] = '\n';
+	/* One write per message (under PIPE_BUF: atomic on a FIFO) so lines from several threads don't interleave. */
+	n = fc.on ? log_fc_line(buf, sizeof(buf), level, file, line, msg) : brisk_line(buf, sizeof(buf), level, msg);
 	if (log_is_sock ? send(log_fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0
-			: write(log_fd, buf, (size_t)n) < 0)
+			: write(log_fd, buf, (size_t)n) < 0) {
 		atomic_fetch_add(&dropped, 1); /* EAGAIN: the reader stalled; never wait for it */
+		fcm_inc(fcm_logger, FCM_LOGGER_missed_log_count);
+	}
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "brisk/devices.h"
+#include "brisk/fc_metrics.h"
 #include "brisk/log.h"
 #include "brisk/virtio.h"
 
@@ -80,7 +81,7 @@ static void throttle(struct rng *r)
 	struct itimerspec its = {.it_value = {.tv_nsec = RNG_RETRY_NS}};
 
 	if (!r->throttled)
-		r->throttles++;
+		r->throttles++, fcm_inc(fcm_entropy, FCM_ENTROPY_entropy_rate_limiter_throttled);
 	r->throttled = true;
 	if (timerfd_settime(r->timer_fd, 0, &its, NULL) < 0)
 		log_warn("virtio-rng: timerfd_settime: %s", strerror(errno));
@@ -109,6 +110,7 @@ static void serve_one(struct rng *r, struct virtq_iter *it, const struct virtq_c
 	n = fill(c, max);
 	r->tokens -= n;
 	r->bytes += n;
+	fcm_add(fcm_entropy, FCM_ENTROPY_entropy_bytes, n);
 	virtq_push(it->q, c->head, n);
 }
 
@@ -133,6 +135,7 @@ static void rng_notify(void *dev, unsigned q)
 	struct rng *r = dev;
 
 	(void)q;
+	fcm_inc(fcm_entropy, FCM_ENTROPY_entropy_event_count);
 	if (!r->throttled) /* throttled: the timer resumes, a notification changes nothing */
 		serve(r);
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "brisk/evloop.h"
+#include "brisk/fc_metrics.h"
 #include "brisk/log.h"
 #include "brisk/seccomp.h"
 
@@ -129,6 +130,7 @@ static void run(struct evloop *l)
 					return;
 				break;
 			}
+			fcm_inc(fcm_vmm, FCM_VMM_device_events); /* Firecracker's vmm.device_events: one per event */
 			w->fn(w->arg, ev[i].events);
 		}
 	}
@@ -139,6 +141,7 @@ static void *loop_thread(void *arg)
 	struct evloop *l = arg;
 
 	prctl(PR_SET_NAME, "brisk_io", 0, 0, 0);
+	log_set_thread_name("brisk_io"); /* Firecracker handles device events on its VMM thread; brisk here */
 	seccomp_enter(SECCOMP_IO);
 	run(l);
 	pthread_mutex_lock(&l->park_lock);

@@ -77,8 +77,15 @@ static void dump_registers(struct vcpu *v)
 		    "the exception it was delivering)");
 }
 
+/* Firecracker's vcpu.failures: a run that ends in an error (its vCPU thread's own counter, exits.h). */
+static void count_failure(struct vcpu *v)
+{
+	fcm_inc(v->stats.fc, FCM_VCPU_failures);
+}
+
 static int end_vm(struct vcpu *v, int code, const char *what)
 {
+	count_failure(v);
 	log_error("vCPU %u: %s", v->index, what);
 	dump_registers(v);
 	vm_request_exit(v->vm, code, what);
@@ -204,6 +211,7 @@ static int run_loop(struct vcpu *v)
 					vm_vcpu_park(v);
 				continue;
 			}
+			count_failure(v);
 			log_error("vCPU %u: KVM_RUN failed: %s", v->index, strerror(errno));
 			vm_request_exit(vm, EXIT_HOST, "KVM_RUN failed");
 			return -1;
@@ -282,6 +290,7 @@ void *vcpu_thread(void *arg)
 	/* Firecracker's name (v1.7.0 src/vmm/src/vstate/vcpu/mod.rs): Kata finds the vCPU threads by it (comm). */
 	snprintf(name, sizeof(name), "fc_vcpu %u", v->index);
 	prctl(PR_SET_NAME, name, 0, 0, 0);
+	log_set_thread_name(name); /* and in the logger's lines */
 	sigemptyset(&kick);
 	sigaddset(&kick, VCPU_KICK_SIGNAL);
 	pthread_sigmask(SIG_UNBLOCK, &kick, NULL);

@@ -13,6 +13,7 @@
 
 #include "brisk/devices.h"
 #include "brisk/exitcode.h"
+#include "brisk/fc_metrics.h"
 #include "brisk/file.h"
 #include "brisk/log.h"
 #include "brisk/snapshot.h"
@@ -302,8 +303,10 @@ static void wait_for_exit(struct vm *vm, int sig_fd)
 		if (p[1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
-			if (read(sig_fd, &si, sizeof(si)) == sizeof(si))
+			if (read(sig_fd, &si, sizeof(si)) == sizeof(si)) {
+				fc_metrics_signal((int)si.ssi_signo); /* Firecracker's "signals" group */
 				log_warn("stopping on %s", strsignal((int)si.ssi_signo));
+			}
 			vm_request_exit(vm, EXIT_STOPPED, "stopped by signal");
 		}
 	}

@@ -386,7 +386,8 @@ static int create_devices(struct vm *vm, struct vm_error *e)
 		so.raw_tty = so.in_fd >= 0 && isatty(STDIN_FILENO);
 	}
 	if ((err = serial8250_create(&ctx, &vm->bus, &so, NULL)) || (err = i8042_create(&ctx, &vm->bus)) ||
-	    (err = debugexit_create(&ctx, &vm->bus)) || (err = bootmark_create(&vm->bus)) ||
+	    (err = debugexit_create(&ctx, &vm->bus)) ||
+	    (err = bootmark_create(&vm->bus, vm->cfg.boot_timer ? &vm->boot_timer : NULL)) ||
 	    (err = cmos_create(&vm->bus)) || (!vm->cfg.no_acpi && (err = acpi_pm_create(&ctx, &vm->bus))))
 		return fail(e, VM_ERR_HOST, err, "creating the platform devices failed: %s", strerror(-err));
 	return create_virtio(vm, &ctx, e);
@@ -492,6 +493,7 @@ int vm_create(const struct vm_config *cfg, struct vm **out, struct vm_error *e)
 	*e = (struct vm_error){.kind = VM_ERR_HOST};
 	if (!vm)
 		return fail(e, VM_ERR_HOST, -ENOMEM, "out of memory");
+	boot_timer_start(&vm->boot_timer); /* Firecracker's request_ts: the build starts (two clock reads) */
 	vm_init(vm, cfg);
 	vm->wake_fd = eventfd(0, EFD_CLOEXEC);
 	if (vm->wake_fd < 0) {

@@ -10,6 +10,7 @@
 #include "brisk/bus.h"
 #include "brisk/cpuid.h"
 #include "brisk/device.h"
+#include "brisk/devices.h"
 #include "brisk/devmgr.h"
 #include "brisk/evloop.h"
 #include "brisk/exits.h"
@@ -49,12 +50,13 @@ struct vm {
 	struct bus bus;
 	struct kernel kernel; /* opened by load_image; its files are closed by load_kernel */
 	struct boot_entry entry;
-	int serial_out_fd;	    /* --serial file:PATH, closed by vm_destroy after the bus */
-	struct devmgr devmgr;	    /* the virtio windows and lines handed out (vm_build.c step 3) */
-	struct cpuid_topology topo; /* the vCPUs' APIC IDs, computed once (step 2b) for ACPI and the vCPUs */
-	char *cmdline;		    /* the kernel command line with the devices' words, or NULL: cfg.cmdline */
-	struct evloop *loop;	    /* the I/O event loop (evloop.h), NULL until a device needs one */
-	struct cpuid_vm cpuid_vm;   /* the per-VM template, topology, vendor, boot MSRs */
+	int serial_out_fd;	      /* --serial file:PATH, closed by vm_destroy after the bus */
+	struct devmgr devmgr;	      /* the virtio windows and lines handed out (vm_build.c step 3) */
+	struct cpuid_topology topo;   /* the vCPUs' APIC IDs, computed once (step 2b) for ACPI and the vCPUs */
+	struct boot_timer boot_timer; /* --boot-timer's start (vm_create's first step); read by the boot marker */
+	char *cmdline;		      /* the kernel command line with the devices' words, or NULL: cfg.cmdline */
+	struct evloop *loop;	      /* the I/O event loop (evloop.h), NULL until a device needs one */
+	struct cpuid_vm cpuid_vm;     /* the per-VM template, topology, vendor, boot MSRs */
 	unsigned nr_vcpus;
 	struct vcpu *vcpus;
 	/*

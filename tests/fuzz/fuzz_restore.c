@@ -43,7 +43,7 @@ static void make_device(struct fuzz_vm *v, unsigned which)
 		err = debugexit_create(&v->ctx, &v->bus);
 		break;
 	case 4:
-		err = bootmark_create(&v->bus);
+		err = bootmark_create(&v->bus, NULL);
 		break;
 	case 5:
 		err = acpi_pm_create(&v->ctx, &v->bus);

@@ -85,7 +85,7 @@ def test_config_file_logger_honoured(kvm, tmp_path):
     cfg = {"boot-source": {"kernel_image_path": guest("hello")}, "logger": {"log_path": str(log), "level": "Debug"}}
     p = run_brisk("run", "--config-file", write(tmp_path, cfg), timeout=60)
     assert p.returncode == 0, p.stderr
-    assert log.exists() and "brisk: " in log.read_text()
+    assert log.exists() and "[anonymous-instance:main] VM ended" in log.read_text()
 
 
 def test_config_file_metrics_honoured(kvm, tmp_path):

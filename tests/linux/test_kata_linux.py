@@ -129,6 +129,7 @@ def start_vm(kernel_path, initrd, image, root, vid, words, base):
 
 class FifoDrain(threading.Thread):
     """A FIFO made and opened O_RDONLY|O_NONBLOCK before the VMM starts, as Kata's fcListenToFifo; its lines."""
+    DEADLINE_S = TIMEOUT + 60
 
     def __init__(self, path):
         super().__init__(daemon=True)
@@ -137,10 +138,25 @@ class FifoDrain(threading.Thread):
         self.start()
 
     def run(self):
-        os.set_blocking(self.fd, True)
-        with os.fdopen(self.fd, "r", errors="replace") as f:
-            for line in f:
-                self.lines.append(line.rstrip("\n"))
+        """Until EOF after a writer came (a FIFO read before any writer opened it is EOF too: retried), or
+        DEADLINE_S."""
+        fd = self.fd
+        buf, seen, deadline = b"", False, time.monotonic() + self.DEADLINE_S
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                chunk = None
+            if chunk:
+                seen = True
+                buf += chunk
+                *done, buf = buf.split(b"\n")
+                self.lines += [d.decode(errors="replace") for d in done]
+            elif chunk == b"" and seen:
+                break
+            else:
+                time.sleep(0.02)
+        os.close(fd)
 
 
 class KataBoot:

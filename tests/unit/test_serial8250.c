@@ -749,7 +749,7 @@ static void test_bootmark(void **state)
 	int64_t ns;
 
 	(void)state;
-	assert_int_equal(bootmark_create(&test_vm.bus), 0);
+	assert_int_equal(bootmark_create(&test_vm.bus, NULL), 0);
 	assert_true(bus_write(&test_vm.bus, BUS_PIO, BRISK_BOOTMARK_PORT, &v, 4));
 	v = 0x12345678;
 	assert_true(bus_write(&test_vm.bus, BUS_MMIO, BRISK_BOOTMARK_MMIO, &v, 4));

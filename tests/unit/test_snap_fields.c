@@ -447,7 +447,7 @@ static void make_devices(struct vmfx *v)
 	assert_int_equal(serial8250_create(ctx, &v->bus, &o, NULL), 0);
 	assert_int_equal(i8042_create(ctx, &v->bus), 0);
 	assert_int_equal(debugexit_create(ctx, &v->bus), 0);
-	assert_int_equal(bootmark_create(&v->bus), 0);
+	assert_int_equal(bootmark_create(&v->bus, NULL), 0);
 	assert_int_equal(cmos_create(&v->bus), 0);
 	assert_int_equal(acpi_pm_create(ctx, &v->bus), 0);
 	assert_int_equal(virtio_rng_create(ctx, &v->bus, devmgr_alloc(&v->mgr, "virtio-rng"), 1 << 20), 0);

@@ -35,7 +35,9 @@
 
 #include "blk_impl.h"
 #include "brisk/devices.h"
+#include "brisk/devmgr.h"
 #include "brisk/errmsg.h"
+#include "brisk/fc_metrics.h"
 #include "brisk/file.h"
 #include "brisk/log.h"
 #include "brisk/virtio.h"
@@ -52,20 +54,29 @@ static void put_inflight(struct blk *b, struct blk_inflight *s)
 	b->free = s;
 }
 
+/* A completed request, in brisk's counts and Firecracker's (block_<id>: read/write/flush counts and bytes). */
 static void count(struct blk *b, const struct blk_req *r, uint8_t status)
 {
-	if (status == VIRTIO_BLK_S_IOERR)
+	if (status == VIRTIO_BLK_S_IOERR) {
 		b->n.ioerr++;
-	else if (status == VIRTIO_BLK_S_UNSUPP)
+		fcm_inc(b->fcm, FCM_BLOCK_execute_fails);
+	} else if (status == VIRTIO_BLK_S_UNSUPP) {
 		b->n.unsupp++;
-	else if (r->type == VIRTIO_BLK_T_IN)
+		fcm_inc(b->fcm, FCM_BLOCK_invalid_reqs_count);
+	} else if (r->type == VIRTIO_BLK_T_IN) {
 		b->n.reads++;
-	else if (r->type == VIRTIO_BLK_T_OUT)
+		fcm_inc(b->fcm, FCM_BLOCK_read_count);
+		fcm_add(b->fcm, FCM_BLOCK_read_bytes, r->len);
+	} else if (r->type == VIRTIO_BLK_T_OUT) {
 		b->n.writes++;
-	else if (r->type == VIRTIO_BLK_T_FLUSH)
+		fcm_inc(b->fcm, FCM_BLOCK_write_count);
+		fcm_add(b->fcm, FCM_BLOCK_write_bytes, r->len);
+	} else if (r->type == VIRTIO_BLK_T_FLUSH) {
 		b->n.flushes++;
-	else
+		fcm_inc(b->fcm, FCM_BLOCK_flush_count);
+	} else {
 		b->n.other++;
+	}
 }
 
 /* Writes the status byte and returns the chain (the transport interrupts at virtio_queue_done). */
@@ -179,14 +190,18 @@ static void process(struct blk *b)
 	while (slot_free(b) && virtq_next(&it, &c))
 		start(b, &it, b->free, &c);
 	b->n.bad += it.bad; /* malformed chains: the iterator's and blk_parse's */
+	fcm_add(b->fcm, FCM_BLOCK_invalid_reqs_count, it.bad);
 	if (virtq_iter_pushed(&it))
 		virtio_queue_done(b->t, 0);
 }
 
 static void blk_notify(void *dev, unsigned q)
 {
+	struct blk *b = dev;
+
 	(void)q;
-	process(dev);
+	fcm_inc(b->fcm, FCM_BLOCK_queue_event_count);
+	process(b);
 }
 
 /* The workers' done list (loop thread, I/O lock held): completions of this generation go to the guest. */
@@ -672,6 +687,9 @@ int virtio_blk_create(const struct devctx *ctx, struct bus *bus, const struct de
 
 	if (!b)
 		return err_set(err, errlen, -ENOMEM, "out of memory");
+	b->fcm = fcm_block(win->index, d->id); /* NULL past VM_MAX_DISKS cannot happen: the plan caps the disks */
+	if (!b->fcm)
+		b->fcm = b->fcm_own;
 	ret = open_image(b, d, err, errlen);
 	if (!ret && (b->pool.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
 		ret = err_set(err, errlen, -errno, "eventfd: %s", strerror(errno));

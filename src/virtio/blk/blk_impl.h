@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "brisk/fc_metrics.h"
 #include "brisk/virtio.h"
 #include "brisk/virtio_blk.h"
 
@@ -63,6 +64,8 @@ struct blk {
 		uint64_t reads, inline_reads, writes, flushes, other, ioerr, unsupp, bad;
 	} n;
 	_Atomic uint64_t host_errors;
+	uint64_t *fcm; /* Firecracker's block_<id> counters (fc_metrics.h), or fcm_own */
+	uint64_t fcm_own[FCM_BLOCK_N];
 };
 
 /* blk_io.c: hands in-flight entry `s` to the worker pool (starting a worker if none is idle). Returns 0 or -errno. */

@@ -33,6 +33,7 @@
 
 #include "brisk/config.h"
 #include "brisk/devices.h"
+#include "brisk/fc_metrics.h"
 #include "brisk/log.h"
 #include "brisk/virtio.h"
 #include "brisk/virtio_net.h"
@@ -54,6 +55,8 @@ struct counters {
 
 struct net {
 	struct virtio_mmio *t;
+	uint64_t *fcm; /* Firecracker's net_<id> counters (fc_metrics.h), or fcm_own */
+	uint64_t fcm_own[FCM_NET_N];
 	struct net_backend *be;
 	char label[64]; /* "virtio-net 0 (tap tap0)" */
 	uint8_t mac[6];
@@ -141,12 +144,19 @@ static bool send_frame(struct net *n)
 	if (r == -EPIPE || r == -EBADFD || r == -ENODEV || r == -ENXIO || r == -EBADF || r == -ECONNRESET) {
 		backend_gone(n, strerror((int)-r));
 		n->n.tx_backend++;
+		fcm_inc(n->fcm, FCM_NET_tx_fails);
+		fcm_inc(n->fcm, FCM_NET_tap_write_fails);
 	} else if (r < 0) {
 		backend_error(n, "send", (int)-r); /* e.g. EIO while the tap is down: dropped, as a wire would */
 		n->n.tx_backend++;
+		fcm_inc(n->fcm, FCM_NET_tx_fails);
+		fcm_inc(n->fcm, FCM_NET_tap_write_fails);
 	} else {
 		n->n.tx_frames++;
 		n->n.tx_bytes += n->tx.len;
+		fcm_inc(n->fcm, FCM_NET_tx_count);
+		fcm_inc(n->fcm, FCM_NET_tx_packets_count);
+		fcm_add(n->fcm, FCM_NET_tx_bytes_count, n->tx.len);
 	}
 	return true;
 }
@@ -195,6 +205,7 @@ static void drain_tx(struct net *n)
 	while (ok && virtq_next(&it, &c) && transmit(n, &it, &c))
 		;
 	n->n.tx_bad += it.bad; /* malformed chains and frames (docs/security.md case 10) */
+	fcm_add(n->fcm, FCM_NET_tx_malformed_frames, it.bad);
 	end_round(n, &it, TX_Q);
 }
 
@@ -213,6 +224,9 @@ static void finish_frame(struct net *n, struct virtq *q)
 	}
 	n->n.rx_frames++;
 	n->n.rx_bytes += n->rx_len - NET_HDR_SIZE;
+	fcm_inc(n->fcm, FCM_NET_rx_count);
+	fcm_inc(n->fcm, FCM_NET_rx_packets_count);
+	fcm_add(n->fcm, FCM_NET_rx_bytes_count, n->rx_len - NET_HDR_SIZE);
 	n->rx_len = n->rx_off = 0;
 	n->rx_nbufs = 0;
 }
@@ -323,6 +337,7 @@ static void net_notify(void *dev, unsigned q)
 
 	if (!n->active)
 		return;
+	fcm_inc(n->fcm, q == RX_Q ? FCM_NET_rx_queue_event_count : FCM_NET_tx_queue_event_count);
 	if (q == RX_Q)
 		fill_rx(n);
 	else
@@ -339,6 +354,7 @@ static void backend_ready(void *arg, uint32_t events)
 	(void)events;
 	if (epoll_wait(n->epfd, &ev, 1, 0) != 1)
 		return;
+	fcm_inc(n->fcm, FCM_NET_rx_tap_event_count);
 	/* Reported whatever the interest, also while the driver is away: handled here or the loop would spin. */
 	if (ev.events & (EPOLLERR | EPOLLHUP))
 		backend_gone(n, ev.events & EPOLLHUP ? "hang-up" : "error on its fd");
@@ -461,6 +477,9 @@ int virtio_net_create_on(const struct devctx *ctx, struct bus *bus, const struct
 		return -ENOMEM;
 	}
 	n->be = be;
+	n->fcm = fcm_net(index, NULL);
+	if (!n->fcm)
+		n->fcm = n->fcm_own;
 	n->epfd = epoll_create1(EPOLL_CLOEXEC);
 	n->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	n->rx_buf = malloc(NET_RX_BUF_SIZE);

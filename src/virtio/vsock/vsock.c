@@ -28,6 +28,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "brisk/fc_metrics.h"
 #include "brisk/log.h"
 #include "brisk/virtio.h"
 #include "vsock_conn.h"
@@ -90,6 +91,7 @@ static void accepted(struct vsock_dev *v, struct vsock_conn *c, const struct vir
 		return;
 	}
 	v->stats.conns_host++;
+	fcm_inc(fcm_vsock, FCM_VSOCK_conns_added);
 	vsock_conn_update_epoll(c);
 	vsock_conn_schedule(c);
 }
@@ -195,6 +197,7 @@ static void transmit(struct vsock_dev *v, struct virtq_iter *it, const struct vi
 		refuse_packet(v, f >= VSOCK_LEN_TOO_BIG ? &h : NULL, NULL, vsock_fault_name(f));
 	else
 		on_packet(v, ch, &h);
+	fcm_inc(fcm_vsock, FCM_VSOCK_tx_packets_count);
 	virtq_push(it->q, ch->head, 0);
 }
 
@@ -297,6 +300,7 @@ static uint32_t conn_packet(struct vsock_dev *v, struct vsock_conn *c, uint16_t 
 	if (op == VSOCK_OP_SHUTDOWN)
 		h.flags = c->shut_flags;
 	virtq_copy_to(ch, 0, &h, VSOCK_HDR_SIZE);
+	fcm_inc(fcm_vsock, FCM_VSOCK_rx_packets_count);
 	c->fwd_sent = c->fwd_cnt;
 	c->pending &= ~PEND_CREDIT;
 	switch (op) {
@@ -309,6 +313,7 @@ static uint32_t conn_packet(struct vsock_dev *v, struct vsock_conn *c, uint16_t 
 	case VSOCK_OP_RW:
 		c->tx_cnt += len;
 		v->stats.bytes_to_guest += len;
+		fcm_add(fcm_vsock, FCM_VSOCK_rx_bytes_count, len);
 		break;
 	case VSOCK_OP_SHUTDOWN:
 		c->pending &= ~PEND_SHUTDOWN;
@@ -471,6 +476,8 @@ static void vsock_notify(void *dev, unsigned q)
 {
 	struct vsock_dev *v = dev;
 
+	if (q != VSOCK_EVT_Q)
+		fcm_inc(fcm_vsock, q == VSOCK_TX_Q ? FCM_VSOCK_tx_queue_event_count : FCM_VSOCK_rx_queue_event_count);
 	if (q == VSOCK_TX_Q)
 		drain_tx(v);
 	if (q != VSOCK_EVT_Q) /* event buffers are kept for transport_reset */

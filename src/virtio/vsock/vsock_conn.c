@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "brisk/fc_metrics.h"
 #include "brisk/log.h"
 #include "brisk/virtio.h"
 #include "vsock_conn.h"
@@ -203,6 +204,7 @@ void vsock_conn_kill(struct vsock_dev *v, struct vsock_conn *c, bool rst)
 	c->next = v->dead;
 	v->dead = c;
 	v->nr_conns--;
+	fcm_inc(fcm_vsock, FCM_VSOCK_conns_removed);
 }
 
 void vsock_conn_kill_all(struct vsock_dev *v, bool keep_lines)
@@ -275,6 +277,7 @@ static void forwarded(struct vsock_conn *c, uint32_t n)
 {
 	c->fwd_cnt += n;
 	c->v->stats.bytes_to_host += n;
+	fcm_add(fcm_vsock, FCM_VSOCK_tx_bytes_count, n);
 	/* Tell the guest once a good part of its credit came back (every packet to it carries fwd_cnt too). */
 	if (c->fwd_cnt - c->fwd_sent >= VSOCK_CREDIT_THRESHOLD) {
 		c->pending |= PEND_CREDIT;
@@ -531,5 +534,6 @@ struct vsock_conn *vsock_conn_connect(struct vsock_dev *v, uint32_t local_port, 
 	table_add(c);
 	vsock_conn_update_epoll(c);
 	v->stats.conns_guest++;
+	fcm_inc(fcm_vsock, FCM_VSOCK_conns_added);
 	return c;
 }
