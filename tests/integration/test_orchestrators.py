@@ -22,12 +22,11 @@ import base64
 import json
 import os
 import subprocess
-import threading
-import time
 
 import pytest
 
 from apiclient import ApiClient, BriskProcess, wait_for_socket
+from fifolines import FifoReader
 from conftest import BRISK, EXIT_GUEST_OK, ROOT, guest
 
 pytestmark = pytest.mark.usefixtures("kvm")
@@ -35,38 +34,6 @@ pytestmark = pytest.mark.usefixtures("kvm")
 # Kata's FirecrackerMetrics (fc_metrics.go): each group it unmarshals and its uint64 fields
 KATA_METRICS = {k: v for k, v in json.loads((ROOT / "tests" / "fixtures" / "kata-fc-metrics.json").read_text()).items()
                 if not k.startswith("_")}
-
-
-class FifoReader(threading.Thread):
-    """Reads a FIFO's lines (as Kata's fcListenToFifo and the SDK's captureFifoToFile: they wait for a writer)."""
-    DEADLINE_S = 120
-
-    def __init__(self, path, nonblock_first=False):
-        super().__init__(daemon=True)
-        self.path, self.lines = path, []
-        # Kata opens its FIFOs O_RDONLY|O_NONBLOCK before it starts Firecracker (fc.go fcListenToFifo)
-        self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK) if nonblock_first else None
-
-    def run(self):
-        """Until EOF after a writer came (a FIFO read before any writer opened it is EOF too: retried), or
-        DEADLINE_S."""
-        fd = self.fd if self.fd is not None else os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
-        buf, seen, deadline = b"", False, time.monotonic() + self.DEADLINE_S
-        while time.monotonic() < deadline:
-            try:
-                chunk = os.read(fd, 65536)
-            except BlockingIOError:
-                chunk = None
-            if chunk:
-                seen = True
-                buf += chunk
-                *done, buf = buf.split(b"\n")
-                self.lines += [d.decode(errors="replace") for d in done]
-            elif chunk == b"" and seen:
-                break
-            else:
-                time.sleep(0.02)
-        os.close(fd)
 
 
 def go_json(obj):
@@ -194,7 +161,7 @@ def test_kata_without_jailer(tmp_path, sockdir, procs):
     log_fifo, metrics_fifo = os.path.join(sockdir, "logs.fifo"), os.path.join(sockdir, "metrics.fifo")
     os.mkfifo(log_fifo)
     os.mkfifo(metrics_fifo)
-    log, metrics = FifoReader(log_fifo, nonblock_first=True), FifoReader(metrics_fifo, nonblock_first=True)
+    log, metrics = FifoReader(log_fifo, open_first=True), FifoReader(metrics_fifo, open_first=True)
     log.start()
     metrics.start()
     sock = os.path.join(sockdir, "kata.sock")

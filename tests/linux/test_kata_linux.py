@@ -31,10 +31,11 @@ import secrets
 import shutil
 import socket
 import subprocess
-import threading
 import time
 
 import pytest
+
+from fifolines import FifoReader
 
 from . import netpeer
 from .conftest import BRISK, LINUX, MEMORY, ROOT, TIMEOUT, kernel
@@ -105,7 +106,7 @@ def start_vm(kernel_path, initrd, image, root, vid, words, base):
     for i in range(8):
         (root / f"drive_{i}").write_bytes(b"")
     (root / "fcConfig.json").write_text(json.dumps(kata_config(words, initrd.name), indent="\t"))
-    readers = [FifoDrain(root / name) for name in ("logs.fifo", "metrics.fifo")]
+    readers = [fifo_drain(root / name) for name in ("logs.fifo", "metrics.fifo")]
     t0 = time.monotonic()
     argv = [str(JAILER), "--id", vid, "--exec-file", str(exe), "--uid", "0", "--gid", "0", "--chroot-base-dir",
             str(base), "--daemonize", "--", "--config-file", "/fcConfig.json", "--serial", "file:/console.log"]
@@ -127,36 +128,12 @@ def start_vm(kernel_path, initrd, image, root, vid, words, base):
     return b
 
 
-class FifoDrain(threading.Thread):
-    """A FIFO made and opened O_RDONLY|O_NONBLOCK before the VMM starts, as Kata's fcListenToFifo; its lines."""
-    DEADLINE_S = TIMEOUT + 60
-
-    def __init__(self, path):
-        super().__init__(daemon=True)
-        os.mkfifo(path)
-        self.fd, self.lines = os.open(path, os.O_RDONLY | os.O_NONBLOCK), []
-        self.start()
-
-    def run(self):
-        """Until EOF after a writer came (a FIFO read before any writer opened it is EOF too: retried), or
-        DEADLINE_S."""
-        fd = self.fd
-        buf, seen, deadline = b"", False, time.monotonic() + self.DEADLINE_S
-        while time.monotonic() < deadline:
-            try:
-                chunk = os.read(fd, 65536)
-            except BlockingIOError:
-                chunk = None
-            if chunk:
-                seen = True
-                buf += chunk
-                *done, buf = buf.split(b"\n")
-                self.lines += [d.decode(errors="replace") for d in done]
-            elif chunk == b"" and seen:
-                break
-            else:
-                time.sleep(0.02)
-        os.close(fd)
+def fifo_drain(path):
+    """A FIFO made and opened O_RDONLY|O_NONBLOCK before the VMM starts, as Kata's fcListenToFifo; read."""
+    os.mkfifo(path)
+    r = FifoReader(path, deadline_s=TIMEOUT + 60, open_first=True)
+    r.start()
+    return r
 
 
 class KataBoot:
