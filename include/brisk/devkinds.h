@@ -45,9 +45,11 @@ struct devkind {
 	unsigned (*count)(const struct vm_config *cfg);
 	/*
 	 * Creates device i (0..count-1) of this kind in window `win`, added to env->bus. 0, or -errno with
-	 * `why` naming the option and its value ("--disk PATH: ...").
+	 * `why` naming the option and its value ("--disk PATH: ..."). *dev (NULL on entry) may be set to the
+	 * device's backend, which vm_device/vm_device_call (vm.h) then hand to the kind's own post-boot
+	 * functions (a disk swap, a rate limiter's update); a kind with none leaves it NULL.
 	 */
-	int (*create)(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, char *why,
+	int (*create)(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, void **dev, char *why,
 		      size_t whylen);
 	/* Whose fault create's -errno is (docs/exit-codes.md): the option's value (usage) or the host's. */
 	enum vm_error_kind (*fault)(int err);

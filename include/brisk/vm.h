@@ -216,6 +216,18 @@ void vm_irq_line(struct vm *vm, unsigned irq, int level);
  * ones are ignored. Wakes every vCPU out of KVM_RUN.
  */
 void vm_request_exit(struct vm *vm, int code, const char *reason);
+/*
+ * Post-boot device changes (the API's PATCH /drives, rate limiter updates, the balloon): the backend of
+ * device `index` (0: the first) of the kind whose option is `option` ("disk", "net", "rng", ...:
+ * devkinds.h), as its constructor gave it, or NULL (no such device, or a kind with no post-boot calls).
+ */
+void *vm_device(struct vm *vm, const char *option, unsigned index);
+/*
+ * Runs fn(dev, arg) on that backend with the I/O event loop stopped, so that no device callback runs
+ * meanwhile (the vCPUs still may: a device locks what its register handlers share), then lets the loop
+ * run again. Main/API thread only. Returns fn's result, or -ENODEV when there is no such device.
+ */
+int vm_device_call(struct vm *vm, const char *option, unsigned index, int (*fn)(void *dev, void *arg), void *arg);
 /* Presses Ctrl+Alt+Del on the guest's keyboard (the API's SendCtrlAltDel). 0 or -errno (-ENODEV: no i8042, -EBUSY: its
  * queue is full). */
 int vm_ctrl_alt_del(struct vm *vm);

@@ -23,12 +23,13 @@ static unsigned disk_count(const struct vm_config *cfg)
 	return cfg->nr_disks;
 }
 
-static int disk_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, char *why,
-		       size_t whylen)
+static int disk_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, void **dev,
+		       char *why, size_t whylen)
 {
 	char reason[REASON_MAX];
 	int err = virtio_blk_create(env->ctx, env->bus, win, &env->cfg->disk[i], reason, sizeof(reason));
 
+	(void)dev;
 	return err ? err_set(why, whylen, err, "--disk %s: %s", env->cfg->disk[i].path, reason) : 0;
 }
 
@@ -49,13 +50,14 @@ static unsigned net_count(const struct vm_config *cfg)
 	return cfg->nr_nets;
 }
 
-static int net_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, char *why,
+static int net_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, void **dev, char *why,
 		      size_t whylen)
 {
 	const struct vm_net *n = &env->cfg->net[i];
 	char reason[REASON_MAX];
 	int err = virtio_net_create(env->ctx, env->bus, win, n, i, reason, sizeof(reason));
 
+	(void)dev;
 	return err ? err_set(why, whylen, err, "--net %s%s: %s", n->kind == NET_TAP ? "tap=" : "user",
 			     n->kind == NET_TAP ? n->tap : "", reason)
 		   : 0;
@@ -75,13 +77,14 @@ static unsigned vsock_count(const struct vm_config *cfg)
 	return cfg->vsock.uds[0] ? 1 : 0;
 }
 
-static int vsock_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, char *why,
-			size_t whylen)
+static int vsock_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, void **dev,
+			char *why, size_t whylen)
 {
 	const struct vm_vsock *v = &env->cfg->vsock;
 	char reason[REASON_MAX];
 	int err = virtio_vsock_create(env->ctx, env->bus, win, v->cid, v->uds, reason, sizeof(reason), NULL);
 
+	(void)dev;
 	(void)i;
 	return err ? err_set(why, whylen, err, "--vsock uds=%s: %s", v->uds, reason) : 0;
 }
@@ -106,11 +109,12 @@ static unsigned rng_count(const struct vm_config *cfg)
 	return cfg->rng_rate ? 1 : 0;
 }
 
-static int rng_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, char *why,
+static int rng_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, void **dev, char *why,
 		      size_t whylen)
 {
 	int err = virtio_rng_create(env->ctx, env->bus, win, env->cfg->rng_rate);
 
+	(void)dev;
 	(void)i;
 	return err ? err_set(why, whylen, err, "creating the virtio entropy device failed: %s", strerror(-err)) : 0;
 }
@@ -127,11 +131,12 @@ static unsigned console_count(const struct vm_config *cfg)
 	return cfg->console == CONSOLE_VIRTIO ? 1 : 0;
 }
 
-static int console_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, char *why,
-			  size_t whylen)
+static int console_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, void **dev,
+			  char *why, size_t whylen)
 {
 	int err = virtio_console_create(env->ctx, env->bus, win);
 
+	(void)dev;
 	(void)i;
 	return err ? err_set(why, whylen, err, "creating the virtio console failed: %s", strerror(-err)) : 0;
 }

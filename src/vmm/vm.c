@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "brisk/devices.h"
+#include "brisk/devkinds.h"
 #include "brisk/exitcode.h"
 #include "brisk/fc_metrics.h"
 #include "brisk/file.h"
@@ -242,6 +243,31 @@ void vm_request_exit(struct vm *vm, int code, const char *reason)
 int vm_ctrl_alt_del(struct vm *vm)
 {
 	return i8042_ctrl_alt_del(&vm->bus); /* the bus's devices are fixed once built: no lock needed to find it */
+}
+
+void *vm_device(struct vm *vm, const char *option, unsigned index)
+{
+	for (unsigned i = 0; i < vm->devmgr.nr; i++) {
+		const struct devmgr_window *w = &vm->devmgr.win[i];
+
+		if (w->kind && w->index == index && strcmp(w->kind->option, option) == 0)
+			return vm->devs[i];
+	}
+	return NULL;
+}
+
+int vm_device_call(struct vm *vm, const char *option, unsigned index, int (*fn)(void *dev, void *arg), void *arg)
+{
+	void *dev = vm_device(vm, option, index);
+	int ret, lret;
+
+	if (!dev)
+		return -ENODEV;
+	evloop_stop(vm->loop); /* a device with a backend has virtio queues, so the loop exists */
+	ret = fn(dev, arg);
+	if ((lret = evloop_start(vm->loop)))
+		log_error("restarting the I/O event loop after a device change failed: %s", strerror(-lret));
+	return ret;
 }
 
 /* The services a device may use (device.h), for this VM. */

@@ -366,7 +366,7 @@ static int create_virtio(struct vm *vm, const struct devctx *ctx, struct vm_erro
 		const struct devmgr_window *win = &vm->devmgr.win[i];
 		char why[sizeof(e->msg)];
 
-		if ((err = win->kind->create(&env, win, win->index, why, sizeof(why))))
+		if ((err = win->kind->create(&env, win, win->index, &vm->devs[i], why, sizeof(why))))
 			return fail(e, win->kind->fault(err), err, "%s", why);
 	}
 	return 0;
