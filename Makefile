@@ -124,6 +124,8 @@ LIB_SRCS := \
 	src/arch/x86/cpuid_template.c \
 	src/arch/x86/cpuid_topology.c \
 	src/arch/x86/cpuid_json.c \
+	src/arch/x86/cpuid_fc.c \
+	src/arch/x86/cpuid_fc_static.c \
 	src/profile/report_input.c \
 	src/profile/report_perfetto.c \
 	src/profile/report_svg.c \
@@ -196,6 +198,7 @@ UNIT_TESTS := \
 	test_reports \
 	test_cpuid \
 	test_cpuid_fixtures \
+	test_cpuid_fc \
 	test_stats \
 	test_tracefs \
 	test_symbols \

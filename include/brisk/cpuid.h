@@ -119,8 +119,9 @@ struct cpuid_msr {
 struct cpuid_params {
 	unsigned cpus;
 	unsigned sockets, cores, threads; /* 0 = 1 socket, cpus cores, 1 thread */
-	const char *cpu_template;	  /* "host" (NULL), "baseline" or a JSON file */
-	bool pmu;			  /* keep the PMU leaf 0xA (default: hidden) */
+	const char *cpu_template; /* "host" (NULL), "baseline", a Firecracker static name ("T2A"...) or a JSON file */
+	bool pmu;		  /* keep the PMU leaf 0xA (default: hidden) */
+	const struct cpuid_fc_template *fc_template; /* a Firecracker custom template (PUT /cpu-config); NULL: none */
 };
 
 /*
@@ -203,7 +204,7 @@ void cpuid_template_free(struct cpuid_template *t);
  */
 uint64_t cpuid_template_digest(const struct cpuid_template *t);
 
-/* True for the built-in template names: NULL, "host", "baseline" (not files). */
+/* True for the built-in template names: NULL, "host", "baseline", Firecracker's static names (not files). */
 bool cpuid_template_builtin(const char *name);
 
 /*
@@ -242,6 +243,51 @@ __attribute__((warn_unused_result)) int cpuid_json_apply(const char *path, const
  * report. `reg` is 0..3 for EAX..EDX.
  */
 bool cpuid_is_feature_register(uint32_t leaf, uint32_t subleaf, unsigned reg);
+
+/* ---- Firecracker's CPU templates (cpuid_fc.c, cpuid_fc_static.c) ----------------------------------------- */
+
+/*
+ * Firecracker v1.7.0's CustomCpuTemplate: cpuid_modifiers (leaf, subleaf, flags, register bitmaps),
+ * msr_modifiers (addr, 64-bit bitmap) and kvm_capabilities. The static templates C3, T2, T2S, T2CL
+ * (Intel) and T2A (AMD) are such templates with a name and a host check; docs/cpuid.md.
+ */
+struct cpuid_fc_template;
+
+/* The static template called `name` (exactly "C3", "T2", "T2S", "T2CL" or "T2A"), or NULL. */
+const struct cpuid_fc_template *cpuid_fc_static(const char *name);
+/* A static template's name; NULL for a custom one (and for NULL). */
+const char *cpuid_fc_name(const struct cpuid_fc_template *t);
+
+/*
+ * Parses `len` bytes of a custom template's JSON text as Firecracker does (serde's rules: unknown
+ * top-level fields refused, unknown fields of the items ignored, leaf/subleaf/addr strings "0x.." or
+ * "0b..", flags a u32 number, bitmaps of at most 32 (CPUID) or 64 (MSR) characters 0/1/x with '_'
+ * skipped) with Firecracker's messages, "WHAT: " before them. At most 1024 cpuid_modifiers, 4096
+ * register modifiers, 1024 msr_modifiers and 256 kvm_capabilities. Needs no KVM. Returns 0 and *out
+ * (free with cpuid_fc_free), -EINVAL or -ENOMEM with the message in `err`.
+ */
+__attribute__((warn_unused_result)) int cpuid_fc_parse(const char *what, const char *text, size_t len,
+						       struct cpuid_fc_template **out, char *err, size_t errlen);
+/* Frees a parsed template; NULL and static templates are left alone. */
+void cpuid_fc_free(struct cpuid_fc_template *t);
+
+/*
+ * Applies `t` to table `tab` and to vm->msrs as Firecracker's CpuConfiguration::apply_template:
+ * a static template is refused on a host whose vendor (from KVM's leaf 0) it was not made for, T2CL
+ * below Cascade Lake; each (leaf, subleaf) must be in `tab` exactly, and takes the template's flags
+ * and, in each register, (value & ~filter) | bits; each MSR must be in KVM's list and starts from
+ * brisk's boot value (0 when brisk sets none). Returns 0 or -EINVAL with Firecracker's message.
+ */
+__attribute__((warn_unused_result)) int cpuid_fc_apply(const struct cpuid_fc_template *t, const struct cpuid_kvm *k,
+						       struct kvm_cpuid2 *tab, struct cpuid_vm *vm, char *err,
+						       size_t errlen);
+/*
+ * The template's kvm_capabilities: each "N" must be reported by KVM_CHECK_EXTENSION on `kvm_fd`
+ * ("Missing KVM capabilities: N" in hex, as Firecracker); "!N" removes nothing (brisk's own
+ * requirements are fixed). NULL: 0.
+ */
+__attribute__((warn_unused_result)) int cpuid_fc_check_caps(const struct cpuid_fc_template *t, int kvm_fd, char *err,
+							    size_t errlen);
 
 /* ---- boot MSRs (msr.c) ------------------------------------------------------------------------- */
 

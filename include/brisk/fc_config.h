@@ -71,6 +71,9 @@ struct fc_vm {
 	struct vm_config cfg;
 	bool boot_source_set;
 	char *kernel, *initrd, *cmdline, *cmdline_append, *cpu_template; /* owned; what cfg points at */
+	/* PUT /cpu-config or --config-file's "cpu-config" (owned, cfg.fc_template); NULL: none. At most one of it
+	 * and a static template in cpu_template is set: the last one given wins, as in Firecracker. */
+	struct cpuid_fc_template *custom_template;
 	bool smt, track_dirty_pages; /* track_dirty_pages: as given (GET); snapshots are Full either way */
 	enum fc_huge_pages huge_pages;
 	struct fc_drive drive[VM_MAX_DISKS]; /* parallel to cfg.disk[], the root device first */
@@ -107,8 +110,10 @@ __attribute__((warn_unused_result)) int fc_put_boot_source(struct fc_vm *f, cons
  * PUT /machine-config replaces (vcpu_count and mem_size_mib required, the
  * rest back to defaults); PATCH updates the given fields (at least one).
  * vcpu_count 1..CONFIG_MAX_CPUS; smt: topology threads=2 (vcpu_count 1 or
- * even); track_dirty_pages kept (GET); cpu_template "None" only (brisk
- * takes templates with --cpu-template); huge_pages "None", "2M" or
+ * even); track_dirty_pages kept (GET); cpu_template one of Firecracker's
+ * static templates (C3, T2, T2S, T2CL, T2A: cfg.cpu_template, checked
+ * against the host at InstanceStart) or "None" (no template, a custom one
+ * dropped), absent: kept; huge_pages "None", "2M" or
  * "Transparent" (the last two: cfg.hugepages, mem_size_mib even).
  */
 __attribute__((warn_unused_result)) int fc_put_machine_config(struct fc_vm *f, const char *body, size_t len, char *err,
@@ -133,6 +138,14 @@ __attribute__((warn_unused_result)) int fc_patch_drive(struct fc_vm *f, const ch
  */
 __attribute__((warn_unused_result)) int fc_put_net(struct fc_vm *f, const char *id, const char *body, size_t len,
 						   char *err, size_t errlen);
+/*
+ * PUT /cpu-config: Firecracker's custom CPU template (cpuid_fc_parse, messages prefixed "cpu-config: "),
+ * replacing a static template or an earlier custom one. fc_set_custom_template installs a parsed one
+ * (taking ownership).
+ */
+__attribute__((warn_unused_result)) int fc_put_cpu_config(struct fc_vm *f, const char *body, size_t len, char *err,
+							  size_t errlen);
+void fc_set_custom_template(struct fc_vm *f, struct cpuid_fc_template *t);
 /* PUT /vsock: guest_cid 0..0xffffffff (as Firecracker), uds_path 1..VM_VSOCK_UDS_MAX bytes, vsock_id any string;
  * replaces. */
 __attribute__((warn_unused_result)) int fc_put_vsock(struct fc_vm *f, const char *body, size_t len, char *err,

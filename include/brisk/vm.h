@@ -66,6 +66,7 @@ struct vm_vsock {
 };
 
 struct vm;
+struct cpuid_fc_template;
 
 /* Callbacks for the profiler (brisk profile); a plain run has none. */
 struct vm_hooks {
@@ -89,7 +90,8 @@ struct vm_config {
 	bool hugepages;
 	bool prefault;
 	bool timeline;
-	const char *cpu_template; /* "host", "baseline" or a JSON file; NULL = host */
+	const char *cpu_template; /* "host", "baseline", Firecracker's "C3".."T2A" or a JSON file; NULL = host */
+	const struct cpuid_fc_template *fc_template; /* Firecracker custom template (PUT /cpu-config); NULL: none */
 	struct {
 		unsigned sockets, cores, threads; /* 0 = derived from cpus */
 	} topology;

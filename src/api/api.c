@@ -136,7 +136,7 @@ static void configure_id(struct api *a, fc_id_fn fn, const char *id, const char 
 
 /* Endpoints Firecracker has and brisk does not: a clear 400, never a silent success. */
 static const char *const unsupported[] = {
-    "/mmds", "/balloon", "/cpu-config", "/hotplug", "/snapshot/memory", "/serial", "/pmem", NULL,
+    "/mmds", "/balloon", "/hotplug", "/snapshot/memory", "/serial", "/pmem", NULL,
 };
 
 static bool is_unsupported(const char *path)
@@ -186,6 +186,8 @@ static bool route_config(struct api *a, enum api_method m, const char *p, const 
 		configure(a, fc_put_vsock, body, len, r);
 	else if (strcmp(p, "/entropy") == 0 && m == API_PUT)
 		configure(a, fc_put_entropy, body, len, r);
+	else if (strcmp(p, "/cpu-config") == 0 && m == API_PUT)
+		configure(a, fc_put_cpu_config, body, len, r);
 	else
 		return false;
 	return true;

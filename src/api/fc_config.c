@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "brisk/config.h"
+#include "brisk/cpuid.h"
 #include "brisk/file.h"
 #include "brisk/layout.h"
 #include "fc_config_internal.h"
@@ -51,6 +52,7 @@ void fc_vm_free(struct fc_vm *f)
 	free(f->cmdline);
 	free(f->cmdline_append);
 	free(f->cpu_template);
+	cpuid_fc_free(f->custom_template);
 	fc_logger_free(&f->logger);
 	fc_metrics_free(&f->metrics);
 	memset(f, 0, sizeof(*f));
@@ -130,10 +132,18 @@ struct machine {
 	uint64_t cpus, memory;
 	bool smt, dirty; /* track_dirty_pages: kept for GET; brisk's snapshots are Full either way */
 	unsigned huge;
+	const char *tmpl; /* cpu_template given: a static name or "None"; NULL: keep */
 };
 
-/* cpu_template: Firecracker's static templates (C3, T2, ...) do not exist in brisk; "None" is a no-op. */
-static int cpu_template(const struct fcj *c, json_object *o)
+/* StaticCpuTemplate's variants, in Firecracker's order (serde's "expected one of" lists them so). */
+static const char *const fc_template_names[] = {"C3", "T2", "T2S", "None", "T2CL", "T2A", NULL};
+
+/*
+ * cpu_template: one of Firecracker's static templates, or "None" (no template: the custom one of PUT
+ * /cpu-config goes too); absent keeps the current template, as Firecracker's VmConfig::update.
+ * *name is fc_template_names' entry. The vendor check is at InstanceStart, as Firecracker's.
+ */
+static int cpu_template(const struct fcj *c, json_object *o, const char **name)
 {
 	json_object *v = fcj_get(o, "cpu_template");
 	const char *s;
@@ -144,15 +154,31 @@ static int cpu_template(const struct fcj *c, json_object *o)
 		return fcj_fail(c, "cpu_template: expected a string, got %s",
 				json_type_to_name(json_object_get_type(v)));
 	s = json_object_get_string(v);
-	if (strcmp(s, "None") == 0)
-		return 1;
-	if (!fcj_printable(s))
-		return fcj_fail(c,
-				"cpu_template: only \"None\" is supported (brisk takes templates with --cpu-template)");
-	return fcj_fail(c,
-			"cpu_template: \"%.32s\" is not supported: only \"None\" (brisk takes templates with "
-			"--cpu-template)",
-			s);
+	for (unsigned i = 0; fc_template_names[i]; i++)
+		if (strcmp(s, fc_template_names[i]) == 0) {
+			*name = fc_template_names[i];
+			return 1;
+		}
+	if (!fcj_printable(s) || strlen(s) > 32)
+		return fcj_fail(c, "cpu_template: unknown variant, expected one of `C3`, `T2`, `T2S`, `None`, `T2CL`, "
+				   "`T2A`");
+	return fcj_fail(
+	    c, "cpu_template: unknown variant `%s`, expected one of `C3`, `T2`, `T2S`, `None`, `T2CL`, `T2A`", s);
+}
+
+/* Sets the VM's CPU template to static template `name` ("None": none), dropping a custom one. */
+static int set_static_template(struct fc_vm *f, const char *name)
+{
+	char *s = strcmp(name, "None") == 0 ? NULL : strdup(name);
+
+	if (strcmp(name, "None") != 0 && !s)
+		return -ENOMEM;
+	free(f->cpu_template);
+	f->cfg.cpu_template = f->cpu_template = s;
+	cpuid_fc_free(f->custom_template);
+	f->custom_template = NULL;
+	f->cfg.fc_template = NULL;
+	return 0;
 }
 
 /* Reads the members into *m; returns how many were given, or -EINVAL. */
@@ -169,7 +195,7 @@ static int machine_read(const struct fcj *c, json_object *o, struct machine *m, 
 	r[1] = r[0] < 0 ? -EINVAL : fcj_uint(c, o, "mem_size_mib", LAYOUT_MEM_MIN >> 20, MEM_MAX_MIB, &mib);
 	r[2] = r[1] < 0 ? -EINVAL : fcj_bool(c, o, "smt", &m->smt);
 	r[3] = r[2] < 0 ? -EINVAL : fcj_bool(c, o, "track_dirty_pages", &m->dirty);
-	r[4] = r[3] < 0 ? -EINVAL : cpu_template(c, o);
+	r[4] = r[3] < 0 ? -EINVAL : cpu_template(c, o, &m->tmpl);
 	r[5] = r[4] < 0 ? -EINVAL : fcj_enum(c, o, "huge_pages", fc_huge_names, false, &m->huge);
 	for (unsigned i = 0; i < 6; i++) {
 		if (r[i] < 0)
@@ -204,8 +230,12 @@ static int machine_check(const struct fcj *c, const struct machine *m)
 int fc_apply_machine_config(struct fc_vm *f, const struct fcj *c, json_object *o, bool patch)
 {
 	/* PUT starts from Firecracker's defaults (smt false, huge_pages None); PATCH from what is set. */
-	struct machine m = {f->cfg.cpus, f->cfg.memory, patch && f->smt, patch && f->track_dirty_pages,
-			    patch ? (unsigned)f->huge_pages : 0};
+	struct machine m = {f->cfg.cpus,
+			    f->cfg.memory,
+			    patch && f->smt,
+			    patch && f->track_dirty_pages,
+			    patch ? (unsigned)f->huge_pages : 0,
+			    NULL};
 	int given = machine_read(c, o, &m, patch);
 
 	if (given < 0)
@@ -214,6 +244,8 @@ int fc_apply_machine_config(struct fc_vm *f, const struct fcj *c, json_object *o
 		return fcj_fail(c, "empty PATCH request: give at least one field");
 	if (machine_check(c, &m))
 		return -EINVAL;
+	if (m.tmpl && set_static_template(f, m.tmpl))
+		return -ENOMEM;
 	f->cfg.cpus = (unsigned)m.cpus;
 	f->cfg.memory = m.memory;
 	f->smt = m.smt;
@@ -492,6 +524,25 @@ int fc_put_machine_config(struct fc_vm *f, const char *text, size_t len, char *e
 int fc_patch_machine_config(struct fc_vm *f, const char *text, size_t len, char *err, size_t errlen)
 {
 	return body(f, "machine-config", B_MACHINE_PATCH, text, len, err, errlen);
+}
+
+int fc_put_cpu_config(struct fc_vm *f, const char *text, size_t len, char *err, size_t errlen)
+{
+	struct cpuid_fc_template *t;
+	int ret = cpuid_fc_parse("cpu-config", text, len, &t, err, errlen);
+
+	if (ret)
+		return ret;
+	fc_set_custom_template(f, t);
+	return 0;
+}
+
+void fc_set_custom_template(struct fc_vm *f, struct cpuid_fc_template *t)
+{
+	free(f->cpu_template);
+	f->cfg.cpu_template = f->cpu_template = NULL;
+	cpuid_fc_free(f->custom_template);
+	f->cfg.fc_template = f->custom_template = t;
 }
 
 int fc_put_vsock(struct fc_vm *f, const char *text, size_t len, char *err, size_t errlen)

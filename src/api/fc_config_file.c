@@ -9,12 +9,13 @@
 #include <unistd.h>
 
 #include "brisk/config.h"
+#include "brisk/cpuid.h"
 #include "brisk/file.h"
 #include "brisk/log.h"
 #include "fc_config_internal.h"
 
 /* Sections a Firecracker GET /vm/config has that brisk has no device for: accepted when empty, then ignored. */
-static const char *const ignored[] = {"balloon", "mmds-config", "cpu-config", "memory-hotplug", "pmem", NULL};
+static const char *const ignored[] = {"balloon", "mmds-config", "memory-hotplug", "pmem", NULL};
 
 static const char *const sections[] = {
     "boot-source", "drives",  "machine-config", "network-interfaces", "vsock",		"entropy", "logger",
@@ -93,6 +94,52 @@ static int apply_machine_put(struct fc_vm *f, const struct fcj *c, json_object *
 	return fc_apply_machine_config(f, c, o, false);
 }
 
+static char *read_all(int fd, size_t *len, int *ret);
+
+/*
+ * "cpu-config": the path of a custom CPU template file (Firecracker's VmmConfig.cpu_config), read and
+ * parsed as PUT /cpu-config's body, after machine-config as Firecracker's from_json does (so it replaces
+ * machine-config's cpu_template); null: none.
+ */
+static int cpu_config_section(struct fc_vm *f, const struct fcj *c, json_object *root)
+{
+	char what[256];
+	const struct fcj fc = {what, c->err, c->errlen};
+	json_object *v = fcj_get(root, "cpu-config");
+	struct cpuid_fc_template *t;
+	struct stat st;
+	const char *path;
+	size_t len;
+	char *text;
+	int ret, fd;
+
+	if (!v)
+		return 0;
+	if (!json_object_is_type(v, json_type_string))
+		return fcj_fail(c, "cpu-config: expected a path string, got %s",
+				json_type_to_name(json_object_get_type(v)));
+	path = json_object_get_string(v);
+	if (!*path || strlen(path) >= VM_DISK_PATH_MAX || !fcj_printable(path))
+		return fcj_fail(c, "cpu-config: a path of 1..%u printable characters", VM_DISK_PATH_MAX - 1);
+	snprintf(what, sizeof(what), "%s: cpu-config %s", c->what, path);
+	fd = file_open_input(path, "cpu-config", &st, c->err, c->errlen);
+	if (fd < 0)
+		return fd == -ENOMEM ? fd : -EINVAL;
+	if (st.st_size > FC_JSON_MAX) {
+		close(fd);
+		return fcj_fail(&fc, "%lld bytes: at most %u", (long long)st.st_size, FC_JSON_MAX);
+	}
+	text = read_all(fd, &len, &ret);
+	close(fd);
+	if (!text)
+		return ret == -ENOMEM ? ret : fcj_fail(&fc, "read: %s", strerror(-ret));
+	ret = cpuid_fc_parse(what, text, len, &t, c->err, c->errlen);
+	free(text);
+	if (!ret)
+		fc_set_custom_template(f, t);
+	return ret;
+}
+
 /* The sections in Firecracker's order (VmResources::from_json): machine, boot source, devices, logger, metrics. */
 static int apply_sections(struct fc_vm *f, const struct fcj *c, json_object *root)
 {
@@ -104,6 +151,7 @@ static int apply_sections(struct fc_vm *f, const struct fcj *c, json_object *roo
 	if (section(c, root, "boot-source", &boot) == 0)
 		return fcj_fail(c, "boot-source is required");
 	if ((ret = object_section(f, c, root, "machine-config", apply_machine_put)) ||
+	    (ret = cpu_config_section(f, c, root)) ||
 	    (ret = object_section(f, c, root, "boot-source", fc_apply_boot_source)) ||
 	    (ret = array_section(f, c, root, "drives", fc_apply_drive)) ||
 	    (ret = array_section(f, c, root, "network-interfaces", fc_apply_net)) ||
@@ -251,6 +299,7 @@ static int own_strings(struct fc_vm *f, const struct vm_config *cfg)
 	f->cfg.cmdline = f->cmdline;
 	f->cfg.cmdline_append = f->cmdline_append;
 	f->cfg.cpu_template = f->cpu_template;
+	f->cfg.fc_template = NULL; /* a custom template is the API's, never a command line's or a snapshot's */
 	return 0;
 }
 

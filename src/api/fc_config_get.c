@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "brisk/cpuid.h"
 #include "fc_config_internal.h"
 
 /* json-c returns NULL when out of memory: every add goes through these, and a failure sticks in *bad. */
@@ -73,12 +74,20 @@ static void boot_source(const struct fc_vm *f, json_object *root, bool *bad)
 	put_str(o, "boot_args", f->cfg.cmdline, bad);
 }
 
-/* MachineConfig's fields; cpu_template is left out as Firecracker does for None (brisk's own is --cpu-template). */
+/*
+ * MachineConfig's fields. cpu_template as Firecracker's From<&VmConfig>: a static template's name, "None"
+ * for a custom one (PUT /cpu-config), left out without a template (brisk's own --cpu-template files and
+ * "baseline" have no Firecracker name either).
+ */
 static void machine(const struct fc_vm *f, json_object *o, bool *bad)
 {
+	const char *tmpl = f->custom_template ? "None" : cpuid_fc_name(cpuid_fc_static(f->cfg.cpu_template));
+
 	put_u64(o, "vcpu_count", f->cfg.cpus, bad);
 	put_u64(o, "mem_size_mib", f->cfg.memory >> 20, bad);
 	put_bool(o, "smt", f->smt, bad);
+	if (tmpl)
+		put_str(o, "cpu_template", tmpl, bad);
 	put_bool(o, "track_dirty_pages", f->track_dirty_pages, bad);
 	put_str(o, "huge_pages", fc_huge_names[f->huge_pages], bad);
 }
@@ -265,6 +274,7 @@ char *fc_vm_to_json(const struct fc_vm *f)
 		put_array(f, root, "drives", f->cfg.nr_disks, drive, &bad);
 		boot_source(f, root, &bad);
 		logger(f, root, &bad);
+		add_field(root, "cpu-config", NULL, &bad); /* as Firecracker: never the custom template's path */
 		machine_section(f, root, &bad);
 		metrics(f, root, &bad);
 		add_field(root, "mmds-config", NULL, &bad);

@@ -67,7 +67,7 @@ void vm_config_guard(const struct vm_config *cfg)
 {
 	file_guard_add_path(cfg->kernel, FILE_GUARD_INPUT, "the kernel image (--kernel)");
 	file_guard_add_path(cfg->initrd, FILE_GUARD_INPUT, "the initrd (--initrd)");
-	if (cfg->cpu_template && strcmp(cfg->cpu_template, "host") != 0 && strcmp(cfg->cpu_template, "baseline") != 0)
+	if (!cpuid_template_builtin(cfg->cpu_template))
 		file_guard_add_path(cfg->cpu_template, FILE_GUARD_INPUT, "the CPU template (--cpu-template)");
 	for (unsigned i = 0; i < cfg->nr_disks; i++)
 		file_guard_add_path(cfg->disk[i].path, FILE_GUARD_DISK, "a disk image of this VM");

@@ -430,12 +430,15 @@ static int prepare_cpuid(struct vm *vm, struct vm_error *e)
 	    .cores = vm->cfg.topology.cores,
 	    .threads = vm->cfg.topology.threads,
 	    .cpu_template = vm->cfg.cpu_template,
+	    .fc_template = vm->cfg.fc_template,
 	};
 	char err[512];
 	int ret;
 
 	if (!k)
 		return fail(e, VM_ERR_HOST, -EIO, "reading KVM's supported CPUID and MSR tables failed");
+	if (cpuid_fc_check_caps(p.fc_template, vm->kvm.fd, err, sizeof(err)))
+		return fail(e, VM_ERR_USAGE, -EINVAL, "%s", err);
 	ret = cpuid_vm_init(&vm->cpuid_vm, k, &p, err, sizeof(err));
 	if (ret)
 		return fail(e, ret == -EINVAL ? VM_ERR_USAGE : VM_ERR_HOST, ret, "%s", err);

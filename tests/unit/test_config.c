@@ -165,7 +165,7 @@ static void test_cpu_template_checked_before_kvm(void **state)
 	assert_int_equal(validate_template("/nonexistent/t.json", err, sizeof(err)), -EINVAL);
 	assert_string_equal(err, "--cpu-template /nonexistent/t.json: no such file");
 	assert_int_equal(validate_template("basline", err, sizeof(err)), -EINVAL);
-	assert_non_null(strstr(err, "built-in templates are \"host\" and \"baseline\""));
+	assert_non_null(strstr(err, "built-in templates are \"host\", \"baseline\" and Firecracker's C3"));
 	assert_int_equal(validate_template("/", err, sizeof(err)), -EINVAL);
 	assert_string_equal(err, "--cpu-template /: a directory, not a regular file");
 	/* A FIFO is refused without waiting for a writer (alarm: a hang fails the test instead of stalling it). */

@@ -228,8 +228,8 @@ static void test_machine_config_put(void **state)
 	EXPECT_ERR(f,
 		   PUT(fc_put_machine_config, f,
 		       "{\"vcpu_count\": 2, \"mem_size_mib\": 128, \"cpu_template\": "
-		       "\"T2\"}"),
-		   "cpu_template: \"T2\" is not supported");
+		       "\"T9\"}"),
+		   "cpu_template: unknown variant `T9`");
 	EXPECT_ERR(f, PUT(fc_put_machine_config, f, "{\"vcpu_count\": 2, \"mem_size_mib\": 128, \"cpu_template\": 1}"),
 		   "cpu_template: expected a string");
 	EXPECT_ERR(f,

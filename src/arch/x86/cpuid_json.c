@@ -79,7 +79,8 @@ static char *read_file(const struct jctx *c, int *ret)
 		*ret = fd == -ENOMEM || fd == -EMFILE || fd == -ENFILE ? fd : -EINVAL;
 		if (fd == -ENOENT && !strchr(c->path, '/') && strlen(c->err) < c->errlen)
 			snprintf(c->err + strlen(c->err), c->errlen - strlen(c->err),
-				 " (the built-in templates are \"host\" and \"baseline\")");
+				 " (the built-in templates are \"host\", \"baseline\" and Firecracker's C3, T2, T2S, "
+				 "T2CL, T2A)");
 		return NULL;
 	}
 	if (st.st_size > TEMPLATE_MAX_BYTES) {
@@ -352,7 +353,7 @@ int cpuid_template_load(const char *path, struct cpuid_template **out, char *err
 
 bool cpuid_template_builtin(const char *name)
 {
-	return !name || strcmp(name, "host") == 0 || strcmp(name, "baseline") == 0;
+	return !name || strcmp(name, "host") == 0 || strcmp(name, "baseline") == 0 || cpuid_fc_static(name);
 }
 
 int cpuid_template_check(const char *name, char *err, size_t errlen)

@@ -223,6 +223,8 @@ static int apply_cpu_template(struct cpuid_vm *vm, const struct cpuid_kvm *k, co
 		return 0;
 	if (strcmp(name, "baseline") == 0)
 		return apply_baseline(vm->tmpl, err, errlen);
+	if (cpuid_fc_static(name))
+		return cpuid_fc_apply(cpuid_fc_static(name), k, vm->tmpl, vm, err, errlen);
 	return cpuid_json_apply(name, k, vm->tmpl, vm, err, errlen);
 }
 
@@ -379,6 +381,8 @@ int cpuid_vm_init(struct cpuid_vm *vm, const struct cpuid_kvm *k, const struct c
 	brisk_rules(vm->tmpl, k, p->pmu);
 	cpuid_msrs_default(vm, k);
 	ret = apply_cpu_template(vm, k, p->cpu_template, err, errlen);
+	if (!ret && p->fc_template)
+		ret = cpuid_fc_apply(p->fc_template, k, vm->tmpl, vm, err, errlen);
 	if (ret) {
 		cpuid_vm_destroy(vm);
 		return ret;
