@@ -8,7 +8,10 @@
  * --cpu-template baseline. kvm_htt=0|1 is passed only when the host's KVM
  * was seen to replace leaf 1 EDX[28] at KVM_SET_CPUID2 (kvm_pvm ORs in the
  * host's bit, docs/cpuid.md): HTT is then KVM's, not brisk's, and the check
- * expects KVM's value. Every check prints "cpuid: PASS|FAIL|SKIP name
+ * expects KVM's value. A CPU template's effects (Firecracker's T2A or a
+ * custom one, docs/cpuid.md) come as up to four register checks
+ * wN_leaf=L wN_sub=S wN_reg=0..3 (eax..edx) wN_mask=M wN_val=V, N 0..3:
+ * (register & M) must be V. Every check prints "cpuid: PASS|FAIL|SKIP name
  * values"; the guest ends with guest_pass or guest_fail. check_vcpu() takes
  * the expected APIC ID so that APs can run it once they are started.
  */
@@ -157,6 +160,33 @@ static void check_template(const struct want *w)
 	result(!!(l1.c & (1u << 20)), "baseline-sse4.2", "leaf1.ecx[20]=%u want %u", (l1.c >> 20) & 1, 1);
 }
 
+/* The command line's wN_* register checks (a CPU template's bits, as the test computed them). */
+static void check_wanted_bits(const char *cmdline)
+{
+	static const char *const keys[4][5] = {{"w0_leaf", "w0_sub", "w0_reg", "w0_mask", "w0_val"},
+					       {"w1_leaf", "w1_sub", "w1_reg", "w1_mask", "w1_val"},
+					       {"w2_leaf", "w2_sub", "w2_reg", "w2_mask", "w2_val"},
+					       {"w3_leaf", "w3_sub", "w3_reg", "w3_mask", "w3_val"}};
+	static const char *const names[4] = {"template-w0", "template-w1", "template-w2", "template-w3"};
+
+	for (unsigned i = 0; i < 4; i++) {
+		uint64_t v[5] = {0, 0, 0, 0, 0};
+		struct regs r;
+		uint32_t got;
+
+		if (cmdline_get_u64(cmdline, keys[i][0], &v[0]))
+			continue;
+		for (unsigned k = 1; k < 5; k++)
+			cmdline_get_u64(cmdline, keys[i][k], &v[k]);
+		r = cpuid_of((uint32_t)v[0], (uint32_t)v[1]);
+		got = (v[2] == 0 ? r.a : v[2] == 1 ? r.b : v[2] == 2 ? r.c : r.d) & (uint32_t)v[3];
+		gprintf("cpuid: INFO %s leaf 0x%x", names[i], (uint32_t)v[0]);
+		gprintf(".%u reg %u", (uint32_t)v[1], (uint32_t)v[2]);
+		gprintf(" mask 0x%x\n", (uint32_t)v[3]);
+		result(got == (uint32_t)v[4], names[i], "value=0x%x want 0x%x", got, (uint32_t)v[4]);
+	}
+}
+
 /* Every check for the vCPU this runs on, expecting APIC ID `apic_id`. */
 static void check_vcpu(const struct want *w, uint32_t apic_id)
 {
@@ -190,6 +220,7 @@ void guest_main(struct hvm_start_info *si)
 	gprintf("cpuid: cpus=%u sockets=%u cores=%u threads=%u baseline=%u\n", (unsigned)w.cpus, (unsigned)w.sockets,
 		(unsigned)w.cores, (unsigned)w.threads, (unsigned)w.baseline);
 	check_vcpu(&w, 0); /* the BSP: vCPU 0, APIC ID 0 */
+	check_wanted_bits(guest_cmdline(si));
 	if (failures) {
 		gprintf("cpuid: %u checks failed\n", failures);
 		guest_fail("cpuid", "see the FAIL lines");

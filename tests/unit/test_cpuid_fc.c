@@ -45,9 +45,13 @@ static struct kvm_cpuid2 *synth_table(bool intel, uint32_t fill, uint32_t eax1)
 		e->ebx = 0x68747541, e->edx = 0x69746e65, e->ecx = 0x444d4163;
 	for (unsigned i = 0; i < NR_FC_LEAVES; i++) {
 		e = &t->entries[1 + i];
-		*e = (struct kvm_cpuid_entry2){.function = fc_leaves[i][0], .index = fc_leaves[i][1],
+		*e = (struct kvm_cpuid_entry2){.function = fc_leaves[i][0],
+					       .index = fc_leaves[i][1],
 					       .flags = fc_leaves[i][0] == 0xd ? KVM_CPUID_FLAG_SIGNIFCANT_INDEX : 0,
-					       .eax = fill, .ebx = fill, .ecx = fill, .edx = fill};
+					       .eax = fill,
+					       .ebx = fill,
+					       .ecx = fill,
+					       .edx = fill};
 	}
 	if (eax1)
 		t->entries[1].eax = eax1;
@@ -75,10 +79,10 @@ static void bitmap_of(const char *name, bool intel, uint32_t leaf, uint32_t sub,
 	struct cpuid_vm vm;
 	struct kvm_cpuid2 *zeros = synth_apply(name, intel, 0, &vm), *ones = synth_apply(name, intel, ~0u, &vm);
 	struct kvm_cpuid_entry2 *z = get(zeros, leaf, sub), *o = get(ones, leaf, sub);
-	uint32_t zr[4] = {z->eax, z->ebx, z->ecx, z->edx}, or[4] = {o->eax, o->ebx, o->ecx, o->edx};
+	uint32_t zr[4] = {z->eax, z->ebx, z->ecx, z->edx}, or [4] = {o->eax, o->ebx, o->ecx, o->edx};
 
 	*value = zr[reg];
-	*filter = ~or[reg] | zr[reg];
+	*filter = ~ or [reg] | zr[reg];
 	free(zeros);
 	free(ones);
 }
@@ -94,7 +98,8 @@ static void assert_bitmap(const char *name, bool intel, uint32_t leaf, uint32_t 
 			 f, v, filter, value);
 }
 
-/* Values transcribed from Firecracker v1.7.0's src/vmm/src/cpu_config/x86_64/static_cpu_templates/ (t2a.rs, t2.rs, c3.rs, t2s.rs, t2cl.rs). */
+/* Values transcribed from Firecracker v1.7.0's src/vmm/src/cpu_config/x86_64/static_cpu_templates/ (t2a.rs, t2.rs,
+ * c3.rs, t2s.rs, t2cl.rs). */
 static void test_static_values_match_rs(void **state)
 {
 	struct cpuid_vm vm;
@@ -148,8 +153,8 @@ static void check_on_fixture(const char *fixture, const char *name, bool intel)
 
 			bitmap_of(name, intel, fc_leaves[i][0], fc_leaves[i][1], r, &f, &v);
 			if ((got & f) != v)
-				fail_msg("%s on %s: leaf 0x%x.%u reg %u = 0x%08x, template wants 0x%08x under 0x%08x", name,
-					 fixture, fc_leaves[i][0], fc_leaves[i][1], r, got, v, f);
+				fail_msg("%s on %s: leaf 0x%x.%u reg %u = 0x%08x, template wants 0x%08x under 0x%08x",
+					 name, fixture, fc_leaves[i][0], fc_leaves[i][1], r, got, v, f);
 		}
 	}
 	cpuid_vm_destroy(&vm);
@@ -178,8 +183,9 @@ static void test_static_on_fixtures(void **state)
 	check_on_fixture(AMD_HOST, "T2A", false);
 	check_on_fixture(AMD_ZEN, "T2A", false);
 	/* qemu64 under nested KVM has no leaf 0xD subleaf 1: Firecracker refuses T2A there too */
-	expect_refused(NESTED, "T2A", "Failed to create guest config: Template changes a CPUID entry not supported by "
-				      "KVM: Leaf: d, Subleaf: 1");
+	expect_refused(NESTED, "T2A",
+		       "Failed to create guest config: Template changes a CPUID entry not supported by "
+		       "KVM: Leaf: d, Subleaf: 1");
 	check_on_fixture(INTEL, "T2", true);
 	check_on_fixture(INTEL, "T2S", true);
 	check_on_fixture(INTEL, "T2CL", true);
@@ -193,9 +199,9 @@ static void test_static_on_fixtures(void **state)
 	assert_false(e->ecx & (1u << 3));     /* MONITOR */
 	e = get(vm.tmpl, 7, 0);
 	assert_false(e->ebx & AVX512F);
-	assert_false(e->ebx & (1u << 31)); /* AVX512VL */
-	assert_false(e->ecx & (1u << 1));  /* AVX512_VBMI */
-	assert_int_equal(get(vm.tmpl, 0xd, 0)->eax & 0xe0, 0); /* no AVX-512 XSAVE state */
+	assert_false(e->ebx & (1u << 31));			    /* AVX512VL */
+	assert_false(e->ecx & (1u << 1));			    /* AVX512_VBMI */
+	assert_int_equal(get(vm.tmpl, 0xd, 0)->eax & 0xe0, 0);	    /* no AVX-512 XSAVE state */
 	assert_false(get(vm.tmpl, 0x80000001, 0)->ecx & (1u << 2)); /* SVM stays hidden */
 	cpuid_vm_destroy(&vm);
 }
@@ -294,14 +300,15 @@ static void test_parse_accepts(void **state)
 	cpuid_fc_free(parse_ok("{ }"));
 	cpuid_fc_free(parse_ok("{\"kvm_capabilities\": [\"69\", \"!7\"]}"));
 	/* Unknown fields of the items are ignored, as serde does without deny_unknown_fields. */
-	t = parse_ok("{\"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"subleaf\": \"0b0\", \"flags\": 0, \"comment\": 1,"
-		     "\"modifiers\": [{\"register\": \"ecx\", \"bitmap\": \"0b0xxx_xxxx_xxxx_xxxx_xxxx_xxxx_xxxx_xx01\"}]}],"
-		     "\"msr_modifiers\": [{\"addr\": \"0x1a0\", \"bitmap\": \"0b1x\"}]}");
+	t = parse_ok(
+	    "{\"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"subleaf\": \"0b0\", \"flags\": 0, \"comment\": 1,"
+	    "\"modifiers\": [{\"register\": \"ecx\", \"bitmap\": \"0b0xxx_xxxx_xxxx_xxxx_xxxx_xxxx_xxxx_xx01\"}]}],"
+	    "\"msr_modifiers\": [{\"addr\": \"0x1a0\", \"bitmap\": \"0b1x\"}]}");
 	memset(&vm, 0, sizeof(vm));
 	assert_int_equal(cpuid_msr_set(&vm, 0x1a0, 1), 0);
 	assert_int_equal(cpuid_fc_apply(t, &k, tab, &vm, err, sizeof(err)), 0);
 	assert_int_equal(get(tab, 1, 0)->ecx, 0x7ffffffd); /* bit 31 and bit 1 cleared, bit 0 set */
-	assert_int_equal(vm.msrs[0].value, 3);		    /* bit 1 set, bit 0 brisk's 1 kept */
+	assert_int_equal(vm.msrs[0].value, 3);		   /* bit 1 set, bit 0 brisk's 1 kept */
 	cpuid_fc_free(t);
 	/* docs/security.md case 66: a leaf KVM does not report, an MSR KVM does not list: Firecracker's errors. */
 	t = parse_ok("{\"cpuid_modifiers\": [{\"leaf\": \"0x80000023\", \"subleaf\": \"0x0\", \"flags\": 0, "
@@ -310,7 +317,8 @@ static void test_parse_accepts(void **state)
 	assert_string_equal(err, "Failed to create guest config: Template changes a CPUID entry not supported by KVM: "
 				 "Leaf: 80000023, Subleaf: 0");
 	cpuid_fc_free(t);
-	t = parse_ok("{\"cpuid_modifiers\": [{\"leaf\": \"0x7\", \"subleaf\": \"0x5\", \"flags\": 1, \"modifiers\": []}]}");
+	t = parse_ok(
+	    "{\"cpuid_modifiers\": [{\"leaf\": \"0x7\", \"subleaf\": \"0x5\", \"flags\": 1, \"modifiers\": []}]}");
 	assert_int_equal(cpuid_fc_apply(t, &k, tab, &vm, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "Leaf: 7, Subleaf: 5"));
 	cpuid_fc_free(t);
@@ -340,24 +348,30 @@ static void test_parse_refusals(void **state)
 	parse_refused("{\"msr_modifiers\": [{\"addr\": \"0jj0\", \"bitmap\": \"0b1\"}]}",
 		      "msr_modifiers[0]: No supported number system prefix found in value [0jj0]. Make sure to prefix "
 		      "the number with '0x' for hexadecimal numbers or '0b' for binary numbers.");
-	parse_refused("{\"cpuid_modifiers\": [{\"leaf\": \"k\", \"subleaf\": \"0x0\", \"flags\": 0, \"modifiers\": []}]}",
-		      "No supported number system prefix found in value [k]");
-	parse_refused("{\"cpuid_modifiers\": [{\"leaf\": \"7\", \"subleaf\": \"0x0\", \"flags\": 0, \"modifiers\": []}]}",
-		      "No supported number system prefix found in value [7]");
+	parse_refused(
+	    "{\"cpuid_modifiers\": [{\"leaf\": \"k\", \"subleaf\": \"0x0\", \"flags\": 0, \"modifiers\": []}]}",
+	    "No supported number system prefix found in value [k]");
+	parse_refused(
+	    "{\"cpuid_modifiers\": [{\"leaf\": \"7\", \"subleaf\": \"0x0\", \"flags\": 0, \"modifiers\": []}]}",
+	    "No supported number system prefix found in value [7]");
 	parse_refused("{\"cpuid_modifiers\": [{\"leaf\": 7, \"subleaf\": \"0x0\", \"flags\": 0, \"modifiers\": []}]}",
 		      "cpuid_modifiers[0]: invalid type: integer `7`, expected a string");
-	parse_refused("{\"cpuid_modifiers\": [{\"leaf\": \"0x1g\", \"subleaf\": \"0x0\", \"flags\": 0, \"modifiers\": []}]}",
-		      "Failed to parse string [0x1g] as a number for CPU template - ParseIntError { kind: InvalidDigit }");
-	parse_refused("{\"cpuid_modifiers\": [{\"leaf\": \"0x\", \"subleaf\": \"0x0\", \"flags\": 0, \"modifiers\": []}]}",
-		      "Failed to parse string [0x] as a number for CPU template - ParseIntError { kind: Empty }");
+	parse_refused(
+	    "{\"cpuid_modifiers\": [{\"leaf\": \"0x1g\", \"subleaf\": \"0x0\", \"flags\": 0, \"modifiers\": []}]}",
+	    "Failed to parse string [0x1g] as a number for CPU template - ParseIntError { kind: InvalidDigit }");
+	parse_refused(
+	    "{\"cpuid_modifiers\": [{\"leaf\": \"0x\", \"subleaf\": \"0x0\", \"flags\": 0, \"modifiers\": []}]}",
+	    "Failed to parse string [0x] as a number for CPU template - ParseIntError { kind: Empty }");
 	parse_refused("{\"cpuid_modifiers\": [{\"leaf\": \"0x100000000\", \"subleaf\": \"0x0\", \"flags\": 0, "
 		      "\"modifiers\": []}]}",
 		      "Failed to parse string [0x100000000] as a number for CPU template - ParseIntError { kind: "
 		      "PosOverflow }");
-	parse_refused("{\"msr_modifiers\": [{\"addr\": \"0x200\", \"bitmap\": \"0bx0?1_0_0x_?x1xxxx00xxx1xxxxxxxxxxx1\"}]}",
-		      "Failed to parse string [0bx0?1_0_0x_?x1xxxx00xxx1xxxxxxxxxxx1] as a bitmap - unknown character: 63");
-	parse_refused("{\"msr_modifiers\": [{\"addr\": \"0x200\", \"bitmap\": \"0bx00100x0x1xxxx05xxx1xxxxxxxxxxx1\"}]}",
-		      "Failed to parse string [0bx00100x0x1xxxx05xxx1xxxxxxxxxxx1] as a bitmap - unknown character: 53");
+	parse_refused(
+	    "{\"msr_modifiers\": [{\"addr\": \"0x200\", \"bitmap\": \"0bx0?1_0_0x_?x1xxxx00xxx1xxxxxxxxxxx1\"}]}",
+	    "Failed to parse string [0bx0?1_0_0x_?x1xxxx00xxx1xxxxxxxxxxx1] as a bitmap - unknown character: 63");
+	parse_refused(
+	    "{\"msr_modifiers\": [{\"addr\": \"0x200\", \"bitmap\": \"0bx00100x0x1xxxx05xxx1xxxxxxxxxxx1\"}]}",
+	    "Failed to parse string [0bx00100x0x1xxxx05xxx1xxxxxxxxxxx1] as a bitmap - unknown character: 53");
 	parse_refused("{\"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"subleaf\": \"0x0\", \"flags\": 0, \"modifiers\": ["
 		      "{\"register\": \"eax\", \"bitmap\": \"0b1xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}]}]}",
 		      "as a bitmap - string is too long");
@@ -368,17 +382,20 @@ static void test_parse_refusals(void **state)
 		      "cpuid_modifiers[0]: missing field `leaf`");
 	parse_refused("{\"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"subleaf\": \"0x0\", \"modifiers\": []}]}",
 		      "missing field `flags`");
-	parse_refused("{\"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"subleaf\": \"0x0\", \"flags\": -1, \"modifiers\": []}]}",
-		      "invalid value: integer `-1`, expected u32");
+	parse_refused(
+	    "{\"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"subleaf\": \"0x0\", \"flags\": -1, \"modifiers\": []}]}",
+	    "invalid value: integer `-1`, expected u32");
 	parse_refused("{\"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"subleaf\": \"0x0\", \"flags\": 4294967296, "
 		      "\"modifiers\": []}]}",
 		      "invalid value: integer `4294967296`, expected u32");
-	parse_refused("{\"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"subleaf\": \"0x0\", \"flags\": 1.5, \"modifiers\": []}]}",
-		      "invalid type: floating point `1.5`, expected u32");
-	parse_refused("{\"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"subleaf\": \"0x0\", \"flags\": 0, \"modifiers\": {}}]}",
-		      "invalid type: map, expected a sequence");
+	parse_refused(
+	    "{\"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"subleaf\": \"0x0\", \"flags\": 1.5, \"modifiers\": []}]}",
+	    "invalid type: floating point `1.5`, expected u32");
+	parse_refused(
+	    "{\"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"subleaf\": \"0x0\", \"flags\": 0, \"modifiers\": {}}]}",
+	    "invalid type: map, expected a sequence");
 	parse_refused("{\"cpuid_modifiers\": [5]}", "cpuid_modifiers[0]: invalid type: integer `5`, expected struct "
-						     "CpuidLeafModifier");
+						    "CpuidLeafModifier");
 	parse_refused("{\"cpuid_modifiers\": null}", "invalid type: null, expected a sequence");
 	parse_refused("{\"msr_modifiers\": [{\"addr\": \"0x10a\"}]}", "msr_modifiers[0]: missing field `bitmap`");
 	parse_refused("{\"msr_modifiers\": [{\"addr\": \"0x10a\", \"bitmap\": 5}]}",

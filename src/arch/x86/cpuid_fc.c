@@ -121,7 +121,7 @@ static const char *parse_kind(const char *digits, int base, uint64_t max)
 	if (!*p)
 		return digits[0] ? "InvalidDigit" : "Empty";
 	for (; *p; p++) {
-		int d = isdigit((unsigned char)*p)		 ? *p - '0'
+		int d = isdigit((unsigned char)*p)		    ? *p - '0'
 			: isxdigit((unsigned char)*p) && base == 16 ? tolower((unsigned char)*p) - 'a' + 10
 								    : 99;
 
@@ -155,8 +155,9 @@ static int get_number(const struct fcj *c, const char *where, json_object *v, ui
 	digits = str + 2;
 	kind = parse_kind(digits, base, max);
 	if (kind)
-		return fcj_fail(c, "%sFailed to parse string [%s] as a number for CPU template - ParseIntError { kind: %s }",
-				where, shown(str, s, sizeof(s)), kind);
+		return fcj_fail(
+		    c, "%sFailed to parse string [%s] as a number for CPU template - ParseIntError { kind: %s }", where,
+		    shown(str, s, sizeof(s)), kind);
 	*out = strtoull(digits[0] == '+' ? digits + 1 : digits, NULL, base);
 	return 0;
 }
@@ -341,9 +342,8 @@ static int parse_cap(const struct fcj *c, size_t i, json_object *v, struct cpuid
 	digits = cap->remove ? str + 1 : str;
 	kind = parse_kind(digits, 10, UINT32_MAX);
 	if (kind)
-		return fcj_fail(c,
-				"%sFailed to parse string [%s] as a kvm capability - can not convert to numeric: %s", where,
-				shown(str, s, sizeof(s)),
+		return fcj_fail(c, "%sFailed to parse string [%s] as a kvm capability - can not convert to numeric: %s",
+				where, shown(str, s, sizeof(s)),
 				strcmp(kind, "Empty") == 0	   ? "cannot parse integer from empty string"
 				: strcmp(kind, "PosOverflow") == 0 ? "number too large to fit in target type"
 								   : "invalid digit found in string");
@@ -420,8 +420,13 @@ int cpuid_fc_parse(const char *what, const char *text, size_t len, struct cpuid_
 		free(b.caps);
 		return ret;
 	}
-	*t = (struct cpuid_fc_template){.nr_leaves = b.nr_leaves, .nr_regs = b.nr_regs, .nr_msrs = b.nr_msrs,
-					.nr_caps = b.nr_caps, .leaves = b.leaves, .regs = b.regs, .msrs = b.msrs,
+	*t = (struct cpuid_fc_template){.nr_leaves = b.nr_leaves,
+					.nr_regs = b.nr_regs,
+					.nr_msrs = b.nr_msrs,
+					.nr_caps = b.nr_caps,
+					.leaves = b.leaves,
+					.regs = b.regs,
+					.msrs = b.msrs,
 					.caps = b.caps};
 	*out = t;
 	return 0;
@@ -454,8 +459,9 @@ static int check_host(const struct cpuid_fc_template *t, const struct kvm_cpuid2
 		return -EINVAL;
 	}
 	if (t->cascade_lake && !at_least_cascade_lake(sup)) {
-		snprintf(err, errlen,
-			 "Failed to get CPU template: The current CPU model is not permitted to apply the CPU template.");
+		snprintf(
+		    err, errlen,
+		    "Failed to get CPU template: The current CPU model is not permitted to apply the CPU template.");
 		return -EINVAL;
 	}
 	return 0;
@@ -478,8 +484,8 @@ static uint64_t msr_value(const struct cpuid_vm *vm, uint32_t addr)
 	return 0;
 }
 
-static int apply_msrs(const struct cpuid_fc_template *t, const struct cpuid_kvm *k, struct cpuid_vm *vm,
-		      char *err, size_t errlen)
+static int apply_msrs(const struct cpuid_fc_template *t, const struct cpuid_kvm *k, struct cpuid_vm *vm, char *err,
+		      size_t errlen)
 {
 	for (unsigned i = 0; i < t->nr_msrs; i++) {
 		const struct cpuid_fc_msr *m = &t->msrs[i];
@@ -533,8 +539,8 @@ int cpuid_fc_check_caps(const struct cpuid_fc_template *t, int kvm_fd, char *err
 	for (unsigned i = 0; t && i < t->nr_caps; i++) {
 		if (t->caps[i].remove)
 			continue; /* brisk's own requirements are not Firecracker's list: nothing to remove from */
-		if (cpuid_ioctl(kvm_fd, KVM_CHECK_EXTENSION, "KVM_CHECK_EXTENSION", (void *)(uintptr_t)t->caps[i].cap) <=
-		    0) {
+		if (cpuid_ioctl(kvm_fd, KVM_CHECK_EXTENSION, "KVM_CHECK_EXTENSION",
+				(void *)(uintptr_t)t->caps[i].cap) <= 0) {
 			snprintf(err, errlen, "Missing KVM capabilities: %x", t->caps[i].cap);
 			return -EINVAL;
 		}

@@ -7,180 +7,121 @@
 #include "cpuid_fc_internal.h"
 
 static const struct cpuid_fc_leaf c3_leaves[] = {
-	{0x1, 0x0, 0, 0, 3},
-	{0x7, 0x0, 1, 3, 3},
-	{0xd, 0x0, 1, 6, 1},
-	{0xd, 0x1, 1, 7, 1},
-	{0x80000001, 0x0, 0, 8, 2},
+    {0x1, 0x0, 0, 0, 3}, {0x7, 0x0, 1, 3, 3}, {0xd, 0x0, 1, 6, 1}, {0xd, 0x1, 1, 7, 1}, {0x80000001, 0x0, 0, 8, 2},
 };
 
 static const struct cpuid_fc_reg c3_regs[] = {
-	{REG_EAX, 0x0fff3fff, 0x000306e4},
-	{REG_ECX, 0x0040dd3c, 0x00000000},
-	{REG_EDX, 0xa8641080, 0x00001080},
-	{REG_EBX, 0xffafdd3c, 0x00000000},
-	{REG_ECX, 0x4041481e, 0x00000000},
-	{REG_EDX, 0x0000000c, 0x00000000},
-	{REG_EAX, 0x000002f8, 0x00000000},
-	{REG_EAX, 0x0000000e, 0x00000000},
-	{REG_ECX, 0x00000120, 0x00000000},
-	{REG_EDX, 0x04000000, 0x00000000},
+    {REG_EAX, 0x0fff3fff, 0x000306e4}, {REG_ECX, 0x0040dd3c, 0x00000000}, {REG_EDX, 0xa8641080, 0x00001080},
+    {REG_EBX, 0xffafdd3c, 0x00000000}, {REG_ECX, 0x4041481e, 0x00000000}, {REG_EDX, 0x0000000c, 0x00000000},
+    {REG_EAX, 0x000002f8, 0x00000000}, {REG_EAX, 0x0000000e, 0x00000000}, {REG_ECX, 0x00000120, 0x00000000},
+    {REG_EDX, 0x04000000, 0x00000000},
 };
 
 static const struct cpuid_fc_template c3_template = {
-	.name = "C3",
-	.vendor = CPUID_VENDOR_INTEL,
-	.cascade_lake = false,
-	.nr_leaves = 5,
-	.leaves = c3_leaves,
-	.regs = c3_regs,
+    .name = "C3",
+    .vendor = CPUID_VENDOR_INTEL,
+    .cascade_lake = false,
+    .nr_leaves = 5,
+    .leaves = c3_leaves,
+    .regs = c3_regs,
 };
 
 static const struct cpuid_fc_leaf t2_leaves[] = {
-	{0x1, 0x0, 0, 0, 3},
-	{0x7, 0x0, 1, 3, 3},
-	{0xd, 0x0, 1, 6, 1},
-	{0xd, 0x1, 1, 7, 1},
-	{0x80000001, 0x0, 0, 8, 2},
-	{0x80000008, 0x0, 0, 10, 1},
+    {0x1, 0x0, 0, 0, 3}, {0x7, 0x0, 1, 3, 3},	     {0xd, 0x0, 1, 6, 1},
+    {0xd, 0x1, 1, 7, 1}, {0x80000001, 0x0, 0, 8, 2}, {0x80000008, 0x0, 0, 10, 1},
 };
 
 static const struct cpuid_fc_reg t2_regs[] = {
-	{REG_EAX, 0x0fff3fff, 0x000306f2},
-	{REG_ECX, 0x0004cdfc, 0x00000000},
-	{REG_EDX, 0xe8641080, 0x00001080},
-	{REG_EBX, 0xffefda14, 0x00000200},
-	{REG_ECX, 0x40415f5e, 0x00000000},
-	{REG_EDX, 0x0000011c, 0x00000000},
-	{REG_EAX, 0x000002f8, 0x00000000},
-	{REG_EAX, 0x0000000e, 0x00000000},
-	{REG_ECX, 0x20000100, 0x00000000},
-	{REG_EDX, 0x04000000, 0x00000000},
-	{REG_EBX, 0x00000200, 0x00000000},
+    {REG_EAX, 0x0fff3fff, 0x000306f2}, {REG_ECX, 0x0004cdfc, 0x00000000}, {REG_EDX, 0xe8641080, 0x00001080},
+    {REG_EBX, 0xffefda14, 0x00000200}, {REG_ECX, 0x40415f5e, 0x00000000}, {REG_EDX, 0x0000011c, 0x00000000},
+    {REG_EAX, 0x000002f8, 0x00000000}, {REG_EAX, 0x0000000e, 0x00000000}, {REG_ECX, 0x20000100, 0x00000000},
+    {REG_EDX, 0x04000000, 0x00000000}, {REG_EBX, 0x00000200, 0x00000000},
 };
 
 static const struct cpuid_fc_template t2_template = {
-	.name = "T2",
-	.vendor = CPUID_VENDOR_INTEL,
-	.cascade_lake = false,
-	.nr_leaves = 6,
-	.leaves = t2_leaves,
-	.regs = t2_regs,
+    .name = "T2",
+    .vendor = CPUID_VENDOR_INTEL,
+    .cascade_lake = false,
+    .nr_leaves = 6,
+    .leaves = t2_leaves,
+    .regs = t2_regs,
 };
 
 static const struct cpuid_fc_leaf t2s_leaves[] = {
-	{0x1, 0x0, 0, 0, 3},
-	{0x7, 0x0, 1, 3, 3},
-	{0xd, 0x0, 1, 6, 1},
-	{0xd, 0x1, 1, 7, 1},
-	{0x80000001, 0x0, 0, 8, 2},
-	{0x80000008, 0x0, 0, 10, 1},
+    {0x1, 0x0, 0, 0, 3}, {0x7, 0x0, 1, 3, 3},	     {0xd, 0x0, 1, 6, 1},
+    {0xd, 0x1, 1, 7, 1}, {0x80000001, 0x0, 0, 8, 2}, {0x80000008, 0x0, 0, 10, 1},
 };
 
 static const struct cpuid_fc_reg t2s_regs[] = {
-	{REG_EAX, 0x0fff3fff, 0x000306f2},
-	{REG_ECX, 0x0004cdfc, 0x00000000},
-	{REG_EDX, 0xe8641080, 0x00001080},
-	{REG_EBX, 0xffefda14, 0x00000200},
-	{REG_ECX, 0x40415f5e, 0x00000000},
-	{REG_EDX, 0x0000011c, 0x00000000},
-	{REG_EAX, 0x000002f8, 0x00000000},
-	{REG_EAX, 0x0000000e, 0x00000000},
-	{REG_ECX, 0x20000100, 0x00000000},
-	{REG_EDX, 0x04000000, 0x00000000},
-	{REG_EBX, 0x00000200, 0x00000000},
+    {REG_EAX, 0x0fff3fff, 0x000306f2}, {REG_ECX, 0x0004cdfc, 0x00000000}, {REG_EDX, 0xe8641080, 0x00001080},
+    {REG_EBX, 0xffefda14, 0x00000200}, {REG_ECX, 0x40415f5e, 0x00000000}, {REG_EDX, 0x0000011c, 0x00000000},
+    {REG_EAX, 0x000002f8, 0x00000000}, {REG_EAX, 0x0000000e, 0x00000000}, {REG_ECX, 0x20000100, 0x00000000},
+    {REG_EDX, 0x04000000, 0x00000000}, {REG_EBX, 0x00000200, 0x00000000},
 };
 
 static const struct cpuid_fc_msr t2s_msrs[] = {
-	{0x10a, 0xffffffffffffffffull, 0x0000000004080c4cull},
+    {0x10a, 0xffffffffffffffffull, 0x0000000004080c4cull},
 };
 
 static const struct cpuid_fc_template t2s_template = {
-	.name = "T2S",
-	.vendor = CPUID_VENDOR_INTEL,
-	.cascade_lake = false,
-	.nr_leaves = 6,
-	.leaves = t2s_leaves,
-	.regs = t2s_regs,
-	.nr_msrs = 1,
-	.msrs = t2s_msrs,
+    .name = "T2S",
+    .vendor = CPUID_VENDOR_INTEL,
+    .cascade_lake = false,
+    .nr_leaves = 6,
+    .leaves = t2s_leaves,
+    .regs = t2s_regs,
+    .nr_msrs = 1,
+    .msrs = t2s_msrs,
 };
 
 static const struct cpuid_fc_leaf t2cl_leaves[] = {
-	{0x1, 0x0, 0, 0, 3},
-	{0x7, 0x0, 1, 3, 3},
-	{0xd, 0x0, 1, 6, 1},
-	{0xd, 0x1, 1, 7, 1},
-	{0x80000001, 0x0, 0, 8, 2},
-	{0x80000008, 0x0, 0, 10, 1},
+    {0x1, 0x0, 0, 0, 3}, {0x7, 0x0, 1, 3, 3},	     {0xd, 0x0, 1, 6, 1},
+    {0xd, 0x1, 1, 7, 1}, {0x80000001, 0x0, 0, 8, 2}, {0x80000008, 0x0, 0, 10, 1},
 };
 
 static const struct cpuid_fc_reg t2cl_regs[] = {
-	{REG_EAX, 0x0fff3fff, 0x000306f2},
-	{REG_ECX, 0x0004cdfc, 0x00000000},
-	{REG_EDX, 0xe8641080, 0x00001080},
-	{REG_EBX, 0xffefda14, 0x00000200},
-	{REG_ECX, 0x40415f5e, 0x00000000},
-	{REG_EDX, 0x0000011c, 0x00000000},
-	{REG_EAX, 0x000002f8, 0x00000000},
-	{REG_EAX, 0x0000000e, 0x00000000},
-	{REG_ECX, 0x200001c0, 0x00000000},
-	{REG_EDX, 0x07c00000, 0x00000000},
-	{REG_EBX, 0x00000200, 0x00000000},
+    {REG_EAX, 0x0fff3fff, 0x000306f2}, {REG_ECX, 0x0004cdfc, 0x00000000}, {REG_EDX, 0xe8641080, 0x00001080},
+    {REG_EBX, 0xffefda14, 0x00000200}, {REG_ECX, 0x40415f5e, 0x00000000}, {REG_EDX, 0x0000011c, 0x00000000},
+    {REG_EAX, 0x000002f8, 0x00000000}, {REG_EAX, 0x0000000e, 0x00000000}, {REG_ECX, 0x200001c0, 0x00000000},
+    {REG_EDX, 0x07c00000, 0x00000000}, {REG_EBX, 0x00000200, 0x00000000},
 };
 
 static const struct cpuid_fc_msr t2cl_msrs[] = {
-	{0x10a, 0xfffffffffaf51e00ull, 0x0000000000000000ull},
+    {0x10a, 0xfffffffffaf51e00ull, 0x0000000000000000ull},
 };
 
 static const struct cpuid_fc_template t2cl_template = {
-	.name = "T2CL",
-	.vendor = CPUID_VENDOR_INTEL,
-	.cascade_lake = true,
-	.nr_leaves = 6,
-	.leaves = t2cl_leaves,
-	.regs = t2cl_regs,
-	.nr_msrs = 1,
-	.msrs = t2cl_msrs,
+    .name = "T2CL",
+    .vendor = CPUID_VENDOR_INTEL,
+    .cascade_lake = true,
+    .nr_leaves = 6,
+    .leaves = t2cl_leaves,
+    .regs = t2cl_regs,
+    .nr_msrs = 1,
+    .msrs = t2cl_msrs,
 };
 
 static const struct cpuid_fc_leaf t2a_leaves[] = {
-	{0x1, 0x0, 0, 0, 3},
-	{0x7, 0x0, 1, 3, 3},
-	{0xd, 0x0, 1, 6, 1},
-	{0xd, 0x1, 1, 7, 1},
-	{0x80000001, 0x0, 0, 8, 2},
-	{0x80000008, 0x0, 0, 10, 1},
+    {0x1, 0x0, 0, 0, 3}, {0x7, 0x0, 1, 3, 3},	     {0xd, 0x0, 1, 6, 1},
+    {0xd, 0x1, 1, 7, 1}, {0x80000001, 0x0, 0, 8, 2}, {0x80000008, 0x0, 0, 10, 1},
 };
 
 static const struct cpuid_fc_reg t2a_regs[] = {
-	{REG_EAX, 0x0fff3fff, 0x000306f2},
-	{REG_ECX, 0x0004cdfc, 0x00000000},
-	{REG_EDX, 0xe8641080, 0x00001080},
-	{REG_EBX, 0xffefda14, 0x00000200},
-	{REG_ECX, 0x40415f5e, 0x00000000},
-	{REG_EDX, 0x0000011c, 0x00000000},
-	{REG_EAX, 0x000002f8, 0x00000000},
-	{REG_EAX, 0x0000000e, 0x00000000},
-	{REG_ECX, 0x200001c4, 0x00000000},
-	{REG_EDX, 0x06400000, 0x00000000},
-	{REG_EBX, 0x001c0205, 0x001c0004},
+    {REG_EAX, 0x0fff3fff, 0x000306f2}, {REG_ECX, 0x0004cdfc, 0x00000000}, {REG_EDX, 0xe8641080, 0x00001080},
+    {REG_EBX, 0xffefda14, 0x00000200}, {REG_ECX, 0x40415f5e, 0x00000000}, {REG_EDX, 0x0000011c, 0x00000000},
+    {REG_EAX, 0x000002f8, 0x00000000}, {REG_EAX, 0x0000000e, 0x00000000}, {REG_ECX, 0x200001c4, 0x00000000},
+    {REG_EDX, 0x06400000, 0x00000000}, {REG_EBX, 0x001c0205, 0x001c0004},
 };
 
 static const struct cpuid_fc_template t2a_template = {
-	.name = "T2A",
-	.vendor = CPUID_VENDOR_AMD,
-	.cascade_lake = false,
-	.nr_leaves = 6,
-	.leaves = t2a_leaves,
-	.regs = t2a_regs,
+    .name = "T2A",
+    .vendor = CPUID_VENDOR_AMD,
+    .cascade_lake = false,
+    .nr_leaves = 6,
+    .leaves = t2a_leaves,
+    .regs = t2a_regs,
 };
 
 const struct cpuid_fc_template *const cpuid_fc_statics[] = {
-	&c3_template,
-	&t2_template,
-	&t2s_template,
-	&t2cl_template,
-	&t2a_template,
-	NULL,
+    &c3_template, &t2_template, &t2s_template, &t2cl_template, &t2a_template, NULL,
 };
