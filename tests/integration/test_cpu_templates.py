@@ -149,6 +149,7 @@ def test_t2a_checks_fail_without_the_template(kvm, fresh):
     assert "cpuid: FAIL template-w0 " in fresh.out, fresh.out  # the host's family/model, not T2A's
 
 
+@pytest.mark.security
 @pytest.mark.skipif(not AMD, reason="T2A is for AMD hosts")
 def test_cli_static_template(kvm):
     p = run_brisk("run", "--kernel", guest("cpuid"), "--cpu-template", "T2A", "--cmdline",
@@ -220,6 +221,7 @@ def test_custom_template_guest(kvm, fresh):
     boot_cpuid_guest(fresh, CUSTOM_WANT)
 
 
+@pytest.mark.security
 def test_pre_boot_only(kvm, fresh):
     fresh.api.ok("PUT", "/machine-config", {"vcpu_count": 1, "mem_size_mib": 64})
     fresh.api.ok("PUT", "/cpu-config", CUSTOM)
@@ -264,6 +266,7 @@ def test_firecracker_containerd_t2_default(kvm, fresh):
     assert fresh.wait(60) == EXIT_GUEST_OK, fresh.err
 
 
+@pytest.mark.security
 @pytest.mark.skipif(not AMD, reason="replays an Intel host's request on an AMD host")
 def test_firecracker_containerd_t2_on_amd(kvm, fresh):
     """The same request from an Intel host's configuration replayed here: InstanceStart is refused as Firecracker
@@ -276,6 +279,7 @@ def test_firecracker_containerd_t2_on_amd(kvm, fresh):
     assert fresh.wait(60) == EXIT_GUEST_OK, fresh.err
 
 
+@pytest.mark.security
 def test_config_file_cpu_config(kvm, tmp_path, sockdir, procs):
     tmpl = tmp_path / "custom.json"
     tmpl.write_text(json.dumps(CUSTOM))
