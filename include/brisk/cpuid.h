@@ -270,6 +270,15 @@ __attribute__((warn_unused_result)) int cpuid_fc_parse(const char *what, const c
 						       struct cpuid_fc_template **out, char *err, size_t errlen);
 /* Frees a parsed template; NULL and static templates are left alone. */
 void cpuid_fc_free(struct cpuid_fc_template *t);
+/*
+ * The template as Firecracker serializes a CustomCpuTemplate (leaf/subleaf/addr "0x..", bitmaps "0b" and
+ * 32 or 64 characters of 0/1/x): cpuid_fc_parse reads it back to the same template. Malloc'd; NULL when
+ * out of memory. A snapshot keeps a custom template so.
+ */
+char *cpuid_fc_to_json(const struct cpuid_fc_template *t);
+/* A copy of custom template `t` the caller owns (cpuid_fc_free); NULL and a static template are returned as
+ * they are. Returns 0 or -ENOMEM. */
+__attribute__((warn_unused_result)) int cpuid_fc_dup(const struct cpuid_fc_template *t, struct cpuid_fc_template **out);
 
 /*
  * Applies `t` to table `tab` and to vm->msrs as Firecracker's CpuConfiguration::apply_template:

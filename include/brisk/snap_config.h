@@ -8,6 +8,7 @@
 
 #include "brisk/vm.h"
 
+struct cpuid_fc_template;
 struct snap_writer;
 struct snap_reader;
 
@@ -20,11 +21,14 @@ struct snap_config_strings {
 	 */
 	uint64_t cpu_template_digest;
 	bool has_cpu_template_digest;
+	/* The Firecracker custom template the VM booted with (owned: cpuid_fc_free; cfg->fc_template), or NULL. */
+	struct cpuid_fc_template *fc_template;
 };
 
 /*
  * Writes the SNAP_TAG_CONFIG section: vCPUs, topology, memory, template, devices (not the kernel, the serial),
- * and last cfg->cpu_template_digest (u64).
+ * then cfg->cpu_template_digest (u64), and last, only for a Firecracker custom template, its JSON text
+ * (u32 length + bytes: cpuid_fc_to_json).
  */
 int snap_config_save(const struct vm_config *cfg, struct snap_writer *w);
 /*

@@ -299,7 +299,11 @@ static int own_strings(struct fc_vm *f, const struct vm_config *cfg)
 	f->cfg.cmdline = f->cmdline;
 	f->cfg.cmdline_append = f->cmdline_append;
 	f->cfg.cpu_template = f->cpu_template;
-	f->cfg.fc_template = NULL; /* a custom template is the API's, never a command line's or a snapshot's */
+	/* A restored VM's custom template (its snapshot's), copied so that GET shows it as Firecracker would. */
+	f->cfg.fc_template = NULL;
+	if (cpuid_fc_dup(cfg->fc_template, &f->custom_template))
+		return -ENOMEM;
+	f->cfg.fc_template = f->custom_template;
 	return 0;
 }
 

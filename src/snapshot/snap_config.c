@@ -7,9 +7,12 @@
 #define SNAP_CONFIG_VERSION 1u /* the section's (snapshot.h); a change to its layout bumps it */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "brisk/config.h"
+#include "brisk/cpuid.h"
+#include "brisk/json_strict.h"
 #include "brisk/snap_config.h"
 #include "brisk/snap_fields.h"
 #include "brisk/snapshot.h"
@@ -59,6 +62,22 @@ static int put_net(struct snap_writer *w, const struct vm_net *n)
 	return ret ? -ENOMEM : 0;
 }
 
+/* After the digest, only for a VM with a Firecracker custom template: its JSON text (cpuid_fc_to_json). */
+static int put_fc_template(struct snap_writer *w, const struct cpuid_fc_template *t)
+{
+	char *text;
+	int ret;
+
+	if (!t || cpuid_fc_name(t))
+		return 0;
+	text = cpuid_fc_to_json(t);
+	if (!text)
+		return -ENOMEM;
+	ret = put_str(w, text);
+	free(text);
+	return ret;
+}
+
 int snap_config_save(const struct vm_config *cfg, struct snap_writer *w)
 {
 	int ret = snap_section_begin(w, SNAP_TAG_CONFIG, 0, "config") ?: snap_set_version(w, SNAP_CONFIG_VERSION);
@@ -79,6 +98,8 @@ int snap_config_save(const struct vm_config *cfg, struct snap_writer *w)
 	/* Last, so that a file without it (written before it existed) still reads: see snap_config_load. */
 	if (!ret)
 		ret = snap_put_u64(w, cfg->cpu_template_digest);
+	if (!ret)
+		ret = put_fc_template(w, cfg->fc_template);
 	if (ret)
 		return -ENOMEM;
 	return snap_section_end(w);
@@ -139,12 +160,36 @@ static int get_devices(struct snap_reader *r, struct vm_config *cfg)
 	return 0;
 }
 
-/* The optional last field: what the --cpu-template file asked for (snap_config.h). */
+/* A Firecracker custom template's text (at most FC_JSON_MAX bytes), parsed as PUT /cpu-config's body. */
+static int get_fc_template(struct snap_reader *sec, struct snap_config_strings *s)
+{
+	char err[512];
+	uint32_t len;
+	char *text;
+	int ret;
+
+	if (snap_get_u32(sec, &len) || len > FC_JSON_MAX || len > snap_remaining(sec))
+		return -EINVAL;
+	text = malloc((size_t)len + 1);
+	if (!text)
+		return -ENOMEM;
+	ret = snap_get(sec, text, len) ? -EINVAL : 0;
+	text[len] = 0;
+	if (!ret)
+		ret = cpuid_fc_parse("snapshot cpu-config", text, len, &s->fc_template, err, sizeof(err));
+	free(text);
+	return ret ? -EINVAL : 0;
+}
+
+/* The optional last fields: what the --cpu-template file asked for, a custom template (snap_config.h). */
 static int get_template_digest(struct snap_reader *sec, struct snap_config_strings *s)
 {
 	s->has_cpu_template_digest = snap_remaining(sec) != 0;
 	s->cpu_template_digest = 0;
+	s->fc_template = NULL;
 	if (s->has_cpu_template_digest && snap_get_u64(sec, &s->cpu_template_digest))
+		return -EINVAL;
+	if (snap_remaining(sec) && get_fc_template(sec, s))
 		return -EINVAL;
 	return snap_remaining(sec) ? -EINVAL : 0;
 }
@@ -175,6 +220,7 @@ int snap_config_load(struct snap_reader *r, struct vm_config *cfg, struct snap_c
 	cfg->no_acpi = no_acpi;
 	cfg->console = (enum console_mode)console;
 	cfg->cpu_template = s->cpu_template[0] ? s->cpu_template : NULL;
+	cfg->fc_template = s->fc_template;
 	if (config_validate(cfg, CONFIG_MAX_CPUS, config_host_memory(), err, errlen))
 		return -EINVAL;
 	return 0;

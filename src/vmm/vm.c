@@ -481,6 +481,7 @@ void vm_destroy(struct vm *vm)
 	evloop_destroy(vm->loop);
 	free(vm->cmdline);
 	snap_reader_free(vm->snap);
+	cpuid_fc_free(vm->snap_strings.fc_template);
 	gmem_destroy(&vm->mem);
 	if (vm->mem_file_fd >= 0)
 		close(vm->mem_file_fd);

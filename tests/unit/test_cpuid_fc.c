@@ -327,6 +327,26 @@ static void test_parse_accepts(void **state)
 	assert_string_equal(err, "Failed to create guest config: Template changes an MSR entry not supported by KVM: "
 				 "Register Address: c0011029");
 	cpuid_fc_free(t);
+	/* Firecracker's serialization (snapshots keep a custom template so) reads back to the same text */
+	{
+		struct cpuid_fc_template *a = parse_ok(fc_test_template), *b;
+		char *ja = cpuid_fc_to_json(a), *jb;
+
+		assert_non_null(ja);
+		assert_non_null(strstr(ja,
+				       "{\"leaf\":\"0x80000001\",\"subleaf\":\"0x7\",\"flags\":0,\"modifiers\":[{"
+				       "\"register\":\"eax\",\"bitmap\":\"0bx00100xxx1xxxxxxxxxxxxxxxxxxxxx1\"}]}"));
+		assert_non_null(strstr(ja, "{\"addr\":\"0x3\",\"bitmap\":\"0b"
+					   "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+					   "x00100xxx1xxxxxx0000000xxxxxxxx1\"}"));
+		assert_int_equal(cpuid_fc_dup(a, &b), 0);
+		jb = cpuid_fc_to_json(b);
+		assert_string_equal(ja, jb);
+		free(ja);
+		free(jb);
+		cpuid_fc_free(a);
+		cpuid_fc_free(b);
+	}
 	cpuid_fc_free(NULL);
 	cpuid_fc_free((struct cpuid_fc_template *)cpuid_fc_static("T2")); /* a static one is not freed */
 	assert_string_equal(cpuid_fc_name(cpuid_fc_static("T2")), "T2");

@@ -547,3 +547,95 @@ int cpuid_fc_check_caps(const struct cpuid_fc_template *t, int kvm_fd, char *err
 	}
 	return 0;
 }
+
+/* ---- the template as text again (snapshots) ------------------------------------------------------------------- */
+
+/* Firecracker's serialize_to_hex_str: "0x1f". */
+static json_object *hex_string(uint64_t v)
+{
+	char buf[24];
+
+	snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
+	return json_object_new_string(buf);
+}
+
+/* RegisterValueFilter's Serialize: "0b" and `bits` characters, x where the filter has no bit. */
+static json_object *bitmap_string(uint64_t filter, uint64_t value, unsigned bits)
+{
+	char buf[2 + 64 + 1] = "0b";
+
+	for (unsigned i = 0; i < bits; i++) {
+		uint64_t m = 1ull << (bits - 1 - i);
+
+		buf[2 + i] = !(filter & m) ? 'x' : (value & m) ? '1' : '0';
+	}
+	buf[2 + bits] = 0;
+	return json_object_new_string(buf);
+}
+
+static json_object *leaf_json(const struct cpuid_fc_template *t, const struct cpuid_fc_leaf *l)
+{
+	static const char *const names[] = {"eax", "ebx", "ecx", "edx"};
+	json_object *o = json_object_new_object(), *mods = json_object_new_array();
+
+	json_object_object_add(o, "leaf", hex_string(l->leaf));
+	json_object_object_add(o, "subleaf", hex_string(l->subleaf));
+	json_object_object_add(o, "flags", json_object_new_int64(l->flags));
+	for (unsigned j = l->first; j < l->first + l->count; j++) {
+		json_object *r = json_object_new_object();
+
+		json_object_object_add(r, "register", json_object_new_string(names[t->regs[j].reg & 3]));
+		json_object_object_add(r, "bitmap", bitmap_string(t->regs[j].filter, t->regs[j].value, 32));
+		json_object_array_add(mods, r);
+	}
+	json_object_object_add(o, "modifiers", mods);
+	return o;
+}
+
+char *cpuid_fc_to_json(const struct cpuid_fc_template *t)
+{
+	json_object *root = json_object_new_object(), *caps = json_object_new_array(),
+		    *leaves = json_object_new_array(), *msrs = json_object_new_array();
+	char *text;
+
+	for (unsigned i = 0; i < t->nr_caps; i++) {
+		char buf[16];
+
+		snprintf(buf, sizeof(buf), "%s%u", t->caps[i].remove ? "!" : "", t->caps[i].cap);
+		json_object_array_add(caps, json_object_new_string(buf));
+	}
+	for (unsigned i = 0; i < t->nr_leaves; i++)
+		json_object_array_add(leaves, leaf_json(t, &t->leaves[i]));
+	for (unsigned i = 0; i < t->nr_msrs; i++) {
+		json_object *m = json_object_new_object();
+
+		json_object_object_add(m, "addr", hex_string(t->msrs[i].addr));
+		json_object_object_add(m, "bitmap", bitmap_string(t->msrs[i].filter, t->msrs[i].value, 64));
+		json_object_array_add(msrs, m);
+	}
+	json_object_object_add(root, "kvm_capabilities", caps);
+	json_object_object_add(root, "cpuid_modifiers", leaves);
+	json_object_object_add(root, "msr_modifiers", msrs);
+	text = strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN));
+	json_object_put(root);
+	return text;
+}
+
+int cpuid_fc_dup(const struct cpuid_fc_template *t, struct cpuid_fc_template **out)
+{
+	char err[256];
+	char *text;
+	int ret;
+
+	*out = NULL;
+	if (!t || t->name) {
+		*out = (struct cpuid_fc_template *)t; /* NULL or static: nothing to own */
+		return 0;
+	}
+	text = cpuid_fc_to_json(t);
+	if (!text)
+		return -ENOMEM;
+	ret = cpuid_fc_parse("cpu-config", text, strlen(text), out, err, sizeof(err));
+	free(text);
+	return ret;
+}
