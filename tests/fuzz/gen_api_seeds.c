@@ -37,6 +37,12 @@ static const struct {
     S("patch-net", A "/network-interfaces/eth0\0{\"iface_id\": \"eth0\"}"),
     S("put-vsock", P "/vsock\0{\"guest_cid\": 3, \"uds_path\": \"v.sock\"}"),
     S("put-entropy", P "/entropy\0{\"rate_limiter\": {\"bandwidth\": {\"size\": 1000, \"refill_time\": 100}}}"),
+    S("put-cpu-config", P "/cpu-config\0{\"kvm_capabilities\": [\"!7\"], \"cpuid_modifiers\": [{\"leaf\": \"0x1\", "
+			  "\"subleaf\": \"0x0\", \"flags\": 0, \"modifiers\": [{\"register\": \"ecx\", \"bitmap\": "
+			  "\"0bxxxxxxxxxxxxxxxxxxxxxxxxxxxx_0x01\"}]}], \"msr_modifiers\": [{\"addr\": \"0x10a\", "
+			  "\"bitmap\": \"0b1x0\"}]}" SEP G "/machine-config\0"),
+    S("machine-template", P "/machine-config\0{\"vcpu_count\": 1, \"mem_size_mib\": 128, \"cpu_template\": "
+			    "\"T2A\"}" SEP P "/cpu-config\0{}" SEP A "/machine-config\0{\"cpu_template\": \"None\"}"),
     S("put-logger", P "/logger\0{\"log_path\": \"log\", \"level\": \"Debug\", \"show_level\": true}"),
     S("put-metrics", P "/metrics\0{\"metrics_path\": \"metrics\"}"),
     S("metrics-flush", P "/metrics\0{\"metrics_path\": \"m\"}" SEP P "/actions\0{\"action_type\": \"FlushMetrics\"}"),
