@@ -120,6 +120,21 @@ static void configure(struct api *a, fc_body_fn fn, const char *body, size_t len
 	r->status = 204;
 }
 
+/*
+ * PUT /cpu-config: as configure(), but not boot-specific: Firecracker's set_custom_cpu_template leaves
+ * boot_path unset, so a snapshot may still be loaded afterwards (its saved CPUID wins).
+ */
+static void configure_cpu(struct api *a, const char *body, size_t len, struct api_reply *r)
+{
+	char err[512];
+
+	if (a->state != API_NOT_STARTED)
+		return api_fault(r, 400, ERR_NOT_AFTER_START);
+	if (fc_put_cpu_config(&a->fc, body, len, err, sizeof(err)))
+		return api_fault(r, 400, "%s", err);
+	r->status = 204;
+}
+
 static void configure_id(struct api *a, fc_id_fn fn, const char *id, const char *body, size_t len, struct api_reply *r)
 {
 	char err[512];
@@ -187,7 +202,7 @@ static bool route_config(struct api *a, enum api_method m, const char *p, const 
 	else if (strcmp(p, "/entropy") == 0 && m == API_PUT)
 		configure(a, fc_put_entropy, body, len, r);
 	else if (strcmp(p, "/cpu-config") == 0 && m == API_PUT)
-		configure(a, fc_put_cpu_config, body, len, r);
+		configure_cpu(a, body, len, r);
 	else
 		return false;
 	return true;

@@ -17,7 +17,8 @@ static const struct {
      "[{\"register\": \"eax\", \"bitmap\": \"0bx00100xxx1xxxxxxxxxxxxxxxxxxxxx1\"}]}, {\"leaf\": \"0x80000002\", "
      "\"subleaf\": \"0x0004\", \"flags\": 0, \"modifiers\": [{\"register\": \"ebx\", \"bitmap\": "
      "\"0bxxx1xxxxxxxxxxxxxxxxxxxxx1\"}]}], \"msr_modifiers\": [{\"addr\": \"0x0\", \"bitmap\": "
-     "\"0bx00100xxx1xxxx00xxx1xxxxxxxxxxx1\"}, {\"addr\": \"0b11\", \"bitmap\": \"0bx00100xxx1xxxxxx0000000xxxxxxxx1\"}]}"},
+     "\"0bx00100xxx1xxxx00xxx1xxxxxxxxxxx1\"}, {\"addr\": \"0b11\", \"bitmap\": "
+     "\"0bx00100xxx1xxxxxx0000000xxxxxxxx1\"}]}"},
     /* the shape of T2A's leaf 1 and 7 (applies on the AMD fixture) and T2S's MSR */
     {"seed-t2a-like",
      "{\"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"subleaf\": \"0x0\", \"flags\": 0, \"modifiers\": [{\"register\": "
@@ -38,7 +39,8 @@ static const struct {
     {"seed-bad-bitmap", "{\"msr_modifiers\": [{\"addr\": \"0x200\", \"bitmap\": \"0bx0?1_0_0x_?x1xxxx00xxx1\"}]}"},
     {"seed-unknown", "{\"reg_modifiers\": []}"},
     {"seed-missing", "{\"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"flags\": 0, \"modifiers\": []}]}"},
-    {"seed-flags", "{\"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"subleaf\": \"0x0\", \"flags\": -1, \"modifiers\": []}]}"},
+    {"seed-flags",
+     "{\"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"subleaf\": \"0x0\", \"flags\": -1, \"modifiers\": []}]}"},
 };
 
 int main(int argc, char **argv)

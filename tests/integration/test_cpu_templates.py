@@ -338,3 +338,24 @@ def test_snapshot_keeps_a_custom_template(kvm, tmp_path, procs, sockdir):
     b.api.resume()
     time.sleep(0.2)
     assert b.proc.poll() is None, b.err
+
+
+def test_snapshot_load_after_cpu_config(kvm, tmp_path, procs, sockdir):
+    """PUT /cpu-config is not boot-specific in Firecracker (set_custom_cpu_template leaves boot_path alone):
+    a snapshot may still be loaded after it, and the snapshot's own CPUID and template win."""
+    sock = os.path.join(sockdir, "a.sock")
+    a = Brisk(["--api-sock", sock], sock=sock)
+    procs.append(a)
+    a.api.ok("PUT", "/machine-config", {"vcpu_count": 1, "mem_size_mib": 64})
+    a.api.boot_source(guest("counter"))
+    a.api.start()
+    a.api.pause()
+    state, mem = str(tmp_path / "vm.state"), str(tmp_path / "vm.mem")
+    a.api.snapshot_create(state, mem)
+    a.kill()
+    sock2 = os.path.join(sockdir, "b.sock")
+    b = Brisk(["--api-sock", sock2], sock=sock2)
+    procs.append(b)
+    b.api.ok("PUT", "/cpu-config", CUSTOM)
+    b.api.snapshot_load(state, mem, resume_vm=True)
+    assert "cpu_template" not in b.api.get("/machine-config").json
