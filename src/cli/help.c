@@ -53,7 +53,8 @@ static const char run_usage_head[] =
     "      --topology sockets=S,cores=C,threads=T\n"
     "                         CPU topology the guest sees (product must equal --cpus)\n"
     "      --cpu-template NAME|FILE.json\n"
-    "                         guest CPUID template: host (default), baseline, or a file\n"
+    "                         guest CPUID template: host (default), baseline, Firecracker's\n"
+    "                         C3, T2, T2S, T2CL (Intel) or T2A (AMD), or a file\n"
     "  -m, --memory SIZE      guest RAM, e.g. 128M, 2G; a bare number is MiB (default 128M)\n"
     "      --serial MODE      stdio (default), file:PATH, or none\n";
 
@@ -95,7 +96,7 @@ static const char cpuid_usage[] =
     "                         CPU topology (product must equal --cpus)\n"
     "      --vcpu K           the vCPU to show, 0..N-1 (default 0)\n"
     "      --cpu-template NAME|FILE.json\n"
-    "                         host (default), baseline, or a JSON template\n"
+    "                         host (default), baseline, C3, T2, T2S, T2CL, T2A, or a JSON template\n"
     "      --json             JSON instead of the text table\n"
     "      --diff-host        only what differs from this host's own CPUID, and why\n"
     "      --supported        KVM's supported table and MSR list, unmodified (a dump)\n"
