@@ -11,7 +11,8 @@
  * expects KVM's value. A CPU template's effects (Firecracker's T2A or a
  * custom one, docs/cpuid.md) come as up to four register checks
  * wN_leaf=L wN_sub=S wN_reg=0..3 (eax..edx) wN_mask=M wN_val=V, N 0..3:
- * (register & M) must be V. Every check prints "cpuid: PASS|FAIL|SKIP name
+ * (register & M) must be V; and m0_idx=MSR m0_mask=M m0_val=V: (rdmsr(MSR) & M)
+ * must be V (the MSR a template changes; it must exist). Every check prints "cpuid: PASS|FAIL|SKIP name
  * values"; the guest ends with guest_pass or guest_fail. check_vcpu() takes
  * the expected APIC ID so that APs can run it once they are started.
  */
@@ -187,6 +188,23 @@ static void check_wanted_bits(const char *cmdline)
 	}
 }
 
+/* The command line's m0_* MSR check (64-bit values: printed in two halves). */
+static void check_wanted_msr(const char *cmdline)
+{
+	uint64_t idx, mask = ~0ull, val = 0, got;
+
+	if (cmdline_get_u64(cmdline, "m0_idx", &idx))
+		return;
+	cmdline_get_u64(cmdline, "m0_mask", &mask);
+	cmdline_get_u64(cmdline, "m0_val", &val);
+	got = rdmsr((uint32_t)idx) & mask;
+	gprintf("cpuid: INFO template-m0 msr 0x%x mask 0x%x", (uint32_t)idx, (uint32_t)(mask >> 32));
+	gprintf("%08x\n", (uint32_t)mask);
+	result((uint32_t)(got >> 32) == (uint32_t)(val >> 32), "template-m0-high", "value=0x%x want 0x%x",
+	       (uint32_t)(got >> 32), (uint32_t)(val >> 32));
+	result((uint32_t)got == (uint32_t)val, "template-m0-low", "value=0x%x want 0x%x", (uint32_t)got, (uint32_t)val);
+}
+
 /* Every check for the vCPU this runs on, expecting APIC ID `apic_id`. */
 static void check_vcpu(const struct want *w, uint32_t apic_id)
 {
@@ -221,6 +239,7 @@ void guest_main(struct hvm_start_info *si)
 		(unsigned)w.cores, (unsigned)w.threads, (unsigned)w.baseline);
 	check_vcpu(&w, 0); /* the BSP: vCPU 0, APIC ID 0 */
 	check_wanted_bits(guest_cmdline(si));
+	check_wanted_msr(guest_cmdline(si));
 	if (failures) {
 		gprintf("cpuid: %u checks failed\n", failures);
 		guest_fail("cpuid", "see the FAIL lines");

@@ -122,6 +122,9 @@ struct cpuid_params {
 	const char *cpu_template; /* "host" (NULL), "baseline", a Firecracker static name ("T2A"...) or a JSON file */
 	bool pmu;		  /* keep the PMU leaf 0xA (default: hidden) */
 	const struct cpuid_fc_template *fc_template; /* a Firecracker custom template (PUT /cpu-config); NULL: none */
+	/* KVM's values of the MSRs a Firecracker template changes only in part (cpuid_fc_read_base); NULL: 0 */
+	const struct cpuid_msr *msr_base;
+	unsigned nr_msr_base;
 };
 
 /*
@@ -135,6 +138,9 @@ struct cpuid_vm {
 	unsigned nr_msrs;
 	struct cpuid_msr msrs[CPUID_MAX_MSRS];
 	uint64_t template_digest; /* cpuid_template_digest of a --cpu-template file; 0: host or baseline */
+	/* cpuid_params' msr_base, during cpuid_vm_init only (NULL afterwards) */
+	const struct cpuid_msr *msr_base;
+	unsigned nr_msr_base;
 };
 
 /*
@@ -285,11 +291,19 @@ __attribute__((warn_unused_result)) int cpuid_fc_dup(const struct cpuid_fc_templ
  * a static template is refused on a host whose vendor (from KVM's leaf 0) it was not made for, T2CL
  * below Cascade Lake; each (leaf, subleaf) must be in `tab` exactly, and takes the template's flags
  * and, in each register, (value & ~filter) | bits; each MSR must be in KVM's list and starts from
- * brisk's boot value (0 when brisk sets none). Returns 0 or -EINVAL with Firecracker's message.
+ * brisk's boot value, else vm->msr_base's (KVM's), else 0. Returns 0 or -EINVAL with Firecracker's message.
  */
 __attribute__((warn_unused_result)) int cpuid_fc_apply(const struct cpuid_fc_template *t, const struct cpuid_kvm *k,
 						       struct kvm_cpuid2 *tab, struct cpuid_vm *vm, char *err,
 						       size_t errlen);
+/*
+ * The starting values Firecracker would read from vCPU 0 for the MSRs `t` (NULL: none) changes only in
+ * part: one KVM_GET_MSRS on the system fd `kvm_fd` per such MSR (feature MSRs, api.rst 4.18; a fresh
+ * vCPU's IA32_ARCH_CAPABILITIES is KVM's feature value). MSRs KVM does not read there are left out (they
+ * start from 0). Returns how many were put in out[0..max).
+ */
+unsigned cpuid_fc_read_base(const struct cpuid_fc_template *t, int kvm_fd, struct cpuid_msr *out, unsigned max);
+
 /*
  * The template's kvm_capabilities: each "N" must be reported by KVM_CHECK_EXTENSION on `kvm_fd`
  * ("Missing KVM capabilities: N" in hex, as Firecracker); "!N" removes nothing (brisk's own

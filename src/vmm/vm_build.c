@@ -437,8 +437,14 @@ static int prepare_cpuid(struct vm *vm, struct vm_error *e)
 
 	if (!k)
 		return fail(e, VM_ERR_HOST, -EIO, "reading KVM's supported CPUID and MSR tables failed");
+	struct cpuid_msr base[CPUID_MAX_MSRS];
+
 	if (cpuid_fc_check_caps(p.fc_template, vm->kvm.fd, err, sizeof(err)))
 		return fail(e, VM_ERR_USAGE, -EINVAL, "%s", err);
+	/* Firecracker's templates start partly given MSRs from KVM's values (T2CL's IA32_ARCH_CAPABILITIES) */
+	p.nr_msr_base = cpuid_fc_read_base(p.fc_template ? p.fc_template : cpuid_fc_static(p.cpu_template), vm->kvm.fd,
+					   base, CPUID_MAX_MSRS);
+	p.msr_base = base;
 	ret = cpuid_vm_init(&vm->cpuid_vm, k, &p, err, sizeof(err));
 	if (ret)
 		return fail(e, ret == -EINVAL ? VM_ERR_USAGE : VM_ERR_HOST, ret, "%s", err);

@@ -190,6 +190,31 @@ static void test_static_on_fixtures(void **state)
 	check_on_fixture(INTEL, "T2S", true);
 	check_on_fixture(INTEL, "T2CL", true);
 	check_on_fixture(INTEL, "C3", true);
+	/* T2CL's partial IA32_ARCH_CAPABILITIES starts from KVM's value (Firecracker reads vCPU 0's), given as msr_base
+	 */
+	{
+		static const struct cpuid_msr base = {0x10a, 0x400000000c000069ull};
+		struct cpuid_params p = {.cpus = 1, .cpu_template = "T2CL", .msr_base = &base, .nr_msr_base = 1};
+		struct cpuid_vm v2;
+		char err[512] = "";
+		uint32_t f, val;
+		uint64_t got = 0, filter;
+
+		k = load(INTEL);
+		assert_int_equal(cpuid_vm_init(&v2, k, &p, err, sizeof(err)), 0);
+		for (unsigned i = 0; i < v2.nr_msrs; i++)
+			if (v2.msrs[i].index == 0x10a)
+				got = v2.msrs[i].value;
+		assert_null(v2.msr_base);
+		/* t2cl.json's 0b0...0x0x0000x0x0xxx0000xxxxxxxxx: filter 0xfffffffffaf51e00, value 0 */
+		filter = 0xfffffffffaf51e00ull;
+		assert_int_equal(got, 0x0000000004000069ull); /* (KVM's & ~filter): KVM's bits 0-8, 26 kept */
+		assert_int_equal(got & ~filter, base.value & ~filter);
+		bitmap_of("T2CL", true, 1, 0, 0, &f, &val); /* leaf 1 EAX as T2's */
+		assert_int_equal(f, 0x0fff3fff);
+		cpuid_vm_destroy(&v2);
+		cpuid_kvm_reset();
+	}
 	/* A handful by name on the CI machine's own table: T2A hides AVX-512 and more, keeps brisk's rules. */
 	k = load(AMD_HOST);
 	build_tmpl(&vm, k, 1, 0, 0, 0, "T2A");

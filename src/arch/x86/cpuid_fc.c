@@ -476,11 +476,15 @@ static struct kvm_cpuid_entry2 *find_exact(struct kvm_cpuid2 *t, uint32_t leaf, 
 	return NULL;
 }
 
+/* Where an MSR starts: brisk's boot value, else KVM's (vm->msr_base, as Firecracker reads vCPU 0's), else 0. */
 static uint64_t msr_value(const struct cpuid_vm *vm, uint32_t addr)
 {
 	for (unsigned i = 0; i < vm->nr_msrs; i++)
 		if (vm->msrs[i].index == addr)
 			return vm->msrs[i].value;
+	for (unsigned i = 0; vm->msr_base && i < vm->nr_msr_base; i++)
+		if (vm->msr_base[i].index == addr)
+			return vm->msr_base[i].value;
 	return 0;
 }
 
@@ -532,6 +536,26 @@ int cpuid_fc_apply(const struct cpuid_fc_template *t, const struct cpuid_kvm *k,
 		}
 	}
 	return apply_msrs(t, k, vm, err, errlen);
+}
+
+unsigned cpuid_fc_read_base(const struct cpuid_fc_template *t, int kvm_fd, struct cpuid_msr *out, unsigned max)
+{
+	struct {
+		struct kvm_msrs h;
+		struct kvm_msr_entry e;
+	} one;
+	unsigned n = 0;
+
+	for (unsigned i = 0; t && i < t->nr_msrs && n < max; i++) {
+		if (t->msrs[i].filter == UINT64_MAX)
+			continue; /* every bit given: the starting value does not matter */
+		memset(&one, 0, sizeof(one));
+		one.h.nmsrs = 1;
+		one.e.index = t->msrs[i].addr;
+		if (cpuid_ioctl(kvm_fd, KVM_GET_MSRS, "KVM_GET_MSRS", &one) == 1)
+			out[n++] = (struct cpuid_msr){.index = t->msrs[i].addr, .value = one.e.data};
+	}
+	return n;
 }
 
 int cpuid_fc_check_caps(const struct cpuid_fc_template *t, int kvm_fd, char *err, size_t errlen)

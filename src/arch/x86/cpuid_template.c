@@ -380,9 +380,13 @@ int cpuid_vm_init(struct cpuid_vm *vm, const struct cpuid_kvm *k, const struct c
 	}
 	brisk_rules(vm->tmpl, k, p->pmu);
 	cpuid_msrs_default(vm, k);
+	vm->msr_base = p->msr_base;
+	vm->nr_msr_base = p->nr_msr_base;
 	ret = apply_cpu_template(vm, k, p->cpu_template, err, errlen);
 	if (!ret && p->fc_template)
 		ret = cpuid_fc_apply(p->fc_template, k, vm->tmpl, vm, err, errlen);
+	vm->msr_base = NULL;
+	vm->nr_msr_base = 0;
 	if (ret) {
 		cpuid_vm_destroy(vm);
 		return ret;
