@@ -223,6 +223,15 @@ def test_custom_template_guest(kvm, fresh):
 
 
 @pytest.mark.security
+def test_custom_template_msr_guest(kvm, fresh):
+    """An msr_modifiers item starts from brisk's boot value (IA32_PAT 0x0007040600070406, docs/cpuid.md) and the
+    guest reads the result with rdmsr: PAT entry 1 becomes WC (0x01), the other entries stay."""
+    fresh.api.ok("PUT", "/machine-config", {"vcpu_count": 1, "mem_size_mib": 64})
+    fresh.api.ok("PUT", "/cpu-config", {"msr_modifiers": [{"addr": "0x277", "bitmap": "0b00000001xxxxxxxx"}]})
+    out = boot_cpuid_guest(fresh, "m0_idx=0x277 m0_mask=0xffffffffffffffff m0_val=0x0007040600070106")
+    assert "cpuid: PASS template-m0-low value=0x70106 " in out, out
+
+
 def test_pre_boot_only(kvm, fresh):
     fresh.api.ok("PUT", "/machine-config", {"vcpu_count": 1, "mem_size_mib": 64})
     fresh.api.ok("PUT", "/cpu-config", CUSTOM)
