@@ -186,6 +186,7 @@ UNIT_TESTS := \
 	test_virtio_console \
 	test_virtio_vsock \
 	test_virtio_net \
+	test_mmds \
 	test_cmos \
 	test_i8042 \
 	test_virtq \
