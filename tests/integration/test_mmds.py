@@ -2,6 +2,7 @@
 v1.7.0's status codes and messages, --mmds-size-limit, --metadata, PUT /mmds/config's checks and pre-boot rule,
 "mmds-config" in GET /vm/config and in a config file (flintlock's shape)."""
 import json
+import re
 import os
 
 import pytest
@@ -142,3 +143,44 @@ def test_config_file_mmds_config(kvm, tmp_path, procs, sockdir):
     path.write_text(json.dumps(bad))
     p = run_brisk("--no-api", "--config-file", str(path))
     assert p.returncode == 2 and "does not correspond to any existing network interface" in p.stderr, p.stderr
+
+
+def boot_mmds_guest(procs, sockdir, tap, version="V1", bench=0, brisk=BRISK, metrics=None):
+    sock = os.path.join(sockdir, f"g{tap}.sock")
+    b = BriskProcess(brisk, ["--api-sock", sock], sock=sock)
+    procs.append(b)
+    if metrics:
+        b.api.ok("PUT", "/metrics", {"metrics_path": str(metrics)})
+    b.api.boot_source(guest("mmds"), f"bench={bench}" if bench else None)
+    b.api.machine_config(1, 64)
+    b.api.ok("PUT", "/network-interfaces/eth0", {"iface_id": "eth0", "host_dev_name": tap})
+    b.api.ok("PUT", "/mmds/config", {"network_interfaces": ["eth0"], "version": version})
+    b.api.ok("PUT", "/mmds", {"latest": {"meta-data": {"ami-id": "ami-brisk", "hostname": "vm1"}}})
+    b.api.start()
+    b.wait(timeout=120)
+    return b
+
+
+@pytest.mark.security
+def test_guest_arp_and_get(kvm, procs, sockdir, tmp_path):
+    """The freestanding guest: ARP for 169.254.169.254, a TCP GET, a bad checksum ignored (docs/security.md case
+    52), FIN; the frames never reach the tap (its tx counters stay 0), the mmds group counts them."""
+    metrics = tmp_path / "metrics.json"
+    b = boot_mmds_guest(procs, sockdir, "bskmmdsg0", metrics=metrics)
+    for check in ("arp_reply", "tcp_syn_ack", "http_status", "http_body", "bad_checksum_ignored", "tcp_fin"):
+        assert f"mmds: CHECK {check}: PASS" in b.out, b.out + b.err
+    assert "FAIL" not in b.out, b.out
+    lines = [json.loads(x) for x in metrics.read_text().splitlines() if x.strip()]
+    tx = sum(x["net_eth0"]["tx_packets_count"] for x in lines)
+    mmds = {k: sum(x["mmds"][k] for x in lines) for k in lines[-1]["mmds"]}
+    assert tx == 0, lines[-1]["net_eth0"]  # nothing went to the tap
+    assert mmds["rx_accepted"] >= 7 and mmds["tx_frames"] >= 4 and mmds["rx_accepted_err"] >= 1, mmds
+    assert mmds["connections_created"] == 1 and mmds["connections_destroyed"] == 1, mmds
+
+
+def test_guest_bench(kvm, procs, sockdir):
+    """MMDS request latency from the guest (docs/performance.md): N GETs on one connection, rdtsc-timed."""
+    b = boot_mmds_guest(procs, sockdir, "bskmmdsg1", bench=200)
+    assert "mmds: CHECK bench_gets: PASS" in b.out, b.out + b.err
+    line = re.search(r"mmds: bench .*", b.out)
+    print(line.group(0) if line else b.out)

@@ -116,8 +116,9 @@ static void test_http_v1(void **state)
 {
 	(void)state;
 	put_json("{\"latest\":{\"meta-data\":{\"ami-id\":\"ami-123\",\"local\":{}},\"user-data\":\"hi\"},\"n\":7}");
-	expect_response("GET / HTTP/1.1\r\n\r\n", "HTTP/1.1 200 \r\nServer: Firecracker API\r\nConnection: keep-alive\r\n"
-						  "Content-Type: text/plain\r\nContent-Length: 9\r\n\r\nlatest/\nn");
+	expect_response("GET / HTTP/1.1\r\n\r\n",
+			"HTTP/1.1 200 \r\nServer: Firecracker API\r\nConnection: keep-alive\r\n"
+			"Content-Type: text/plain\r\nContent-Length: 9\r\n\r\nlatest/\nn");
 	expect_response("GET //latest//meta-data/ HTTP/1.1\r\n\r\n",
 			"HTTP/1.1 200 \r\nServer: Firecracker API\r\nConnection: keep-alive\r\n"
 			"Content-Type: text/plain\r\nContent-Length: 13\r\n\r\nami-id\nlocal/");
@@ -128,19 +129,22 @@ static void test_http_v1(void **state)
 			"HTTP/1.1 200 \r\nServer: Firecracker API\r\nConnection: keep-alive\r\n"
 			"Content-Type: application/json\r\nContent-Length: 31\r\n\r\n"
 			"{\"ami-id\":\"ami-123\",\"local\":{}}");
-	expect_response("GET /n HTTP/1.1\r\n\r\n", "HTTP/1.1 501 \r\nServer: Firecracker API\r\nConnection: keep-alive\r\n"
-						 "Content-Type: text/plain\r\nContent-Length: 57\r\n\r\n"
-						 "Cannot retrieve value. The value has an unsupported type.");
+	expect_response("GET /n HTTP/1.1\r\n\r\n",
+			"HTTP/1.1 501 \r\nServer: Firecracker API\r\nConnection: keep-alive\r\n"
+			"Content-Type: text/plain\r\nContent-Length: 57\r\n\r\n"
+			"Cannot retrieve value. The value has an unsupported type.");
 	expect_response("GET /nope HTTP/1.1\r\n\r\n",
 			"HTTP/1.1 404 \r\nServer: Firecracker API\r\nConnection: keep-alive\r\n"
 			"Content-Type: text/plain\r\nContent-Length: 26\r\n\r\nResource not found: /nope.");
 	expect_response("PUT /latest/api/token HTTP/1.1\r\nX-metadata-token-ttl-seconds: 60\r\n\r\n",
 			"HTTP/1.1 405 \r\nServer: Firecracker API\r\nConnection: keep-alive\r\n"
 			"Content-Type: text/plain\r\nContent-Length: 24\r\nAllow: GET\r\n\r\nNot allowed HTTP method.");
-	expect_response("BREW / HTTP/1.1\r\n\r\n", "HTTP/1.1 501 \r\nServer: Firecracker API\r\nConnection: keep-alive\r\n"
-						 "Content-Type: text/plain\r\nContent-Length: 24\r\n\r\nUnsupported HTTP method.");
-	expect_response("GET x HTTP/1.1\r\n\r\n", "HTTP/1.1 400 \r\nServer: Firecracker API\r\nConnection: keep-alive\r\n"
-						"Content-Type: text/plain\r\nContent-Length: 12\r\n\r\nInvalid URI.");
+	expect_response("BREW / HTTP/1.1\r\n\r\n",
+			"HTTP/1.1 501 \r\nServer: Firecracker API\r\nConnection: keep-alive\r\n"
+			"Content-Type: text/plain\r\nContent-Length: 24\r\n\r\nUnsupported HTTP method.");
+	expect_response("GET x HTTP/1.1\r\n\r\n",
+			"HTTP/1.1 400 \r\nServer: Firecracker API\r\nConnection: keep-alive\r\n"
+			"Content-Type: text/plain\r\nContent-Length: 12\r\n\r\nInvalid URI.");
 }
 
 /* The body of response r (after the blank line). */
@@ -584,8 +588,8 @@ static void test_random_frames(void **state)
 	(void)state;
 	put_json("{\"k\":\"v\"}");
 	for (unsigned i = 0; i < 20000; i++) {
-		size_t len = tcp_seg(f, (uint16_t)(x % 64), x % 7, x % 5, (uint8_t)x, (uint16_t)(x >> 8), "GET / HTTP/1.1\r\n\r\n",
-				     x % 20);
+		size_t len = tcp_seg(f, (uint16_t)(x % 64), x % 7, x % 5, (uint8_t)x, (uint16_t)(x >> 8),
+				     "GET / HTTP/1.1\r\n\r\n", x % 20);
 
 		for (unsigned k = 0; k < 4; k++) {
 			x = x * 1103515245u + 12345u;
