@@ -229,7 +229,7 @@ static void check_arp(void)
 	const uint8_t *e = got + HDR;
 
 	conf_check(n >= HDR + 42 && !memcmp(e, mac, 6) && get16(e + 12) == 0x0806 && get16(e + 20) == 2 &&
-			   !memcmp(e + 22, MMDS_MAC, 6) && get32(e + 28) == MMDS_IP && get32(e + 38) == MY_IP,
+		       !memcmp(e + 22, MMDS_MAC, 6) && get32(e + 28) == MMDS_IP && get32(e + 38) == MY_IP,
 		   "arp_reply", "%d bytes, op %u, sender %02x:%02x:%02x:%02x:%02x:%02x %u.%u.%u.%u", n,
 		   n > 0 ? get16(e + 20) : 0, e[22], e[23], e[24], e[25], e[26], e[27], e[28], e[29], e[30], e[31]);
 }
@@ -243,16 +243,34 @@ static uint64_t tsc_per_ms(void)
 	return (rdtsc() - t0) / 100;
 }
 
+#define BENCH_MAX 1000
+static uint64_t samples[BENCH_MAX];
+
+/* The median of samples[0..n) (insertion sort: n is small). */
+static uint64_t median(uint64_t n)
+{
+	for (uint64_t i = 1; i < n; i++)
+		for (uint64_t j = i; j > 0 && samples[j - 1] > samples[j]; j--) {
+			uint64_t t = samples[j];
+
+			samples[j] = samples[j - 1];
+			samples[j - 1] = t;
+		}
+	return samples[n / 2];
+}
+
 static void bench(uint64_t n)
 {
 	uint64_t per_ms = tsc_per_ms(), total = 0, lo = ~0ull, hi = 0;
 	unsigned int ok = 0;
 
+	n = n > BENCH_MAX ? BENCH_MAX : n;
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t t0 = rdtsc(), d;
 		const char *b = get();
 
 		d = rdtsc() - t0;
+		samples[i] = d;
 		ok += b && !strcmp(b, WANT);
 		total += d;
 		lo = d < lo ? d : lo;
@@ -260,10 +278,23 @@ static void bench(uint64_t n)
 	}
 	conf_check(ok == n, "bench_gets", "%u of %llu GETs answered", ok, (unsigned long long)n);
 	if (per_ms)
-		gprintf("%s: bench %llu GETs: mean %llu us, min %llu us, max %llu us (tsc %llu kHz)\n", NAME,
-			(unsigned long long)n, (unsigned long long)(total * 1000 / n / per_ms),
-			(unsigned long long)(lo * 1000 / per_ms), (unsigned long long)(hi * 1000 / per_ms),
-			(unsigned long long)per_ms);
+		gprintf("%s: bench %llu GETs: median %llu us, mean %llu us, min %llu us, max %llu us (tsc %llu kHz)\n",
+			NAME, (unsigned long long)n, (unsigned long long)(median(n) * 1000 / per_ms),
+			(unsigned long long)(total * 1000 / n / per_ms), (unsigned long long)(lo * 1000 / per_ms),
+			(unsigned long long)(hi * 1000 / per_ms), (unsigned long long)per_ms);
+	/* The floor: one transmit chain to the backend and its completion (a GET is two of them and a receive). */
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t t0 = rdtsc();
+
+		memset(frame, 0xff, 6);
+		memcpy(frame + 6, mac, 6);
+		put16(frame + 12, 0x88b5); /* IEEE 802 local experimental: nobody acts on it */
+		transmit(60);
+		samples[i] = rdtsc() - t0;
+	}
+	if (per_ms)
+		gprintf("%s: bench %llu transmit chains to the backend: median %llu us\n", NAME, (unsigned long long)n,
+			(unsigned long long)(median(n) * 1000 / per_ms));
 }
 
 void guest_main(struct hvm_start_info *si)

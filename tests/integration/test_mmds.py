@@ -74,6 +74,7 @@ def test_metadata_file_loads_the_store(procs, sockdir, tmp_path):
     b.api.ok("PATCH", "/mmds", {"latest": {"x": "1"}})  # initialised by the file
 
 
+@pytest.mark.security
 def test_mmds_config_checks(procs, sockdir):
     b = start(procs, sockdir)
     assert "network_interfaces" in fault(b.api.put("/mmds/config", {"version": "V2"}))
@@ -126,6 +127,7 @@ FLINTLOCK = {
 FLINTLOCK_META = {"latest": {"meta-data": "aW5zdGFuY2VfaWQ6IG12bTE=", "user-data": "I2Nsb3VkLWNvbmZpZw=="}}
 
 
+@pytest.mark.security
 def test_config_file_mmds_config(kvm, tmp_path, procs, sockdir):
     cfg = dict(FLINTLOCK, **{"boot-source": {"kernel_image_path": guest("counter")}})
     path, meta = tmp_path / "vm.json", tmp_path / "metadata.json"
@@ -145,7 +147,7 @@ def test_config_file_mmds_config(kvm, tmp_path, procs, sockdir):
     assert p.returncode == 2 and "does not correspond to any existing network interface" in p.stderr, p.stderr
 
 
-def boot_mmds_guest(procs, sockdir, tap, version="V1", bench=0, brisk=BRISK, metrics=None):
+def boot_mmds_guest(procs, sockdir, tap, version="V1", bench=0, brisk=BRISK, metrics=None, mmds=True):
     sock = os.path.join(sockdir, f"g{tap}.sock")
     b = BriskProcess(brisk, ["--api-sock", sock], sock=sock)
     procs.append(b)
@@ -154,7 +156,8 @@ def boot_mmds_guest(procs, sockdir, tap, version="V1", bench=0, brisk=BRISK, met
     b.api.boot_source(guest("mmds"), f"bench={bench}" if bench else None)
     b.api.machine_config(1, 64)
     b.api.ok("PUT", "/network-interfaces/eth0", {"iface_id": "eth0", "host_dev_name": tap})
-    b.api.ok("PUT", "/mmds/config", {"network_interfaces": ["eth0"], "version": version})
+    if mmds:
+        b.api.ok("PUT", "/mmds/config", {"network_interfaces": ["eth0"], "version": version})
     b.api.ok("PUT", "/mmds", {"latest": {"meta-data": {"ami-id": "ami-brisk", "hostname": "vm1"}}})
     b.api.start()
     b.wait(timeout=120)
@@ -182,5 +185,20 @@ def test_guest_bench(kvm, procs, sockdir):
     """MMDS request latency from the guest (docs/performance.md): N GETs on one connection, rdtsc-timed."""
     b = boot_mmds_guest(procs, sockdir, "bskmmdsg1", bench=200)
     assert "mmds: CHECK bench_gets: PASS" in b.out, b.out + b.err
-    line = re.search(r"mmds: bench .*", b.out)
-    print(line.group(0) if line else b.out)
+    lines = re.findall(r"mmds: bench .*", b.out)
+    assert len(lines) == 2, b.out
+    print("\n".join(lines))
+
+
+@pytest.mark.security
+def test_interface_without_mmds_forwards(kvm, procs, sockdir, tmp_path):
+    """docs/security.md case 57: an interface not in network_interfaces has no MMDS: no ARP reply, the frames go
+    to the tap (the store's contents never reach a guest that was not given the service)."""
+    metrics = tmp_path / "metrics.json"
+    b = boot_mmds_guest(procs, sockdir, "bskmmdsg2", metrics=metrics, mmds=False)
+    assert "mmds: CHECK arp_reply: FAIL" in b.out and "ami-brisk" not in b.out.split("CHECK http_body")[-1][:40], \
+        b.out
+    lines = [json.loads(x) for x in metrics.read_text().splitlines() if x.strip()]
+    # to the tap: sent, or refused by it while it is down (tap_write_fails), never consumed
+    assert sum(x["net_eth0"]["tx_packets_count"] + x["net_eth0"]["tap_write_fails"] for x in lines) >= 2, lines
+    assert sum(x["mmds"]["rx_accepted"] for x in lines) == 0, lines[-1]["mmds"]
