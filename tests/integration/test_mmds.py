@@ -31,6 +31,7 @@ def fault(r, status=400):
     return r.json["fault_message"]
 
 
+@pytest.mark.security
 def test_store_put_patch_get(procs, sockdir):
     b = start(procs, sockdir)
     r = b.api.get("/mmds")
@@ -99,6 +100,7 @@ def test_mmds_config_checks(procs, sockdir):
         "version": "V2", "network_interfaces": ["eth0", "eth1"], "ipv4_address": "169.254.170.2"}
 
 
+@pytest.mark.security
 def test_mmds_config_pre_boot_only_and_store_after(kvm, procs, sockdir):
     b = start(procs, sockdir)
     b.api.boot_source(guest("counter"))
