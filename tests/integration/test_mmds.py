@@ -102,18 +102,22 @@ def test_mmds_config_checks(procs, sockdir):
 
 @pytest.mark.security
 def test_mmds_config_pre_boot_only_and_store_after(kvm, procs, sockdir):
+    """firecracker-go-sdk's calls (machine.go setMmdsConfig: interface ids "1".., the version, ipv4_address;
+    firecracker-containerd's SetMetadata/UpdateMetadata after InstanceStart: PUT and PATCH /mmds)."""
     b = start(procs, sockdir)
     b.api.boot_source(guest("counter"))
     b.api.machine_config(1, 64)
-    b.api.ok("PUT", "/network-interfaces/eth0", {"iface_id": "eth0", "host_dev_name": "bskmmds2"})
-    b.api.ok("PUT", "/mmds/config", {"network_interfaces": ["eth0"], "version": "V2"})
+    b.api.ok("PUT", "/network-interfaces/1", {"iface_id": "1", "host_dev_name": "bskmmds2"})
+    b.api.ok("PUT", "/mmds/config", {"version": "V2", "network_interfaces": ["1"],
+                                     "ipv4_address": "169.254.169.254"})
     b.api.start()
-    assert fault(b.api.put("/mmds/config", {"network_interfaces": ["eth0"]})) == \
+    assert fault(b.api.put("/mmds/config", {"network_interfaces": ["1"]})) == \
         "The requested operation is not supported after starting the microVM."
     b.api.ok("PUT", "/mmds", {"a": {"b": "c"}})  # the store is open after boot, as Firecracker's
     b.api.ok("PATCH", "/mmds", {"a": {"d": "e"}})
     assert b.api.get("/mmds").json == {"a": {"b": "c", "d": "e"}}
-    assert b.api.get("/vm/config").json["mmds-config"]["version"] == "V2"
+    assert b.api.get("/vm/config").json["mmds-config"] == {"version": "V2", "network_interfaces": ["1"],
+                                                           "ipv4_address": "169.254.169.254"}
 
 
 # flintlock's firecracker config file, as infrastructure/microvm/firecracker/config.go (WithMicroVM) writes it:
