@@ -208,3 +208,24 @@ def test_interface_without_mmds_forwards(kvm, procs, sockdir, tmp_path):
     # to the tap: sent, or refused by it while it is down (tap_write_fails), never consumed
     assert sum(x["net_eth0"]["tx_packets_count"] + x["net_eth0"]["tap_write_fails"] for x in lines) >= 2, lines
     assert sum(x["mmds"]["rx_accepted"] for x in lines) == 0, lines[-1]["mmds"]
+
+
+def test_snapshot_keeps_the_config_not_the_store(kvm, procs, sockdir, tmp_path):
+    """As Firecracker: the MMDS network stack configuration and version are in the snapshot (brisk: its
+    GET /vm/config description), the data store is not: the restored process starts with an empty one."""
+    b = start(procs, sockdir, name="snap")
+    b.api.boot_source(guest("counter"))
+    b.api.machine_config(1, 64)
+    b.api.ok("PUT", "/network-interfaces/eth0", {"iface_id": "eth0", "host_dev_name": "bskmmds4"})
+    want = {"version": "V2", "network_interfaces": ["eth0"], "ipv4_address": "169.254.170.2"}
+    b.api.ok("PUT", "/mmds/config", want)
+    b.api.ok("PUT", "/mmds", {"k": "v"})
+    b.api.start()
+    b.api.pause()
+    state, mem = tmp_path / "s.state", tmp_path / "s.mem"
+    b.api.snapshot_create(state, mem)
+    b.kill()
+    r = start(procs, sockdir, name="snap2")
+    r.api.snapshot_load(state, mem, resume_vm=False)
+    assert r.api.get("/vm/config").json["mmds-config"] == want
+    assert r.api.get("/mmds").json == {}
