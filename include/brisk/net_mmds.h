@@ -54,4 +54,18 @@ bool net_mmds_pending(const struct net_mmds *m);
 
 const struct net_mmds_stats *net_mmds_stats(const struct net_mmds *m);
 
+struct net_tx;
+/*
+ * virtio-net's transmit hook: when interface `index` answers MMDS (mmds_iface) and the parsed frame `t` is for
+ * its address, the frame is copied once out of guest memory into the stack (*m made at the first one) and
+ * true returned: the caller completes the chain and never gives the frame to the backend. Else false.
+ */
+bool net_mmds_tx(struct net_mmds **m, unsigned index, const struct net_tx *t);
+/*
+ * virtio-net's receive side: the stack's next reply as the backend would deliver it into buf (cap bytes): a
+ * 12-byte virtio_net_hdr (no offloads, num_buffers 1) then the frame. Returns the total, 0 when none waits
+ * (or m is NULL).
+ */
+uint32_t net_mmds_rx(struct net_mmds *m, uint8_t *buf, size_t cap);
+
 #endif

@@ -35,7 +35,6 @@
 #include "brisk/devices.h"
 #include "brisk/fc_metrics.h"
 #include "brisk/log.h"
-#include "brisk/mmds.h"
 #include "brisk/net_mmds.h"
 #include "brisk/virtio.h"
 #include "brisk/virtio_net.h"
@@ -131,45 +130,9 @@ static void backend_gone(struct net *n, const char *why)
 	virtio_config_changed(n->t);
 }
 
-static void fill_rx(struct net *n); /* the MMDS reply path (mmds_detour) */
+static void fill_rx(struct net *n); /* the MMDS reply path */
 
 /* ---- transmit --------------------------------------------------------------------------------------- */
-
-/* Copies bytes [0, len) of the transmit frame to f. */
-static void tx_copy(const struct net_tx *t, uint8_t *f, uint32_t len)
-{
-	uint32_t off = 0;
-
-	for (unsigned i = 0; i < t->niov && off < len; i++) {
-		uint32_t k = t->iov[i].iov_len < len - off ? (uint32_t)t->iov[i].iov_len : len - off;
-
-		memcpy(f + off, t->iov[i].iov_base, k);
-		off += k;
-	}
-}
-
-/*
- * A frame for the MMDS of this interface (mmds.h) goes to its stack (net_mmds.c): true, then it is consumed.
- * Its headers are looked at in a copy, and the whole frame copied once before it is parsed.
- */
-static bool mmds_detour(struct net *n)
-{
-	uint8_t f[MMDS_FRAME_MAX];
-	uint32_t ip, len = n->tx.len < sizeof(f) ? n->tx.len : (uint32_t)sizeof(f);
-
-	if (!mmds_iface(n->index, &ip))
-		return false;
-	tx_copy(&n->tx, f, len < 42 ? len : 42); /* Ethernet + the ARP target or the IPv4 destination */
-	if (!net_mmds_is_for(ip, f, len < 42 ? len : 42))
-		return false;
-	if (!n->mmds && !(n->mmds = net_mmds_new()))
-		return true; /* out of memory: dropped */
-	tx_copy(&n->tx, f, len);
-	net_mmds_input(n->mmds, ip, f, n->tx.len, n->tx.hdr.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM);
-	if (net_mmds_pending(n->mmds))
-		fill_rx(n); /* the reply now: measured 2x faster than a kick through the loop */
-	return true;
-}
 
 /* Sends n->tx; returns false when the backend is full (the chain stays pending). */
 static bool send_frame(struct net *n)
@@ -210,8 +173,10 @@ static bool transmit(struct net *n, struct virtq_iter *it, const struct virtq_ch
 		virtq_drop(it, c, n->tx.why);
 		return true;
 	}
-	if (mmds_detour(n)) { /* for the metadata service: answered here, never the backend's */
+	if (net_mmds_tx(&n->mmds, n->index, &n->tx)) { /* the metadata service's (net_mmds.c), never the backend's */
 		virtq_push(it->q, c->head, 0);
+		if (net_mmds_pending(n->mmds))
+			fill_rx(n); /* the reply at once: measured 2x faster than a kick through the loop */
 		return true;
 	}
 	if (!send_frame(n)) {
@@ -328,21 +293,6 @@ static enum deliver take_chain(struct net *n, struct virtq_iter *it)
 	return DELIVERED;
 }
 
-/* The MMDS stack's next reply into rx_buf, as a frame from the backend would be. False when none waits. */
-static bool mmds_frame(struct net *n)
-{
-	size_t len = net_mmds_output(n->mmds, n->rx_buf + NET_HDR_SIZE, NET_RX_BUF_SIZE - NET_HDR_SIZE);
-
-	if (!len)
-		return false;
-	memset(n->rx_buf, 0, NET_HDR_SIZE);
-	((struct virtio_net_hdr *)n->rx_buf)->num_buffers = 1;
-	n->rx_len = (uint32_t)(NET_HDR_SIZE + len);
-	n->rx_off = 0;
-	n->rx_nbufs = 0;
-	return true;
-}
-
 /* Reads the next frame from the backend into rx_buf. Returns false when there is none (or no backend). */
 static bool read_frame(struct net *n)
 {
@@ -381,7 +331,9 @@ static void fill_rx(struct net *n)
 	if (!virtio_iter(n->t, RX_Q, &it, segs, NET_MAX_SEGS, VIRTQ_NO_BUDGET))
 		return;
 	while (n->active) {
-		if (!n->rx_len && (budget-- == 0 || !(mmds_frame(n) || (!n->dead && read_frame(n)))))
+		/* the MMDS stack's replies first (net_mmds_rx: header and frame), then the backend's frames */
+		if (!n->rx_len && (budget-- == 0 || !((n->rx_len = net_mmds_rx(n->mmds, n->rx_buf, NET_RX_BUF_SIZE)) ||
+						      (!n->dead && read_frame(n)))))
 			break;
 		if (take_chain(n, &it) != DELIVERED)
 			break; /* no buffer: the frame waits for the receiveq's next notification */

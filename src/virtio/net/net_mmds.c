@@ -30,6 +30,7 @@
 #include "brisk/fc_metrics.h"
 #include "brisk/mmds.h"
 #include "brisk/net_mmds.h"
+#include "brisk/virtio_net.h"
 
 #define ETH_HLEN     14u
 #define ETH_P_ARP    0x0806u
@@ -666,4 +667,48 @@ bool net_mmds_pending(const struct net_mmds *m)
 			return true;
 	}
 	return false;
+}
+
+/* ---- the device's side (net.c) ---------------------------------------------------------------------- */
+
+/* Copies bytes [0, len) of the transmit frame to f. */
+static void tx_copy(const struct net_tx *t, uint8_t *f, size_t len)
+{
+	size_t off = 0;
+
+	for (unsigned i = 0; i < t->niov && off < len; i++) {
+		size_t k = t->iov[i].iov_len < len - off ? t->iov[i].iov_len : len - off;
+
+		memcpy(f + off, t->iov[i].iov_base, k);
+		off += k;
+	}
+}
+
+bool net_mmds_tx(struct net_mmds **m, unsigned index, const struct net_tx *t)
+{
+	uint8_t f[MMDS_FRAME_MAX];
+	size_t len = t->len < sizeof(f) ? t->len : sizeof(f), head = len < 42 ? len : 42;
+	uint32_t ip;
+
+	if (!mmds_iface(index, &ip))
+		return false;
+	tx_copy(t, f, head); /* Ethernet and the ARP target or the IPv4 destination */
+	if (!net_mmds_is_for(ip, f, head))
+		return false;
+	if (!*m && !(*m = net_mmds_new()))
+		return true; /* out of memory: dropped */
+	tx_copy(t, f, len);  /* once: the guest may rewrite its buffers behind us */
+	net_mmds_input(*m, ip, f, t->len, t->hdr.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM);
+	return true;
+}
+
+uint32_t net_mmds_rx(struct net_mmds *m, uint8_t *buf, size_t cap)
+{
+	size_t len = cap > NET_HDR_SIZE ? net_mmds_output(m, buf + NET_HDR_SIZE, cap - NET_HDR_SIZE) : 0;
+	struct virtio_net_hdr h = {.num_buffers = 1}; /* no offloads; num_buffers rewritten with MRG_RXBUF */
+
+	if (!len)
+		return 0;
+	memcpy(buf, &h, sizeof(h));
+	return (uint32_t)(NET_HDR_SIZE + len);
 }
