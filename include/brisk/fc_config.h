@@ -178,9 +178,9 @@ void fc_metrics_free(struct fc_metrics *m);
 /*
  * Firecracker's --config-file text: one object with "boot-source"
  * (required), "drives" and "network-interfaces" (arrays of the API bodies),
- * "machine-config", "vsock", "entropy", "logger", "metrics"; "balloon",
- * "mmds-config", "cpu-config", "memory-hotplug" null and "pmem" [] are
- * ignored (what GET /vm/config of Firecracker returns). On success `f` is
+ * "machine-config", "vsock", "entropy", "logger", "metrics", "mmds-config"
+ * (after the interfaces it names); "balloon", "cpu-config",
+ * "memory-hotplug" null and "pmem" [] are ignored (what GET /vm/config of Firecracker returns). On success `f` is
  * replaced by the file's configuration (its old contents freed); on error
  * `f` is unchanged and `err` names the section and key ("drives[1]:
  * is_root_device: ..."). Returns 0, -EINVAL or -ENOMEM.
