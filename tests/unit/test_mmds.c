@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <json-c/json.h>
@@ -205,6 +206,28 @@ static void test_http_v2_tokens(void **state)
 	r = respond("PATCH /k HTTP/1.1\r\n\r\n");
 	assert_non_null(strstr(r, "HTTP/1.1 405 "));
 	assert_non_null(strstr(r, "Allow: GET, PUT\r\n"));
+	free(r);
+	/* a token of 1 s is refused once it expired */
+	r = respond("PUT /latest/api/token HTTP/1.1\r\nX-metadata-token-ttl-seconds: 1\r\n\r\n");
+	snprintf(token, sizeof(token), "%s", body_of(r));
+	free(r);
+	snprintf(req, sizeof(req), "GET /k HTTP/1.1\r\nX-metadata-token: %s\r\n\r\n", token);
+	r = respond(req);
+	assert_string_equal(body_of(r), "v");
+	free(r);
+	usleep(1100 * 1000);
+	r = respond(req);
+	assert_string_equal(body_of(r), "MMDS token not valid.");
+	free(r);
+	/* a flood of token requests: the table keeps MMDS_TOKENS_MAX, the one expiring first goes */
+	r = respond("PUT /latest/api/token HTTP/1.1\r\nX-metadata-token-ttl-seconds: 100\r\n\r\n");
+	snprintf(token, sizeof(token), "%s", body_of(r));
+	free(r);
+	for (unsigned i = 0; i < MMDS_TOKENS_MAX; i++)
+		free(respond("PUT /latest/api/token HTTP/1.1\r\nX-metadata-token-ttl-seconds: 200\r\n\r\n"));
+	snprintf(req, sizeof(req), "GET /k HTTP/1.1\r\nX-metadata-token: %s\r\n\r\n", token);
+	r = respond(req);
+	assert_string_equal(body_of(r), "MMDS token not valid.");
 	free(r);
 }
 
