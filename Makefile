@@ -54,6 +54,9 @@ LIB_SRCS := \
 	src/virtio/net/net_frame.c \
 	src/virtio/net/net_tap.c \
 	src/virtio/net/net_user.c \
+	src/virtio/net/net_mmds.c \
+	src/mmds/mmds.c \
+	src/mmds/mmds_http.c \
 	src/virtio/vsock/vsock.c \
 	src/virtio/vsock/vsock_conn.c \
 	src/virtio/vsock/vsock_pkt.c \
@@ -72,6 +75,7 @@ LIB_SRCS := \
 	src/api/fc_config_file.c \
 	src/api/fc_config_get.c \
 	src/api/fc_config_json.c \
+	src/api/fc_config_mmds.c \
 	src/util/log.c \
 	src/util/fc_metrics.c \
 	src/util/fc_logger.c \
@@ -90,6 +94,7 @@ LIB_SRCS := \
 	src/api/api_names.c \
 	src/api/api_vm.c \
 	src/api/api_metrics.c \
+	src/api/api_mmds.c \
 	src/api/api_serve.c \
 	src/snapshot/snapfile.c \
 	src/snapshot/snap_config.c \
@@ -183,6 +188,7 @@ UNIT_TESTS := \
 	test_virtio_console \
 	test_virtio_vsock \
 	test_virtio_net \
+	test_mmds \
 	test_cmos \
 	test_i8042 \
 	test_virtq \

@@ -44,8 +44,8 @@ struct api {
 void api_set_instance_id(const char *id);
 const char *api_instance_id(void);
 /*
- * The metadata service's initial store (Firecracker's --metadata): a JSON object, owned from here on.
- * Returns 0 (the guest-facing service and the /mmds endpoints are not built yet: docs/api.md).
+ * The metadata service's initial store (Firecracker's --metadata): a JSON value, taken (mmds_put). Returns 0,
+ * -EFBIG over --mmds-size-limit, -ENOMEM.
  */
 struct json_object;
 int api_set_mmds_initial(struct json_object *o);

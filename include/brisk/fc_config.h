@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "brisk/json_strict.h"
+#include "brisk/mmds.h"
 
 #include "vm.h"
 
@@ -82,6 +83,7 @@ struct fc_vm {
 	uint64_t rng_size, rng_refill_ms;    /* entropy bandwidth bucket as given; 0: none given */
 	struct fc_logger logger;
 	struct fc_metrics metrics;
+	struct mmds_config mmds; /* PUT /mmds/config; made live (mmds_set_config) by fc_vm_finalize */
 	/*
 	 * Open what a body names (kernel, initrd, drive file, tap) and refuse it there when it cannot be, as
 	 * Firecracker's PUTs do: set for the API's configuration; a config file's is checked when the VM is built,
@@ -156,6 +158,13 @@ __attribute__((warn_unused_result)) int fc_put_vsock(struct fc_vm *f, const char
  */
 __attribute__((warn_unused_result)) int fc_put_entropy(struct fc_vm *f, const char *body, size_t len, char *err,
 						       size_t errlen);
+/*
+ * PUT /mmds/config (fc_config_mmds.c): network_interfaces (required, ids of interfaces configured before),
+ * version "V1"/"V2", ipv4_address (link-local, Firecracker's check), imds_compat; replaces f->mmds. The
+ * semantic errors are Firecracker's messages ("MMMDS config error: ...").
+ */
+__attribute__((warn_unused_result)) int fc_put_mmds_config(struct fc_vm *f, const char *body, size_t len, char *err,
+							   size_t errlen);
 /* PUT /logger: updates the given fields of f->logger (level case-insensitive, as Firecracker). */
 __attribute__((warn_unused_result)) int fc_put_logger(struct fc_vm *f, const char *body, size_t len, char *err,
 						      size_t errlen);
@@ -182,9 +191,9 @@ void fc_metrics_free(struct fc_metrics *m);
 /*
  * Firecracker's --config-file text: one object with "boot-source"
  * (required), "drives" and "network-interfaces" (arrays of the API bodies),
- * "machine-config", "vsock", "entropy", "logger", "metrics"; "balloon",
- * "mmds-config", "cpu-config", "memory-hotplug" null and "pmem" [] are
- * ignored (what GET /vm/config of Firecracker returns). On success `f` is
+ * "machine-config", "vsock", "entropy", "logger", "metrics", "mmds-config"
+ * (after the interfaces it names); "balloon", "cpu-config",
+ * "memory-hotplug" null and "pmem" [] are ignored (what GET /vm/config of Firecracker returns). On success `f` is
  * replaced by the file's configuration (its old contents freed); on error
  * `f` is unchanged and `err` names the section and key ("drives[1]:
  * is_root_device: ..."). Returns 0, -EINVAL or -ENOMEM.

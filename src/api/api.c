@@ -14,7 +14,9 @@
 
 #include "api_impl.h"
 #include "brisk/fc_args.h"
+#include "brisk/fc_metrics.h"
 #include "brisk/log.h"
+#include "brisk/mmds.h"
 
 #define ERR_NOT_AFTER_START  "The requested operation is not supported after starting the microVM."
 #define ERR_NOT_BEFORE_START "The requested operation is not supported before starting the microVM."
@@ -55,7 +57,6 @@ static const char *state_name(enum api_vm_state s)
 }
 
 static char instance_id[FC_INSTANCE_ID_MAX + 1] = FC_DEFAULT_INSTANCE_ID;
-static json_object *mmds_initial;
 
 void api_set_instance_id(const char *id)
 {
@@ -69,9 +70,7 @@ const char *api_instance_id(void)
 
 int api_set_mmds_initial(json_object *o)
 {
-	json_object_put(mmds_initial);
-	mmds_initial = o;
-	return 0;
+	return mmds_put(o);
 }
 
 /* GET /: Firecracker's InstanceInfo. */
@@ -149,9 +148,17 @@ static void configure_id(struct api *a, fc_id_fn fn, const char *id, const char 
 	r->status = 204;
 }
 
+/* PUT /mmds/config: pre-boot (configure); V1 counts as a deprecated call, as Firecracker's parser. */
+static void api_put_mmds_config(struct api *a, const char *body, size_t len, struct api_reply *r)
+{
+	configure(a, fc_put_mmds_config, body, len, r);
+	if (r->status == 204 && a->fc.mmds.version == MMDS_V1)
+		fcm_inc(fcm_deprecated_api, FCM_DEPRECATED_API_deprecated_http_api_calls);
+}
+
 /* Endpoints Firecracker has and brisk does not: a clear 400, never a silent success. */
 static const char *const unsupported[] = {
-    "/mmds", "/balloon", "/hotplug", "/snapshot/memory", "/serial", "/pmem", NULL,
+    "/balloon", "/hotplug", "/snapshot/memory", "/serial", "/pmem", NULL,
 };
 
 static bool is_unsupported(const char *path)
@@ -197,6 +204,8 @@ static bool route_config(struct api *a, enum api_method m, const char *p, const 
 		configure_id(a, fc_put_net, id, body, len, r);
 	else if (match_id(p, "/network-interfaces/", &id) && m == API_PATCH)
 		api_fault(r, 400, "network-interfaces: PATCH updates rate limiters, which brisk does not support");
+	else if (strcmp(p, "/mmds/config") == 0 && m == API_PUT)
+		api_put_mmds_config(a, body, len, r);
 	else if (strcmp(p, "/vsock") == 0 && m == API_PUT)
 		configure(a, fc_put_vsock, body, len, r);
 	else if (strcmp(p, "/entropy") == 0 && m == API_PUT)
@@ -216,7 +225,7 @@ static bool route(struct api *a, enum api_method m, const char *p, const char *b
 		get_version(r);
 	else if (strcmp(p, "/vm/config") == 0 && m == API_GET)
 		reply_string(r, fc_vm_to_json(&a->fc));
-	else if (route_config(a, m, p, body, len, r))
+	else if (route_config(a, m, p, body, len, r) || api_route_mmds(m, p, body, len, r))
 		;
 	else if (strcmp(p, "/logger") == 0 && m == API_PUT)
 		api_put_logger(a, body, len, r);

@@ -24,6 +24,9 @@ void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_r
 void api_put_logger(struct api *a, const char *body, size_t len, struct api_reply *r);
 void api_put_metrics(struct api *a, const char *body, size_t len, struct api_reply *r);
 
+/* api_mmds.c: GET, PUT and PATCH /mmds (and a PUT of an unknown /mmds/ path); false when `p` is none of them. */
+bool api_route_mmds(enum api_method m, const char *p, const char *body, size_t len, struct api_reply *r);
+
 /* api_metrics.c: the periodic line when it is due (fc_metrics_timeout_ms), else nothing. */
 void api_metrics_tick(struct api *a);
 /*

@@ -15,7 +15,7 @@
 #include "fc_config_internal.h"
 
 /* Sections a Firecracker GET /vm/config has that brisk has no device for: accepted when empty, then ignored. */
-static const char *const ignored[] = {"balloon", "mmds-config", "memory-hotplug", "pmem", NULL};
+static const char *const ignored[] = {"balloon", "memory-hotplug", "pmem", NULL};
 
 static const char *const sections[] = {
     "boot-source", "drives",  "machine-config", "network-interfaces", "vsock",		"entropy", "logger",
@@ -156,6 +156,7 @@ static int apply_sections(struct fc_vm *f, const struct fcj *c, json_object *roo
 	    (ret = array_section(f, c, root, "drives", fc_apply_drive)) ||
 	    (ret = array_section(f, c, root, "network-interfaces", fc_apply_net)) ||
 	    (ret = object_section(f, c, root, "vsock", fc_apply_vsock)) ||
+	    (ret = object_section(f, c, root, "mmds-config", fc_apply_mmds_config)) ||
 	    (ret = object_section(f, c, root, "entropy", fc_apply_entropy)) ||
 	    (ret = object_section(f, c, root, "logger", fc_apply_logger)) ||
 	    (ret = object_section(f, c, root, "metrics", fc_apply_metrics)))
@@ -280,7 +281,10 @@ int fc_vm_finalize(struct fc_vm *f, char *err, size_t errlen)
 		snprintf(err, errlen, "InstanceStart: out of memory");
 		return ret;
 	}
-	return config_validate(&f->cfg, CONFIG_MAX_CPUS, config_host_memory(), err, errlen);
+	ret = config_validate(&f->cfg, CONFIG_MAX_CPUS, config_host_memory(), err, errlen);
+	if (!ret && f->mmds.set)
+		mmds_set_config(&f->mmds); /* the interfaces answer MMDS from the VM's first frame */
+	return ret;
 }
 
 /* The owned copies of cfg's strings. */
@@ -374,6 +378,9 @@ static int take_identities(struct fc_vm *f, struct fc_vm *d)
 	f->rng_size = d->rng_size;
 	f->rng_refill_ms = d->rng_refill_ms;
 	f->boot_source_set = d->boot_source_set;
+	f->mmds = d->mmds; /* Firecracker keeps the MMDS network stack and version in its snapshot, not the store */
+	if (f->mmds.set)
+		mmds_set_config(&f->mmds);
 	/* The boot source: what the snapshot's VM was booted from (the restored cfg has no kernel). */
 	free(f->kernel), free(f->initrd), free(f->cmdline);
 	f->cfg.kernel = f->kernel = d->kernel, d->kernel = NULL;

@@ -277,7 +277,7 @@ char *fc_vm_to_json(const struct fc_vm *f)
 		add_field(root, "cpu-config", NULL, &bad); /* as Firecracker: never the custom template's path */
 		machine_section(f, root, &bad);
 		metrics(f, root, &bad);
-		add_field(root, "mmds-config", NULL, &bad);
+		add_field(root, "mmds-config", fc_mmds_config_to_json(f), &bad);
 		put_array(f, root, "network-interfaces", f->cfg.nr_nets, net, &bad);
 		vsock(f, root, &bad);
 		entropy(f, root, &bad);

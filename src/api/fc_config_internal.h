@@ -46,6 +46,9 @@ int fc_apply_vsock(struct fc_vm *f, const struct fcj *c, json_object *o);
 int fc_apply_entropy(struct fc_vm *f, const struct fcj *c, json_object *o);
 int fc_apply_logger(struct fc_vm *f, const struct fcj *c, json_object *o);
 int fc_apply_metrics(struct fc_vm *f, const struct fcj *c, json_object *o);
+int fc_apply_mmds_config(struct fc_vm *f, const struct fcj *c, json_object *o);
+/* GET /vm/config's "mmds-config": an object, or NULL (JSON null) when not configured. */
+json_object *fc_mmds_config_to_json(const struct fc_vm *f);
 
 /* Names for GET: indexed by the enums of fc_config.h. */
 extern const char *const fc_cache_names[];

@@ -22,6 +22,7 @@
 #include "brisk/fc_metrics.h"
 #include "brisk/file.h"
 #include "brisk/log.h"
+#include "brisk/mmds.h"
 #include "brisk/run_opts.h"
 #include "brisk/snapshot.h"
 
@@ -111,7 +112,11 @@ static int load_metadata(const struct fc_args *fa)
 		fprintf(stderr, "brisk: --metadata %s: not a JSON object\n", fa->metadata);
 		goto out;
 	}
-	ret = api_set_mmds_initial(o) ? EXIT_HOST : 0;
+	ret = api_set_mmds_initial(o);
+	if (ret)
+		fprintf(stderr, "brisk: --metadata %s: Populating MMDS from file failed: %s\n", fa->metadata,
+			ret == -EFBIG ? "DataStoreLimitExceeded" : strerror(-ret));
+	ret = ret == -EFBIG ? EXIT_USAGE : ret ? EXIT_HOST : 0;
 	o = NULL;
 out:
 	json_object_put(o);
@@ -201,6 +206,7 @@ static int check_args(const struct fc_args *fa)
 			(unsigned long long)fa->http_api_max_payload_size, API_BODY_LIMIT_MAX);
 		return EXIT_USAGE;
 	}
+	mmds_set_limit(fa->mmds_size_limit);
 	return fa->metadata ? load_metadata(fa) : 0;
 }
 

@@ -14,6 +14,10 @@
  *   brisk.tcplisten=PORT:COUNT     listen on TCP PORT (all addresses), accept COUNT connections one after the
  *                                  other, exchange on each (acceptor; the connector chooses the size)
  *   brisk.vsocklisten=PORT:COUNT   the same on vsock PORT
+ *   brisk.mmds=IF                  the metadata service at 169.254.169.254 over IF (a host route added first):
+ *                                  GET without a token, PUT /latest/api/token, GET with it (plain and JSON),
+ *                                  each on a connection of its own; one line each:
+ *                                  "brisk-net: mmds NAME: STATUS 'BODY'" (the body cut to 80 bytes)
  * Connections are made first, in the order given; then both listeners are opened, each announced with
  * "brisk-net: tcp listening on port P" / "brisk-net: vsock listening on port P", and the init waits up to
  * NET_ACCEPT_MS for the host to make all the connections.
@@ -453,6 +457,91 @@ static int listen_on(int family, const char *v, unsigned *port, uint64_t *count)
 	return fd;
 }
 
+/* ---- the metadata service (brisk.mmds=IF) ---- */
+
+#define MMDS_ADDR "169.254.169.254"
+
+static int add_host_route(int s, in_addr_t dst, const char *ifname)
+{
+	struct rtentry rt = {0};
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr.s_addr = dst};
+	struct sockaddr_in mask = {.sin_family = AF_INET, .sin_addr.s_addr = 0xffffffff};
+	char dev[IFNAMSIZ] = {0};
+
+	memcpy(dev, ifname, strnlen(ifname, IFNAMSIZ - 1));
+	memcpy(&rt.rt_dst, &to, sizeof(to));
+	memcpy(&rt.rt_genmask, &mask, sizeof(mask));
+	rt.rt_flags = RTF_UP | RTF_HOST;
+	rt.rt_dev = dev;
+	return ioctl(s, SIOCADDRT, &rt);
+}
+
+/* One request on a new connection; the response's status and body (Content-Length bytes) into body. */
+static int mmds_request(const char *req, char *body, size_t cap)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
+	static char buf[65536];
+	size_t got = 0;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), status = -1;
+	char *end;
+
+	body[0] = 0;
+	inet_pton(AF_INET, MMDS_ADDR, &a.sin_addr);
+	timeouts(fd);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    write_all(fd, (const uint8_t *)req, strlen(req)) != 0) {
+		snprintf(body, cap, "connect/write: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	for (;;) {
+		ssize_t n = read(fd, buf + got, sizeof(buf) - 1 - got);
+		const char *cl;
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		buf[got] = 0;
+		end = strstr(buf, "\r\n\r\n");
+		if (!end)
+			continue;
+		cl = strstr(buf, "Content-Length: ");
+		if (!cl || cl > end || got - (size_t)(end + 4 - buf) >= strtoul(cl + 16, NULL, 10))
+			break;
+	}
+	close(fd);
+	buf[got] = 0;
+	end = strstr(buf, "\r\n\r\n");
+	if (sscanf(buf, "HTTP/1.1 %d", &status) != 1 || !end)
+		return snprintf(body, cap, "no response (%zu bytes)", got), -1;
+	snprintf(body, cap, "%s", end + 4);
+	return status;
+}
+
+static void mmds_fetch(const char *ifname)
+{
+	char body[128], token[128], req[512];
+	int s = socket(AF_INET, SOCK_DGRAM, 0), st;
+
+	if (add_host_route(s, inet_addr(MMDS_ADDR), ifname) != 0)
+		printf("brisk-net: mmds route via %s: FAIL (%s)\n", ifname, strerror(errno));
+	close(s);
+	st = mmds_request("GET /latest/meta-data/ami-id HTTP/1.1\r\nHost: " MMDS_ADDR "\r\n\r\n", body, 81);
+	printf("brisk-net: mmds get: %d '%s'\n", st, body);
+	st = mmds_request("PUT /latest/api/token HTTP/1.1\r\nX-metadata-token-ttl-seconds: 60\r\n\r\n", token,
+			  sizeof(token));
+	printf("brisk-net: mmds token: %d '%s'\n", st, token);
+	snprintf(req, sizeof(req), "GET /latest/meta-data/ami-id HTTP/1.1\r\nX-metadata-token: %s\r\n\r\n", token);
+	st = mmds_request(req, body, 81);
+	printf("brisk-net: mmds get with token: %d '%s'\n", st, body);
+	snprintf(req, sizeof(req),
+		 "GET /latest/meta-data HTTP/1.1\r\nAccept: application/json\r\nX-metadata-token: %s\r\n\r\n", token);
+	st = mmds_request(req, body, 81);
+	printf("brisk-net: mmds get json: %d '%s'\n", st, body);
+	fflush(stdout);
+}
+
 void net_mode(const char *cmdline)
 {
 	char v[2][64];
@@ -466,6 +555,7 @@ void net_mode(const char *cmdline)
 	each_value(cmdline, "brisk.vsock=", vsock_connect);
 	each_value(cmdline, "brisk.tcpping=", tcp_ping);
 	each_value(cmdline, "brisk.vsockping=", vsock_ping);
+	each_value(cmdline, "brisk.mmds=", mmds_fetch);
 	if (arg_value(cmdline, "brisk.tcplisten=", v[0], sizeof(v[0]), NULL))
 		p[0].fd = listen_on(AF_INET, v[0], &port[0], &left[0]);
 	if (arg_value(cmdline, "brisk.vsocklisten=", v[1], sizeof(v[1]), NULL))
