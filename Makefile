@@ -80,6 +80,7 @@ LIB_SRCS := \
 	src/util/errmsg.c \
 	src/util/helper.c \
 	src/util/opts.c \
+	src/util/rate_limiter.c \
 	src/jail/jail_args.c \
 	src/jail/jail_libs.c \
 	src/jail/fcj_args.c \
@@ -206,7 +207,8 @@ UNIT_TESTS := \
 	test_api_link \
 	test_jail \
 	test_fc_jailer \
-	test_init_modparams
+	test_init_modparams \
+	test_rate_limiter
 
 # `make` alone builds brisk: guests.mk's first rule must not become the default goal.
 .DEFAULT_GOAL := all
