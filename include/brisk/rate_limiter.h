@@ -38,10 +38,10 @@ bool rl_config_limits(const struct rl_config *c);
 struct rl_bucket {
 	bool on;
 	uint64_t size, initial_burst, refill_ms;
-	uint64_t burst;			 /* one_time_burst left */
-	uint64_t budget;		 /* tokens now, <= size */
-	uint64_t last_ns;		 /* CLOCK_MONOTONIC of the last update */
-	uint64_t cap_p, refill_ns_p;	 /* size and refill time in ns, divided by their gcd */
+	uint64_t burst;		     /* one_time_burst left */
+	uint64_t budget;	     /* tokens now, <= size */
+	uint64_t last_ns;	     /* CLOCK_MONOTONIC of the last update */
+	uint64_t cap_p, refill_ns_p; /* size and refill time in ns, divided by their gcd */
 };
 
 enum rl_reduce { RL_FAIL = 0, RL_OK, RL_OVER };
@@ -64,8 +64,8 @@ enum rl_kind { RL_BYTES = 0, RL_OPS };
 
 struct rate_limiter {
 	struct rl_bucket bw, ops;
-	int timer_fd; /* CLOCK_MONOTONIC, non-blocking; -1 when rl_init failed or not called */
-	bool blocked; /* the timer is armed: every consume fails until rl_timer_event */
+	int timer_fd;	    /* CLOCK_MONOTONIC, non-blocking; -1 when rl_init failed or not called */
+	bool blocked;	    /* the timer is armed: every consume fails until rl_timer_event */
 	uint64_t throttled; /* consumes refused (or over-consumptions that armed the timer) */
 };
 
@@ -89,6 +89,11 @@ static inline bool rl_active(const struct rate_limiter *rl)
 bool rl_consume(struct rate_limiter *rl, uint64_t tokens, enum rl_kind kind);
 /* RateLimiter::manual_replenish: gives back tokens a request took but did not use (its ops after a bytes refusal). */
 void rl_replenish(struct rate_limiter *rl, uint64_t tokens, enum rl_kind kind);
+/*
+ * The tokens of `kind` a consume could take now without blocking (burst and budget, refilled to now):
+ * 0 while blocked, UINT64_MAX without a bucket. For a device that may serve less than asked (virtio-rng).
+ */
+uint64_t rl_available(struct rate_limiter *rl, enum rl_kind kind);
 /* The fd a device watches (EPOLLIN) to resume; -1 if none. */
 static inline int rl_timer_fd(const struct rate_limiter *rl)
 {

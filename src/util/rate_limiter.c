@@ -195,6 +195,18 @@ void rl_replenish(struct rate_limiter *rl, uint64_t tokens, enum rl_kind kind)
 	rl_bucket_replenish(kind == RL_BYTES ? &rl->bw : &rl->ops, tokens);
 }
 
+uint64_t rl_available(struct rate_limiter *rl, enum rl_kind kind)
+{
+	struct rl_bucket *b = kind == RL_BYTES ? &rl->bw : &rl->ops;
+
+	if (rl->blocked)
+		return 0;
+	if (!b->on)
+		return UINT64_MAX;
+	rl_bucket_refill(b, rl_now_ns());
+	return UINT64_MAX - b->budget < b->burst ? UINT64_MAX : b->budget + b->burst;
+}
+
 bool rl_timer_event(struct rate_limiter *rl)
 {
 	uint64_t n = 0;

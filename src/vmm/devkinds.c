@@ -27,9 +27,8 @@ static int disk_create(const struct devkind_env *env, const struct devmgr_window
 		       char *why, size_t whylen)
 {
 	char reason[REASON_MAX];
-	int err = virtio_blk_create(env->ctx, env->bus, win, &env->cfg->disk[i], reason, sizeof(reason));
+	int err = virtio_blk_open(env->ctx, env->bus, win, &env->cfg->disk[i], dev, reason, sizeof(reason));
 
-	(void)dev;
 	return err ? err_set(why, whylen, err, "--disk %s: %s", env->cfg->disk[i].path, reason) : 0;
 }
 
@@ -112,9 +111,8 @@ static unsigned rng_count(const struct vm_config *cfg)
 static int rng_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, void **dev, char *why,
 		      size_t whylen)
 {
-	int err = virtio_rng_create(env->ctx, env->bus, win, env->cfg->rng_rate);
+	int err = virtio_rng_open(env->ctx, env->bus, win, env->cfg->rng_rate, &env->cfg->rng_rl, dev);
 
-	(void)dev;
 	(void)i;
 	return err ? err_set(why, whylen, err, "creating the virtio entropy device failed: %s", strerror(-err)) : 0;
 }

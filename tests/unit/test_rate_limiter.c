@@ -1,4 +1,5 @@
-/* test_rate_limiter.c - the token-bucket arithmetic (Firecracker v1.7.0 rate_limiter/mod.rs's rules) and the limiter. */
+/* test_rate_limiter.c - the token-bucket arithmetic (Firecracker v1.7.0 rate_limiter/mod.rs's rules) and the limiter.
+ */
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -221,10 +222,10 @@ static void test_limiter_rate(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_bucket_off),	   cmocka_unit_test(test_bucket_refill),
+	    cmocka_unit_test(test_bucket_off),	    cmocka_unit_test(test_bucket_refill),
 	    cmocka_unit_test(test_bucket_fraction), cmocka_unit_test(test_bucket_burst),
-	    cmocka_unit_test(test_bucket_over),	   cmocka_unit_test(test_limiter_block),
-	    cmocka_unit_test(test_limiter_over),	   cmocka_unit_test(test_limiter_update),
+	    cmocka_unit_test(test_bucket_over),	    cmocka_unit_test(test_limiter_block),
+	    cmocka_unit_test(test_limiter_over),    cmocka_unit_test(test_limiter_update),
 	    cmocka_unit_test(test_limiter_rate),
 	};
 
