@@ -90,6 +90,7 @@ LIB_SRCS := \
 	src/api/api.c \
 	src/api/api_names.c \
 	src/api/api_vm.c \
+	src/api/api_patch.c \
 	src/api/api_metrics.c \
 	src/api/api_serve.c \
 	src/snapshot/snapfile.c \

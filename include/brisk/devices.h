@@ -65,8 +65,8 @@ struct vm_disk;
 __attribute__((warn_unused_result)) int virtio_rng_create(const struct devctx *ctx, struct bus *bus,
 							  const struct devmgr_window *win, uint64_t bytes_per_sec);
 /*
- * virtio_rng_create with the rate limiter `limit` (PUT /entropy's; NULL or limiting nothing: the
- * one-second bucket of `bytes_per_sec`), and *dev (may be NULL) its backend.
+ * virtio_rng_create with the rate limiter `limit` (PUT /entropy's, may be NULL; without a bandwidth
+ * bucket, the one-second bucket of `bytes_per_sec` is its), and *dev (may be NULL) its backend.
  */
 __attribute__((warn_unused_result)) int virtio_rng_open(const struct devctx *ctx, struct bus *bus,
 							const struct devmgr_window *win, uint64_t bytes_per_sec,
@@ -121,6 +121,13 @@ struct vm_net;
 __attribute__((warn_unused_result)) int virtio_net_create(const struct devctx *ctx, struct bus *bus,
 							  const struct devmgr_window *win, const struct vm_net *net,
 							  unsigned index, char *err, size_t errlen);
+/* virtio_net_create with the interface's rx/tx rate limiters (cfg->rx_rl, tx_rl), *dev (may be NULL) its backend. */
+__attribute__((warn_unused_result)) int virtio_net_open(const struct devctx *ctx, struct bus *bus,
+							const struct devmgr_window *win, const struct vm_net *cfg,
+							unsigned index, void **dev, char *err, size_t errlen);
+/* PATCH /network-interfaces: the rx and tx limiters updated (rate_limiter.h rl_update). Event loop stopped. */
+void virtio_net_set_limiters(void *dev, const struct rl_config *rx, bool rx_bw, bool rx_ops, const struct rl_config *tx,
+			     bool tx_bw, bool tx_ops);
 
 /* The constructors below add their device to `bus` (which owns it from then on) and return 0 or -errno. */
 

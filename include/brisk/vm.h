@@ -233,6 +233,12 @@ void *vm_device(struct vm *vm, const char *option, unsigned index);
  * run again. Main/API thread only. Returns fn's result, or -ENODEV when there is no such device.
  */
 int vm_device_call(struct vm *vm, const char *option, unsigned index, int (*fn)(void *dev, void *arg), void *arg);
+/*
+ * PATCH /drives path_on_host after boot: disk `index` now on `path` (virtio_blk_swap, devices.h), and
+ * the VM's configuration says so (a snapshot records the new path; the file is guarded from outputs).
+ * Main/API thread only. 0 or -errno with `err`; on failure the old image stays in use.
+ */
+int vm_disk_swap(struct vm *vm, unsigned index, const char *path, char *err, size_t errlen);
 /* Presses Ctrl+Alt+Del on the guest's keyboard (the API's SendCtrlAltDel). 0 or -errno (-ENODEV: no i8042, -EBUSY: its
  * queue is full). */
 int vm_ctrl_alt_del(struct vm *vm);

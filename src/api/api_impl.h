@@ -24,6 +24,10 @@ void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_r
 void api_put_logger(struct api *a, const char *body, size_t len, struct api_reply *r);
 void api_put_metrics(struct api *a, const char *body, size_t len, struct api_reply *r);
 
+/* api_patch.c: PATCH /drives/{id} and /network-interfaces/{id}, post-boot only (Firecracker's rules). */
+void api_patch_drive(struct api *a, const char *id, const char *body, size_t len, struct api_reply *r);
+void api_patch_net(struct api *a, const char *id, const char *body, size_t len, struct api_reply *r);
+
 /* api_metrics.c: the periodic line when it is due (fc_metrics_timeout_ms), else nothing. */
 void api_metrics_tick(struct api *a);
 /*

@@ -202,13 +202,15 @@ int virtio_rng_create(const struct devctx *ctx, struct bus *bus, const struct de
 int virtio_rng_open(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win, uint64_t bytes_per_sec,
 		    const struct rl_config *limit, void **dev)
 {
-	struct rl_config rate = {.bw = {bytes_per_sec, 0, 1000}}; /* one second's burst, once per VM */
+	struct rl_config rl = limit ? *limit : (struct rl_config){0};
 	struct rng *r = calloc(1, sizeof(*r));
 	int err;
 
 	if (!r)
 		return -ENOMEM;
-	if ((err = rl_init(&r->rl, limit && rl_config_limits(limit) ? limit : &rate)) != 0) {
+	if (!rl_bucket_on(&rl.bw)) /* always a byte limit: `rate`, one second's burst, once per VM */
+		rl.bw = (struct rl_bucket_cfg){bytes_per_sec, 0, 1000};
+	if ((err = rl_init(&r->rl, &rl)) != 0) {
 		free(r);
 		return err;
 	}

@@ -54,9 +54,8 @@ static int net_create(const struct devkind_env *env, const struct devmgr_window 
 {
 	const struct vm_net *n = &env->cfg->net[i];
 	char reason[REASON_MAX];
-	int err = virtio_net_create(env->ctx, env->bus, win, n, i, reason, sizeof(reason));
+	int err = virtio_net_open(env->ctx, env->bus, win, n, i, dev, reason, sizeof(reason));
 
-	(void)dev;
 	return err ? err_set(why, whylen, err, "--net %s%s: %s", n->kind == NET_TAP ? "tap=" : "user",
 			     n->kind == NET_TAP ? n->tap : "", reason)
 		   : 0;
