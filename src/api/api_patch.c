@@ -39,10 +39,11 @@ void api_patch_drive(struct api *a, const char *id, const char *body, size_t len
 		return api_fault(r, 400, "%s", err);
 	if (p.path[0]) {
 		if ((ret = vm_disk_swap(a->vm, p.index, p.path, err, sizeof(err))) != 0)
-			return api_fault(r, 400,
-					 "Unable to patch the block device: path_on_host %s: %s Please verify the request "
-					 "arguments.",
-					 p.path, err);
+			return api_fault(
+			    r, 400,
+			    "Unable to patch the block device: path_on_host %s: %s Please verify the request "
+			    "arguments.",
+			    p.path, err);
 		strcpy(a->fc.cfg.disk[p.index].path, p.path);
 	}
 	if (p.has_rl) {

@@ -153,8 +153,9 @@ const struct devkind devkinds[] = {
 	.option = "disk",
 	.has_arg = required_argument,
 	.asks = "--disk",
-	.help = "      --disk PATH[,ro][,id=NAME][,cache=none|writeback]\n"
-		"                         a virtio-blk disk backed by a raw image (repeatable: vda, vdb, ...)\n",
+	.help = "      --disk PATH[,ro][,id=NAME][,cache=none|writeback][,bw=RATE][,iops=N]\n"
+		"                         a virtio-blk disk backed by a raw image (repeatable: vda, vdb, ...);\n"
+		"                         bw=, iops=: at most RATE bytes, N requests per second\n",
 	.snap_id = VIRTIO_ID_BLOCK,
 	.parse = config_parse_disk,
 	.count = disk_count,
