@@ -54,7 +54,7 @@ static void calibrate(void)
 
 	lapic_enable();
 	mmio_write32(BRISK_LAPIC_BASE + LAPIC_LVT_TIMER, 1u << 16); /* masked: a clock, no interrupt */
-	mmio_write32(BRISK_LAPIC_BASE + LAPIC_TIMER_DIV, 0xa);	     /* divide by 128 */
+	mmio_write32(BRISK_LAPIC_BASE + LAPIC_TIMER_DIV, 0xa);	    /* divide by 128 */
 	for (int round = 0; round < 5; round++) {
 		uint64_t t0 = rdtsc(), d;
 
@@ -195,8 +195,8 @@ static void rate_phase(const char *what, uint64_t limit, uint32_t len, uint64_t 
 
 	gprintf("%s: CHECK %s: %s (measured %llu per second over %llu ms, %llu requests of %u bytes; limit %llu, "
 		"%llu%%)\n",
-		NAME, what, ok ? "PASS" : "FAIL", (unsigned long long)got, (unsigned long long)ms, (unsigned long long)n,
-		len, (unsigned long long)limit, (unsigned long long)(got * 100 / limit));
+		NAME, what, ok ? "PASS" : "FAIL", (unsigned long long)got, (unsigned long long)ms,
+		(unsigned long long)n, len, (unsigned long long)limit, (unsigned long long)(got * 100 / limit));
 	if (!ok)
 		guest_fail(NAME, what);
 }
@@ -232,8 +232,8 @@ void guest_main(struct hvm_start_info *si)
 		gprintf("%s: reading\n", NAME);
 		for (uint64_t i = 0; i < reads; i++)
 			read_at((i % (slots ? slots : 1)) * (BIG / SECTOR), BIG);
-		gprintf("%s: CHECK reads: PASS (%llu reads of %u bytes in %llu ms)\n", NAME, (unsigned long long)reads, BIG,
-			(unsigned long long)ms_since(t0));
+		gprintf("%s: CHECK reads: PASS (%llu reads of %u bytes in %llu ms)\n", NAME, (unsigned long long)reads,
+			BIG, (unsigned long long)ms_since(t0));
 	}
 	guest_pass(NAME);
 }

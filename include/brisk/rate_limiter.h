@@ -109,6 +109,20 @@ bool rl_timer_event(struct rate_limiter *rl);
 void rl_update(struct rate_limiter *rl, const struct rl_config *cfg, bool has_bw, bool has_ops);
 /* The limiter's configuration now (GET /vm/config): an off bucket reads back as zeroes. */
 void rl_get_config(const struct rate_limiter *rl, struct rl_config *out);
+struct snap_writer;
+struct snap_reader;
+/*
+ * Snapshots (a device's own state in its virtio-mmio section, version 2 on): each bucket's
+ * configuration and state (its budget refilled to now, the one-time burst left), and whether the
+ * limiter was blocked. rl_restore reads and checks that (budget <= size, burst <= the initial burst, a
+ * bucket's configuration one TokenBucket::new makes) into `rl` only when all of it is valid; a blocked
+ * limiter resumes on its timer RL_REFILL_TIMER_MS later. 0 or -errno (-EINVAL with `why`).
+ */
+int rl_save(struct rate_limiter *rl, struct snap_writer *w);
+int rl_restore(struct rate_limiter *rl, struct snap_reader *r, char *why, size_t whylen);
+/* The virtio-mmio section version from which a device's section holds its limiters. */
+#define RL_SNAP_SINCE 2u
+
 /* CLOCK_MONOTONIC in ns. */
 uint64_t rl_now_ns(void);
 

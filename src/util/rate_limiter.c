@@ -5,12 +5,14 @@
  * once and paid for by blocking ratio * refill_time.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "brisk/rate_limiter.h"
+#include "brisk/snap_fields.h"
 
 #define NS_PER_MS 1000000ull
 
@@ -242,4 +244,93 @@ void rl_get_config(const struct rate_limiter *rl, struct rl_config *out)
 {
 	bucket_cfg(&rl->bw, &out->bw);
 	bucket_cfg(&rl->ops, &out->ops);
+}
+
+/* ---- snapshots -------------------------------------------------------------------------------- */
+
+struct rl_bucket_image {
+	uint8_t on;
+	uint64_t size, initial_burst, refill_ms, burst, budget;
+};
+
+struct rl_image {
+	struct rl_bucket_image bw, ops;
+	uint8_t blocked;
+};
+
+#define RL_BUCKET_FIELDS(b)                                                                                            \
+	SNAP_FLAG(struct rl_image, b.on), SNAP_UINT(struct rl_image, b.size, 8),                                       \
+	    SNAP_UINT(struct rl_image, b.initial_burst, 8), SNAP_UINT(struct rl_image, b.refill_ms, 8),                \
+	    SNAP_UINT(struct rl_image, b.burst, 8), SNAP_UINT(struct rl_image, b.budget, 8)
+
+static const struct snap_field rl_fields[] = {RL_BUCKET_FIELDS(bw), RL_BUCKET_FIELDS(ops),
+					      SNAP_FLAG(struct rl_image, blocked)};
+static const struct snap_record rl_record = SNAP_RECORD("rate limiter", rl_fields);
+
+static void bucket_image(struct rl_bucket *b, uint64_t now, struct rl_bucket_image *img)
+{
+	*img = (struct rl_bucket_image){0};
+	if (!b->on)
+		return;
+	rl_bucket_refill(b, now);
+	*img = (struct rl_bucket_image){1, b->size, b->initial_burst, b->refill_ms, b->burst, b->budget};
+}
+
+int rl_save(struct rate_limiter *rl, struct snap_writer *w)
+{
+	uint64_t now = rl_now_ns();
+	struct rl_image img = {.blocked = rl->blocked};
+
+	bucket_image(&rl->bw, now, &img.bw);
+	bucket_image(&rl->ops, now, &img.ops);
+	return snap_record_put(w, &rl_record, &img, 1);
+}
+
+/* A saved bucket: off and all zero, or one TokenBucket::new makes with its state in bounds. */
+static const char *bucket_bad(const struct rl_bucket_image *b)
+{
+	struct rl_bucket_cfg cfg = {b->size, b->initial_burst, b->refill_ms};
+
+	if (!b->on)
+		return b->size || b->initial_burst || b->refill_ms || b->burst || b->budget
+			   ? "an off bucket with values"
+			   : NULL;
+	if (!rl_bucket_on(&cfg))
+		return "a bucket of size or refill_time 0 (or a refill_time past u64 nanoseconds)";
+	if (b->budget > b->size)
+		return "a budget above the bucket's size";
+	if (b->burst > b->initial_burst)
+		return "a one-time burst above its initial value";
+	return NULL;
+}
+
+static void bucket_from(struct rl_bucket *b, const struct rl_bucket_image *img, uint64_t now)
+{
+	rl_bucket_init(b, &(struct rl_bucket_cfg){img->size, img->initial_burst, img->refill_ms}, now);
+	if (b->on) {
+		b->burst = img->burst;
+		b->budget = img->budget;
+	}
+}
+
+int rl_restore(struct rate_limiter *rl, struct snap_reader *r, char *why, size_t whylen)
+{
+	struct rl_image img = {0};
+	const char *bad;
+	uint64_t now = rl_now_ns();
+
+	if (snap_record_get(r, &rl_record, &img, 1, why, whylen))
+		return -EINVAL;
+	if ((bad = bucket_bad(&img.bw)) != NULL || (bad = bucket_bad(&img.ops)) != NULL) {
+		snprintf(why, whylen, "rate limiter: %s", bad);
+		return -EINVAL;
+	}
+	bucket_from(&rl->bw, &img.bw, now);
+	bucket_from(&rl->ops, &img.ops, now);
+	rl->blocked = false;
+	if (img.blocked) {
+		arm(rl, RL_REFILL_TIMER_MS); /* the chains that waited are served when it fires */
+		rl->throttled--;
+	}
+	return 0;
 }

@@ -22,6 +22,7 @@
 #include "brisk/fc_metrics.h"
 #include "brisk/log.h"
 #include "brisk/rate_limiter.h"
+#include "brisk/snapshot.h"
 #include "brisk/virtio.h"
 
 #define RNG_QUEUE_SIZE	    256
@@ -164,6 +165,26 @@ static void rng_reset(void *dev)
 	(void)dev;
 }
 
+/* The device's own state: its rate limiter (a version-1 section has none: the configuration's stays). */
+static int rng_save(void *dev, struct snap_writer *w)
+{
+	return rl_save(&((struct rng *)dev)->rl, w);
+}
+
+static int rng_restore(void *dev, struct snap_reader *r)
+{
+	struct rng *rg = dev;
+	char why[160];
+
+	if (snap_version(r) < RL_SNAP_SINCE)
+		return 0;
+	if (rl_restore(&rg->rl, r, why, sizeof(why))) {
+		log_error("virtio-rng: restore: %s", why);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static void rng_stop(void *dev)
 {
 	struct rng *r = dev;
@@ -189,6 +210,8 @@ static const struct virtio_dev_ops rng_ops = {
     .activate = rng_activate,
     .notify = rng_notify,
     .reset = rng_reset,
+    .save = rng_save,
+    .restore = rng_restore,
     .stop = rng_stop,
     .destroy = rng_destroy,
 };

@@ -1,15 +1,21 @@
 /* test_rate_limiter.c - the token-bucket arithmetic (Firecracker v1.7.0 rate_limiter/mod.rs's rules) and the limiter.
  */
+#include <errno.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "brisk/rate_limiter.h"
+#include "brisk/snapshot.h"
 
 #define MS 1000000ull
 
@@ -219,6 +225,76 @@ static void test_limiter_rate(void **state)
 	rl_destroy(&rl);
 }
 
+/* rl_save's bytes, put back in a file's device section and opened again: the section's reader. */
+static struct snap_reader *saved(struct rate_limiter *rl, struct snap_reader **file, const void *extra, size_t n)
+{
+	struct snap_writer *w = snap_writer_new();
+	struct snap_reader *sec;
+	char err[256];
+	FILE *f = tmpfile();
+	uint8_t *buf;
+	long len;
+
+	assert_non_null(f);
+	assert_int_equal(snap_section_begin(w, SNAP_TAG_DEVICE, 0, "rl"), 0);
+	if (rl)
+		assert_int_equal(rl_save(rl, w), 0);
+	if (n)
+		assert_int_equal(snap_put(w, extra, n), 0);
+	assert_int_equal(snap_section_end(w), 0);
+	assert_int_equal(snap_writer_finish(w, fileno(f), true, err, sizeof(err)), 0);
+	snap_writer_free(w);
+	len = lseek(fileno(f), 0, SEEK_END);
+	buf = malloc((size_t)len);
+	assert_int_equal(pread(fileno(f), buf, (size_t)len, 0), len);
+	fclose(f);
+	assert_int_equal(snap_reader_open_mem(buf, (size_t)len, file, err, sizeof(err)), 0);
+	free(buf);
+	assert_int_equal(snap_section(*file, SNAP_TAG_DEVICE, 0, "rl", &sec), 0);
+	return sec;
+}
+
+/* A snapshot keeps each bucket's configuration, budget and burst left, and a blocked limiter resumes on its timer. */
+static void test_limiter_snapshot(void **state)
+{
+	struct rate_limiter a, b;
+	struct snap_reader *file, *sec;
+	char why[160];
+
+	(void)state;
+	assert_int_equal(rl_init(&a, &(struct rl_config){.bw = {1000, 300, 100000}, .ops = {5, 0, 100000}}), 0);
+	assert_true(rl_consume(&a, 500, RL_BYTES)); /* 300 from the burst, 200 from the budget */
+	assert_true(rl_consume(&a, 5, RL_OPS));
+	assert_false(rl_consume(&a, 1, RL_OPS)); /* blocked */
+	sec = saved(&a, &file, NULL, 0);
+	assert_int_equal(rl_init(&b, NULL), 0);
+	assert_int_equal(rl_restore(&b, sec, why, sizeof(why)), 0);
+	assert_int_equal(b.bw.size, 1000);
+	assert_int_equal(b.bw.initial_burst, 300);
+	assert_int_equal(b.bw.burst, 0);
+	assert_true(b.bw.budget >= 800 && b.bw.budget <= 801);
+	assert_int_equal(b.ops.budget, 0);
+	assert_true(b.blocked);
+	assert_true(readable(rl_timer_fd(&b), 1000));
+	assert_true(rl_timer_event(&b));
+	snap_reader_free(file);
+	/* a budget above the size is refused, and nothing changes */
+	{
+		uint8_t img[2 * (1 + 5 * 8) + 1] = {0};
+		uint64_t v[5] = {10, 0, 100, 0, 11}; /* size, initial burst, refill_ms, burst, budget > size */
+
+		img[0] = 1;
+		memcpy(img + 1, v, sizeof(v));
+		sec = saved(NULL, &file, img, sizeof(img));
+		assert_int_equal(rl_restore(&b, sec, why, sizeof(why)), -EINVAL);
+		assert_non_null(strstr(why, "budget above"));
+		assert_int_equal(b.bw.size, 1000);
+		snap_reader_free(file);
+	}
+	rl_destroy(&a);
+	rl_destroy(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -226,7 +302,7 @@ int main(void)
 	    cmocka_unit_test(test_bucket_fraction), cmocka_unit_test(test_bucket_burst),
 	    cmocka_unit_test(test_bucket_over),	    cmocka_unit_test(test_limiter_block),
 	    cmocka_unit_test(test_limiter_over),    cmocka_unit_test(test_limiter_update),
-	    cmocka_unit_test(test_limiter_rate),
+	    cmocka_unit_test(test_limiter_rate),    cmocka_unit_test(test_limiter_snapshot),
 	};
 
 	return cmocka_run_group_tests_name("rate_limiter", tests, NULL, NULL);

@@ -40,6 +40,7 @@
 #include "brisk/fc_metrics.h"
 #include "brisk/file.h"
 #include "brisk/log.h"
+#include "brisk/snapshot.h"
 #include "brisk/virtio.h"
 #include "brisk/virtio_blk.h"
 #include "brisk/vm.h"
@@ -403,15 +404,29 @@ static int blk_quiesce(void *dev)
 	}
 }
 
-/* Nothing of the disk's own is saved (the image is reopened from the configuration); refuses if busy. */
+/* The disk's own state is its rate limiter (the image is reopened from the configuration); refuses if busy. */
 static int blk_save(void *dev, struct snap_writer *w)
 {
 	struct blk *b = dev;
 
-	(void)w;
 	if (in_flight(&b->pool)) {
 		log_warn("virtio-blk %s: save with requests in flight (quiesce first)", b->path);
 		return -EBUSY;
+	}
+	return rl_save(&b->rl, w);
+}
+
+/* A version-1 section has no limiter: the disk keeps the one its configuration made. */
+static int blk_restore(void *dev, struct snap_reader *r)
+{
+	struct blk *b = dev;
+	char why[160];
+
+	if (snap_version(r) < RL_SNAP_SINCE)
+		return 0;
+	if (rl_restore(&b->rl, r, why, sizeof(why))) {
+		log_error("virtio-blk %s: restore: %s", b->path, why);
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -459,6 +474,7 @@ static const struct virtio_dev_ops blk_ops = {
     .reset = blk_reset,
     .quiesce = blk_quiesce,
     .save = blk_save,
+    .restore = blk_restore,
     .stop = blk_stop,
     .destroy = blk_destroy,
 };

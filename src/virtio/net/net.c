@@ -36,6 +36,7 @@
 #include "brisk/fc_metrics.h"
 #include "brisk/log.h"
 #include "brisk/rate_limiter.h"
+#include "brisk/snapshot.h"
 #include "brisk/virtio.h"
 #include "brisk/virtio_net.h"
 #include "brisk/vm.h"
@@ -482,6 +483,29 @@ static void net_reset(void *dev)
 	update_interest(n);
 }
 
+/* The interface's own state: its rx and tx rate limiters (a version-1 section has none). */
+static int net_save(void *dev, struct snap_writer *w)
+{
+	struct net *n = dev;
+	int err = rl_save(&n->rx_rl, w);
+
+	return err ? err : rl_save(&n->tx_rl, w);
+}
+
+static int net_restore(void *dev, struct snap_reader *r)
+{
+	struct net *n = dev;
+	char why[160];
+
+	if (snap_version(r) < RL_SNAP_SINCE)
+		return 0;
+	if (rl_restore(&n->rx_rl, r, why, sizeof(why)) || rl_restore(&n->tx_rl, r, why, sizeof(why))) {
+		log_error("%s: restore: %s", n->label, why);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static void net_stop(void *dev)
 {
 	struct net *n = dev;
@@ -522,6 +546,8 @@ static const struct virtio_dev_ops net_ops = {
     .activate = net_activate,
     .notify = net_notify,
     .reset = net_reset,
+    .save = net_save,
+    .restore = net_restore,
     .stop = net_stop,
     .destroy = net_destroy,
 };
