@@ -14,7 +14,7 @@
 /*
  * Shapes follow Firecracker's API (src/firecracker/swagger/firecracker.yaml,
  * src/vmm/src/vmm_config/ *.rs): the same object and field names, required
- * fields and defaults. What brisk cannot do (rate limiters, vhost-user
+ * fields and defaults. What brisk cannot do (vhost-user
  * drives, dirty page tracking, static CPU templates) is refused with a
  * message rather than ignored. Every value is untrusted: type, range and
  * length are checked, unknown and duplicate keys refused.
