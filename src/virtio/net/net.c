@@ -552,18 +552,15 @@ static const struct virtio_dev_ops net_ops = {
     .destroy = net_destroy,
 };
 
-static int create(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win, struct net_backend *be,
-		  const uint8_t mac[6], unsigned index, const struct vm_net *cfg, void **dev, char *err, size_t errlen);
-
 int virtio_net_create_on(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
 			 struct net_backend *be, const uint8_t mac[6], unsigned index, char *err, size_t errlen)
 {
-	return create(ctx, bus, win, be, mac, index, NULL, NULL, err, errlen);
+	return virtio_net_open_on(ctx, bus, win, be, mac, index, NULL, NULL, err, errlen);
 }
 
-/* virtio_net_create_on with the interface's rate limiters (cfg NULL: none), *dev (may be NULL) the backend. */
-static int create(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win, struct net_backend *be,
-		  const uint8_t mac[6], unsigned index, const struct vm_net *cfg, void **dev, char *err, size_t errlen)
+int virtio_net_open_on(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
+		       struct net_backend *be, const uint8_t mac[6], unsigned index, const struct vm_net *cfg,
+		       void **dev, char *err, size_t errlen)
 {
 	struct net *n = calloc(1, sizeof(*n));
 	struct epoll_event ev = {.events = 0};
@@ -639,5 +636,5 @@ int virtio_net_open(const struct devctx *ctx, struct bus *bus, const struct devm
 	if (ret)
 		return ret;
 	config_net_mac(cfg, index, mac);
-	return create(ctx, bus, win, be, mac, index, cfg, dev, err, errlen);
+	return virtio_net_open_on(ctx, bus, win, be, mac, index, cfg, dev, err, errlen);
 }
