@@ -119,7 +119,8 @@ __attribute__((warn_unused_result)) int fc_patch_machine_config(struct fc_vm *f,
  * PUT /drives/{id}: adds drive `id`, or replaces the drive with that id in
  * place. `id` is the path's id; NULL takes the body's drive_id (the config
  * file). At most one root device, always cfg.disk[0] (/dev/vda); at most
- * VM_MAX_DISKS drives.
+ * VM_MAX_DISKS drives. rate_limiter into cfg.disk[].rl (a bucket that limits nothing
+ * reads back as none).
  */
 __attribute__((warn_unused_result)) int fc_put_drive(struct fc_vm *f, const char *id, const char *body, size_t len,
 						     char *err, size_t errlen);
@@ -155,6 +156,7 @@ void fc_rl_update(struct rl_config *cur, const struct rl_config *upd, const bool
  * PUT /network-interfaces/{id}: a tap device (host_dev_name) with an
  * optional guest_mac, unique among the interfaces; replaces the interface
  * with that id in place. `id` as for fc_put_drive. At most VM_MAX_NETS.
+ * rx_rate_limiter, tx_rate_limiter into cfg.net[].rx_rl, tx_rl.
  */
 __attribute__((warn_unused_result)) int fc_put_net(struct fc_vm *f, const char *id, const char *body, size_t len,
 						   char *err, size_t errlen);
@@ -163,8 +165,9 @@ __attribute__((warn_unused_result)) int fc_put_net(struct fc_vm *f, const char *
 __attribute__((warn_unused_result)) int fc_put_vsock(struct fc_vm *f, const char *body, size_t len, char *err,
 						     size_t errlen);
 /*
- * PUT /entropy: no rate_limiter: VM_RNG_DEFAULT_RATE; a bandwidth bucket
- * {size, refill_time (ms)}: size * 1000 / refill_time bytes per second.
+ * PUT /entropy: rate_limiter any RateLimiterConfig, into cfg.rng_rl (bandwidth and ops buckets, one-time
+ * burst); without a bandwidth bucket the device keeps VM_RNG_DEFAULT_RATE's. cfg.rng_rate: the bucket's
+ * bytes per second (at least 1), or VM_RNG_DEFAULT_RATE.
  */
 __attribute__((warn_unused_result)) int fc_put_entropy(struct fc_vm *f, const char *body, size_t len, char *err,
 						       size_t errlen);
