@@ -84,6 +84,7 @@ LIB_SRCS := \
 	src/util/errmsg.c \
 	src/util/helper.c \
 	src/util/opts.c \
+	src/util/rate_limiter.c \
 	src/jail/jail_args.c \
 	src/jail/jail_libs.c \
 	src/jail/fcj_args.c \
@@ -93,6 +94,7 @@ LIB_SRCS := \
 	src/api/api.c \
 	src/api/api_names.c \
 	src/api/api_vm.c \
+	src/api/api_patch.c \
 	src/api/api_metrics.c \
 	src/api/api_mmds.c \
 	src/api/api_serve.c \
@@ -215,7 +217,8 @@ UNIT_TESTS := \
 	test_api_link \
 	test_jail \
 	test_fc_jailer \
-	test_init_modparams
+	test_init_modparams \
+	test_rate_limiter
 
 # `make` alone builds brisk: guests.mk's first rule must not become the default goal.
 .DEFAULT_GOAL := all

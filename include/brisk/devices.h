@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct rl_config;
+
 struct bus;
 struct devctx;
 struct serial8250;
@@ -63,12 +65,35 @@ struct vm_disk;
 __attribute__((warn_unused_result)) int virtio_rng_create(const struct devctx *ctx, struct bus *bus,
 							  const struct devmgr_window *win, uint64_t bytes_per_sec);
 /*
+ * virtio_rng_create with the rate limiter `limit` (PUT /entropy's, may be NULL; without a bandwidth
+ * bucket, the one-second bucket of `bytes_per_sec` is its), and *dev (may be NULL) its backend.
+ */
+__attribute__((warn_unused_result)) int virtio_rng_open(const struct devctx *ctx, struct bus *bus,
+							const struct devmgr_window *win, uint64_t bytes_per_sec,
+							const struct rl_config *limit, void **dev);
+/*
  * Block (section 5.2) backed by the raw image d->path; on failure `err`
  * says what is wrong with the image (missing, locked, read-only, size).
  */
 __attribute__((warn_unused_result)) int virtio_blk_create(const struct devctx *ctx, struct bus *bus,
 							  const struct devmgr_window *win, const struct vm_disk *d,
 							  char *err, size_t errlen);
+/* virtio_blk_create, and *dev (may be NULL) its backend for the calls below (vm_device_call). */
+__attribute__((warn_unused_result)) int virtio_blk_open(const struct devctx *ctx, struct bus *bus,
+							const struct devmgr_window *win, const struct vm_disk *d,
+							void **dev, char *err, size_t errlen);
+/*
+ * Firecracker's update_disk_image (PATCH /drives path_on_host after boot): opens `path` with the checks
+ * of creation (mode, kind of file, read-only as before, lock; the same file as now: only its size re-read),
+ * waits for the requests in flight, then takes it in place of the old image: capacity in config space,
+ * ConfigGeneration bumped and a config interrupt. On failure the old image stays in use. 0 or -errno
+ * with err. With the event loop stopped (vm_device_call).
+ */
+int virtio_blk_swap(void *dev, const char *path, char *err, size_t errlen);
+/* The drive's rate limiter updated (rate_limiter.h rl_update). With the event loop stopped. */
+void virtio_blk_set_limiter(void *dev, const struct rl_config *cfg, bool has_bw, bool has_ops);
+/* The disk's capacity now, in 512-byte sectors. */
+uint64_t virtio_blk_capacity(void *dev);
 /*
  * Whether d->path opens as virtio_blk_create would open it (mode, kind of file, lock), closed again: a PUT's
  * check, as Firecracker opens the drive at PUT /drives. 0 or -errno with err as virtio_blk_create's.
@@ -96,6 +121,13 @@ struct vm_net;
 __attribute__((warn_unused_result)) int virtio_net_create(const struct devctx *ctx, struct bus *bus,
 							  const struct devmgr_window *win, const struct vm_net *net,
 							  unsigned index, char *err, size_t errlen);
+/* virtio_net_create with the interface's rx/tx rate limiters (cfg->rx_rl, tx_rl), *dev (may be NULL) its backend. */
+__attribute__((warn_unused_result)) int virtio_net_open(const struct devctx *ctx, struct bus *bus,
+							const struct devmgr_window *win, const struct vm_net *cfg,
+							unsigned index, void **dev, char *err, size_t errlen);
+/* PATCH /network-interfaces: the rx and tx limiters updated (rate_limiter.h rl_update). Event loop stopped. */
+void virtio_net_set_limiters(void *dev, const struct rl_config *rx, bool rx_bw, bool rx_ops, const struct rl_config *tx,
+			     bool tx_bw, bool tx_ops);
 
 /* The constructors below add their device to `bus` (which owns it from then on) and return 0 or -errno. */
 

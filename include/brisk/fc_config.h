@@ -15,7 +15,7 @@
 /*
  * Shapes follow Firecracker's API (src/firecracker/swagger/firecracker.yaml,
  * src/vmm/src/vmm_config/ *.rs): the same object and field names, required
- * fields and defaults. What brisk cannot do (rate limiters, vhost-user
+ * fields and defaults. What brisk cannot do (vhost-user
  * drives, dirty page tracking, static CPU templates) is refused with a
  * message rather than ignored. Every value is untrusted: type, range and
  * length are checked, unknown and duplicate keys refused.
@@ -126,17 +126,44 @@ __attribute__((warn_unused_result)) int fc_patch_machine_config(struct fc_vm *f,
  * PUT /drives/{id}: adds drive `id`, or replaces the drive with that id in
  * place. `id` is the path's id; NULL takes the body's drive_id (the config
  * file). At most one root device, always cfg.disk[0] (/dev/vda); at most
- * VM_MAX_DISKS drives.
+ * VM_MAX_DISKS drives. rate_limiter into cfg.disk[].rl (a bucket that limits nothing
+ * reads back as none).
  */
 __attribute__((warn_unused_result)) int fc_put_drive(struct fc_vm *f, const char *id, const char *body, size_t len,
 						     char *err, size_t errlen);
-/* PATCH /drives/{id}: drive_id and path_on_host (required), rate_limiter null; the drive must exist. */
+/* A PATCH /drives/{id} body, parsed (the API applies it to the running VM, then to `f`). */
+struct fc_drive_patch {
+	unsigned index;		     /* the drive's position in cfg.disk[] */
+	char path[VM_DISK_PATH_MAX]; /* path_on_host; empty: not given */
+	bool has_rl;		     /* rate_limiter given (not null) */
+	bool has[2];		     /* its bandwidth, ops given: those replace the live buckets */
+	struct rl_config rl;
+};
+/*
+ * PATCH /drives/{id} (Firecracker's BlockDeviceUpdateConfig, post-boot only): drive_id (required, the
+ * path's), path_on_host and/or rate_limiter; the drive must exist. Parses into *p; `f` is unchanged.
+ */
 __attribute__((warn_unused_result)) int fc_patch_drive(struct fc_vm *f, const char *id, const char *body, size_t len,
-						       char *err, size_t errlen);
+						       struct fc_drive_patch *p, char *err, size_t errlen);
+/* A PATCH /network-interfaces/{id} body, parsed. */
+struct fc_net_patch {
+	unsigned index; /* the interface's position in cfg.net[] */
+	bool rx_has[2], tx_has[2];
+	struct rl_config rx, tx;
+};
+/* PATCH /network-interfaces/{id} (NetworkInterfaceUpdateConfig, post-boot only): iface_id, rx/tx_rate_limiter. */
+__attribute__((warn_unused_result)) int fc_patch_net(struct fc_vm *f, const char *id, const char *body, size_t len,
+						     struct fc_net_patch *p, char *err, size_t errlen);
+/*
+ * Firecracker's update_buckets on a configuration: a bucket given (has[0] bandwidth, has[1] ops)
+ * replaces the one in `cur`, an absent one stays; a bucket that limits nothing reads back as none.
+ */
+void fc_rl_update(struct rl_config *cur, const struct rl_config *upd, const bool has[2]);
 /*
  * PUT /network-interfaces/{id}: a tap device (host_dev_name) with an
  * optional guest_mac, unique among the interfaces; replaces the interface
  * with that id in place. `id` as for fc_put_drive. At most VM_MAX_NETS.
+ * rx_rate_limiter, tx_rate_limiter into cfg.net[].rx_rl, tx_rl.
  */
 __attribute__((warn_unused_result)) int fc_put_net(struct fc_vm *f, const char *id, const char *body, size_t len,
 						   char *err, size_t errlen);
@@ -153,8 +180,9 @@ void fc_set_custom_template(struct fc_vm *f, struct cpuid_fc_template *t);
 __attribute__((warn_unused_result)) int fc_put_vsock(struct fc_vm *f, const char *body, size_t len, char *err,
 						     size_t errlen);
 /*
- * PUT /entropy: no rate_limiter: VM_RNG_DEFAULT_RATE; a bandwidth bucket
- * {size, refill_time (ms)}: size * 1000 / refill_time bytes per second.
+ * PUT /entropy: rate_limiter any RateLimiterConfig, into cfg.rng_rl (bandwidth and ops buckets, one-time
+ * burst); without a bandwidth bucket the device keeps VM_RNG_DEFAULT_RATE's. cfg.rng_rate: the bucket's
+ * bytes per second (at least 1), or VM_RNG_DEFAULT_RATE.
  */
 __attribute__((warn_unused_result)) int fc_put_entropy(struct fc_vm *f, const char *body, size_t len, char *err,
 						       size_t errlen);

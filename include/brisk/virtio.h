@@ -139,6 +139,13 @@ bool virtio_iter(struct virtio_mmio *t, unsigned q, struct virtq_iter *it, struc
  */
 void virtio_queue_done(struct virtio_mmio *t, unsigned q);
 
+/*
+ * The transport's I/O lock (what notify, watched callbacks, activate and reset run under), for a device
+ * changing its state from another thread (a post-boot change through vm_device_call).
+ */
+void virtio_io_lock(struct virtio_mmio *t);
+void virtio_io_unlock(struct virtio_mmio *t);
+
 /* The device's config space changed: ConfigGeneration moves on, a config interrupt is sent. */
 void virtio_config_changed(struct virtio_mmio *t);
 

@@ -184,5 +184,9 @@ struct devmgr_window;
  */
 int virtio_net_create_on(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
 			 struct net_backend *be, const uint8_t mac[6], unsigned index, char *err, size_t errlen);
+/* virtio_net_create_on with cfg's rx_rl/tx_rl (cfg NULL: none) and *dev (may be NULL) its backend. */
+int virtio_net_open_on(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
+		       struct net_backend *be, const uint8_t mac[6], unsigned index, const struct vm_net *cfg,
+		       void **dev, char *err, size_t errlen);
 
 #endif

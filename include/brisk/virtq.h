@@ -213,6 +213,13 @@ bool virtq_next(struct virtq_iter *it, struct virtq_chain *c);
  */
 void virtq_drop(struct virtq_iter *it, const struct virtq_chain *c, const char *why);
 
+/*
+ * Gives back the well-formed chain virtq_next just returned, untouched, so that the next virtq_next
+ * (this round or a later one) returns it again: a rate-limited device leaves a request it may not
+ * serve yet in the ring (Firecracker's Queue::undo_pop). Only right after a virtq_next that returned true.
+ */
+void virtq_unpop(struct virtq_iter *it);
+
 /* Whether used entries were pushed on the round's queue since virtq_iter_init (publish them then). */
 static inline bool virtq_iter_pushed(const struct virtq_iter *it)
 {

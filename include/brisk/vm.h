@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "brisk/rate_limiter.h"
+
 #define VM_DEFAULT_MEMORY (128ULL << 20)
 
 enum serial_mode { SERIAL_STDIO = 0, SERIAL_FILE, SERIAL_NONE };
@@ -29,6 +31,7 @@ struct vm_disk {
 	bool ro;
 	char id[VM_DISK_ID_MAX + 1]; /* empty: derived from the file (devices.md) */
 	enum disk_cache cache;
+	struct rl_config rl; /* the API's rate_limiter (docs/devices.md, "Rate limiting"); zero: none */
 };
 
 /* One --net tap=NAME[,mac=MAC] or --net user[,net=CIDR][,hostfwd=...][,mac=MAC] (docs/devices.md, "virtio-net"). */
@@ -55,6 +58,7 @@ struct vm_net {
 	unsigned user_prefix; /* NET_USER: prefix length */
 	unsigned nr_fwds;
 	struct vm_net_fwd fwd[VM_NET_MAX_FWDS];
+	struct rl_config rx_rl, tx_rl; /* the API's rx/tx_rate_limiter; zero: none */
 };
 
 /* --vsock cid=N,uds=PATH (docs/devices.md, "virtio-vsock"). */
@@ -101,6 +105,7 @@ struct vm_config {
 	struct vm_net net[VM_MAX_NETS]; /* --net, in order */
 	struct vm_vsock vsock;		/* --vsock; uds empty: none */
 	uint64_t rng_rate;		/* --rng: bytes per second; 0: no entropy device */
+	struct rl_config rng_rl;	/* PUT /entropy's rate_limiter; zero: rng_rate's one-second bucket */
 	enum console_mode console;	/* --console */
 	bool no_acpi;			/* --acpi off: no ACPI tables, MP table and command-line words only */
 	bool boot_timer;		/* --boot-timer: Firecracker's boot timer on the boot marker's MMIO page */
@@ -230,6 +235,12 @@ void *vm_device(struct vm *vm, const char *option, unsigned index);
  * run again. Main/API thread only. Returns fn's result, or -ENODEV when there is no such device.
  */
 int vm_device_call(struct vm *vm, const char *option, unsigned index, int (*fn)(void *dev, void *arg), void *arg);
+/*
+ * PATCH /drives path_on_host after boot: disk `index` now on `path` (virtio_blk_swap, devices.h), and
+ * the VM's configuration says so (a snapshot records the new path; the file is guarded from outputs).
+ * Main/API thread only. 0 or -errno with `err`; on failure the old image stays in use.
+ */
+int vm_disk_swap(struct vm *vm, unsigned index, const char *path, char *err, size_t errlen);
 /* Presses Ctrl+Alt+Del on the guest's keyboard (the API's SendCtrlAltDel). 0 or -errno (-ENODEV: no i8042, -EBUSY: its
  * queue is full). */
 int vm_ctrl_alt_del(struct vm *vm);

@@ -199,11 +199,11 @@ static bool route_config(struct api *a, enum api_method m, const char *p, const 
 	else if (match_id(p, "/drives/", &id) && m == API_PUT)
 		configure_id(a, fc_put_drive, id, body, len, r);
 	else if (match_id(p, "/drives/", &id) && m == API_PATCH)
-		configure_id(a, fc_patch_drive, id, body, len, r);
+		api_patch_drive(a, id, body, len, r);
 	else if (match_id(p, "/network-interfaces/", &id) && m == API_PUT)
 		configure_id(a, fc_put_net, id, body, len, r);
 	else if (match_id(p, "/network-interfaces/", &id) && m == API_PATCH)
-		api_fault(r, 400, "network-interfaces: PATCH updates rate limiters, which brisk does not support");
+		api_patch_net(a, id, body, len, r);
 	else if (strcmp(p, "/mmds/config") == 0 && m == API_PUT)
 		api_put_mmds_config(a, body, len, r);
 	else if (strcmp(p, "/vsock") == 0 && m == API_PUT)

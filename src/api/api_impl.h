@@ -26,6 +26,9 @@ void api_put_metrics(struct api *a, const char *body, size_t len, struct api_rep
 
 /* api_mmds.c: GET, PUT and PATCH /mmds (and a PUT of an unknown /mmds/ path); false when `p` is none of them. */
 bool api_route_mmds(enum api_method m, const char *p, const char *body, size_t len, struct api_reply *r);
+/* api_patch.c: PATCH /drives/{id} and /network-interfaces/{id}, post-boot only (Firecracker's rules). */
+void api_patch_drive(struct api *a, const char *id, const char *body, size_t len, struct api_reply *r);
+void api_patch_net(struct api *a, const char *id, const char *body, size_t len, struct api_reply *r);
 
 /* api_metrics.c: the periodic line when it is due (fc_metrics_timeout_ms), else nothing. */
 void api_metrics_tick(struct api *a);

@@ -288,70 +288,33 @@ int fc_apply_vsock(struct fc_vm *f, const struct fcj *c, json_object *o)
 	return 0;
 }
 
-/* A nested object's context: "entropy: rate_limiter.bandwidth". */
-static struct fcj nested(const struct fcj *c, char *buf, size_t n, const char *key)
-{
-	snprintf(buf, n, "%s: %s", c->what, key);
-	return (struct fcj){buf, c->err, c->errlen};
-}
-
-/* An object member (not null); -EINVAL when it is something else. */
-static int member_object(const struct fcj *c, json_object *o, const char *key, json_object **out)
-{
-	*out = fcj_get(o, key);
-	if (*out && !json_object_is_type(*out, json_type_object))
-		return fcj_fail(c, "%s: expected an object, got %s", key,
-				json_type_to_name(json_object_get_type(*out)));
-	return *out ? 1 : 0;
-}
-
 /*
- * The bandwidth token bucket (TokenBucket in the swagger): `size` bytes per
- * `refill_time` ms. brisk has no one-time burst, and size or refill_time 0
- * (Firecracker: no limit) is refused: the entropy device is always
- * throttled (docs/security.md case 12).
+ * PUT /entropy: Firecracker's EntropyDeviceConfig, its rate_limiter any RateLimiterConfig. The device is
+ * always throttled all the same (docs/security.md case 12): without a bandwidth bucket (none given, or one
+ * of size or refill_time 0) its bytes are held to VM_RNG_DEFAULT_RATE (Firecracker's would be unlimited).
+ * cfg.rng_rate: the bucket's bytes per second (at least 1), what a snapshot keeps.
  */
-static int bandwidth(const struct fcj *c, json_object *o, uint64_t *size, uint64_t *ms)
-{
-	static const char *const keys[] = {"size", "refill_time", "one_time_burst", NULL};
-	uint64_t burst = 0;
-	int rs, rt;
-
-	if (fcj_keys(c, o, keys) || (rs = fcj_uint(c, o, "size", 1, UINT64_MAX / 1000, size)) < 0 ||
-	    (rt = fcj_uint(c, o, "refill_time", 1, UINT32_MAX, ms)) < 0 ||
-	    fcj_uint(c, o, "one_time_burst", 0, 0, &burst) < 0)
-		return -EINVAL;
-	if (!rs || !rt)
-		return fcj_fail(c, "%s is required", rs ? "refill_time" : "size");
-	if (*size * 1000 / *ms == 0)
-		return fcj_fail(c, "size %llu per refill_time %llu ms is below 1 byte per second",
-				(unsigned long long)*size, (unsigned long long)*ms);
-	return 0;
-}
-
 int fc_apply_entropy(struct fc_vm *f, const struct fcj *c, json_object *o)
 {
 	static const char *const keys[] = {"rate_limiter", NULL};
-	static const char *const rl_keys[] = {"bandwidth", "ops", NULL};
-	char w1[160], w2[192];
-	struct fcj rc = nested(c, w1, sizeof(w1), "rate_limiter"), bc;
-	uint64_t size = 0, ms = 0;
-	json_object *rl, *bw = NULL;
-	int r;
+	struct rl_config rl;
 
-	if (fcj_keys(c, o, keys) || (r = member_object(c, o, "rate_limiter", &rl)) < 0)
+	if (fcj_keys(c, o, keys) || fc_rate_limiter(c, o, "rate_limiter", &rl, NULL))
 		return -EINVAL;
-	if (r && (fcj_keys(&rc, rl, rl_keys) ||
-		  fcj_absent(&rc, rl, "ops", "brisk limits the entropy device's bytes, not its requests") ||
-		  member_object(&rc, rl, "bandwidth", &bw) < 0))
-		return -EINVAL;
-	bc = nested(&rc, w2, sizeof(w2), "bandwidth");
-	if (bw && bandwidth(&bc, bw, &size, &ms))
-		return -EINVAL;
-	/* No bucket: brisk's default rate (Firecracker's would be unlimited). */
-	f->cfg.rng_rate = bw ? size * 1000 / ms : VM_RNG_DEFAULT_RATE;
-	f->rng_size = size;
-	f->rng_refill_ms = ms;
+	if (!rl_bucket_on(&rl.bw))
+		rl.bw = (struct rl_bucket_cfg){0};
+	if (!rl_bucket_on(&rl.ops))
+		rl.ops = (struct rl_bucket_cfg){0};
+	f->cfg.rng_rl = rl;
+	if (rl.bw.size) {
+		unsigned __int128 rate = (unsigned __int128)rl.bw.size * 1000 / rl.bw.refill_ms;
+
+		f->cfg.rng_rate = rate > UINT64_MAX ? UINT64_MAX : rate ? (uint64_t)rate : 1;
+	} else {
+		f->cfg.rng_rate = VM_RNG_DEFAULT_RATE;
+	}
+	f->rng_size = rl.bw.size;
+	f->rng_refill_ms = rl.bw.refill_ms;
 	return 0;
 }
 

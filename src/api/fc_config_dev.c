@@ -65,11 +65,11 @@ static int partuuid(const struct fcj *c, json_object *o, char *out)
 /*
  * A token bucket (Firecracker v1.7.0 vmm_config/mod.rs TokenBucketConfig:
  * size and refill_time required, one_time_burst optional, other keys
- * ignored: it has no deny_unknown_fields). Returns 1 when it limits
- * anything, 0 when it does not (size or refill_time 0: TokenBucket::new
- * makes no bucket), -EINVAL when malformed.
+ * ignored: it has no deny_unknown_fields), any u64 each. Size or refill_time
+ * 0 makes no bucket (TokenBucket::new), and so does a refill_time whose
+ * nanoseconds overflow u64 (its checked_mul): docs/security.md case 45.
  */
-static int bucket_limits(const struct fcj *c, json_object *b)
+static int bucket_read(const struct fcj *c, json_object *b, struct rl_bucket_cfg *out)
 {
 	uint64_t size = 0, ms = 0, burst = 0;
 	int rs, rt;
@@ -82,17 +82,17 @@ static int bucket_limits(const struct fcj *c, json_object *b)
 		return -EINVAL;
 	if (!rs || !rt)
 		return fcj_fail(c, "%s is required", rs ? "refill_time" : "size");
-	return size && ms ? 1 : 0;
+	*out = (struct rl_bucket_cfg){size, burst, ms};
+	return 0;
 }
 
 /*
- * A drive's or interface's rate limiter (RateLimiterConfig: bandwidth and
- * ops, each a bucket or null; unknown keys refused). Accepted when it
- * limits nothing: absent, null, {} (Kata sends it), or buckets of size or
- * refill_time 0; brisk has no I/O throttle for these devices, so a real
- * limit is refused. 0 or -EINVAL.
+ * A drive's, interface's or entropy device's rate limiter (RateLimiterConfig: bandwidth and ops, each a
+ * bucket or null; unknown keys refused) into *out (zero where absent). *given (may be NULL): whether the
+ * limiter itself was given (a PATCH changes nothing without it), has[0], has[1]: whether bandwidth, ops
+ * were (a PATCH replaces only those). 0 or -EINVAL.
  */
-int fc_no_rate_limit(const struct fcj *c, json_object *o, const char *key)
+int fc_rate_limiter(const struct fcj *c, json_object *o, const char *key, struct rl_config *out, bool has[2])
 {
 	static const char *const keys[] = {"bandwidth", "ops", NULL};
 	static const char *const buckets[] = {"bandwidth", "ops"};
@@ -100,6 +100,9 @@ int fc_no_rate_limit(const struct fcj *c, json_object *o, const char *key)
 	char what[160];
 	struct fcj bc = {what, c->err, c->errlen};
 
+	*out = (struct rl_config){0};
+	if (has)
+		has[0] = has[1] = false;
 	if (!rl)
 		return 0;
 	if (!json_object_is_type(rl, json_type_object))
@@ -109,17 +112,32 @@ int fc_no_rate_limit(const struct fcj *c, json_object *o, const char *key)
 		return -EINVAL;
 	for (unsigned i = 0; i < 2; i++) {
 		json_object *b = fcj_get(rl, buckets[i]);
-		int r;
 
 		snprintf(what, sizeof(what), "%s: %s.%s", c->what, key, buckets[i]);
-		if (b && (r = bucket_limits(&bc, b)) != 0)
-			return r < 0 ? r
-				     : fcj_fail(c,
-						"%s: a rate limit is not supported: brisk does not throttle this "
-						"device (give {} or leave it out)",
-						key);
+		if (b && bucket_read(&bc, b, i ? &out->ops : &out->bw))
+			return -EINVAL;
+		if (has)
+			has[i] = b != NULL;
 	}
 	return 0;
+}
+
+/* A configured limiter as the device keeps it: a bucket that makes none reads back as none. */
+static void rl_normalise(struct rl_config *rl)
+{
+	if (!rl_bucket_on(&rl->bw))
+		rl->bw = (struct rl_bucket_cfg){0};
+	if (!rl_bucket_on(&rl->ops))
+		rl->ops = (struct rl_bucket_cfg){0};
+}
+
+void fc_rl_update(struct rl_config *cur, const struct rl_config *upd, const bool has[2])
+{
+	if (has[0])
+		cur->bw = upd->bw;
+	if (has[1])
+		cur->ops = upd->ops;
+	rl_normalise(cur);
 }
 
 /* The members of a drive body that say what the disk is; the drive's id is already read. */
@@ -130,7 +148,7 @@ static int drive_read(const struct fcj *c, json_object *o, struct vm_disk *d, st
 	int r;
 
 	if (fcj_absent(c, o, "socket", "vhost-user drives are not supported") ||
-	    fc_no_rate_limit(c, o, "rate_limiter") ||
+	    fc_rate_limiter(c, o, "rate_limiter", &d->rl, NULL) ||
 	    fcj_req_str(c, o, "path_on_host", VM_DISK_PATH_MAX - 1, &path) < 0 ||
 	    (r = fcj_bool(c, o, "is_root_device", &fd->is_root_device)) < 0)
 		return -EINVAL;
@@ -141,6 +159,7 @@ static int drive_read(const struct fcj *c, json_object *o, struct vm_disk *d, st
 	    fcj_enum(c, o, "io_engine", fc_engine_names, false, &engine) < 0)
 		return -EINVAL;
 	strcpy(d->path, path);
+	rl_normalise(&d->rl);
 	/*
 	 * Both cache types are brisk's writeback: the host page cache, and
 	 * VIRTIO_BLK_F_FLUSH offered, so a guest FLUSH reaches fsync. "Unsafe"
@@ -205,26 +224,27 @@ int fc_apply_drive(struct fc_vm *f, const struct fcj *c, const char *id, json_ob
 	return 0;
 }
 
-/* PATCH /drives/{id} before boot: a new path_on_host (Firecracker's BlockDeviceUpdateConfig). */
-static int patch_drive(struct fc_vm *f, const struct fcj *c, const char *id, json_object *o)
+/* PATCH /drives/{id} (after boot): Firecracker's BlockDeviceUpdateConfig, deny_unknown_fields. */
+static int patch_drive(struct fc_vm *f, const struct fcj *c, const char *id, json_object *o, struct fc_drive_patch *p)
 {
 	static const char *const keys[] = {"drive_id", "path_on_host", "rate_limiter", NULL};
 	const char *drive_id, *path = NULL;
-	struct vm_disk d;
 	int pos;
 
 	if (fcj_keys(c, o, keys) || body_id(c, o, "drive_id", id, &drive_id) ||
-	    fc_no_rate_limit(c, o, "rate_limiter") ||
-	    fcj_req_str(c, o, "path_on_host", VM_DISK_PATH_MAX - 1, &path) < 0)
+	    fc_rate_limiter(c, o, "rate_limiter", &p->rl, p->has) ||
+	    fcj_str(c, o, "path_on_host", 1, VM_DISK_PATH_MAX - 1, &path) < 0)
 		return -EINVAL;
+	p->has_rl = fcj_get(o, "rate_limiter") != NULL;
 	pos = find_drive(f, drive_id);
 	if (pos < 0)
 		return fcj_fail(c, "drive_id: no drive '%s'", drive_id);
-	d = f->cfg.disk[pos];
-	strcpy(d.path, path);
-	if (f->check_files && check_drive(c, &d))
-		return -EINVAL;
-	f->cfg.disk[pos] = d;
+	if (!path && !p->has_rl)
+		return fcj_fail(c, "give path_on_host or rate_limiter (brisk has no vhost-user drives to update)");
+	p->index = (unsigned)pos;
+	p->path[0] = 0;
+	if (path)
+		strcpy(p->path, path);
 	return 0;
 }
 
@@ -304,9 +324,11 @@ int fc_apply_net(struct fc_vm *f, const struct fcj *c, const char *id, json_obje
 	int pos;
 
 	if (fcj_keys(c, o, keys) || body_id(c, o, "iface_id", id, &iface_id) || tap_name(c, o, n.tap) ||
-	    guest_mac(f, c, o, iface_id, &n) < 0 || fc_no_rate_limit(c, o, "rx_rate_limiter") ||
-	    fc_no_rate_limit(c, o, "tx_rate_limiter"))
+	    guest_mac(f, c, o, iface_id, &n) < 0 || fc_rate_limiter(c, o, "rx_rate_limiter", &n.rx_rl, NULL) ||
+	    fc_rate_limiter(c, o, "tx_rate_limiter", &n.tx_rl, NULL))
 		return -EINVAL;
+	rl_normalise(&n.rx_rl);
+	rl_normalise(&n.tx_rl);
 	pos = find_net(f, iface_id);
 	if (pos < 0 && f->cfg.nr_nets == VM_MAX_NETS)
 		return fcj_fail(c, "'%s' would be interface %d: at most %d", iface_id, VM_MAX_NETS + 1, VM_MAX_NETS);
@@ -338,9 +360,48 @@ int fc_put_drive(struct fc_vm *f, const char *id, const char *text, size_t len, 
 	return id_body(f, "drives", id, text, len, err, errlen, fc_apply_drive);
 }
 
-int fc_patch_drive(struct fc_vm *f, const char *id, const char *text, size_t len, char *err, size_t errlen)
+/* PATCH /network-interfaces/{id} (after boot): Firecracker's NetworkInterfaceUpdateConfig. */
+static int patch_net(struct fc_vm *f, const struct fcj *c, const char *id, json_object *o, struct fc_net_patch *p)
 {
-	return id_body(f, "drives", id, text, len, err, errlen, patch_drive);
+	static const char *const keys[] = {"iface_id", "rx_rate_limiter", "tx_rate_limiter", NULL};
+	const char *iface_id;
+	int pos;
+
+	if (fcj_keys(c, o, keys) || body_id(c, o, "iface_id", id, &iface_id) ||
+	    fc_rate_limiter(c, o, "rx_rate_limiter", &p->rx, p->rx_has) ||
+	    fc_rate_limiter(c, o, "tx_rate_limiter", &p->tx, p->tx_has))
+		return -EINVAL;
+	pos = find_net(f, iface_id);
+	if (pos < 0)
+		return fcj_fail(c, "iface_id: no network interface '%s'", iface_id);
+	p->index = (unsigned)pos;
+	return 0;
+}
+
+int fc_patch_drive(struct fc_vm *f, const char *id, const char *text, size_t len, struct fc_drive_patch *p, char *err,
+		   size_t errlen)
+{
+	const struct fcj c = {"drives", err, errlen};
+	json_object *o;
+	int ret = fcj_parse(&c, text, len, &o);
+
+	if (!ret)
+		ret = patch_drive(f, &c, id, o, p);
+	json_object_put(o);
+	return ret;
+}
+
+int fc_patch_net(struct fc_vm *f, const char *id, const char *text, size_t len, struct fc_net_patch *p, char *err,
+		 size_t errlen)
+{
+	const struct fcj c = {"network-interfaces", err, errlen};
+	json_object *o;
+	int ret = fcj_parse(&c, text, len, &o);
+
+	if (!ret)
+		ret = patch_net(f, &c, id, o, p);
+	json_object_put(o);
+	return ret;
 }
 
 int fc_put_net(struct fc_vm *f, const char *id, const char *text, size_t len, char *err, size_t errlen)

@@ -366,8 +366,10 @@ static int take_identities(struct fc_vm *f, struct fc_vm *d)
 	const struct vm_config *cfg = &f->cfg;
 	unsigned tap = 0;
 
-	for (unsigned i = 0; i < cfg->nr_disks; i++)
+	for (unsigned i = 0; i < cfg->nr_disks; i++) {
 		f->drive[i] = d->drive[i];
+		f->cfg.disk[i].rl = d->cfg.disk[i].rl; /* GET reads the limiters back as the snapshot's VM had them */
+	}
 	for (unsigned i = 0; i < cfg->nr_nets; i++)
 		if (cfg->net[i].kind == NET_TAP)
 			f->net[i] = d->net[tap++];
@@ -375,6 +377,7 @@ static int take_identities(struct fc_vm *f, struct fc_vm *d)
 	f->smt = d->smt;
 	f->track_dirty_pages = d->track_dirty_pages;
 	f->huge_pages = d->huge_pages;
+	f->cfg.rng_rl = d->cfg.rng_rl;
 	f->rng_size = d->rng_size;
 	f->rng_refill_ms = d->rng_refill_ms;
 	f->boot_source_set = d->boot_source_set;

@@ -92,6 +92,40 @@ static void machine(const struct fc_vm *f, json_object *o, bool *bad)
 	put_str(o, "huge_pages", fc_huge_names[f->huge_pages], bad);
 }
 
+/* A TokenBucketConfig as Firecracker serialises it: one_time_burst null when 0 (From<&TokenBucket>). */
+static void bucket(json_object *o, const char *key, const struct rl_bucket_cfg *b, bool *bad)
+{
+	json_object *bo;
+
+	if (!b->size) { /* off (normalised when configured) */
+		add_field(o, key, NULL, bad);
+		return;
+	}
+	if (!(bo = put_obj(o, key, bad)))
+		return;
+	put_u64(bo, "size", b->size, bad);
+	if (b->one_time_burst)
+		put_u64(bo, "one_time_burst", b->one_time_burst, bad);
+	else
+		add_field(bo, "one_time_burst", NULL, bad);
+	put_u64(bo, "refill_time", b->refill_ms, bad);
+}
+
+/* A RateLimiterConfig, or null when it limits nothing (RateLimiterConfig::into_option). */
+static void rate_limiter(json_object *o, const char *key, const struct rl_config *rl, bool *bad)
+{
+	json_object *ro;
+
+	if (!rl_config_limits(rl)) {
+		add_field(o, key, NULL, bad);
+		return;
+	}
+	if (!(ro = put_obj(o, key, bad)))
+		return;
+	bucket(ro, "bandwidth", &rl->bw, bad);
+	bucket(ro, "ops", &rl->ops, bad);
+}
+
 static void drive(const struct fc_vm *f, unsigned i, json_object *a, bool *bad)
 {
 	json_object *o = json_object_new_object();
@@ -107,7 +141,7 @@ static void drive(const struct fc_vm *f, unsigned i, json_object *a, bool *bad)
 	put_str(o, "cache_type", fc_cache_names[f->drive[i].cache_type], bad);
 	put_bool(o, "is_read_only", f->cfg.disk[i].ro, bad);
 	put_str(o, "path_on_host", f->cfg.disk[i].path, bad);
-	add_field(o, "rate_limiter", NULL, bad);
+	rate_limiter(o, "rate_limiter", &f->cfg.disk[i].rl, bad);
 	put_str(o, "io_engine", fc_engine_names[f->drive[i].io_engine], bad);
 	add_field(o, "socket", NULL, bad);
 }
@@ -142,8 +176,8 @@ static void net(const struct fc_vm *f, unsigned i, json_object *a, bool *bad)
 	put_str(o, "iface_id", f->net[i].id, bad);
 	put_str(o, "host_dev_name", n->tap, bad);
 	put_str(o, "guest_mac", n->has_mac ? mac_text(n->mac, mac) : NULL, bad);
-	add_field(o, "rx_rate_limiter", NULL, bad);
-	add_field(o, "tx_rate_limiter", NULL, bad);
+	rate_limiter(o, "rx_rate_limiter", &n->rx_rl, bad);
+	rate_limiter(o, "tx_rate_limiter", &n->tx_rl, bad);
 }
 
 /* An array member filled by `fn` for each of `n` items. */
@@ -185,7 +219,7 @@ static void vsock(const struct fc_vm *f, json_object *root, bool *bad)
 static void entropy(const struct fc_vm *f, json_object *root, bool *bad)
 {
 	uint64_t rate = f->cfg.rng_rate, size = f->rng_size, ms = f->rng_refill_ms;
-	json_object *o, *rl, *bw;
+	json_object *o;
 
 	if (!rate) {
 		add_field(root, "entropy", NULL, bad);
@@ -194,6 +228,10 @@ static void entropy(const struct fc_vm *f, json_object *root, bool *bad)
 	o = put_obj(root, "entropy", bad);
 	if (!o)
 		return;
+	if (rl_config_limits(&f->cfg.rng_rl)) {
+		rate_limiter(o, "rate_limiter", &f->cfg.rng_rl, bad);
+		return;
+	}
 	if (!size && rate == VM_RNG_DEFAULT_RATE) {
 		add_field(o, "rate_limiter", NULL, bad);
 		return;
@@ -202,13 +240,7 @@ static void entropy(const struct fc_vm *f, json_object *root, bool *bad)
 		size = rate <= UINT64_MAX / 1000 ? rate : rate / 1000;
 		ms = rate <= UINT64_MAX / 1000 ? 1000 : 1;
 	}
-	rl = put_obj(o, "rate_limiter", bad);
-	bw = rl ? put_obj(rl, "bandwidth", bad) : NULL;
-	if (!bw)
-		return;
-	add_field(rl, "ops", NULL, bad);
-	put_u64(bw, "size", size, bad);
-	put_u64(bw, "refill_time", ms, bad);
+	rate_limiter(o, "rate_limiter", &(struct rl_config){.bw = {size, 0, ms}}, bad);
 }
 
 static void logger(const struct fc_vm *f, json_object *root, bool *bad)

@@ -32,8 +32,11 @@ int fcj_enum(const struct fcj *c, json_object *o, const char *key, const char *c
 int fcj_absent(const struct fcj *c, json_object *o, const char *key, const char *why);
 /* `s` has no control characters (it may go into a one-line message). */
 bool fcj_printable(const char *s);
-/* `key` of `o` is a rate limiter that limits nothing (absent, null, {}, buckets of size or refill_time 0). */
-int fc_no_rate_limit(const struct fcj *c, json_object *o, const char *key);
+/*
+ * `key` of `o`, a RateLimiterConfig (absent or null: none), into *out; has (may be NULL): whether its
+ * bandwidth, ops buckets were given. 0 or -EINVAL.
+ */
+int fc_rate_limiter(const struct fcj *c, json_object *o, const char *key, struct rl_config *out, bool has[2]);
 /* An id: 1..FC_ID_MAX of [A-Za-z0-9_] (Firecracker's checked_id, with a length bound). */
 bool fc_id_valid(const char *s);
 

@@ -258,17 +258,20 @@ int fcj_uint(const struct fcj *c, json_object *o, const char *key, uint64_t min,
 {
 	json_object *v = fcj_get(o, key);
 	int64_t n;
+	uint64_t u;
 
 	if (!v)
 		return 0;
 	if (!json_object_is_type(v, json_type_int))
 		return wrong_type(c, key, "an integer", v);
 	n = json_object_get_int64(v);
-	if (n < 0 || (uint64_t)n < min || (uint64_t)n > max)
+	/* json-c keeps 2^63..2^64-1 as a uint64 (its get_int64 then clamps to INT64_MAX): a bucket's u64 */
+	u = n == INT64_MAX ? json_object_get_uint64(v) : (uint64_t)n;
+	if (n < 0 || u < min || u > max)
 		return fcj_fail(c, "%s: %.32s is out of range %llu..%llu", key,
 				json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN), (unsigned long long)min,
 				(unsigned long long)max);
-	*out = (uint64_t)n;
+	*out = u;
 	return 1;
 }
 

@@ -63,8 +63,38 @@ int config_parse_topology(const char *s, struct vm_config *cfg)
 }
 
 /* One ",key[=value]" option of --disk. */
+/* A rate: a bare number is per second as is, K/M/G (config_parse_size's suffixes) multiply. 0 or -EINVAL. */
+static int parse_rate(const char *s, uint64_t *rate)
+{
+	if (*s && strspn(s, "0123456789") == strlen(s)) {
+		unsigned long n;
+
+		if (config_parse_uint(s, 1, ULONG_MAX, &n))
+			return -EINVAL;
+		*rate = n;
+		return 0;
+	}
+	return config_parse_size(s, rate) || *rate == 0 ? -EINVAL : 0;
+}
+
+/* bw=RATE, iops=N: a bucket of one second's worth refilled in 1000 ms (docs/devices.md, "Rate limiting"). */
+static int disk_limit(const char *opt, struct vm_disk *d, char *err, size_t errlen)
+{
+	bool bw = strncmp(opt, "bw=", 3) == 0;
+	uint64_t rate;
+
+	if (parse_rate(opt + (bw ? 3 : 5), &rate)) {
+		snprintf(err, errlen, "%s: expected a rate per second such as 10M or 500", opt);
+		return -EINVAL;
+	}
+	*(bw ? &d->rl.bw : &d->rl.ops) = (struct rl_bucket_cfg){rate, 0, 1000};
+	return 0;
+}
+
 static int disk_option(const char *opt, struct vm_disk *d, char *err, size_t errlen)
 {
+	if (strncmp(opt, "bw=", 3) == 0 || strncmp(opt, "iops=", 5) == 0)
+		return disk_limit(opt, d, err, errlen);
 	if (strcmp(opt, "ro") == 0) {
 		d->ro = true;
 	} else if (strncmp(opt, "id=", 3) == 0) {
@@ -81,7 +111,9 @@ static int disk_option(const char *opt, struct vm_disk *d, char *err, size_t err
 	} else if (strcmp(opt, "cache=writeback") == 0) {
 		d->cache = DISK_CACHE_WRITEBACK;
 	} else {
-		snprintf(err, errlen, "unknown option '%s' (expected ro, id=NAME, cache=none or cache=writeback)", opt);
+		snprintf(err, errlen,
+			 "unknown option '%s' (expected ro, id=NAME, cache=none, cache=writeback, bw=RATE or iops=N)",
+			 opt);
 		return -EINVAL;
 	}
 	return 0;
@@ -132,15 +164,8 @@ int config_parse_rng(const char *s, struct vm_config *cfg)
 		return 0;
 	}
 	/* A bare number is bytes per second here (config_parse_size's bare unit is MiB). */
-	if (*s && strspn(s, "0123456789") == strlen(s)) {
-		unsigned long n;
-
-		if (config_parse_uint(s, 1, ULONG_MAX, &n))
-			return -EINVAL;
-		rate = n;
-	} else if (config_parse_size(s, &rate) || rate == 0) {
+	if (parse_rate(s, &rate))
 		return -EINVAL;
-	}
 	cfg->rng_rate = rate;
 	return 0;
 }

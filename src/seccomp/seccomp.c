@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h> /* BLKGETSIZE64 */
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <termios.h>
@@ -63,7 +64,8 @@ static const unsigned long main_ioctls[] = {KVM_CHECK_EXTENSION,
 					    KVM_IOEVENTFD,
 					    KVM_IRQFD,
 					    TCSETS,
-					    TCGETS};
+					    TCGETS,
+					    BLKGETSIZE64};
 static const unsigned long slirp_ioctls[] = {FIONBIO, FIONREAD};
 
 struct ioctl_list {

@@ -96,7 +96,9 @@ static const struct sc_call in_calls[] = {BASE_CALLS, KICK_CALLS, SC(poll), SC(r
  * profile's reports (dup for stdio), metrics and logger files, SendCtrlAltDel, the end (joins,
  * devices stopped: close, unlink of the vsock socket, the helpers reaped:
  * wait4, kill, clock_nanosleep; the terminal restored: TCSETS), json-c's hash seed
- * (getrandom, on the first JSON the API builds). The I/O
+ * (getrandom, on the first JSON the API builds); PATCH /drives after boot (a new image opened and
+ * checked as at PUT: fstatfs, statx, fallocate's hole probe, BLKGETSIZE64; the rate limiter's timer
+ * re-armed: timerfd_settime). The I/O
  * loop's thread is parked and woken around a snapshot, not recreated.
  */
 static const struct sc_call main_calls[] = {BASE_CALLS,
@@ -129,6 +131,10 @@ static const struct sc_call main_calls[] = {BASE_CALLS,
 					    SC(clock_nanosleep),
 					    SC(gettid),
 					    SC(getrandom),
+					    SC(fstatfs),
+					    SC(statx),
+					    SC(fallocate),
+					    SC(timerfd_settime),
 					    SANITIZER_EXIT_CALLS,
 					    {0, NULL}};
 /* brisk-api (src/api/api_http.c), once it serves: one thread polling the listening socket, the link to brisk and

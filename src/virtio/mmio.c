@@ -68,6 +68,16 @@ void virtio_queue_done(struct virtio_mmio *t, unsigned q)
 		interrupt(t, VIRTIO_MMIO_INT_VRING);
 }
 
+void virtio_io_lock(struct virtio_mmio *t)
+{
+	pthread_mutex_lock(&t->io_lock);
+}
+
+void virtio_io_unlock(struct virtio_mmio *t)
+{
+	pthread_mutex_unlock(&t->io_lock);
+}
+
 void virtio_config_changed(struct virtio_mmio *t)
 {
 	pthread_mutex_lock(&t->lock);

@@ -37,7 +37,8 @@ int mmio_quiesce(void *dev)
  * part is one record (snap_fields.h) that drives both directions. interrupt_status is copied as plain
  * memory: on save every vCPU is paused and the event loop stopped, on restore the device has not started.
  */
-#define MMIO_SNAP_VERSION 1u
+/* Version 2: a device's own state holds its rate limiters (rate_limiter.h RL_SNAP_SINCE); 1 still loads. */
+#define MMIO_SNAP_VERSION 2u
 
 #define STATUS_KNOWN                                                                                                   \
 	(VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_DRIVER_OK | VIRTIO_STATUS_FEATURES_OK |      \

@@ -496,6 +496,13 @@ void virtq_drop(struct virtq_iter *it, const struct virtq_chain *c, const char *
 	report_bad(it, c->head, why);
 }
 
+void virtq_unpop(struct virtq_iter *it)
+{
+	it->q->last_avail--;
+	if (it->budget != VIRTQ_NO_BUDGET)
+		it->budget++;
+}
+
 bool virtq_next(struct virtq_iter *it, struct virtq_chain *c)
 {
 	struct virtq *q = it->q;

@@ -3,57 +3,37 @@
  * buffers are filled from getrandom(2).
  *
  * A guest asking for huge buffers at a high rate must not turn the host into its random-number
- * pump (docs/security.md case 12): at most RNG_MAX_PER_REQUEST bytes per chain, and a token bucket of
- * `rate` bytes per second (a one-second burst). When the bucket is empty the device stops taking
- * chains and a timerfd on the event loop resumes it once enough tokens have accrued; the chains wait
- * in the ring, the guest waits for them. Counted: bytes served, times throttled.
+ * pump (docs/security.md case 12): at most RNG_MAX_PER_REQUEST bytes per chain, and the device's rate
+ * limiter (include/brisk/rate_limiter.h, Firecracker's token buckets): PUT /entropy's rate_limiter, or
+ * --rng's `rate` bytes per second (a bucket of `rate` bytes refilled in 1000 ms: a one-second burst).
+ * A chain is served what the bandwidth bucket holds, up to what it asks (5.4.6.1 allows fewer bytes),
+ * and takes one op. With no tokens the device stops taking chains and the limiter's timerfd on the
+ * event loop resumes it; the chains wait in the ring, the guest waits for them. Counted: bytes served,
+ * times throttled.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
-#include <sys/timerfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "brisk/devices.h"
 #include "brisk/fc_metrics.h"
 #include "brisk/log.h"
+#include "brisk/rate_limiter.h"
+#include "brisk/snapshot.h"
 #include "brisk/virtio.h"
 
 #define RNG_QUEUE_SIZE	    256
-#define RNG_MAX_PER_REQUEST 65536     /* bytes filled per chain, at most */
-#define RNG_MAX_SEGS	    64	      /* segments per chain we look at; more is refused */
-#define RNG_RETRY_NS	    10000000L /* after throttling: try again in 10 ms */
+#define RNG_MAX_PER_REQUEST 65536 /* bytes filled per chain, at most */
+#define RNG_MAX_SEGS	    64	  /* segments per chain we look at; more is refused */
 
 struct rng {
 	struct virtio_mmio *t;
-	uint64_t rate; /* bytes per second */
-	double tokens; /* bytes that may be served now (<= rate: a one-second burst) */
-	uint64_t last_ns;
-	int timer_fd; /* resumes a throttled queue */
-	bool throttled;
+	struct rate_limiter rl;
 	uint64_t bytes, throttles;
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void refill(struct rng *r)
-{
-	uint64_t now = mono_ns();
-
-	r->tokens += (double)(now - r->last_ns) * (double)r->rate / 1e9;
-	if (r->tokens > (double)r->rate)
-		r->tokens = (double)r->rate;
-	r->last_ns = now;
-}
 
 /* Fills the chain's writable segments with up to `max` random bytes; returns how many. */
 static uint32_t fill(const struct virtq_chain *c, uint64_t max)
@@ -76,56 +56,71 @@ static uint32_t fill(const struct virtq_chain *c, uint64_t max)
 	return (uint32_t)done;
 }
 
-static void throttle(struct rng *r)
+static void throttled(struct rng *r)
 {
-	struct itimerspec its = {.it_value = {.tv_nsec = RNG_RETRY_NS}};
-
-	if (!r->throttled)
-		r->throttles++, fcm_inc(fcm_entropy, FCM_ENTROPY_entropy_rate_limiter_throttled);
-	r->throttled = true;
-	if (timerfd_settime(r->timer_fd, 0, &its, NULL) < 0)
-		log_warn("virtio-rng: timerfd_settime: %s", strerror(errno));
+	r->throttles++;
+	fcm_inc(fcm_entropy, FCM_ENTROPY_entropy_rate_limiter_throttled);
 }
 
-/* Whether another chain may be taken now: tokens left, else the timer is armed to come back. */
-static bool has_tokens(struct rng *r)
+/*
+ * How many bytes chain `c` is served now: what it asks, at most RNG_MAX_PER_REQUEST and what the
+ * bandwidth bucket holds, with one op taken. 0: throttled (the limiter's timer is armed), leave it.
+ */
+static uint64_t grant(struct rng *r, const struct virtq_chain *c)
 {
-	if (r->tokens >= 1.0)
-		return true;
-	throttle(r);
-	return false;
+	uint64_t want = c->in_bytes < RNG_MAX_PER_REQUEST ? c->in_bytes : RNG_MAX_PER_REQUEST;
+	uint64_t avail = rl_available(&r->rl, RL_BYTES);
+
+	if (avail < want)
+		want = avail ? avail : 1; /* nothing there: ask for one, which arms the timer */
+	if (!rl_consume(&r->rl, 1, RL_OPS))
+		return 0;
+	if (!rl_consume(&r->rl, want, RL_BYTES)) {
+		rl_replenish(&r->rl, 1, RL_OPS);
+		return 0;
+	}
+	return want;
 }
 
-/* One request (5.4.6.1: the driver MUST NOT place driver-readable buffers into the queue). */
-static void serve_one(struct rng *r, struct virtq_iter *it, const struct virtq_chain *c)
+/*
+ * One request (5.4.6.1: the driver MUST NOT place driver-readable buffers into the queue). False:
+ * throttled; the chain is back in the ring.
+ */
+static bool serve_one(struct rng *r, struct virtq_iter *it, const struct virtq_chain *c)
 {
-	uint64_t max = (uint64_t)r->tokens < RNG_MAX_PER_REQUEST ? (uint64_t)r->tokens : RNG_MAX_PER_REQUEST;
+	uint64_t max;
 	uint32_t n;
 
 	if (c->nr_in == 0 || c->nr_out) {
 		virtq_drop(it, c,
 			   c->nr_out ? "a driver-readable buffer in a request" : "a request with no writable buffer");
-		return;
+		return true;
+	}
+	if ((max = grant(r, c)) == 0) {
+		virtq_unpop(it);
+		throttled(r);
+		return false;
 	}
 	n = fill(c, max);
-	r->tokens -= n;
+	if (n < max)
+		rl_replenish(&r->rl, max - n, RL_BYTES);
 	r->bytes += n;
 	fcm_add(fcm_entropy, FCM_ENTROPY_entropy_bytes, n);
 	virtq_push(it->q, c->head, n);
+	return true;
 }
 
-/* Serves chains while tokens last (event loop, I/O lock held). */
+/* Serves chains while the limiter lets it (event loop, I/O lock held). */
 static void serve(struct rng *r)
 {
 	struct virtq_seg segs[RNG_MAX_SEGS];
 	struct virtq_chain c;
 	struct virtq_iter it;
 
-	refill(r);
 	if (!virtio_iter(r->t, 0, &it, segs, RNG_MAX_SEGS, VIRTQ_NO_BUDGET))
 		return;
-	while (has_tokens(r) && virtq_next(&it, &c))
-		serve_one(r, &it, &c);
+	while (virtq_next(&it, &c) && serve_one(r, &it, &c))
+		;
 	if (virtq_iter_pushed(&it))
 		virtio_queue_done(r->t, 0);
 }
@@ -136,43 +131,58 @@ static void rng_notify(void *dev, unsigned q)
 
 	(void)q;
 	fcm_inc(fcm_entropy, FCM_ENTROPY_entropy_event_count);
-	if (!r->throttled) /* throttled: the timer resumes, a notification changes nothing */
-		serve(r);
+	if (r->rl.blocked) { /* throttled: the timer resumes, a notification changes nothing */
+		fcm_inc(fcm_entropy, FCM_ENTROPY_entropy_rate_limiter_throttled);
+		return;
+	}
+	serve(r);
 }
 
 static void timer_fired(void *arg, uint32_t events)
 {
 	struct rng *r = arg;
-	uint64_t n;
 
 	(void)events;
-	if (read(r->timer_fd, &n, sizeof(n)) != sizeof(n))
-		return;
-	r->throttled = false;
-	serve(r);
+	fcm_inc(fcm_entropy, FCM_ENTROPY_rate_limiter_event_count);
+	if (rl_timer_event(&r->rl))
+		serve(r);
 }
 
 /*
- * The token bucket is the device's, not the driver's session's: a reset and
- * DRIVER_OK again must not refill it (a guest looping over bring-up and reset
- * would otherwise get a fresh burst each time).
+ * The limiter is the device's, not the driver's session's: a reset and DRIVER_OK again must not refill
+ * it (a guest looping over bring-up and reset would otherwise get a fresh burst each time); a timer
+ * armed before a reset fires into an inactive queue and changes nothing.
  */
 static int rng_activate(void *dev, uint64_t features)
 {
-	struct rng *r = dev;
-
+	(void)dev;
 	(void)features;
-	r->throttled = false;
 	return 0;
 }
 
 static void rng_reset(void *dev)
 {
-	struct rng *r = dev;
-	struct itimerspec off = {0};
+	(void)dev;
+}
 
-	timerfd_settime(r->timer_fd, 0, &off, NULL);
-	r->throttled = false;
+/* The device's own state: its rate limiter (a version-1 section has none: the configuration's stays). */
+static int rng_save(void *dev, struct snap_writer *w)
+{
+	return rl_save(&((struct rng *)dev)->rl, w);
+}
+
+static int rng_restore(void *dev, struct snap_reader *r)
+{
+	struct rng *rg = dev;
+	char why[160];
+
+	if (snap_version(r) < RL_SNAP_SINCE)
+		return 0;
+	if (rl_restore(&rg->rl, r, why, sizeof(why))) {
+		log_error("virtio-rng: restore: %s", why);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 static void rng_stop(void *dev)
@@ -187,8 +197,7 @@ static void rng_destroy(void *dev)
 {
 	struct rng *r = dev;
 
-	if (r->timer_fd >= 0)
-		close(r->timer_fd);
+	rl_destroy(&r->rl);
 	free(r);
 }
 
@@ -201,6 +210,8 @@ static const struct virtio_dev_ops rng_ops = {
     .activate = rng_activate,
     .notify = rng_notify,
     .reset = rng_reset,
+    .save = rng_save,
+    .restore = rng_restore,
     .stop = rng_stop,
     .destroy = rng_destroy,
 };
@@ -208,22 +219,28 @@ static const struct virtio_dev_ops rng_ops = {
 int virtio_rng_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
 		      uint64_t bytes_per_sec)
 {
+	return virtio_rng_open(ctx, bus, win, bytes_per_sec, NULL, NULL);
+}
+
+int virtio_rng_open(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win, uint64_t bytes_per_sec,
+		    const struct rl_config *limit, void **dev)
+{
+	struct rl_config rl = limit ? *limit : (struct rl_config){0};
 	struct rng *r = calloc(1, sizeof(*r));
 	int err;
 
 	if (!r)
 		return -ENOMEM;
-	r->rate = bytes_per_sec;
-	r->tokens = (double)bytes_per_sec; /* one second's burst, once per VM */
-	r->last_ns = mono_ns();
-	r->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (r->timer_fd < 0) {
-		err = -errno;
+	if (!rl_bucket_on(&rl.bw)) /* always a byte limit: `rate`, one second's burst, once per VM */
+		rl.bw = (struct rl_bucket_cfg){bytes_per_sec, 0, 1000};
+	if ((err = rl_init(&r->rl, &rl)) != 0) {
 		free(r);
 		return err;
 	}
 	err = virtio_mmio_create(ctx, bus, win, &rng_ops, r, 0, &r->t); /* owns r from here on */
 	if (!err)
-		err = virtio_watch(r->t, r->timer_fd, EPOLLIN, timer_fired, r);
+		err = virtio_watch(r->t, rl_timer_fd(&r->rl), EPOLLIN, timer_fired, r);
+	if (!err && dev)
+		*dev = r;
 	return err;
 }

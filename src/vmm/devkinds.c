@@ -27,9 +27,8 @@ static int disk_create(const struct devkind_env *env, const struct devmgr_window
 		       char *why, size_t whylen)
 {
 	char reason[REASON_MAX];
-	int err = virtio_blk_create(env->ctx, env->bus, win, &env->cfg->disk[i], reason, sizeof(reason));
+	int err = virtio_blk_open(env->ctx, env->bus, win, &env->cfg->disk[i], dev, reason, sizeof(reason));
 
-	(void)dev;
 	return err ? err_set(why, whylen, err, "--disk %s: %s", env->cfg->disk[i].path, reason) : 0;
 }
 
@@ -55,9 +54,8 @@ static int net_create(const struct devkind_env *env, const struct devmgr_window 
 {
 	const struct vm_net *n = &env->cfg->net[i];
 	char reason[REASON_MAX];
-	int err = virtio_net_create(env->ctx, env->bus, win, n, i, reason, sizeof(reason));
+	int err = virtio_net_open(env->ctx, env->bus, win, n, i, dev, reason, sizeof(reason));
 
-	(void)dev;
 	return err ? err_set(why, whylen, err, "--net %s%s: %s", n->kind == NET_TAP ? "tap=" : "user",
 			     n->kind == NET_TAP ? n->tap : "", reason)
 		   : 0;
@@ -112,9 +110,8 @@ static unsigned rng_count(const struct vm_config *cfg)
 static int rng_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, void **dev, char *why,
 		      size_t whylen)
 {
-	int err = virtio_rng_create(env->ctx, env->bus, win, env->cfg->rng_rate);
+	int err = virtio_rng_open(env->ctx, env->bus, win, env->cfg->rng_rate, &env->cfg->rng_rl, dev);
 
-	(void)dev;
 	(void)i;
 	return err ? err_set(why, whylen, err, "creating the virtio entropy device failed: %s", strerror(-err)) : 0;
 }
@@ -156,8 +153,9 @@ const struct devkind devkinds[] = {
 	.option = "disk",
 	.has_arg = required_argument,
 	.asks = "--disk",
-	.help = "      --disk PATH[,ro][,id=NAME][,cache=none|writeback]\n"
-		"                         a virtio-blk disk backed by a raw image (repeatable: vda, vdb, ...)\n",
+	.help = "      --disk PATH[,ro][,id=NAME][,cache=none|writeback][,bw=RATE][,iops=N]\n"
+		"                         a virtio-blk disk backed by a raw image (repeatable: vda, vdb, ...);\n"
+		"                         bw=, iops=: at most RATE bytes, N requests per second\n",
 	.snap_id = VIRTIO_ID_BLOCK,
 	.parse = config_parse_disk,
 	.count = disk_count,

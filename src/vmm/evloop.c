@@ -104,6 +104,7 @@ static bool park(struct evloop *l)
 	while (!l->resume && !l->quit)
 		pthread_cond_wait(&l->park_cond, &l->park_lock);
 	l->parked = l->resume = false;
+	pthread_cond_broadcast(&l->park_cond); /* evloop_start waits for this */
 	quit = l->quit;
 	pthread_mutex_unlock(&l->park_lock);
 	return quit;
@@ -164,6 +165,13 @@ int evloop_start(struct evloop *l)
 		pthread_mutex_lock(&l->park_lock);
 		l->resume = true;
 		pthread_cond_broadcast(&l->park_cond);
+		/*
+		 * Until the thread has left park(): else a quick evloop_stop would see `parked` still set,
+		 * return at once (the loop then runs during its caller's work) and leave a stale resume
+		 * behind, so that the park its wake-up causes waits for an evloop_start that never comes.
+		 */
+		while (l->resume && !l->ended)
+			pthread_cond_wait(&l->park_cond, &l->park_lock);
 		pthread_mutex_unlock(&l->park_lock);
 		l->running = true;
 		return 0;

@@ -13,6 +13,7 @@
 
 #include "brisk/devices.h"
 #include "brisk/devkinds.h"
+#include "brisk/errmsg.h"
 #include "brisk/exitcode.h"
 #include "brisk/fc_metrics.h"
 #include "brisk/file.h"
@@ -268,6 +269,36 @@ int vm_device_call(struct vm *vm, const char *option, unsigned index, int (*fn)(
 	if ((lret = evloop_start(vm->loop)))
 		log_error("restarting the I/O event loop after a device change failed: %s", strerror(-lret));
 	return ret;
+}
+
+struct swap_arg {
+	const char *path;
+	char *err;
+	size_t errlen;
+};
+
+static int swap_call(void *dev, void *arg)
+{
+	struct swap_arg *s = arg;
+
+	return virtio_blk_swap(dev, s->path, s->err, s->errlen);
+}
+
+int vm_disk_swap(struct vm *vm, unsigned index, const char *path, char *err, size_t errlen)
+{
+	struct swap_arg s = {path, err, errlen};
+	int ret;
+
+	if (index >= vm->cfg.nr_disks || strlen(path) >= sizeof(vm->cfg.disk[index].path))
+		return err_set(err, errlen, -EINVAL, "no disk %u, or a path of %zu bytes", index, strlen(path));
+	ret = vm_device_call(vm, "disk", index, swap_call, &s);
+	if (ret == -ENODEV)
+		return err_set(err, errlen, ret, "disk %u has no device", index);
+	if (ret)
+		return ret;
+	strcpy(vm->cfg.disk[index].path, path); /* what a snapshot records, and the guard keeps from outputs */
+	file_guard_add_path(path, FILE_GUARD_DISK, "a disk image of this VM");
+	return 0;
 }
 
 /* The services a device may use (device.h), for this VM. */

@@ -97,6 +97,16 @@ int vm_ctrl_alt_del(struct vm *vm)
 	(void)vm;
 	NEVER("vm_ctrl_alt_del");
 }
+int vm_disk_swap(struct vm *vm, unsigned index, const char *path, char *err, size_t errlen)
+{
+	(void)vm, (void)index, (void)path, (void)err, (void)errlen;
+	NEVER("vm_disk_swap");
+}
+int vm_device_call(struct vm *vm, const char *option, unsigned index, int (*fn)(void *dev, void *arg), void *arg)
+{
+	(void)vm, (void)option, (void)index, (void)fn, (void)arg;
+	NEVER("vm_device_call");
+}
 const struct vm_config *vm_config(const struct vm *vm)
 {
 	(void)vm;

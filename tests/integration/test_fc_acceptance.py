@@ -55,10 +55,9 @@ CASES = [
     ("drive rate_limiter {} (Kata)", "/drives/d", with_(DRIVE, rate_limiter={}), OK, None),  # into_option: None
     ("drive rate_limiter empty buckets", "/drives/d",
      with_(DRIVE, rate_limiter={"bandwidth": None, "ops": {"size": 0, "refill_time": 0}}), OK, None),
-    # brisk differs: a real limit is refused (no drive throttle), Firecracker applies it
     ("drive rate_limiter real", "/drives/d",
-     with_(DRIVE, rate_limiter={"bandwidth": {"size": 1000, "refill_time": 100}}), BAD,
-     "rate_limiter: a rate limit is not supported"),
+     with_(DRIVE, rate_limiter={"bandwidth": {"size": 1000, "refill_time": 100, "one_time_burst": 5},
+                                "ops": {"size": 10, "refill_time": 1000}}), OK, None),
     ("drive rate_limiter unknown key", "/drives/d", with_(DRIVE, rate_limiter={"bw": {}}), BAD,
      "unknown key 'bw'"),  # RateLimiterConfig has deny_unknown_fields
     ("drive bucket unknown key", "/drives/d",
@@ -75,8 +74,7 @@ CASES = [
     ("net rate limiters {} (Kata)", "/network-interfaces/n", with_(NET, rx_rate_limiter={}, tx_rate_limiter={}),
      OK, None),
     ("net rate limiter real (Kata with a rate)", "/network-interfaces/n",
-     with_(NET, rx_rate_limiter={"bandwidth": {"size": 125000, "refill_time": 1000}}), BAD,
-     "rx_rate_limiter: a rate limit is not supported"),
+     with_(NET, rx_rate_limiter={"bandwidth": {"size": 125000, "refill_time": 1000}}), OK, None),
     ("net mtu (not in v1.7.0)", "/network-interfaces/n", with_(NET, mtu=1500), BAD, "unknown key 'mtu'"),
     ("net host_dev_name absent", "/network-interfaces/n", {"iface_id": "n"}, BAD, "host_dev_name is required"),
     ("net id differs", "/network-interfaces/a", with_(NET, iface_id="b"), BAD,

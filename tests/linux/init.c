@@ -67,6 +67,11 @@
  *     3d. brisk.snapshot=1: snapshot mode (tests/linux/test_snapshot_linux.py): mounts
  *        the disk on /mnt, ticks every 200 ms (uptime, a write and read-back on the
  *        disk) and serves vsock commands until the host says stop; init_net.c says more
+ *     3e. brisk.swapwait=NAME (e.g. vdb, a placeholder drive of 0 sectors): say "brisk-init: swap:
+ *        waiting for NAME", wait (at most 120 s) until /sys/block/NAME/size is not 0 (the host's
+ *        PATCH /drives after boot: the kernel re-reads the capacity on the config interrupt), say the new
+ *        size, mount /dev/NAME (ext4, read-only) on /swapped and say the first line of its brisk-token
+ *        (tests/linux/test_disk_swap_linux.py)
  *   brisk.id=TOKEN    the token the disk stage writes (default "none")
  *   brisk.blkbench.mib=N   MiB the sequential rows move (default 64, at most
  *                     the device's size)
@@ -709,6 +714,28 @@ static void blkbench(const char *cmdline, const char *dev)
 		close(b.fd);
 }
 
+/* 3e. brisk.swapwait=NAME: a placeholder drive swapped by the host after boot, seen and mounted. */
+static void swap_wait(const char *name)
+{
+	char path[160], size[64] = "0", dev[160], token[256];
+	long t0 = now_ms();
+
+	snprintf(path, sizeof(path), "/sys/block/%s/size", name);
+	snprintf(dev, sizeof(dev), "/dev/%s", name);
+	say("brisk-init: swap: waiting for %s (size %s)\n", name, (read_file(path, size, sizeof(size)), size));
+	while ((read_file(path, size, sizeof(size)), strcmp(size, "0") == 0 || !size[0]) && now_ms() - t0 < 120000)
+		usleep(50000);
+	say("brisk-init: swap: %s has %s sectors after %ld ms\n", name, size, now_ms() - t0);
+	mkdir("/swapped", 0755);
+	if (mount(dev, "/swapped", "ext4", MS_RDONLY, NULL) != 0) {
+		say("brisk-init: swap: mount %s: %s\n", dev, strerror(errno));
+		return;
+	}
+	read_file("/swapped/brisk-token", token, sizeof(token));
+	say("brisk-init: swap: mounted %s, brisk-token \"%s\"\n", dev, token);
+	umount("/swapped");
+}
+
 static void virtio_mode(const char *cmdline)
 {
 	char id[128], root[128], fstype[32];
@@ -733,6 +760,9 @@ static void virtio_mode(const char *cmdline)
 		else
 			say("brisk-blkbench: no virtio block device bound for %s\n", bench_dev);
 	}
+	char swap_dev[64];
+	if (arg_value(cmdline, "brisk.swapwait=", swap_dev, sizeof(swap_dev), NULL))
+		swap_wait(swap_dev);
 	if (arg_value(cmdline, "brisk.root=", root, sizeof(root), NULL)) {
 		if (strncmp(root, "/dev/vd", 7) || (types & (1u << VIRTIO_ID_BLOCK)))
 			switch_root(root, arg_value(cmdline, "brisk.rootfstype=", fstype, sizeof(fstype), "ext4"));

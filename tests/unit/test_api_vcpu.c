@@ -98,6 +98,18 @@ int vm_ctrl_alt_del(struct vm *vm)
 	return 0;
 }
 
+int vm_disk_swap(struct vm *vm, unsigned index, const char *path, char *err, size_t errlen)
+{
+	(void)vm, (void)index, (void)path, (void)err, (void)errlen;
+	return -ENODEV;
+}
+
+int vm_device_call(struct vm *vm, const char *option, unsigned index, int (*fn)(void *dev, void *arg), void *arg)
+{
+	(void)vm, (void)option, (void)index, (void)fn, (void)arg;
+	return -ENODEV;
+}
+
 const struct vm_config *vm_config(const struct vm *vm)
 {
 	(void)vm;

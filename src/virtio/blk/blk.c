@@ -40,6 +40,7 @@
 #include "brisk/fc_metrics.h"
 #include "brisk/file.h"
 #include "brisk/log.h"
+#include "brisk/snapshot.h"
 #include "brisk/virtio.h"
 #include "brisk/virtio_blk.h"
 #include "brisk/vm.h"
@@ -118,8 +119,34 @@ static void get_id(const struct blk *b, const struct blk_req *r, const struct vi
 	virtq_cursor_write(&w, b->id, r->len); /* r->len <= 20, below the status byte (blk_parse) */
 }
 
-/* One popped chain: parsed into the free in-flight entry `s`, then completed at once or handed to the pool. */
-static void start(struct blk *b, struct virtq_iter *it, struct blk_inflight *s, const struct virtq_chain *c)
+/*
+ * Firecracker's Request::rate_limit: one op for every request, its data bytes for IN and OUT; a refused
+ * bytes consume gives the op back. True: throttled (the limiter's timer is armed, the chain goes back).
+ */
+static bool limited(struct blk *b, const struct blk_req *r)
+{
+	bool data = r->type == VIRTIO_BLK_T_IN || r->type == VIRTIO_BLK_T_OUT;
+
+#ifdef BRISK_BLK_NO_LIMITER /* bench/blk-limiter.sh: the code path absent, for its cost (docs/performance.md) */
+	(void)data;
+	return false;
+#endif
+	if (!rl_active(&b->rl) && !b->rl.blocked)
+		return false; /* no limit: one branch on the hot path */
+	if (rl_consume(&b->rl, 1, RL_OPS)) {
+		if (!data || rl_consume(&b->rl, r->len, RL_BYTES))
+			return false;
+		rl_replenish(&b->rl, 1, RL_OPS);
+	}
+	fcm_inc(b->fcm, FCM_BLOCK_rate_limiter_throttled_events);
+	return true;
+}
+
+/*
+ * One popped chain: parsed into the free in-flight entry `s`, then completed at once or handed to the pool.
+ * False: the rate limiter refused it; it is back in the ring and the round stops.
+ */
+static bool start(struct blk *b, struct virtq_iter *it, struct blk_inflight *s, const struct virtq_chain *c)
 {
 	struct blk_req *r = &s->req;
 	struct virtq *q = it->q;
@@ -127,16 +154,20 @@ static void start(struct blk *b, struct virtq_iter *it, struct blk_inflight *s, 
 	switch (blk_parse(&b->lim, c, r)) {
 	case BLK_REQ_BAD_CHAIN:
 		virtq_drop(it, c, r->why); /* counted in b->n.bad by process */
-		return;
+		return true;
 	case BLK_REQ_DONE:
 		if (r->why) {
 			virtio_bad_request(b->t, r->why);
 			b->n.bad++;
 		}
 		complete(b, q, c->head, r, r->result);
-		return;
+		return true;
 	case BLK_REQ_IO:
 		break;
+	}
+	if (limited(b, r)) {
+		virtq_unpop(it);
+		return false;
 	}
 	if (r->type == VIRTIO_BLK_T_GET_ID) {
 		get_id(b, r, c);
@@ -149,11 +180,12 @@ static void start(struct blk *b, struct virtq_iter *it, struct blk_inflight *s, 
 		s->gen = b->gen;
 		s->writethrough = !blk_negotiated(&b->lim, VIRTIO_BLK_F_FLUSH);
 		if (blk_submit(b, s) == 0)
-			return;
+			return true;
 		put_inflight(b, s);
 		blk_host_error(b, "no I/O thread could be started", 0);
 		complete(b, q, c->head, r, VIRTIO_BLK_S_IOERR);
 	}
+	return true;
 }
 
 /*
@@ -185,10 +217,10 @@ static void process(struct blk *b)
 	struct virtq_iter it;
 
 	b->stalled = false;
-	if (!virtio_iter(b->t, 0, &it, segs, BLK_CHAIN_SEGS, VIRTQ_NO_BUDGET))
-		return;
-	while (slot_free(b) && virtq_next(&it, &c))
-		start(b, &it, b->free, &c);
+	if (b->rl.blocked || !virtio_iter(b->t, 0, &it, segs, BLK_CHAIN_SEGS, VIRTQ_NO_BUDGET))
+		return; /* throttled: the limiter's timer comes back (rl_fired) */
+	while (slot_free(b) && virtq_next(&it, &c) && start(b, &it, b->free, &c))
+		;
 	b->n.bad += it.bad; /* malformed chains: the iterator's and blk_parse's */
 	fcm_add(b->fcm, FCM_BLOCK_invalid_reqs_count, it.bad);
 	if (virtq_iter_pushed(&it))
@@ -201,7 +233,22 @@ static void blk_notify(void *dev, unsigned q)
 
 	(void)q;
 	fcm_inc(b->fcm, FCM_BLOCK_queue_event_count);
+	if (b->rl.blocked) { /* Firecracker's process_queue_event: the limiter's timer resumes the queue */
+		fcm_inc(b->fcm, FCM_BLOCK_rate_limiter_throttled_events);
+		return;
+	}
 	process(b);
+}
+
+/* The rate limiter's timer (loop thread, I/O lock held): tokens are back, serve the chains that waited. */
+static void rl_fired(void *arg, uint32_t events)
+{
+	struct blk *b = arg;
+
+	(void)events;
+	fcm_inc(b->fcm, FCM_BLOCK_rate_limiter_event_count);
+	if (rl_timer_event(&b->rl) && b->lim.features)
+		process(b);
 }
 
 /* The workers' done list (loop thread, I/O lock held): completions of this generation go to the guest. */
@@ -361,15 +408,29 @@ static int blk_quiesce(void *dev)
 	}
 }
 
-/* Nothing of the disk's own is saved (the image is reopened from the configuration); refuses if busy. */
+/* The disk's own state is its rate limiter (the image is reopened from the configuration); refuses if busy. */
 static int blk_save(void *dev, struct snap_writer *w)
 {
 	struct blk *b = dev;
 
-	(void)w;
 	if (in_flight(&b->pool)) {
 		log_warn("virtio-blk %s: save with requests in flight (quiesce first)", b->path);
 		return -EBUSY;
+	}
+	return rl_save(&b->rl, w);
+}
+
+/* A version-1 section has no limiter: the disk keeps the one its configuration made. */
+static int blk_restore(void *dev, struct snap_reader *r)
+{
+	struct blk *b = dev;
+	char why[160];
+
+	if (snap_version(r) < RL_SNAP_SINCE)
+		return 0;
+	if (rl_restore(&b->rl, r, why, sizeof(why))) {
+		log_error("virtio-blk %s: restore: %s", b->path, why);
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -399,6 +460,7 @@ static void blk_destroy(void *dev)
 	pthread_mutex_destroy(&b->pool.mu);
 	pthread_cond_destroy(&b->pool.work);
 	pthread_cond_destroy(&b->pool.idle);
+	rl_destroy(&b->rl);
 	free(b->inflight);
 	free(b->path);
 	free(b);
@@ -416,6 +478,7 @@ static const struct virtio_dev_ops blk_ops = {
     .reset = blk_reset,
     .quiesce = blk_quiesce,
     .save = blk_save,
+    .restore = blk_restore,
     .stop = blk_stop,
     .destroy = blk_destroy,
 };
@@ -625,6 +688,8 @@ static int open_image(struct blk *b, const struct vm_disk *d, char *err, size_t 
 	if (fstat(b->fd, &st) != 0)
 		return err_set(err, errlen, -errno, "fstat of the image failed: %s", strerror(errno));
 	b->regular = S_ISREG(st.st_mode);
+	b->dev = st.st_dev;
+	b->ino = st.st_ino;
 	if ((ret = image_size(b->fd, d, &st, &size, err, errlen)) || (ret = lock_image(b->fd, d, err, errlen)) ||
 	    (ret = set_flags(b, d, &offset_align, err, errlen)))
 		return ret;
@@ -656,6 +721,108 @@ int virtio_blk_probe(const struct vm_disk *d, char *err, size_t errlen)
 	return ret;
 }
 
+/* ---- post-boot changes (the API's PATCH /drives, through vm_device_call: the event loop is stopped) ------------ */
+
+/* The new image, opened and checked as at creation into `n`; the same file as now: only its size re-read. */
+static int open_swap(struct blk *b, const struct vm_disk *d, struct blk *n, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd = open_file(d, err, errlen);
+
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) == 0 && st.st_dev == b->dev && st.st_ino == b->ino) {
+		uint64_t size;
+		int ret = image_size(fd, d, &st, &size, err, errlen);
+
+		close(fd); /* the file we have open (and locked) already */
+		n->fd = -1;
+		n->lim.capacity = size / VIRTIO_BLK_SECTOR;
+		return ret;
+	}
+	close(fd);
+	return open_image(n, d, err, errlen);
+}
+
+/* Waits for every request in flight to finish and gives them to the guest (I/O lock held). 0 or -ETIMEDOUT. */
+static int drain(struct blk *b)
+{
+	struct timespec until = deadline_in(BLK_QUIESCE_WAIT_MS);
+
+	if (wait_idle(&b->pool, &until))
+		return -ETIMEDOUT;
+	completed(b, 0);
+	return 0;
+}
+
+/* Takes the opened image `n` in place of the current one (I/O lock held, nothing in flight). */
+static void take_image(struct blk *b, struct blk *n, char *path)
+{
+	if (n->fd >= 0) {
+		close(b->fd); /* its lock goes with it */
+		b->fd = n->fd;
+		b->regular = n->regular;
+		b->nowait = n->nowait;
+		b->mem_align = n->mem_align;
+		b->zero_range = n->zero_range;
+		b->dev = n->dev;
+		b->ino = n->ino;
+		memcpy(b->id, n->id, sizeof(b->id));
+	}
+	free(b->path);
+	b->path = path;
+	b->lim.capacity = n->lim.capacity;
+	memcpy(b->config + VIRTIO_BLK_CFG_CAPACITY, &n->lim.capacity, 8);
+}
+
+int virtio_blk_swap(void *dev, const char *path, char *err, size_t errlen)
+{
+	struct blk *b = dev, n = {.fd = -1};
+	struct vm_disk d = {.ro = b->lim.ro, .cache = b->direct ? DISK_CACHE_NONE : DISK_CACHE_WRITEBACK};
+	char *copy = strdup(path);
+	int ret;
+
+	if (!copy || strlen(path) >= sizeof(d.path)) {
+		free(copy);
+		return err_set(err, errlen, -ENOMEM, "out of memory");
+	}
+	strcpy(d.path, path);
+	n.path = d.path; /* for open_image's messages */
+	virtio_io_lock(b->t);
+	ret = open_swap(b, &d, &n, err, errlen);
+	if (!ret && (ret = drain(b)) != 0)
+		err_set(err, errlen, ret, "requests to the old image still in flight after %d ms", BLK_QUIESCE_WAIT_MS);
+	if (ret) {
+		if (n.fd >= 0)
+			close(n.fd);
+		free(copy);
+		virtio_io_unlock(b->t);
+		fcm_inc(b->fcm, FCM_BLOCK_update_fails);
+		return ret;
+	}
+	log_info("virtio-blk %s: now %s, %llu sectors", b->path, path, (unsigned long long)n.lim.capacity);
+	take_image(b, &n, copy);
+	/* Firecracker's update_disk_image: new config space, a config interrupt (virtio 1.2 section 4.2.2.1) */
+	virtio_config_changed(b->t);
+	virtio_io_unlock(b->t);
+	fcm_inc(b->fcm, FCM_BLOCK_update_count);
+	return 0;
+}
+
+void virtio_blk_set_limiter(void *dev, const struct rl_config *cfg, bool has_bw, bool has_ops)
+{
+	struct blk *b = dev;
+
+	virtio_io_lock(b->t);
+	rl_update(&b->rl, cfg, has_bw, has_ops);
+	virtio_io_unlock(b->t);
+}
+
+uint64_t virtio_blk_capacity(void *dev)
+{
+	return ((struct blk *)dev)->lim.capacity;
+}
+
 static struct blk *blk_new(const struct vm_disk *d)
 {
 	struct blk *b = calloc(1, sizeof(*b));
@@ -663,7 +830,7 @@ static struct blk *blk_new(const struct vm_disk *d)
 
 	if (!b)
 		return NULL;
-	b->fd = b->pool.efd = -1;
+	b->fd = b->pool.efd = b->rl.timer_fd = -1;
 	b->path = strdup(d->path);
 	b->inflight = calloc(BLK_QUEUE_SIZE, sizeof(*b->inflight));
 	pthread_mutex_init(&b->pool.mu, NULL);
@@ -682,6 +849,12 @@ static struct blk *blk_new(const struct vm_disk *d)
 int virtio_blk_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
 		      const struct vm_disk *d, char *err, size_t errlen)
 {
+	return virtio_blk_open(ctx, bus, win, d, NULL, err, errlen);
+}
+
+int virtio_blk_open(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win, const struct vm_disk *d,
+		    void **dev, char *err, size_t errlen)
+{
 	struct blk *b = blk_new(d);
 	int ret;
 
@@ -693,6 +866,8 @@ int virtio_blk_create(const struct devctx *ctx, struct bus *bus, const struct de
 	ret = open_image(b, d, err, errlen);
 	if (!ret && (b->pool.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
 		ret = err_set(err, errlen, -errno, "eventfd: %s", strerror(errno));
+	if (!ret && (ret = rl_init(&b->rl, &d->rl)) != 0)
+		ret = err_set(err, errlen, ret, "timerfd: %s", strerror(-ret));
 	if (ret) {
 		blk_destroy(b);
 		return ret;
@@ -700,7 +875,11 @@ int virtio_blk_create(const struct devctx *ctx, struct bus *bus, const struct de
 	ret = virtio_mmio_create(ctx, bus, win, &blk_ops, b, b->features, &b->t); /* owns b from here on */
 	if (!ret)
 		ret = virtio_watch(b->t, b->pool.efd, EPOLLIN, completed, b);
+	if (!ret)
+		ret = virtio_watch(b->t, rl_timer_fd(&b->rl), EPOLLIN, rl_fired, b);
 	if (ret)
 		return err_set(err, errlen, ret, "setting up the virtio-mmio device failed: %s", strerror(-ret));
+	if (dev)
+		*dev = b;
 	return 0;
 }

@@ -7,8 +7,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "brisk/fc_metrics.h"
+#include "brisk/rate_limiter.h"
 #include "brisk/virtio.h"
 #include "brisk/virtio_blk.h"
 
@@ -58,7 +60,10 @@ struct blk {
 	struct blk_inflight *inflight, *free;
 	unsigned carved; /* inflight[0..carved) have been on the free list; the rest were never touched (4 KiB each) */
 	unsigned gen;
-	bool stalled; /* every entry in flight: chains wait in the ring */
+	bool stalled;		/* every entry in flight: chains wait in the ring */
+	struct rate_limiter rl; /* the drive's rate_limiter: a throttled chain waits in the ring for its timer */
+	dev_t dev;		/* the image's st_dev, st_ino: a swap to the same file re-reads its size */
+	ino_t ino;
 	struct pool pool;
 	struct {
 		uint64_t reads, inline_reads, writes, flushes, other, ioerr, unsupp, bad;

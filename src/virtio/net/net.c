@@ -36,6 +36,8 @@
 #include "brisk/fc_metrics.h"
 #include "brisk/log.h"
 #include "brisk/net_mmds.h"
+#include "brisk/rate_limiter.h"
+#include "brisk/snapshot.h"
 #include "brisk/virtio.h"
 #include "brisk/virtio_net.h"
 #include "brisk/vm.h"
@@ -84,6 +86,9 @@ struct net {
 	struct counters n;
 	unsigned index;	       /* the interface's position: whether it answers MMDS (mmds_iface) */
 	struct net_mmds *mmds; /* its MMDS stack (net_mmds.c), made at its first frame */
+	/* rx_rate_limiter, tx_rate_limiter (docs/devices.md, "Rate limiting"): a frame waits for its timer */
+	struct rate_limiter rx_rl, tx_rl;
+	bool rx_paid; /* the pending frame (rx_len) has been paid for with rx_rl */
 };
 
 static void kick(struct net *n)
@@ -166,12 +171,36 @@ static bool send_frame(struct net *n)
 	return true;
 }
 
-/* One transmit chain: dropped if malformed, else sent; false when the backend is full (the chain waits). */
+/*
+ * Firecracker's rate_limit for a frame of `bytes` (net device.rs): one op, then the bytes; a refused
+ * bytes consume gives the op back. False: throttled (the limiter's timer is armed).
+ */
+static bool pay(struct rate_limiter *rl, uint64_t bytes)
+{
+	if (!rl_active(rl) && !rl->blocked)
+		return true;
+	if (!rl_consume(rl, 1, RL_OPS))
+		return false;
+	if (rl_consume(rl, bytes, RL_BYTES))
+		return true;
+	rl_replenish(rl, 1, RL_OPS);
+	return false;
+}
+
+/*
+ * One transmit chain: dropped if malformed, else sent; false when the backend is full (the chain waits)
+ * or tx_rl refuses it (the chain goes back to the ring until the limiter's timer).
+ */
 static bool transmit(struct net *n, struct virtq_iter *it, const struct virtq_chain *c)
 {
 	if (net_tx_parse(&n->lim, c, &n->tx) != NET_TX_OK) {
 		virtq_drop(it, c, n->tx.why);
 		return true;
+	}
+	if (!pay(&n->tx_rl, n->tx.len)) {
+		fcm_inc(n->fcm, FCM_NET_tx_rate_limiter_throttled);
+		virtq_unpop(it);
+		return false;
 	}
 	if (net_mmds_tx(&n->mmds, n->index, &n->tx)) { /* the metadata service's (net_mmds.c), never the backend's */
 		virtq_push(it->q, c->head, 0);
@@ -207,6 +236,8 @@ static void drain_tx(struct net *n)
 	struct virtq_iter it;
 	bool ok = virtio_iter(n->t, TX_Q, &it, segs, NET_MAX_SEGS, NET_QUEUE_SIZE);
 
+	if (n->tx_rl.blocked)
+		ok = false; /* the limiter's timer drains the queue again */
 	if (n->tx_pending) {
 		if (!send_frame(n))
 			return;
@@ -316,6 +347,7 @@ static bool read_frame(struct net *n)
 		return false;
 	}
 	h->num_buffers = 1; /* without MRG_RXBUF (5.1.6.4); with it, rewritten when the frame is placed */
+	n->rx_paid = false;
 	n->rx_len = (uint32_t)r;
 	n->rx_off = 0;
 	n->rx_nbufs = 0;
@@ -335,6 +367,10 @@ static void fill_rx(struct net *n)
 		if (!n->rx_len && (budget-- == 0 || !((n->rx_len = net_mmds_rx(n->mmds, n->rx_buf, NET_RX_BUF_SIZE)) ||
 						      (!n->dead && read_frame(n)))))
 			break;
+		if (!n->rx_paid && !(n->rx_paid = pay(&n->rx_rl, n->rx_len - NET_HDR_SIZE))) {
+			fcm_inc(n->fcm, FCM_NET_rx_rate_limiter_throttled);
+			break; /* the frame waits (no EPOLLIN meanwhile) for rx_rl's timer */
+		}
 		if (take_chain(n, &it) != DELIVERED)
 			break; /* no buffer: the frame waits for the receiveq's next notification */
 	}
@@ -377,6 +413,32 @@ static void backend_ready(void *arg, uint32_t events)
 		drain_tx(n);
 	if (ev.events & EPOLLIN)
 		fill_rx(n);
+	update_interest(n);
+}
+
+/* rx_rl's timer: the frame that waited may go in. */
+static void rx_rl_fired(void *arg, uint32_t events)
+{
+	struct net *n = arg;
+
+	(void)events;
+	fcm_inc(n->fcm, FCM_NET_rx_event_rate_limiter_count);
+	if (!rl_timer_event(&n->rx_rl) || !n->active)
+		return;
+	fill_rx(n);
+	update_interest(n);
+}
+
+/* tx_rl's timer: the chains that waited in the transmit queue go out. */
+static void tx_rl_fired(void *arg, uint32_t events)
+{
+	struct net *n = arg;
+
+	(void)events;
+	fcm_inc(n->fcm, FCM_NET_tx_rate_limiter_event_count);
+	if (!rl_timer_event(&n->tx_rl) || !n->active)
+		return;
+	drain_tx(n);
 	update_interest(n);
 }
 
@@ -434,6 +496,29 @@ static void net_reset(void *dev)
 	update_interest(n);
 }
 
+/* The interface's own state: its rx and tx rate limiters (a version-1 section has none). */
+static int net_save(void *dev, struct snap_writer *w)
+{
+	struct net *n = dev;
+	int err = rl_save(&n->rx_rl, w);
+
+	return err ? err : rl_save(&n->tx_rl, w);
+}
+
+static int net_restore(void *dev, struct snap_reader *r)
+{
+	struct net *n = dev;
+	char why[160];
+
+	if (snap_version(r) < RL_SNAP_SINCE)
+		return 0;
+	if (rl_restore(&n->rx_rl, r, why, sizeof(why)) || rl_restore(&n->tx_rl, r, why, sizeof(why))) {
+		log_error("%s: restore: %s", n->label, why);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static void net_stop(void *dev)
 {
 	struct net *n = dev;
@@ -458,6 +543,8 @@ static void net_destroy(void *dev)
 		close(n->epfd);
 	if (n->kick_fd >= 0)
 		close(n->kick_fd);
+	rl_destroy(&n->rx_rl);
+	rl_destroy(&n->tx_rl);
 	free(n->rx_buf);
 	net_mmds_free(n->mmds);
 	free(n);
@@ -473,12 +560,21 @@ static const struct virtio_dev_ops net_ops = {
     .activate = net_activate,
     .notify = net_notify,
     .reset = net_reset,
+    .save = net_save,
+    .restore = net_restore,
     .stop = net_stop,
     .destroy = net_destroy,
 };
 
 int virtio_net_create_on(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
 			 struct net_backend *be, const uint8_t mac[6], unsigned index, char *err, size_t errlen)
+{
+	return virtio_net_open_on(ctx, bus, win, be, mac, index, NULL, NULL, err, errlen);
+}
+
+int virtio_net_open_on(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
+		       struct net_backend *be, const uint8_t mac[6], unsigned index, const struct vm_net *cfg,
+		       void **dev, char *err, size_t errlen)
 {
 	struct net *n = calloc(1, sizeof(*n));
 	struct epoll_event ev = {.events = 0};
@@ -491,6 +587,7 @@ int virtio_net_create_on(const struct devctx *ctx, struct bus *bus, const struct
 		return -ENOMEM;
 	}
 	n->be = be;
+	n->rx_rl.timer_fd = n->tx_rl.timer_fd = -1;
 	n->fcm = fcm_net(index, NULL);
 	if (!n->fcm)
 		n->fcm = n->fcm_own;
@@ -498,7 +595,8 @@ int virtio_net_create_on(const struct devctx *ctx, struct bus *bus, const struct
 	n->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	n->rx_buf = malloc(NET_RX_BUF_SIZE);
 	ev.data.ptr = n;
-	if (n->epfd < 0 || n->kick_fd < 0 || !n->rx_buf || epoll_ctl(n->epfd, EPOLL_CTL_ADD, be->fd, &ev) < 0) {
+	if (n->epfd < 0 || n->kick_fd < 0 || !n->rx_buf || epoll_ctl(n->epfd, EPOLL_CTL_ADD, be->fd, &ev) < 0 ||
+	    rl_init(&n->rx_rl, cfg ? &cfg->rx_rl : NULL) || rl_init(&n->tx_rl, cfg ? &cfg->tx_rl : NULL)) {
 		ret = n->rx_buf ? -errno : -ENOMEM;
 		snprintf(err, errlen, "setting up the device: %s", strerror(-ret));
 		net_destroy(n);
@@ -514,13 +612,36 @@ int virtio_net_create_on(const struct devctx *ctx, struct bus *bus, const struct
 		ret = virtio_watch(n->t, n->epfd, EPOLLIN, backend_ready, n);
 	if (!ret)
 		ret = virtio_watch(n->t, n->kick_fd, EPOLLIN, kicked, n);
+	if (!ret)
+		ret = virtio_watch(n->t, rl_timer_fd(&n->rx_rl), EPOLLIN, rx_rl_fired, n);
+	if (!ret)
+		ret = virtio_watch(n->t, rl_timer_fd(&n->tx_rl), EPOLLIN, tx_rl_fired, n);
 	if (ret)
 		snprintf(err, errlen, "creating the device: %s", strerror(-ret));
+	else if (dev)
+		*dev = n;
 	return ret;
+}
+
+void virtio_net_set_limiters(void *dev, const struct rl_config *rx, bool rx_bw, bool rx_ops, const struct rl_config *tx,
+			     bool tx_bw, bool tx_ops)
+{
+	struct net *n = dev;
+
+	virtio_io_lock(n->t);
+	rl_update(&n->rx_rl, rx, rx_bw, rx_ops);
+	rl_update(&n->tx_rl, tx, tx_bw, tx_ops);
+	virtio_io_unlock(n->t);
 }
 
 int virtio_net_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
 		      const struct vm_net *cfg, unsigned index, char *err, size_t errlen)
+{
+	return virtio_net_open(ctx, bus, win, cfg, index, NULL, err, errlen);
+}
+
+int virtio_net_open(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
+		    const struct vm_net *cfg, unsigned index, void **dev, char *err, size_t errlen)
 {
 	struct net_backend *be;
 	uint8_t mac[6];
@@ -530,5 +651,5 @@ int virtio_net_create(const struct devctx *ctx, struct bus *bus, const struct de
 	if (ret)
 		return ret;
 	config_net_mac(cfg, index, mac);
-	return virtio_net_create_on(ctx, bus, win, be, mac, index, err, errlen);
+	return virtio_net_open_on(ctx, bus, win, be, mac, index, cfg, dev, err, errlen);
 }
