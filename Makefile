@@ -46,6 +46,7 @@ LIB_SRCS := \
 	src/virtio/mmio.c \
 	src/virtio/mmio_snap.c \
 	src/virtio/rng.c \
+	src/virtio/balloon.c \
 	src/virtio/blk/blk.c \
 	src/virtio/blk/blk_req.c \
 	src/virtio/blk/blk_io.c \
