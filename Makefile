@@ -70,6 +70,7 @@ LIB_SRCS := \
 	src/config/fc_args.c \
 	src/api/fc_config.c \
 	src/api/fc_config_dev.c \
+	src/api/fc_config_balloon.c \
 	src/api/fc_config_file.c \
 	src/api/fc_config_get.c \
 	src/api/fc_config_json.c \
@@ -90,6 +91,7 @@ LIB_SRCS := \
 	src/api/api.c \
 	src/api/api_names.c \
 	src/api/api_vm.c \
+	src/api/api_balloon.c \
 	src/api/api_metrics.c \
 	src/api/api_serve.c \
 	src/snapshot/snapfile.c \

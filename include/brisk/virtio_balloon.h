@@ -38,11 +38,11 @@ struct balloon_info {
 	uint32_t actual_pages; /* what the driver says it holds, config space */
 	bool deflate_on_oom;
 	uint16_t stats_interval_s;
-	bool active;			  /* the driver set DRIVER_OK and has not reset the device */
-	uint32_t stats_present;		  /* bit t: the guest reported tag t */
-	uint64_t stat[BALLOON_NR_STATS];  /* by tag */
-	uint64_t inflated, deflated;	  /* valid PFNs the guest put in each queue */
-	uint64_t bad_pfns, bad_discards;  /* PFNs refused (outside RAM), ranges the host failed to discard */
+	bool active;			 /* the driver set DRIVER_OK and has not reset the device */
+	uint32_t stats_present;		 /* bit t: the guest reported tag t */
+	uint64_t stat[BALLOON_NR_STATS]; /* by tag */
+	uint64_t inflated, deflated;	 /* valid PFNs the guest put in each queue */
+	uint64_t bad_pfns, bad_discards; /* PFNs refused (outside RAM), ranges the host failed to discard */
 };
 
 /*

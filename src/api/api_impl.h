@@ -24,6 +24,13 @@ void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_r
 void api_put_logger(struct api *a, const char *body, size_t len, struct api_reply *r);
 void api_put_metrics(struct api *a, const char *body, size_t len, struct api_reply *r);
 
+/* api_balloon.c: /balloon and /balloon/statistics (PUT pre-boot; PATCH and statistics post-boot). */
+void api_put_balloon(struct api *a, const char *body, size_t len, struct api_reply *r);
+void api_get_balloon(struct api *a, struct api_reply *r);
+void api_patch_balloon(struct api *a, const char *body, size_t len, struct api_reply *r);
+void api_get_balloon_stats(struct api *a, struct api_reply *r);
+void api_patch_balloon_stats(struct api *a, const char *body, size_t len, struct api_reply *r);
+
 /* api_metrics.c: the periodic line when it is due (fc_metrics_timeout_ms), else nothing. */
 void api_metrics_tick(struct api *a);
 /*

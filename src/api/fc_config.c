@@ -214,6 +214,8 @@ int fc_apply_machine_config(struct fc_vm *f, const struct fcj *c, json_object *o
 		return fcj_fail(c, "empty PATCH request: give at least one field");
 	if (machine_check(c, &m))
 		return -EINVAL;
+	if (fc_machine_balloon_check(f, m.memory >> 20, m.huge != FC_HUGE_NONE))
+		return fcj_fail(c, "%s", fc_machine_balloon_check(f, m.memory >> 20, m.huge != FC_HUGE_NONE));
 	f->cfg.cpus = (unsigned)m.cpus;
 	f->cfg.memory = m.memory;
 	f->smt = m.smt;

@@ -96,7 +96,8 @@ static const struct sc_call in_calls[] = {BASE_CALLS, KICK_CALLS, SC(poll), SC(r
  * profile's reports (dup for stdio), metrics and logger files, SendCtrlAltDel, the end (joins,
  * devices stopped: close, unlink of the vsock socket, the helpers reaped:
  * wait4, kill, clock_nanosleep; the terminal restored: TCSETS), json-c's hash seed
- * (getrandom, on the first JSON the API builds). The I/O
+ * (getrandom, on the first JSON the API builds), PATCH /balloon/statistics (the balloon's statistics timer:
+ * timerfd_settime). The I/O
  * loop's thread is parked and woken around a snapshot, not recreated.
  */
 static const struct sc_call main_calls[] = {BASE_CALLS,
@@ -107,6 +108,7 @@ static const struct sc_call main_calls[] = {BASE_CALLS,
 					    SC(close),
 					    SC(ioctl),
 					    SC(recvfrom),
+					    SC(timerfd_settime),
 					    SC(openat),
 					    SC(newfstatat),
 					    SC(fcntl),

@@ -61,8 +61,8 @@
 #define BALLOON_STAT_SIZE	 10 /* struct virtio_balloon_stat: packed u16 tag, u64 val */
 
 const char *const balloon_stat_names[BALLOON_NR_STATS] = {
-    "swap_in",	   "swap_out",	   "major_faults",     "minor_faults",	      "free_memory",
-    "total_memory", "available_memory", "disk_caches", "hugetlb_allocations", "hugetlb_failures",
+    "swap_in",	    "swap_out",		"major_faults", "minor_faults",	       "free_memory",
+    "total_memory", "available_memory", "disk_caches",	"hugetlb_allocations", "hugetlb_failures",
 };
 
 struct balloon {
@@ -86,11 +86,20 @@ struct balloon {
 
 /* ---- pure helpers ------------------------------------------------------------------------------------ */
 
-static int cmp_u32(const void *a, const void *b)
+/* Shell sort (Ciura's gaps): at most 256 PFNs, and no qsort, which may call sysinfo (the I/O thread's seccomp). */
+static void sort_u32(uint32_t *v, unsigned n)
 {
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	static const unsigned gaps[] = {132, 57, 23, 10, 4, 1};
 
-	return x < y ? -1 : x > y;
+	for (unsigned g = 0; g < sizeof(gaps) / sizeof(gaps[0]); g++)
+		for (unsigned i = gaps[g]; i < n; i++) {
+			uint32_t x = v[i];
+			unsigned j = i;
+
+			for (; j >= gaps[g] && v[j - gaps[g]] > x; j -= gaps[g])
+				v[j] = v[j - gaps[g]];
+			v[j] = x;
+		}
 }
 
 unsigned balloon_compact(uint32_t *pfn, unsigned n, uint32_t *start, uint32_t *len)
@@ -99,7 +108,7 @@ unsigned balloon_compact(uint32_t *pfn, unsigned n, uint32_t *start, uint32_t *l
 
 	if (!n)
 		return 0;
-	qsort(pfn, n, sizeof(*pfn), cmp_u32);
+	sort_u32(pfn, n);
 	start[0] = pfn[0];
 	len[0] = 1;
 	for (unsigned i = 1; i < n; i++) {
@@ -460,8 +469,8 @@ static void balloon_destroy(void *dev)
 		.name = "virtio-balloon", .device_id = VIRTIO_ID_BALLOON, .nr_queues = (nq),                           \
 		.queue_max = BALLOON_QUEUE_SIZE, .config_size = BALLOON_CONFIG_SIZE,                                   \
 		.config_read = balloon_config_read, .config_write = balloon_config_write,                              \
-		.activate = balloon_activate, .notify = balloon_notify, .reset = balloon_reset,                        \
-		.save = balloon_save, .restore = balloon_restore, .stop = balloon_stop, .destroy = balloon_destroy,    \
+		.activate = balloon_activate, .notify = balloon_notify, .reset = balloon_reset, .save = balloon_save,  \
+		.restore = balloon_restore, .stop = balloon_stop, .destroy = balloon_destroy,                          \
 	}
 
 static const struct virtio_dev_ops balloon_ops = BALLOON_OPS(2), balloon_stats_ops = BALLOON_OPS(3);
