@@ -182,6 +182,7 @@ UNIT_TESTS := \
 	test_serial8250 \
 	test_console_io \
 	test_virtio_console \
+	test_virtio_balloon \
 	test_virtio_vsock \
 	test_virtio_net \
 	test_cmos \

@@ -16,16 +16,16 @@
  *   6. hostile buffers: PFNs past RAM, in the MMIO hole, 0xffffffff; 257 PFNs; 3 bytes; a device-writable
  *      buffer: each is completed, the device does not ask for a reset, no page outside the balloon changed.
  */
-#define NAME	    "virtio-balloon"
-#define REGION	    (64ull << 20)
-#define PAGE	    4096u
-#define PFNS	    256u /* per buffer: Firecracker's MAX_PAGES_IN_DESC */
-#define F_STATS	    (1ull << 1)
-#define F_OOM	    (1ull << 2)
-#define Q_INFLATE   0
-#define Q_DEFLATE   1
-#define Q_STATS	    2
-#define STAT_MEMTOT 5
+#define NAME	     "virtio-balloon"
+#define REGION	     (64ull << 20)
+#define PAGE	     4096u
+#define PFNS	     256u /* per buffer: Firecracker's MAX_PAGES_IN_DESC */
+#define F_STATS	     (1ull << 1)
+#define F_OOM	     (1ull << 2)
+#define Q_INFLATE    0
+#define Q_DEFLATE    1
+#define Q_STATS	     2
+#define STAT_MEMTOT  5
 #define STAT_MEMFREE 4
 
 struct stat_entry {
@@ -167,8 +167,8 @@ void guest_main(struct hvm_start_info *si)
 		conf_end();
 	}
 	virtio_describe(&bal);
-	conf_check(1, "bringup", "offered 0x%llx, negotiated 0x%llx, RAM end 0x%llx",
-		   (unsigned long long)bal.offered, (unsigned long long)bal.features, (unsigned long long)ram_end);
+	conf_check(1, "bringup", "offered 0x%llx, negotiated 0x%llx, RAM end 0x%llx", (unsigned long long)bal.offered,
+		   (unsigned long long)bal.features, (unsigned long long)ram_end);
 
 	pages = (uint32_t)(touch << 20) / PAGE;
 	for (uint32_t i = 0; i < pages; i++)
@@ -206,7 +206,8 @@ void guest_main(struct hvm_start_info *si)
 		*page(target - 1) = 42;
 		conf_check(*page(target - 1) == 42, "deflated_page_usable", "reads %llu",
 			   (unsigned long long)*page(target - 1));
-		gprintf("%s: deflated to %u pages, actual %u\n", NAME, low, virtio_read32(&bal, VIRTIO_MMIO_CONFIG + 4));
+		gprintf("%s: deflated to %u pages, actual %u\n", NAME, low,
+			virtio_read32(&bal, VIRTIO_MMIO_CONFIG + 4));
 	}
 
 	hostile("pfn_past_ram", Q_INFLATE, (uint32_t)(ram_end / PAGE), 4, 16, 0);

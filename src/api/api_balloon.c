@@ -19,7 +19,7 @@
 /* A post-boot call's -errno as Firecracker's BalloonError variant. */
 static void post_boot_fault(struct api_reply *r, int err)
 {
-	const char *v = err == -ENODEV	  ? "DeviceNotFound"
+	const char *v = err == -ENODEV	   ? "DeviceNotFound"
 			: err == -ENOTCONN ? "DeviceNotActive"
 			: err == -ERANGE   ? "TooManyPagesRequested"
 			: err == -EPERM	   ? "StatisticsStateChange"
@@ -75,8 +75,7 @@ void api_get_balloon(struct api *a, struct api_reply *r)
 }
 
 /* A body of one u32/u16 member `key` (deny_unknown_fields), as BalloonUpdateConfig/BalloonUpdateStatsConfig. */
-static int one_field(const char *body, size_t len, const char *key, uint64_t max, uint64_t *v, char *err,
-		     size_t errlen)
+static int one_field(const char *body, size_t len, const char *key, uint64_t max, uint64_t *v, char *err, size_t errlen)
 {
 	const char *const keys[] = {key, NULL};
 	const struct fcj c = {"balloon", err, errlen};

@@ -10,7 +10,7 @@
 #include "fc_config_internal.h"
 
 /* Firecracker's messages (VmmActionError::BalloonConfig of BalloonConfigError), word for word. */
-#define FC_BALLOON_TOO_LARGE  "Balloon config error: Amount of pages requested is too large."
+#define FC_BALLOON_TOO_LARGE "Balloon config error: Amount of pages requested is too large."
 #define FC_BALLOON_HUGE_PAGES                                                                                          \
 	"Balloon config error: Firecracker's huge pages support is incompatible with memory ballooning."
 

@@ -79,6 +79,13 @@ int snap_config_save(const struct vm_config *cfg, struct snap_writer *w)
 	/* Last, so that a file without it (written before it existed) still reads: see snap_config_load. */
 	if (!ret)
 		ret = snap_put_u64(w, cfg->cpu_template_digest);
+	/*
+	 * After it, only with a balloon: its configuration (the live target and interval are in the device's own
+	 * section). A configuration without one is the same bytes as before the balloon existed.
+	 */
+	if (!ret && cfg->balloon.enabled)
+		ret = snap_put_u8(w, cfg->balloon.enabled) || snap_put_u32(w, cfg->balloon.amount_mib) ||
+		      snap_put_u8(w, cfg->balloon.deflate_on_oom) || snap_put_u16(w, cfg->balloon.stats_interval_s);
 	if (ret)
 		return -ENOMEM;
 	return snap_section_end(w);
@@ -139,12 +146,27 @@ static int get_devices(struct snap_reader *r, struct vm_config *cfg)
 	return 0;
 }
 
-/* The optional last field: what the --cpu-template file asked for (snap_config.h). */
-static int get_template_digest(struct snap_reader *sec, struct snap_config_strings *s)
+/* The balloon's configuration (vm.h struct vm_balloon), checked as --balloon is: enabled, pages in 32 bits. */
+static int get_balloon(struct snap_reader *r, struct vm_balloon *b)
+{
+	if (get_bool(r, &b->enabled) || !b->enabled || snap_get_u32(r, &b->amount_mib) ||
+	    get_bool(r, &b->deflate_on_oom) || snap_get_u16(r, &b->stats_interval_s) ||
+	    b->amount_mib > UINT32_MAX / 256)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * The optional last fields: what the --cpu-template file asked for (snap_config.h); after it, a balloon's
+ * configuration when the VM has one.
+ */
+static int get_template_digest(struct snap_reader *sec, struct snap_config_strings *s, struct vm_config *cfg)
 {
 	s->has_cpu_template_digest = snap_remaining(sec) != 0;
 	s->cpu_template_digest = 0;
 	if (s->has_cpu_template_digest && snap_get_u64(sec, &s->cpu_template_digest))
+		return -EINVAL;
+	if (snap_remaining(sec) && get_balloon(sec, &cfg->balloon))
 		return -EINVAL;
 	return snap_remaining(sec) ? -EINVAL : 0;
 }
@@ -168,7 +190,7 @@ int snap_config_load(struct snap_reader *r, struct vm_config *cfg, struct snap_c
 	    get_bool(sec, &cfg->hugepages) || get_bool(sec, &no_acpi) || snap_get_u8(sec, &console) ||
 	    console > CONSOLE_VIRTIO || snap_get_u64(sec, &cfg->rng_rate) || snap_get_u32(sec, &cfg->vsock.cid) ||
 	    get_str(sec, cfg->vsock.uds, sizeof(cfg->vsock.uds)) || get_devices(sec, cfg) ||
-	    get_template_digest(sec, s)) {
+	    get_template_digest(sec, s, cfg)) {
 		snprintf(err, errlen, "the state file's configuration section is malformed");
 		return -EINVAL;
 	}

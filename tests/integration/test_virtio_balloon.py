@@ -210,3 +210,40 @@ def test_balloon_command_line_and_config_file(tmp_path):
     p = run_brisk("--config-file", str(path), "--no-api", timeout=120)
     assert "offered 0x130000004" in p.stdout, p.stdout + p.stderr
     assert re.search(rf"^{NAME}: inflated 512 pages", p.stdout, re.M), p.stdout
+
+
+def test_balloon_snapshot_restore(procs, sockdir, tmp_path):
+    """A snapshot keeps the balloon: its statistics interval as PATCHed (not the boot configuration's), the
+    statistics buffer the device held, the queues. The restored guest then inflates on PATCH: its RAM is a
+    private mapping of the memory file, where MADV_DONTNEED alone would read the snapshot's page back; the
+    guest's inflated_pages_zero check proves the pages were really replaced. Deflate and the hostile steps
+    follow in the restored process."""
+    b = start(procs, sockdir)
+    configure(b, {"amount_mib": 0, "deflate_on_oom": False, "stats_polling_interval_s": 1})
+    b.api.start()
+    b.wait_for(rf"^{NAME}: CHECK stats_post: PASS")
+    assert b.api.patch("/balloon/statistics", {"stats_polling_interval_s": 3}).status == 204
+    b.api.pause()
+    state, mem = tmp_path / "state", tmp_path / "mem"
+    b.api.snapshot_create(state, mem)
+    b.kill()
+    r = start(procs, sockdir, "r")
+    r.api.snapshot_load(state, mem, resume_vm=True)
+    assert r.api.get("/balloon").json == {"amount_mib": 0, "deflate_on_oom": False, "stats_polling_interval_s": 3}
+    s = r.api.get("/balloon/statistics").json
+    assert s["target_pages"] == 0 and s["free_memory"] == 123456789 and s["total_memory"] == 128 * MIB, s
+    assert r.api.patch("/balloon", {"amount_mib": 16}).status == 204
+    r.wait_for(rf"^{NAME}: inflated 4096 pages, actual 4096$")
+    r.wait_for(rf"^{NAME}: CHECK stats_returned: PASS", timeout=20)
+    assert r.api.patch("/balloon", {"amount_mib": 2}).status == 204
+    r.wait_for(rf"^{NAME}: deflated to 512 pages, actual 512$")
+    r.wait_for(rf"^{NAME}: hostile done$")
+    r.proc.wait(timeout=60)
+    r.join()
+    out = b.out + r.out
+    c = checks(out)
+    assert not [k for k, v in c.items() if v == "FAIL"], out
+    for k in ("inflated_pages_zero", "other_pages_kept", "stats_returned", "deflated_page_usable",
+              "refused_pages_kept"):
+        assert c.get(k) == "PASS", (k, out)
+    assert re.search(r"virtio-balloon: 4096 pages inflated, 3584 deflated", r.err), r.err
