@@ -69,14 +69,16 @@ def checks(out):
 
 
 @pytest.mark.security
-def test_balloon_inflate_stats_deflate_hostile(procs, sockdir):
+def test_balloon_inflate_stats_deflate_hostile(procs, sockdir, tmp_path):
     """The whole cycle through the API, as firecracker-containerd drives it: PUT /balloon (16 MiB, statistics
     every second) before boot, the guest inflates 16 MiB of the 32 it touched and brisk's RSS falls by about
     that, GET /balloon and /balloon/statistics report target, actual and the guest's numbers, PATCH /balloon
     lowers the target and the guest deflates, PATCH /balloon/statistics changes the interval but cannot turn
     statistics off; then the guest's hostile PFNs and buffers (docs/security.md cases 58-60) are dropped and
-    counted, the VM runs on and no page outside the balloon changed."""
+    counted, the VM runs on and no page outside the balloon changed. The metrics' balloon group counts it."""
     b = start(procs, sockdir)
+    metrics = tmp_path / "metrics.json"
+    b.api.ok("PUT", "/metrics", {"metrics_path": str(metrics)})
     configure(b, {"amount_mib": 0, "deflate_on_oom": True, "stats_polling_interval_s": 1})
     assert b.api.get("/balloon").json == {"amount_mib": 0, "deflate_on_oom": True, "stats_polling_interval_s": 1}
     assert fault(b.api.patch("/balloon", {"amount_mib": 4})) == NOT_BEFORE
@@ -121,6 +123,11 @@ def test_balloon_inflate_stats_deflate_hostile(procs, sockdir):
     b.wait_for(rf"^{NAME}: hostile done$")
     b.proc.wait(timeout=60)
     b.join()
+    lines = [json.loads(line) for line in metrics.read_text().splitlines()]
+    total = {k: sum(line["balloon"][k] for line in lines) for k in lines[0]["balloon"]}
+    # notifications: 16 inflate buffers + 5 hostile ones; 12 deflate buffers + 1; the stats buffer twice at least
+    assert total["inflate_count"] >= 2 and total["deflate_count"] >= 2, total
+    assert total["stats_updates_count"] >= 2 and total["event_fails"] == 3, total
     c = checks(b.out)
     fails = [k for k, v in c.items() if v == "FAIL"]
     assert not fails, b.out
@@ -133,6 +140,7 @@ def test_balloon_inflate_stats_deflate_hostile(procs, sockdir):
     assert b.err.count("malformed request") == 3, b.err
 
 
+@pytest.mark.security
 def test_balloon_api_rules(procs, sockdir):
     """Firecracker's test_api_balloon: PATCH before a balloon exists or before boot fails, PUT replaces, the
     target is bounded by the memory, GET works before boot; after boot PUT is refused and PATCH says the driver is
@@ -168,6 +176,7 @@ def test_balloon_api_rules(procs, sockdir):
     assert b.api.get("/balloon").json == {"amount_mib": 8, "deflate_on_oom": False, "stats_polling_interval_s": 0}
 
 
+@pytest.mark.security
 def test_balloon_statistics_disabled_and_absent(procs, sockdir):
     """GET /balloon/statistics without statistics is StatisticsDisabled; with no balloon, DeviceNotFound."""
     b = start(procs, sockdir)

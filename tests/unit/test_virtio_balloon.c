@@ -21,6 +21,7 @@
 #include "brisk/bus.h"
 #include "brisk/devmgr.h"
 #include "brisk/evloop.h"
+#include "brisk/fc_metrics.h"
 #include "brisk/log.h"
 #include "brisk/mem.h"
 #include "brisk/virtio.h"
@@ -150,10 +151,10 @@ static void test_discard(void **state)
 	memset(p, 0xab, 8192);
 	assert_int_equal(gmem_discard(&m, 0x100000, 4096), 0);
 	assert_int_equal(p[0], 0);
-	assert_int_equal(p[4096], 0xab); /* the next page is kept */
-	assert_int_equal(gmem_discard(&m, 0x100800, 4096), -EINVAL);   /* unaligned */
-	assert_int_equal(gmem_discard(&m, 0x100000, 100), -EINVAL);    /* a part of a page */
-	assert_int_equal(gmem_discard(&m, 4u << 20, 4096), -EINVAL);   /* past RAM */
+	assert_int_equal(p[4096], 0xab);			     /* the next page is kept */
+	assert_int_equal(gmem_discard(&m, 0x100800, 4096), -EINVAL); /* unaligned */
+	assert_int_equal(gmem_discard(&m, 0x100000, 100), -EINVAL);  /* a part of a page */
+	assert_int_equal(gmem_discard(&m, 4u << 20, 4096), -EINVAL); /* past RAM */
 	assert_int_equal(gmem_discard(&m, (4u << 20) - 4096, 8192), -EINVAL);
 	assert_int_equal(gmem_discard(&m, 0, 0), -EINVAL);
 	assert_int_equal(p[4096], 0xab);
@@ -222,7 +223,7 @@ static void test_post_boot_calls(void **state)
 	before = vdrv_rd(&fx.drv, 0x0fc);
 	assert_int_equal(virtio_balloon_set_target(fx.dev, &mib), 0);
 	assert_int_equal(vdrv_rd(&fx.drv, 0x100), 8 * 256);
-	assert_int_not_equal(vdrv_rd(&fx.drv, 0x0fc), before);		 /* ConfigGeneration moved */
+	assert_int_not_equal(vdrv_rd(&fx.drv, 0x0fc), before);	       /* ConfigGeneration moved */
 	assert_true(vdrv_rd(&fx.drv, 0x060) & VIRTIO_MMIO_INT_CONFIG); /* a config change interrupt */
 	assert_int_equal(virtio_balloon_set_target(fx.dev, &huge), -ERANGE);
 	assert_int_equal(vdrv_rd(&fx.drv, 0x100), 8 * 256);
@@ -288,8 +289,8 @@ static void test_inflate_malformed(void **state)
 		pfn[k] = PAGES / 4096;
 	pages[0] = 0x77;
 	post_pfns(INFLATE, pfn, BALLOON_MAX_PFNS_PER_BUF + 1, 0, 0); /* 257 PFNs */
-	post_pfns(INFLATE, pfn, 1, 3, 0);			      /* 3 bytes */
-	post_pfns(INFLATE, pfn, 1, 0, VIRTQ_DESC_F_WRITE);	      /* device-writable */
+	post_pfns(INFLATE, pfn, 1, 3, 0);			     /* 3 bytes */
+	post_pfns(INFLATE, pfn, 1, 0, VIRTQ_DESC_F_WRITE);	     /* device-writable */
 	assert_int_equal(pages[0], 0x77);
 	virtio_stats(t, &s);
 	assert_int_equal(s.bad_chains, 3);
@@ -319,7 +320,7 @@ static void test_stats_queue(void **state)
 		memcpy(e[k] + 2, &val, 8);
 	}
 	memcpy(vdrv_gpa(&fx.drv, buf, sizeof(e)), e, sizeof(e));
-	vdrv_post(&fx.drv, STATSQ, buf, sizeof(e) + 5, 0); /* a trailing partial entry is not read */
+	vdrv_post(&fx.drv, STATSQ, buf, sizeof(e) + 5, 0);		  /* a trailing partial entry is not read */
 	assert_int_equal(vdrv_wait_used(&fx.drv, STATSQ, 100, NULL), -1); /* kept */
 	i = info();
 	assert_int_equal(i.stats_present, (1u << 4) | (1u << 5) | (1u << 9));
@@ -334,6 +335,62 @@ static void test_stats_queue(void **state)
 	vdrv_post(&fx.drv, STATSQ, buf, 10, 0);
 	assert_int_equal(vdrv_wait_used(&fx.drv, STATSQ, 500, &id), 0);
 	assert_int_equal(id, 1);
+	/* a 4 MiB buffer: only BALLOON_MAX_STATS entries are read (the rest is never looked at); it frees head 2 */
+	memset(vdrv_gpa(&fx.drv, 0x800000, 4u << 20), 0, 4u << 20);
+	vdrv_post(&fx.drv, STATSQ, 0x800000, 4u << 20, 0);
+	assert_int_equal(vdrv_wait_used(&fx.drv, STATSQ, 500, &id), 0);
+	assert_int_equal(id, 2);
+	assert_int_equal(info().stat[0], 0); /* tag 0 (swap_in) with value 0: read */
+	assert_false(vdrv_rd(&fx.drv, 0x070) & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+}
+
+/*
+ * Case 60: a flood of inflate buffers behind one notification is taken at most 32 per event-loop callback
+ * (BALLOON_CHAINS_PER_ROUND), the rest on the next turns; every buffer completes. Queue 0 is set up here with 128
+ * entries (virtio_driver.h's queues have 16).
+ */
+static void test_inflate_bounded_rounds(void **state)
+{
+	enum { N = 128 };
+	const uint64_t desc = VDRV_RING(0), avail = desc + 0x1000, used = desc + 0x2000;
+	const uint32_t ok = VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK;
+	struct vdrv_desc *dt;
+	uint16_t *av, *us;
+	uint64_t rounds0 = fcm_balloon[FCM_BALLOON_inflate_count];
+	int i;
+
+	(void)state;
+	vdrv_wr(&fx.drv, 0x070, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER);
+	vdrv_wr(&fx.drv, 0x024, 1);
+	vdrv_wr(&fx.drv, 0x020, 1); /* VERSION_1 */
+	vdrv_wr(&fx.drv, 0x070, ok);
+	memset(vdrv_gpa(&fx.drv, desc, 0x3000), 0, 0x3000);
+	vdrv_wr(&fx.drv, 0x030, 0);
+	vdrv_wr(&fx.drv, 0x038, N);
+	vdrv_wr(&fx.drv, 0x080, (uint32_t)desc);
+	vdrv_wr(&fx.drv, 0x090, (uint32_t)avail);
+	vdrv_wr(&fx.drv, 0x0a0, (uint32_t)used);
+	vdrv_wr(&fx.drv, 0x044, 1);
+	vdrv_wr(&fx.drv, 0x070, ok | VIRTIO_STATUS_DRIVER_OK);
+	dt = vdrv_gpa(&fx.drv, desc, N * sizeof(*dt));
+	av = vdrv_gpa(&fx.drv, avail, 4 + 2 * N);
+	us = vdrv_gpa(&fx.drv, used, 4 + 8 * N);
+	for (i = 0; i < N; i++) {
+		uint32_t *pfn = vdrv_gpa(&fx.drv, PFNS + (uint64_t)i * 64, 64);
+
+		for (unsigned k = 0; k < 16; k++)
+			pfn[k] = PAGES / 4096 + (uint32_t)(i * 16 + k) % 1024;
+		dt[i] = (struct vdrv_desc){.addr = PFNS + (uint64_t)i * 64, .len = 64};
+		av[2 + i] = (uint16_t)i;
+	}
+	__atomic_store_n(&av[1], N, __ATOMIC_RELEASE);
+	vdrv_wr(&fx.drv, 0x050, 0); /* one notification for all of them */
+	for (i = 0; i < 5000 && __atomic_load_n(&us[1], __ATOMIC_ACQUIRE) != N; i++)
+		nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+	assert_int_equal(__atomic_load_n(&us[1], __ATOMIC_ACQUIRE), N);
+	assert_int_equal(info().inflated, N * 16);
+	/* 128 buffers, 32 a round: at least 4 rounds (the notification's and the eventfd's) */
+	assert_true(fcm_balloon[FCM_BALLOON_inflate_count] - rounds0 >= N / 32);
 }
 
 int main(void)
@@ -348,6 +405,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_inflate_checks_pfns, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_inflate_malformed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stats_queue, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_inflate_bounded_rounds, setup, teardown),
 	};
 
 	log_set_level(LOG_ERROR); /* the malformed-request warnings are expected here */
