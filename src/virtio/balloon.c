@@ -225,6 +225,13 @@ static void serve_pfns(struct balloon *b, unsigned q)
 		kick(b);
 }
 
+static void serve_stats(struct balloon *b);
+
+/*
+ * The eventfd: a round that stopped at its budget, or the activation (the driver may make buffers available
+ * before DRIVER_OK, 3.1.1 step 7, and Linux's virtio_balloon primes the statistics queue then: those
+ * notifications came while the device was not active and are served now).
+ */
 static void kicked(void *arg, uint32_t events)
 {
 	struct balloon *b = arg;
@@ -235,6 +242,8 @@ static void kicked(void *arg, uint32_t events)
 		return;
 	serve_pfns(b, BALLOON_INFLATE);
 	serve_pfns(b, BALLOON_DEFLATE);
+	if (b->stats_interval_s)
+		serve_stats(b);
 }
 
 /* ---- statistics ---------------------------------------------------------------------------------------- */
@@ -291,7 +300,7 @@ static void serve_stats(struct balloon *b)
 	if (virtq_iter_pushed(&it))
 		virtio_queue_done(b->t, BALLOON_STATS);
 	if (it.more)
-		kick(b); /* the kick serves inflate/deflate; the next notification, this queue */
+		kick(b);
 }
 
 /* The tick: the held buffer goes back to the driver, which refills it (5.5.6.3). */
@@ -383,6 +392,7 @@ static int balloon_activate(void *dev, uint64_t features)
 	b->active = true;
 	arm_timer(b, 0);
 	pthread_mutex_unlock(&b->lock);
+	kick(b); /* buffers made available before DRIVER_OK */
 	return 0;
 }
 

@@ -67,6 +67,7 @@
  *     3d. brisk.snapshot=1: snapshot mode (tests/linux/test_snapshot_linux.py): mounts
  *        the disk on /mnt, ticks every 200 ms (uptime, a write and read-back on the
  *        disk) and serves vsock commands until the host says stop; init_net.c says more
+ *     3e. brisk.balloon=MIB: balloon mode (tests/linux/test_balloon_linux.py, init_balloon.c)
  *   brisk.id=TOKEN    the token the disk stage writes (default "none")
  *   brisk.blkbench.mib=N   MiB the sequential rows move (default 64, at most
  *                     the device's size)
@@ -724,6 +725,9 @@ static void virtio_mode(const char *cmdline)
 	}
 	read_hwrng();
 	net_mode(cmdline); /* brisk.ip=, brisk.tcp=, brisk.vsock=, ...: init_net.c */
+	char balloon[16];
+	if (arg_value(cmdline, "brisk.balloon=", balloon, sizeof(balloon), NULL))
+		balloon_mode(cmdline); /* returns once inflated and deflated: init_balloon.c */
 	if (has_arg(cmdline, "brisk.snapshot=1"))
 		snapshot_mode(cmdline); /* ticks until the host says stop: init_net.c */
 	char bench_dev[128];

@@ -393,6 +393,41 @@ static void test_inflate_bounded_rounds(void **state)
 	assert_true(fcm_balloon[FCM_BALLOON_inflate_count] - rounds0 >= N / 32);
 }
 
+/* 3.1.1 step 7: buffers made available before DRIVER_OK (Linux primes the statistics queue so) are served once the
+ * driver sets it, although their notifications came while the device was not active. */
+static void test_buffers_before_driver_ok(void **state)
+{
+	const uint32_t ok = VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK;
+	uint8_t e[10] = {5, 0}, *pages = vdrv_gpa(&fx.drv, PAGES, 4096);
+	uint32_t pfn = PAGES / 4096;
+	uint64_t val = 4242;
+
+	(void)state;
+	memcpy(e + 2, &val, 8);
+	vdrv_wr(&fx.drv, 0x070, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER);
+	vdrv_wr(&fx.drv, 0x024, 0);
+	vdrv_wr(&fx.drv, 0x020, 1u << 1); /* STATS_VQ */
+	vdrv_wr(&fx.drv, 0x024, 1);
+	vdrv_wr(&fx.drv, 0x020, 1); /* VERSION_1 */
+	vdrv_wr(&fx.drv, 0x070, ok);
+	for (unsigned q = 0; q < 3; q++)
+		vdrv_setup_queue(&fx.drv, q, VDRV_RING(q));
+	memcpy(vdrv_gpa(&fx.drv, PFNS, 10), e, 10);
+	memcpy(vdrv_gpa(&fx.drv, PFNS + 0x1000, 4), &pfn, 4);
+	pages[0] = 9;
+	vdrv_post(&fx.drv, STATSQ, PFNS, 10, 0);
+	vdrv_post(&fx.drv, INFLATE, PFNS + 0x1000, 4, 0);
+	assert_int_equal(vdrv_wait_used(&fx.drv, INFLATE, 50, NULL), -1); /* not before DRIVER_OK */
+	assert_int_equal(pages[0], 9);
+	vdrv_wr(&fx.drv, 0x070, ok | VIRTIO_STATUS_DRIVER_OK);
+	assert_int_equal(vdrv_wait_used(&fx.drv, INFLATE, 2000, NULL), 0);
+	assert_int_equal(pages[0], 0);
+	for (int i = 0; i < 2000 && !(info().stats_present & (1u << 5)); i++)
+		nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+	assert_int_equal(info().stats_present, 1u << 5);
+	assert_int_equal(info().stat[5], 4242);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -406,6 +441,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_inflate_malformed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stats_queue, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_inflate_bounded_rounds, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_buffers_before_driver_ok, setup, teardown),
 	};
 
 	log_set_level(LOG_ERROR); /* the malformed-request warnings are expected here */
