@@ -6,7 +6,8 @@
  * virtio_balloon takes inflated pages out of MemTotal when VIRTIO_BALLOON_F_DEFLATE_ON_OOM is not negotiated
  * (adjust_managed_page_count). It prints "brisk-balloon: inflated" once MemTotal fell by at least
  * brisk.balloon.min=MIB (default 16), then "brisk-balloon: deflated" once it is back within 1 MiB, and
- * returns; each wait is bounded by brisk.balloon.wait=SECONDS (default 240).
+ * returns 5 s later (the host reads the statistics of the deflated balloon meanwhile); each wait is bounded by
+ * brisk.balloon.wait=SECONDS (default 240).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,4 +73,5 @@ void balloon_mode(const char *cmdline)
 	    t, base - t);
 	t = follow(base, 1024, 0, secs);
 	say("brisk-balloon: %s MemTotal %ld kB\n", t >= base - 1024 ? "deflated" : "not deflated", t);
+	sleep(5);
 }
