@@ -104,6 +104,7 @@ static bool park(struct evloop *l)
 	while (!l->resume && !l->quit)
 		pthread_cond_wait(&l->park_cond, &l->park_lock);
 	l->parked = l->resume = false;
+	pthread_cond_broadcast(&l->park_cond); /* evloop_start waits for this */
 	quit = l->quit;
 	pthread_mutex_unlock(&l->park_lock);
 	return quit;
@@ -164,6 +165,13 @@ int evloop_start(struct evloop *l)
 		pthread_mutex_lock(&l->park_lock);
 		l->resume = true;
 		pthread_cond_broadcast(&l->park_cond);
+		/*
+		 * Until it has left park(): else an evloop_stop right after this one (two post-boot device calls
+		 * in a row) would find `parked` still set and return at once, and its evloop_start's resume would
+		 * be cleared by the thread leaving the first park: the loop parked for good.
+		 */
+		while (l->parked && !l->ended)
+			pthread_cond_wait(&l->park_cond, &l->park_lock);
 		pthread_mutex_unlock(&l->park_lock);
 		l->running = true;
 		return 0;

@@ -50,9 +50,9 @@ def fault(r):
     return r.fault
 
 
-def start(procs, sockdir, name="b"):
+def start(procs, sockdir, name="b", log="info"):
     sock = os.path.join(sockdir, f"{name}.sock")
-    b = Brisk(["--api-sock", sock, "--log-level", "info"], sock=sock)
+    b = Brisk(["--api-sock", sock, "--log-level", log], sock=sock)
     procs.append(b)
     return b
 
@@ -236,7 +236,7 @@ def test_balloon_snapshot_restore(procs, sockdir, tmp_path):
     state, mem = tmp_path / "state", tmp_path / "mem"
     b.api.snapshot_create(state, mem)
     b.kill()
-    r = start(procs, sockdir, "r")
+    r = start(procs, sockdir, "r", log=os.environ.get("BALLOON_LOG", "info"))
     r.api.snapshot_load(state, mem, resume_vm=True)
     assert r.api.get("/balloon").json == {"amount_mib": 0, "deflate_on_oom": False, "stats_polling_interval_s": 3}
     s = r.api.get("/balloon/statistics").json
@@ -251,7 +251,7 @@ def test_balloon_snapshot_restore(procs, sockdir, tmp_path):
     r.join()
     out = b.out + r.out
     c = checks(out)
-    assert not [k for k, v in c.items() if v == "FAIL"], out
+    assert not [k for k, v in c.items() if v == "FAIL"], out + "\n--- restored brisk's stderr ---\n" + r.err[-4000:]
     for k in ("inflated_pages_zero", "other_pages_kept", "stats_returned", "deflated_page_usable",
               "refused_pages_kept"):
         assert c.get(k) == "PASS", (k, out)

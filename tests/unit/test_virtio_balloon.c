@@ -428,6 +428,26 @@ static void test_buffers_before_driver_ok(void **state)
 	assert_int_equal(info().stat[5], 4242);
 }
 
+/*
+ * The API's post-boot calls stop and restart the event loop (vm_device_call); many in a row (GET /balloon, GET
+ * /balloon/statistics, PATCH /balloon) must leave it running: a buffer posted afterwards is served.
+ */
+static void test_loop_survives_calls_in_a_row(void **state)
+{
+	uint8_t *pages = vdrv_gpa(&fx.drv, PAGES, 4096);
+	uint32_t pfn = PAGES / 4096;
+
+	(void)state;
+	vdrv_bring_up(&fx.drv, 0, 3);
+	for (int i = 0; i < 2000; i++) {
+		evloop_stop(loop);
+		evloop_start(loop);
+	}
+	pages[0] = 3;
+	post_pfns(INFLATE, &pfn, 1, 0, 0);
+	assert_int_equal(pages[0], 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -442,6 +462,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_stats_queue, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_inflate_bounded_rounds, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_buffers_before_driver_ok, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_loop_survives_calls_in_a_row, setup, teardown),
 	};
 
 	log_set_level(LOG_ERROR); /* the malformed-request warnings are expected here */
