@@ -46,6 +46,7 @@ LIB_SRCS := \
 	src/virtio/mmio.c \
 	src/virtio/mmio_snap.c \
 	src/virtio/rng.c \
+	src/virtio/balloon.c \
 	src/virtio/blk/blk.c \
 	src/virtio/blk/blk_req.c \
 	src/virtio/blk/blk_io.c \
@@ -72,6 +73,7 @@ LIB_SRCS := \
 	src/config/fc_args.c \
 	src/api/fc_config.c \
 	src/api/fc_config_dev.c \
+	src/api/fc_config_balloon.c \
 	src/api/fc_config_file.c \
 	src/api/fc_config_get.c \
 	src/api/fc_config_json.c \
@@ -94,6 +96,7 @@ LIB_SRCS := \
 	src/api/api.c \
 	src/api/api_names.c \
 	src/api/api_vm.c \
+	src/api/api_balloon.c \
 	src/api/api_patch.c \
 	src/api/api_metrics.c \
 	src/api/api_mmds.c \
@@ -188,6 +191,7 @@ UNIT_TESTS := \
 	test_serial8250 \
 	test_console_io \
 	test_virtio_console \
+	test_virtio_balloon \
 	test_virtio_vsock \
 	test_virtio_net \
 	test_mmds \

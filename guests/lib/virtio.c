@@ -845,6 +845,15 @@ int virtio_raw_poll(struct virtio_raw *r, unsigned int timeout_ms, uint32_t *id,
 	return 0;
 }
 
+void virtio_sleep_ms(unsigned int ms)
+{
+	struct deadline d;
+
+	deadline_start(&d, ms);
+	while (!deadline_passed(&d))
+		cpu_relax();
+}
+
 uint32_t virtio_poll_status(const struct virtio_dev *dev, uint32_t bits, unsigned int timeout_ms)
 {
 	struct deadline d;

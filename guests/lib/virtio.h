@@ -341,6 +341,8 @@ int virtio_raw_poll(struct virtio_raw *r, unsigned int timeout_ms, uint32_t *id,
 /* used.idx as the device last published it. */
 uint16_t virtio_raw_used_idx(const struct virtio_raw *r);
 
+/* Waits about `ms` milliseconds (the LAPIC timer, or a poll budget), touching no device. */
+void virtio_sleep_ms(unsigned int ms);
 /* Poll the Status register, bounded by timeout_ms, until it has every bit of `bits`; returns the last value read. */
 uint32_t virtio_poll_status(const struct virtio_dev *dev, uint32_t bits, unsigned int timeout_ms);
 /*

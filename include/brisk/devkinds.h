@@ -55,7 +55,7 @@ struct devkind {
 	enum vm_error_kind (*fault)(int err);
 };
 
-/* The table, in plan order: disks, nets, vsock, entropy, console; devkinds_nr rows, at most DEVKINDS_MAX. */
+/* The table, in plan order: disks, nets, vsock, entropy, console, balloon; devkinds_nr rows, at most DEVKINDS_MAX. */
 #define DEVKINDS_MAX 16
 extern const struct devkind devkinds[];
 extern const unsigned devkinds_nr;

@@ -193,6 +193,12 @@ __attribute__((warn_unused_result)) int fc_put_entropy(struct fc_vm *f, const ch
  */
 __attribute__((warn_unused_result)) int fc_put_mmds_config(struct fc_vm *f, const char *body, size_t len, char *err,
 							   size_t errlen);
+/*
+ * PUT /balloon (pre-boot): amount_mib (at most mem_size_mib) and deflate_on_oom required,
+ * stats_polling_interval_s 0..65535 (0: no statistics); refused with huge pages; replaces (cfg.balloon).
+ */
+__attribute__((warn_unused_result)) int fc_put_balloon(struct fc_vm *f, const char *body, size_t len, char *err,
+						       size_t errlen);
 /* PUT /logger: updates the given fields of f->logger (level case-insensitive, as Firecracker). */
 __attribute__((warn_unused_result)) int fc_put_logger(struct fc_vm *f, const char *body, size_t len, char *err,
 						      size_t errlen);
@@ -219,8 +225,8 @@ void fc_metrics_free(struct fc_metrics *m);
 /*
  * Firecracker's --config-file text: one object with "boot-source"
  * (required), "drives" and "network-interfaces" (arrays of the API bodies),
- * "machine-config", "vsock", "entropy", "logger", "metrics", "mmds-config"
- * (after the interfaces it names); "balloon", "cpu-config",
+ * "machine-config", "vsock", "entropy", "logger", "metrics", "balloon", "mmds-config"
+ * (after the interfaces it names); "cpu-config",
  * "memory-hotplug" null and "pmem" [] are ignored (what GET /vm/config of Firecracker returns). On success `f` is
  * replaced by the file's configuration (its old contents freed); on error
  * `f` is unchanged and `err` names the section and key ("drives[1]:

@@ -269,7 +269,8 @@ enum { FCM_ENTROPY(FCM_SLOT) FCM_ENTROPY_N };
 extern uint64_t fcm_api_server[FCM_API_SERVER_N], fcm_deprecated_api[FCM_DEPRECATED_API_N], fcm_get_api[FCM_GET_API_N],
     fcm_i8042[FCM_I8042_N], fcm_uart[FCM_UART_N], fcm_latencies[FCM_LATENCIES_N], fcm_logger[FCM_LOGGER_N],
     fcm_patch_api[FCM_PATCH_API_N], fcm_put_api[FCM_PUT_API_N], fcm_seccomp[FCM_SECCOMP_N], fcm_vmm[FCM_VMM_N],
-    fcm_signals[FCM_SIGNALS_N], fcm_vsock[FCM_VSOCK_N], fcm_entropy[FCM_ENTROPY_N], fcm_mmds[FCM_MMDS_N];
+    fcm_signals[FCM_SIGNALS_N], fcm_vsock[FCM_VSOCK_N], fcm_entropy[FCM_ENTROPY_N], fcm_mmds[FCM_MMDS_N],
+    fcm_balloon[FCM_BALLOON_N];
 
 /* Adds n to slot i of group g (a relaxed atomic add: any thread, no lock). */
 static inline void fcm_add(uint64_t *g, unsigned i, uint64_t n)

@@ -26,6 +26,7 @@ struct gmem {
 	uint64_t size;
 	unsigned nr;
 	struct gmem_region region[2];
+	int file_backed; /* gmem_init_file: a MAP_PRIVATE mapping of a snapshot's memory file */
 };
 
 /* Maps `size` bytes (MAP_NORESERVE) at a GMEM_ALIGN-aligned host address. Returns 0 or -errno. */
@@ -55,6 +56,15 @@ void *gmem_ptr(const struct gmem *m, uint64_t gpa, uint64_t len);
 /* Copy to/from guest RAM through gmem_ptr. Return 0 or -EFAULT. */
 __attribute__((warn_unused_result)) int gmem_write(const struct gmem *m, uint64_t gpa, const void *src, uint64_t len);
 __attribute__((warn_unused_result)) int gmem_read(const struct gmem *m, uint64_t gpa, void *dst, uint64_t len);
+
+/*
+ * Gives the host back the pages of guest range [gpa, gpa+len) (the balloon's inflate): both page-aligned
+ * and the whole range inside one RAM region (gmem_ptr), else -EINVAL and nothing is touched. Anonymous RAM:
+ * madvise(MADV_DONTNEED), the pages read back as zero. A file-backed (restored) mapping: a fresh anonymous
+ * private mapping is placed over the range first (MAP_FIXED), as MADV_DONTNEED there would only drop the
+ * private copy and read the snapshot's page back. 0 or -errno.
+ */
+__attribute__((warn_unused_result)) int gmem_discard(const struct gmem *m, uint64_t gpa, uint64_t len);
 
 /* Guest RAM bytes below the MMIO hole. */
 uint64_t gmem_low_size(const struct gmem *m);

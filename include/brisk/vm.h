@@ -69,6 +69,17 @@ struct vm_vsock {
 	char uds[VM_VSOCK_UDS_MAX + 1]; /* the hybrid-vsock socket brisk listens on; empty: no vsock device */
 };
 
+/*
+ * --balloon SIZE[,deflate_on_oom][,stats=SECONDS] or the API's PUT /balloon (docs/devices.md, "Balloon"):
+ * Firecracker's balloon device, its target in MiB (at most the VM's memory).
+ */
+struct vm_balloon {
+	bool enabled;
+	uint32_t amount_mib;	   /* the target: num_pages = amount_mib * 256 */
+	bool deflate_on_oom;	   /* VIRTIO_BALLOON_F_DEFLATE_ON_OOM offered */
+	uint16_t stats_interval_s; /* 0: no statistics queue (VIRTIO_BALLOON_F_STATS_VQ not offered) */
+};
+
 struct vm;
 struct cpuid_fc_template;
 
@@ -106,6 +117,7 @@ struct vm_config {
 	struct vm_vsock vsock;		/* --vsock; uds empty: none */
 	uint64_t rng_rate;		/* --rng: bytes per second; 0: no entropy device */
 	struct rl_config rng_rl;	/* PUT /entropy's rate_limiter; zero: rng_rate's one-second bucket */
+	struct vm_balloon balloon;	/* --balloon; enabled false: none */
 	enum console_mode console;	/* --console */
 	bool no_acpi;			/* --acpi off: no ACPI tables, MP table and command-line words only */
 	bool boot_timer;		/* --boot-timer: Firecracker's boot timer on the boot marker's MMIO page */

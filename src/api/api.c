@@ -158,7 +158,7 @@ static void api_put_mmds_config(struct api *a, const char *body, size_t len, str
 
 /* Endpoints Firecracker has and brisk does not: a clear 400, never a silent success. */
 static const char *const unsupported[] = {
-    "/balloon", "/hotplug", "/snapshot/memory", "/serial", "/pmem", NULL,
+    "/hotplug", "/snapshot/memory", "/serial", "/pmem", NULL,
 };
 
 static bool is_unsupported(const char *path)
@@ -217,6 +217,25 @@ static bool route_config(struct api *a, enum api_method m, const char *p, const 
 	return true;
 }
 
+/* /balloon and /balloon/statistics (api_balloon.c). */
+static bool route_balloon(struct api *a, enum api_method m, const char *p, const char *body, size_t len,
+			  struct api_reply *r)
+{
+	if (strcmp(p, "/balloon") == 0 && m == API_PUT)
+		api_put_balloon(a, body, len, r);
+	else if (strcmp(p, "/balloon") == 0 && m == API_GET)
+		api_get_balloon(a, r);
+	else if (strcmp(p, "/balloon") == 0 && m == API_PATCH)
+		api_patch_balloon(a, body, len, r);
+	else if (strcmp(p, "/balloon/statistics") == 0 && m == API_GET)
+		api_get_balloon_stats(a, r);
+	else if (strcmp(p, "/balloon/statistics") == 0 && m == API_PATCH)
+		api_patch_balloon_stats(a, body, len, r);
+	else
+		return false;
+	return true;
+}
+
 static bool route(struct api *a, enum api_method m, const char *p, const char *body, size_t len, struct api_reply *r)
 {
 	if (strcmp(p, "/") == 0 && m == API_GET)
@@ -235,6 +254,8 @@ static bool route(struct api *a, enum api_method m, const char *p, const char *b
 		api_put_actions(a, body, len, r);
 	else if (strcmp(p, "/vm") == 0 && m == API_PATCH)
 		api_patch_vm(a, body, len, r);
+	else if (route_balloon(a, m, p, body, len, r))
+		;
 	else if (strcmp(p, "/snapshot/create") == 0 && m == API_PUT)
 		api_snapshot_create(a, body, len, r);
 	else if (strcmp(p, "/snapshot/load") == 0 && m == API_PUT)

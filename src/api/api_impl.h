@@ -29,6 +29,12 @@ bool api_route_mmds(enum api_method m, const char *p, const char *body, size_t l
 /* api_patch.c: PATCH /drives/{id} and /network-interfaces/{id}, post-boot only (Firecracker's rules). */
 void api_patch_drive(struct api *a, const char *id, const char *body, size_t len, struct api_reply *r);
 void api_patch_net(struct api *a, const char *id, const char *body, size_t len, struct api_reply *r);
+/* api_balloon.c: /balloon and /balloon/statistics (PUT pre-boot; PATCH and statistics post-boot). */
+void api_put_balloon(struct api *a, const char *body, size_t len, struct api_reply *r);
+void api_get_balloon(struct api *a, struct api_reply *r);
+void api_patch_balloon(struct api *a, const char *body, size_t len, struct api_reply *r);
+void api_get_balloon_stats(struct api *a, struct api_reply *r);
+void api_patch_balloon_stats(struct api *a, const char *body, size_t len, struct api_reply *r);
 
 /* api_metrics.c: the periodic line when it is due (fc_metrics_timeout_ms), else nothing. */
 void api_metrics_tick(struct api *a);

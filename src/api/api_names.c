@@ -25,6 +25,7 @@ static const struct {
     {"--disk", "drives", NULL},
     {"--net", "network-interfaces", NULL},
     {"--vsock", "vsock", NULL},
+    {"--balloon", "balloon", NULL},
 };
 
 struct out {

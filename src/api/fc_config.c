@@ -244,6 +244,8 @@ int fc_apply_machine_config(struct fc_vm *f, const struct fcj *c, json_object *o
 		return fcj_fail(c, "empty PATCH request: give at least one field");
 	if (machine_check(c, &m))
 		return -EINVAL;
+	if (fc_machine_balloon_check(f, m.memory >> 20, m.huge != FC_HUGE_NONE))
+		return fcj_fail(c, "%s", fc_machine_balloon_check(f, m.memory >> 20, m.huge != FC_HUGE_NONE));
 	if (m.tmpl && set_static_template(f, m.tmpl))
 		return -ENOMEM;
 	f->cfg.cpus = (unsigned)m.cpus;

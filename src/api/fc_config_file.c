@@ -15,7 +15,7 @@
 #include "fc_config_internal.h"
 
 /* Sections a Firecracker GET /vm/config has that brisk has no device for: accepted when empty, then ignored. */
-static const char *const ignored[] = {"balloon", "memory-hotplug", "pmem", NULL};
+static const char *const ignored[] = {"memory-hotplug", "pmem", NULL};
 
 static const char *const sections[] = {
     "boot-source", "drives",  "machine-config", "network-interfaces", "vsock",		"entropy", "logger",
@@ -159,7 +159,8 @@ static int apply_sections(struct fc_vm *f, const struct fcj *c, json_object *roo
 	    (ret = object_section(f, c, root, "mmds-config", fc_apply_mmds_config)) ||
 	    (ret = object_section(f, c, root, "entropy", fc_apply_entropy)) ||
 	    (ret = object_section(f, c, root, "logger", fc_apply_logger)) ||
-	    (ret = object_section(f, c, root, "metrics", fc_apply_metrics)))
+	    (ret = object_section(f, c, root, "metrics", fc_apply_metrics)) ||
+	    (ret = object_section(f, c, root, "balloon", fc_apply_balloon)))
 		return ret;
 	return 0;
 }

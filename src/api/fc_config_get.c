@@ -302,7 +302,7 @@ char *fc_vm_to_json(const struct fc_vm *f)
 	bool bad = !root;
 
 	if (!bad) {
-		add_field(root, "balloon", NULL, &bad);
+		add_field(root, "balloon", f->cfg.balloon.enabled ? fc_balloon_json(&f->cfg.balloon) : NULL, &bad);
 		put_array(f, root, "drives", f->cfg.nr_disks, drive, &bad);
 		boot_source(f, root, &bad);
 		logger(f, root, &bad);

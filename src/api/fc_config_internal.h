@@ -52,6 +52,15 @@ int fc_apply_metrics(struct fc_vm *f, const struct fcj *c, json_object *o);
 int fc_apply_mmds_config(struct fc_vm *f, const struct fcj *c, json_object *o);
 /* GET /vm/config's "mmds-config": an object, or NULL (JSON null) when not configured. */
 json_object *fc_mmds_config_to_json(const struct fc_vm *f);
+/* fc_config_balloon.c: amount_mib, deflate_on_oom (required), stats_polling_interval_s; Firecracker's checks. */
+int fc_apply_balloon(struct fc_vm *f, const struct fcj *c, json_object *o);
+/* {"amount_mib", "deflate_on_oom", "stats_polling_interval_s"} of `b`, or NULL (out of memory). */
+json_object *fc_balloon_json(const struct vm_balloon *b);
+/*
+ * machine-config's rule with a balloon set: NULL, or Firecracker's message when memory `mem_mib` is below
+ * its target or `huge` pages are asked for.
+ */
+const char *fc_machine_balloon_check(const struct fc_vm *f, uint64_t mem_mib, bool huge);
 
 /* Names for GET: indexed by the enums of fc_config.h. */
 extern const char *const fc_cache_names[];

@@ -98,7 +98,7 @@ static const struct sc_call in_calls[] = {BASE_CALLS, KICK_CALLS, SC(poll), SC(r
  * wait4, kill, clock_nanosleep; the terminal restored: TCSETS), json-c's hash seed
  * (getrandom, on the first JSON the API builds); PATCH /drives after boot (a new image opened and
  * checked as at PUT: fstatfs, statx, fallocate's hole probe, BLKGETSIZE64; the rate limiter's timer
- * re-armed: timerfd_settime). The I/O
+ * re-armed: timerfd_settime); PATCH /balloon/statistics (the balloon's statistics timer: timerfd_settime). The I/O
  * loop's thread is parked and woken around a snapshot, not recreated.
  */
 static const struct sc_call main_calls[] = {BASE_CALLS,
@@ -109,6 +109,7 @@ static const struct sc_call main_calls[] = {BASE_CALLS,
 					    SC(close),
 					    SC(ioctl),
 					    SC(recvfrom),
+					    SC(timerfd_settime),
 					    SC(openat),
 					    SC(newfstatat),
 					    SC(fcntl),

@@ -5,6 +5,9 @@
  * Hand-serialised, not a field table (snap_fields.h): strings and lists whose length the file says.
  */
 #define SNAP_CONFIG_VERSION 1u /* the section's (snapshot.h); a change to its layout bumps it */
+/* The tags of the optional fields after the CPU template digest (get_template_digest). */
+#define SNAP_OPT_FC_TEMPLATE 0x10u
+#define SNAP_OPT_BALLOON     0x11u
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,8 +101,16 @@ int snap_config_save(const struct vm_config *cfg, struct snap_writer *w)
 	/* Last, so that a file without it (written before it existed) still reads: see snap_config_load. */
 	if (!ret)
 		ret = snap_put_u64(w, cfg->cpu_template_digest);
-	if (!ret)
-		ret = put_fc_template(w, cfg->fc_template);
+	/*
+	 * After it, tagged optional fields, each only when the VM has it (a configuration with neither is the
+	 * same bytes as before they existed): a Firecracker custom CPU template's JSON, a balloon's configuration
+	 * (the live target and interval are in the device's own section).
+	 */
+	if (!ret && cfg->fc_template && !cpuid_fc_name(cfg->fc_template))
+		ret = snap_put_u8(w, SNAP_OPT_FC_TEMPLATE) || put_fc_template(w, cfg->fc_template);
+	if (!ret && cfg->balloon.enabled)
+		ret = snap_put_u8(w, SNAP_OPT_BALLOON) || snap_put_u32(w, cfg->balloon.amount_mib) ||
+		      snap_put_u8(w, cfg->balloon.deflate_on_oom) || snap_put_u16(w, cfg->balloon.stats_interval_s);
 	if (ret)
 		return -ENOMEM;
 	return snap_section_end(w);
@@ -181,17 +192,39 @@ static int get_fc_template(struct snap_reader *sec, struct snap_config_strings *
 	return ret ? -EINVAL : 0;
 }
 
-/* The optional last fields: what the --cpu-template file asked for, a custom template (snap_config.h). */
-static int get_template_digest(struct snap_reader *sec, struct snap_config_strings *s)
+/* The balloon's configuration (vm.h struct vm_balloon), checked as --balloon is: pages in 32 bits. */
+static int get_balloon(struct snap_reader *r, struct vm_balloon *b)
+{
+	b->enabled = true;
+	if (snap_get_u32(r, &b->amount_mib) || get_bool(r, &b->deflate_on_oom) ||
+	    snap_get_u16(r, &b->stats_interval_s) || b->amount_mib > UINT32_MAX / 256)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * The optional last fields: what the --cpu-template file asked for (snap_config.h); after it the tagged
+ * ones, each at most once: a custom CPU template, a balloon's configuration. An unknown tag: malformed.
+ */
+static int get_template_digest(struct snap_reader *sec, struct snap_config_strings *s, struct vm_config *cfg)
 {
 	s->has_cpu_template_digest = snap_remaining(sec) != 0;
 	s->cpu_template_digest = 0;
 	s->fc_template = NULL;
 	if (s->has_cpu_template_digest && snap_get_u64(sec, &s->cpu_template_digest))
 		return -EINVAL;
-	if (snap_remaining(sec) && get_fc_template(sec, s))
+	while (snap_remaining(sec)) {
+		uint8_t tag;
+
+		if (snap_get_u8(sec, &tag))
+			return -EINVAL;
+		if (tag == SNAP_OPT_FC_TEMPLATE && !s->fc_template && !get_fc_template(sec, s))
+			continue;
+		if (tag == SNAP_OPT_BALLOON && !cfg->balloon.enabled && !get_balloon(sec, &cfg->balloon))
+			continue;
 		return -EINVAL;
-	return snap_remaining(sec) ? -EINVAL : 0;
+	}
+	return 0;
 }
 
 int snap_config_load(struct snap_reader *r, struct vm_config *cfg, struct snap_config_strings *s, char *err,
@@ -213,7 +246,7 @@ int snap_config_load(struct snap_reader *r, struct vm_config *cfg, struct snap_c
 	    get_bool(sec, &cfg->hugepages) || get_bool(sec, &no_acpi) || snap_get_u8(sec, &console) ||
 	    console > CONSOLE_VIRTIO || snap_get_u64(sec, &cfg->rng_rate) || snap_get_u32(sec, &cfg->vsock.cid) ||
 	    get_str(sec, cfg->vsock.uds, sizeof(cfg->vsock.uds)) || get_devices(sec, cfg) ||
-	    get_template_digest(sec, s)) {
+	    get_template_digest(sec, s, cfg)) {
 		snprintf(err, errlen, "the state file's configuration section is malformed");
 		return -EINVAL;
 	}

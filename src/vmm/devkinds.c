@@ -10,6 +10,7 @@
 #include "brisk/errmsg.h"
 #include "brisk/layout.h"
 #include "brisk/virtio.h"
+#include "brisk/virtio_balloon.h"
 #include "brisk/virtio_net.h"
 #include "brisk/virtio_vsock.h"
 
@@ -138,6 +139,34 @@ static int console_create(const struct devkind_env *env, const struct devmgr_win
 	return err ? err_set(why, whylen, err, "creating the virtio console failed: %s", strerror(-err)) : 0;
 }
 
+/* ---- --balloon: the memory balloon (src/virtio/balloon.c) --------------------------------------------- */
+
+static unsigned balloon_count(const struct vm_config *cfg)
+{
+	return cfg->balloon.enabled ? 1 : 0;
+}
+
+static int balloon_create(const struct devkind_env *env, const struct devmgr_window *win, unsigned i, void **dev,
+			  char *why, size_t whylen)
+{
+	const struct vm_balloon *bc = &env->cfg->balloon;
+	int err;
+
+	(void)i;
+	/* Firecracker's rule: the target cannot be more than the guest's memory. */
+	if ((uint64_t)bc->amount_mib > env->cfg->memory >> 20)
+		return err_set(why, whylen, -EINVAL, "--balloon %u MiB: more than the VM's memory (%llu MiB)",
+			       bc->amount_mib, (unsigned long long)(env->cfg->memory >> 20));
+	err = virtio_balloon_create(env->ctx, env->bus, win, bc, dev);
+	return err ? err_set(why, whylen, err, "creating the balloon device failed: %s", strerror(-err)) : 0;
+}
+
+/* The target's fault: usage (2); anything else: the host's. */
+static enum vm_error_kind balloon_fault(int err)
+{
+	return err == -EINVAL || err == -ERANGE ? VM_ERR_USAGE : VM_ERR_HOST;
+}
+
 /* A constructor whose every failure is the host's (memory, eventfds, threads). */
 static enum vm_error_kind host_fault(int err)
 {
@@ -218,6 +247,20 @@ const struct devkind devkinds[] = {
 	.count = console_count,
 	.create = console_create,
 	.fault = host_fault,
+    },
+    {
+	.name = "virtio-balloon",
+	.option = "balloon",
+	.has_arg = required_argument,
+	.asks = "--balloon",
+	.help = "      --balloon SIZE[,deflate_on_oom][,stats=SECONDS]\n"
+		"                         a memory balloon with a target of SIZE MiB (PATCH /balloon moves it);\n"
+		"                         stats=: the guest's memory statistics every SECONDS s\n",
+	.snap_id = VIRTIO_ID_BALLOON,
+	.parse = balloon_parse_option,
+	.count = balloon_count,
+	.create = balloon_create,
+	.fault = balloon_fault,
     },
 };
 

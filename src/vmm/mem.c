@@ -114,6 +114,7 @@ int gmem_init_file(struct gmem *m, int fd, uint64_t size)
 		return ret;
 	}
 	m->size = size;
+	m->file_backed = 1;
 	split_regions(m);
 	return 0;
 }
@@ -262,6 +263,18 @@ int gmem_read(const struct gmem *m, uint64_t gpa, void *dst, uint64_t len)
 		return -EFAULT;
 	memcpy(dst, p, (size_t)len);
 	return 0;
+}
+
+int gmem_discard(const struct gmem *m, uint64_t gpa, uint64_t len)
+{
+	uint8_t *p = gmem_ptr(m, gpa, len);
+
+	if (!p || !len || (gpa | len) & 4095)
+		return -EINVAL;
+	if (m->file_backed && mmap(p, (size_t)len, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
+		return -errno;
+	return madvise(p, (size_t)len, MADV_DONTNEED) ? -errno : 0;
 }
 
 uint64_t gmem_low_size(const struct gmem *m)

@@ -591,7 +591,6 @@ def test_run_api_sock_describes_command_line_vm(kvm, procs, sockdir):
 
 
 @pytest.mark.parametrize("method, path", [
-    ("PUT", "/balloon"), ("GET", "/balloon/statistics"), ("PATCH", "/balloon/statistics"),
     ("PUT", "/hotplug/memory"), ("PUT", "/serial"), ("PUT", "/pmem/p0"),
     ("PUT", "/snapshot/memory"),
 ])

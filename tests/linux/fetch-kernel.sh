@@ -29,7 +29,7 @@ set -euo pipefail
 # jbd2 ask for "crypto-crc32c" (metadata_csum, on by default in mkfs.ext4),
 # so crc32c_generic is named here.
 WANT_MODULES="virtio virtio_ring virtio_mmio virtio_blk virtio-rng virtio_console crc32c_generic crc16 mbcache jbd2 ext4
-virtio_net vmw_vsock_virtio_transport"
+virtio_net vmw_vsock_virtio_transport virtio_balloon"
 die() { echo "fetch-kernel: $*" >&2; exit 1; }
 ROOT=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd -P)
 BUILD=${BUILD:-build}

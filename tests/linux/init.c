@@ -72,6 +72,7 @@
  *        PATCH /drives after boot: the kernel re-reads the capacity on the config interrupt), say the new
  *        size, mount /dev/NAME (ext4, read-only) on /swapped and say the first line of its brisk-token
  *        (tests/linux/test_disk_swap_linux.py)
+ *     3f. brisk.balloon=MIB: balloon mode (tests/linux/test_balloon_linux.py, init_balloon.c)
  *   brisk.id=TOKEN    the token the disk stage writes (default "none")
  *   brisk.blkbench.mib=N   MiB the sequential rows move (default 64, at most
  *                     the device's size)
@@ -751,6 +752,9 @@ static void virtio_mode(const char *cmdline)
 	}
 	read_hwrng();
 	net_mode(cmdline); /* brisk.ip=, brisk.tcp=, brisk.vsock=, ...: init_net.c */
+	char balloon[16];
+	if (arg_value(cmdline, "brisk.balloon=", balloon, sizeof(balloon), NULL))
+		balloon_mode(cmdline); /* returns once inflated and deflated: init_balloon.c */
 	if (has_arg(cmdline, "brisk.snapshot=1"))
 		snapshot_mode(cmdline); /* ticks until the host says stop: init_net.c */
 	char bench_dev[128];

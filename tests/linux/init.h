@@ -27,4 +27,7 @@ void net_mode(const char *cmdline);
 /* Snapshot mode (init_net.c): brisk.snapshot=1 and its brisk.snapshot.* words; returns on the host's "stop". */
 void snapshot_mode(const char *cmdline);
 
+/* Balloon mode (init_balloon.c): brisk.balloon=MIB; returns once the host inflated and deflated the balloon. */
+void balloon_mode(const char *cmdline);
+
 #endif

@@ -4,7 +4,7 @@
 # Usage: tests/linux/mkinitramfs.sh [--busybox] [--modules DIR [--override KO]...] OUT.cpio.gz
 #
 # A gzip'd newc cpio holding
-#   /init                  tests/linux/init.c + init_net.c + init_modparams.c, built static (gcc -static -O2)
+#   /init                  tests/linux/init.c + init_net.c + init_modparams.c + init_balloon.c, built static (gcc -static -O2)
 #   /dev/console, /dev/port, /dev/mem, /dev/null, /dev/ttyS0
 #                          device nodes (init mounts devtmpfs over /dev anyway;
 #                          the nodes are for a kernel without devtmpfs)
@@ -45,7 +45,7 @@ mkdir -p "$dir"
 CC=${CC:-gcc}
 
 init=$dir/init
-srcs=("$HERE/init.c" "$HERE/init_net.c" "$HERE/init_modparams.c")
+srcs=("$HERE/init.c" "$HERE/init_net.c" "$HERE/init_modparams.c" "$HERE/init_balloon.c")
 stale=0
 for f in "${srcs[@]}" "$HERE/init.h"; do [[ $f -nt $init ]] && stale=1; done
 if [[ ! -x $init || $stale = 1 ]]; then

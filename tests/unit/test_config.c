@@ -206,7 +206,7 @@ static void test_devkinds_plan(void **state)
 	cfg.nr_disks = LAYOUT_VIRTIO_WINDOWS;
 	assert_int_equal(devkinds_check_windows(&cfg, err, sizeof(err)), -EINVAL);
 	snprintf(want_msg, sizeof(want_msg),
-		 "%d virtio devices (--disk, --net, --vsock, --rng, --console virtio): at most %d",
+		 "%d virtio devices (--disk, --net, --vsock, --rng, --console virtio, --balloon): at most %d",
 		 LAYOUT_VIRTIO_WINDOWS + 3, LAYOUT_VIRTIO_WINDOWS);
 	assert_string_equal(err, want_msg);
 }

@@ -751,7 +751,12 @@ static void test_config_file_errors(void **state)
 	EXPECT_ERR(f, CFG("{\"boot-source\": null}"), "config: boot-source is required");
 	EXPECT_ERR(f, CFG("{\"boot-source\": []}"), "config: boot-source: expected an object, got array");
 	EXPECT_ERR(f, CFG("{" BOOT ", \"bootsource\": {}}"), "config: unknown key 'bootsource'");
-	EXPECT_ERR(f, CFG("{" BOOT ", \"balloon\": {\"amount_mib\": 1}}"), "config: balloon: brisk has no such device");
+	EXPECT_ERR(f, CFG("{" BOOT ", \"balloon\": {\"amount_mib\": 1}}"),
+		   "config: balloon: deflate_on_oom is required");
+	EXPECT_ERR(f, CFG("{" BOOT ", \"balloon\": {\"amount_mib\": 129, \"deflate_on_oom\": true}}"),
+		   "Balloon config error: Amount of pages requested is too large.");
+	EXPECT_OK(CFG("{" BOOT ", \"balloon\": {\"amount_mib\": 128, \"deflate_on_oom\": true}}"));
+	assert_true(f->cfg.balloon.enabled && f->cfg.balloon.amount_mib == 128);
 	EXPECT_ERR(f, CFG("{" BOOT ", \"pmem\": [{}]}"), "pmem: brisk has no such device; only null or [] is accepted");
 	EXPECT_OK(CFG("{" BOOT ", \"pmem\": [], \"cpu-config\": null, \"memory-hotplug\": null, \"mmds-config\": null, "
 		      "\"vsock\": {\"guest_cid\": 9, \"uds_path\": \"/tmp/x\"}}"));
@@ -1102,7 +1107,7 @@ static void test_api_field_names(void **state)
 	f->cfg.nr_nets = 8;
 	f->cfg.nr_disks = 16;
 	assert_int_equal(config_validate(&f->cfg, 8, 0, err, sizeof(err)), -EINVAL);
-	expect_named(f, err, "(drives, network-interfaces, vsock, entropy, a virtio console)");
+	expect_named(f, err, "(drives, network-interfaces, vsock, entropy, a virtio console, balloon)");
 	f->cfg.nr_nets = 1;
 	f->cfg.nr_disks = 2;
 }

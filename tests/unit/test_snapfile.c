@@ -454,6 +454,32 @@ static void test_config_template_digest(void **state)
 	free(b);
 }
 
+/* A balloon's configuration follows the digest, only when there is one; a malformed one is refused. */
+static void test_config_balloon(void **state)
+{
+	static struct vm_config cfg, back;
+	static struct snap_config_strings strs;
+	size_t len, plain;
+	uint8_t *b;
+
+	(void)state;
+	config_defaults(&cfg);
+	free(config_file(&cfg, &plain));
+	cfg.balloon =
+	    (struct vm_balloon){.enabled = true, .amount_mib = 77, .deflate_on_oom = true, .stats_interval_s = 9};
+	b = config_file(&cfg, &len);
+	assert_int_equal(len, plain + 8);
+	assert_int_equal(load_config(b, len, &back, &strs), 0);
+	assert_true(back.balloon.enabled && back.balloon.deflate_on_oom);
+	assert_int_equal(back.balloon.amount_mib, 77);
+	assert_int_equal(back.balloon.stats_interval_s, 9);
+	free(b);
+	cfg.balloon.amount_mib = 0x01000000; /* pages past 32 bits */
+	b = config_file(&cfg, &len);
+	assert_int_equal(load_config(b, len, &back, &strs), -EINVAL);
+	free(b);
+}
+
 /* The digest is of what a template asks for: the same requests written differently match; any change does not. */
 static void test_template_digest(void **state)
 {
@@ -498,7 +524,7 @@ int main(void)
 	    cmocka_unit_test(test_framing),	    cmocka_unit_test(test_too_many_sections),
 	    cmocka_unit_test(test_too_large),	    cmocka_unit_test(test_writer_rules),
 	    cmocka_unit_test(test_file_round_trip), cmocka_unit_test(test_config_template_digest),
-	    cmocka_unit_test(test_template_digest),
+	    cmocka_unit_test(test_config_balloon),  cmocka_unit_test(test_template_digest),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
