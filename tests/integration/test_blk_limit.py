@@ -8,6 +8,7 @@ import base64
 import json
 import os
 import re
+import subprocess
 import time
 
 import pytest
@@ -286,7 +287,15 @@ def test_snapshot_keeps_the_limiter_and_the_swapped_path(procs, sockdir, tmp_pat
     time.sleep(1.0)  # in the warm-up: the bucket drained, the queue throttled
     state, mem = tmp_path / "vm.state", tmp_path / "vm.mem"
     b.api.pause()
-    b.api.snapshot_create(state, mem)
+    try:
+        b.api.snapshot_create(state, mem)
+    except OSError as e:  # the VMM gone (seen once in a clean clone): say how it ended
+        try:
+            status = b.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            status = "still running"
+        b.kill()
+        raise AssertionError(f"snapshot/create: {e!r}; brisk: {status}; its stderr:\n{b.err[-4000:]}") from e
     b.kill()
     r = api_vm(procs, sockdir, "bl2")
     r.api.snapshot_load(state, mem, resume_vm=True)
