@@ -278,13 +278,14 @@ def test_snapshot_keeps_the_limiter_and_the_swapped_path(procs, sockdir, tmp_pat
     old, new = image(tmp_path / "old.img", MIB), image(tmp_path / "new.img", 16 * MIB, b"SWAPPED!")
     rl = {"bandwidth": {"size": MIB, "refill_time": 1000}}
     b.api.ok("PUT", "/boot-source", {"kernel_image_path": guest("blk-limit"),
-                                     "boot_args": f"swap=1 rate={MIB} warm=2500"})
+                                     "boot_args": f"swap=1 rate={MIB} warm=6000"})
     b.api.ok("PUT", "/drives/data", drive("data", old, rate_limiter=rl))
     b.api.ok("PUT", "/actions", {"action_type": "InstanceStart"})
     wait_line(b, r"READY capacity 2048")
     b.api.ok("PATCH", "/drives/data", {"drive_id": "data", "path_on_host": new})
     wait_line(b, r"CHECK swap: PASS")
-    time.sleep(1.0)  # in the warm-up: the bucket drained, the queue throttled
+    time.sleep(1.0)  # in the warm-up (6 s, so a slow host still snapshots inside it): the queue throttled
+    assert "CHECK bandwidth" not in b.out and b.proc.poll() is None, b.out + b.err
     state, mem = tmp_path / "vm.state", tmp_path / "vm.mem"
     b.api.pause()
     try:
