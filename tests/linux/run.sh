@@ -26,7 +26,10 @@
 # BRISK_LINUX_NESTED=0 (never use the nested VM), PYTHON (default /usr/bin/python3); in the nested VM,
 # BRISK_LINUX_ATTEMPTS (attempts per test file, default 5) and BRISK_LINUX_BUDGET (seconds of tier time after
 # which no fourth or later attempt starts, default 2700); BRISK_LINUX_FILES (the test files, default
-# tests/linux/test_*.py; e.g. BRISK_LINUX_FILES=tests/linux/test_kata_linux.py for one).
+# tests/linux/test_*.py; e.g. BRISK_LINUX_FILES=tests/linux/test_kata_linux.py for one); BRISK_LINUX_DEADLINE
+# (epoch seconds by which the tier must end: scripts/check.sh sets it so that `make check` ends inside CI's
+# limit; no attempt starts with less than BRISK_LINUX_MIN_LEFT s, default 300, left, and each runs only until
+# the deadline: files not run, or cut by it, count as skipped with that reason; unset: no deadline).
 set -uo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -71,8 +74,21 @@ if [ -z "$skip" ] && [ -n "$host_why" ] && [ -x scripts/nested-kvm.sh ] &&
 	errf=$(mktemp)
 	cache=(-o "cache_dir=$BUILD/linux/.pytest_cache")
 	outf=$(mktemp)
+	vm_timeout=${NESTED_KVM_TIMEOUT:-900} deadline=${BRISK_LINUX_DEADLINE:-} min_left=${BRISK_LINUX_MIN_LEFT:-300}
+	clipped=0
+	# Whether an attempt may start: with a deadline, only while min_left s remain; sets `timeout` (the
+	# attempt's cap: the deadline's remainder when that is sooner than vm_timeout) and `clipped`.
+	# `clipped` keeps the last attempt's when none may start.
+	may_start() {
+		local left
+		[ -n "$deadline" ] || { timeout=$vm_timeout clipped=0; return 0; }
+		left=$((deadline - $(date +%s)))
+		[ $left -ge "$min_left" ] || return 1
+		timeout=$vm_timeout clipped=0
+		[ $left -ge "$timeout" ] || timeout=$left clipped=1
+	}
 	nested_pytest() { # pytest arguments (ending with the test file); sets rc, output also in $outf
-		NESTED_KVM_TIMEOUT=${NESTED_KVM_TIMEOUT:-900} \
+		NESTED_KVM_TIMEOUT=$timeout \
 			scripts/nested-kvm.sh -- env BRISK_IN_NESTED=1 "$PYTHON" -m pytest -rs "${cache[@]}" "$@" \
 			2> >(tee "$errf" >&2) | tee "$outf"
 		rc=${PIPESTATUS[0]}
@@ -92,9 +108,17 @@ if [ -z "$skip" ] && [ -n "$host_why" ] && [ -x scripts/nested-kvm.sh ] &&
 	# scripts/nested-kvm.md: a vCPU looping npf -> emulate -> #PF, an early triple fault.)
 	attempts=${BRISK_LINUX_ATTEMPTS:-5} budget=${BRISK_LINUX_BUDGET:-2700}
 	vm_died() { [ $rc -eq 125 ] && grep -qE '^nested-kvm: (timed out|VM died while running)' "$errf"; }
-	tier_rc=0 tot_p=0 tot_f=0 tot_s=0 t0=$(date +%s)
+	tier_rc=0 tot_p=0 tot_f=0 tot_s=0 t0=$(date +%s) out_of_time= rc=0 timeout=$vm_timeout
+	# a file's tests (its `def test_` lines: parametrised ones count once), for the skipped count
+	tests_in() { grep -c '^def test_' "$1"; }
 	for file in ${BRISK_LINUX_FILES:-tests/linux/test_*.py}; do
 		rm -rf "$BUILD/linux/.pytest_cache" # no failures recorded by an earlier run
+		if [ -n "$out_of_time" ] || ! may_start; then
+			out_of_time=1
+			echo "== real-kernel tier: $file: not run, fewer than $min_left s left before make check's deadline (BRISK_LINUX_DEADLINE)"
+			tot_s=$((tot_s + $(tests_in "$file")))
+			continue
+		fi
 		echo "== real-kernel tier: $file"
 		nested_pytest "$file"
 		for ((attempt = 2; attempt <= attempts; attempt++)); do
@@ -103,9 +127,21 @@ if [ -z "$skip" ] && [ -n "$host_why" ] && [ -x scripts/nested-kvm.sh ] &&
 				echo "== real-kernel tier: $file: no attempt $attempt, the tier has run $(($(date +%s) - t0)) s (budget $budget s)"
 				break
 			fi
+			if ! may_start; then
+				echo "== real-kernel tier: $file: no attempt $attempt, fewer than $min_left s left before make check's deadline"
+				out_of_time=1
+				break
+			fi
 			echo "== real-kernel tier: $file, attempt $attempt of $attempts, in a fresh nested VM (the failed tests, or all if none were recorded)"
 			nested_pytest --last-failed --last-failed-no-failures all "$file"
 		done
+		if [ $clipped = 1 ] && vm_died && grep -q '^nested-kvm: timed out' "$errf"; then
+			# the deadline, not the file, ended the attempt: what it did not finish is not a verdict
+			echo "== real-kernel tier: $file: cut by make check's deadline after $timeout s: counted as skipped"
+			out_of_time=1
+			tot_s=$((tot_s + $(tests_in "$file")))
+			continue
+		fi
 		[ $rc -ne 125 ] || vm_died || break # the nested VM cannot run here at all: the skip path below
 		line=$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error|errors)\b.* in [0-9.]+s' "$outf" | tail -n 1)
 		n() { echo "$line" | grep -oE "[0-9]+ $1\b" | awk '{s += $1} END {print s + 0}'; }
