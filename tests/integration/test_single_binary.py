@@ -7,6 +7,7 @@ import os
 import shutil
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -23,14 +24,27 @@ def children(pid):
     return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
+def helper_of(pid, within=10.0):
+    """The pid of brisk's one child once it calls itself brisk-api. The socket is there before the fork
+    (brisk listens, then forks the helper, which names itself first thing: src/api/api_link.c), so a
+    client that connects at once may find no child yet, or one that still has brisk's name."""
+    deadline = time.monotonic() + within
+    while True:
+        kids = children(pid)
+        comm = Path(f"/proc/{kids[0]}/comm").read_text().strip() if len(kids) == 1 else None
+        if comm == "brisk-api" or time.monotonic() > deadline:
+            assert len(kids) == 1, kids  # the HTTP helper, and nothing else
+            assert comm == "brisk-api"
+            return kids[0]
+        time.sleep(0.01)
+
+
 def serve_and_boot(proc, sock_outside, kernel_inside):
     """Configures the hello guest through the API on sock_outside and starts it; returns (status, out, err)."""
     try:
         wait_for_socket(sock_outside, proc)
-        kids = children(proc.pid)
-        assert len(kids) == 1, kids  # the HTTP helper, and nothing else
-        assert Path(f"/proc/{kids[0]}/comm").read_text().strip() == "brisk-api"
-        helper_exe = os.stat(f"/proc/{kids[0]}/exe")
+        helper = helper_of(proc.pid)
+        helper_exe = os.stat(f"/proc/{helper}/exe")
         brisk_exe = os.stat(f"/proc/{proc.pid}/exe")
         assert (helper_exe.st_dev, helper_exe.st_ino) == (brisk_exe.st_dev, brisk_exe.st_ino)  # brisk itself
         api = ApiClient(sock_outside)
