@@ -12,7 +12,7 @@ make -s -j2 build/brisk guests
 make -s -j2 BUILD=build/nolimit CFLAGS="-O2 -g -DBRISK_BLK_NO_LIMITER" build/nolimit/brisk
 mkdir -p build/bench
 ${CC:-cc} -std=gnu11 -O2 -Wall -Wextra -Werror -Iinclude -D_GNU_SOURCE bench/rl_cost.c build/libbrisk.a \
-	-o build/bench/rl_cost -pthread -ljson-c -lm -lseccomp
+	-o build/bench/rl_cost -pthread -ljson-c -lm
 build/bench/rl_cost
 img=$(mktemp /tmp/blk-limiter.XXXXXX)
 trap 'rm -f "$img"' EXIT

@@ -46,17 +46,4 @@ bool seccomp_helper_wanted(void);
  */
 void seccomp_enter(enum seccomp_role role);
 
-/*
- * Compiles the allow-lists of brisk's thread roles once, so that seccomp_enter only attaches them (tens of
- * microseconds instead of hundreds on the way to the first KVM_RUN). Call where a thread waits anyway
- * (a vCPU thread before its configuration is published); the first call does the work, later ones return
- * at once. A role not compiled yet when its thread enters is built there instead.
- */
-void seccomp_prepare(void);
-
-/* The role's name as the SIGSYS report and docs/security.md spell it. */
-const char *seccomp_role_name(enum seccomp_role role);
-/* The role's allowed syscalls (names, NULL-terminated, in the order of its list); their number in *count. */
-const char *const *seccomp_role_syscalls(enum seccomp_role role, unsigned *count);
-
 #endif

@@ -296,7 +296,6 @@ void *vcpu_thread(void *arg)
 	pthread_sigmask(SIG_UNBLOCK, &kick, NULL);
 	v->tid = gettid();
 	v->setup_error = vcpu_create(v);
-	seccomp_prepare(); /* while the main thread builds the rest of the VM */
 	if (vm_vcpu_wait_config(vm) == 0 && !v->setup_error)
 		v->setup_error = vcpu_configure(v);
 	vm_vcpu_ready_wait_go(vm);

@@ -27,9 +27,9 @@ GEN_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined -g -O1 -std=gnu11 -Iincl
 # fuzz_pio.c including console_io.c) defines those symbols first, so their objects are never taken.
 # (libseccomp's SCMP_A0_64 macros leave fields to their zero default, which clang flags; msr.c's kvm_msrs
 # wrapper is a GNU extension clang flags)
-LIB_CFLAGS="-Wno-missing-field-initializers -Wno-gnu-variable-sized-type-not-at-end -DBRISK_VERSION=\"fuzz\""
+LIB_CFLAGS="-Wno-missing-field-initializers -Wno-gnu-variable-sized-type-not-at-end -DBRISK_VERSION=\"fuzz\" -Isrc/seccomp"
 LIB=$OUT/lib/libbrisk.a
-LIBS="$LIB -ljson-c -lseccomp -lm -pthread"
+LIBS="$LIB -ljson-c -lm -pthread"
 build_lib() {
 	srcs=$(make -s --no-print-directory print-lib-srcs)
 	# llhttp (the API helper's parser, src/api/api_http.c): its include directory, then its generated sources,
