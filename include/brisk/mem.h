@@ -5,10 +5,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GMEM_HUGEPAGES 0x1u /* madvise(MADV_HUGEPAGE) */
+#define GMEM_HUGEPAGES 0x1u /* madvise(MADV_HUGEPAGE) on all of RAM, its first 2 MiB too (--hugepages) */
 #define GMEM_PREFAULT  0x2u /* populate every page before boot */
-/* Host alignment of guest RAM: 2 MiB, so KVM can back guest 2 MiB frames with host huge pages. */
-#define GMEM_ALIGN (2u << 20)
+/*
+ * Host alignment of guest RAM: 2 MiB, so KVM can back guest 2 MiB frames with host huge pages; 1 GiB for RAM of
+ * 1 GiB or more, so a host 1 GiB page could back a guest 1 GiB frame too (the address space costs nothing).
+ */
+#define GMEM_ALIGN    (2ull << 20)
+#define GMEM_ALIGN_1G (1ull << 30)
+/* The alignment gmem_init and gmem_init_file give RAM of `size` bytes. */
+uint64_t gmem_align(uint64_t size);
 
 /* One contiguous range of guest-physical RAM backed by host memory. */
 struct gmem_region {
@@ -29,11 +35,14 @@ struct gmem {
 	int file_backed; /* gmem_init_file: a MAP_PRIVATE mapping of a snapshot's memory file */
 };
 
-/* Maps `size` bytes (MAP_NORESERVE) at a GMEM_ALIGN-aligned host address. Returns 0 or -errno. */
+/*
+ * Maps `size` bytes (MAP_NORESERVE) at a gmem_align(size)-aligned host address, transparent huge pages requested
+ * (MADV_HUGEPAGE) for all of it but its first 2 MiB (all of it with GMEM_HUGEPAGES). Returns 0 or -errno.
+ */
 __attribute__((warn_unused_result)) int gmem_init(struct gmem *m, uint64_t size, unsigned flags);
 /*
  * Guest RAM from a snapshot's memory file (regular, exactly `size` bytes: else -EINVAL / -ERANGE),
- * mapped MAP_PRIVATE at a GMEM_ALIGN-aligned host address: each page is read from the file when first
+ * mapped MAP_PRIVATE at a gmem_align(size)-aligned host address: each page is read from the file when first
  * touched, the guest's writes stay in this process. Returns 0 or -errno.
  */
 __attribute__((warn_unused_result)) int gmem_init_file(struct gmem *m, int fd, uint64_t size);

@@ -27,11 +27,25 @@ static void split_regions(struct gmem *m)
 	}
 }
 
+/*
+ * Transparent huge pages for guest RAM, as QEMU asks for them: with the host's THP in its usual "madvise" mode,
+ * nothing else gives KVM 2 MiB pages to map a guest with, and a Linux guest on 4 KiB host pages takes a nested
+ * page fault per 4 KiB it touches (docs/performance.md "Guest memory and huge pages"). Not the first 2 MiB unless
+ * asked (GMEM_HUGEPAGES, --hugepages): that frame holds the legacy area, the boot structures brisk writes and a
+ * small guest's whole image, and a huge page there would be a 2 MiB page zeroed on the start path for a guest that
+ * touches a few 4 KiB pages of it. Best effort: a kernel without THP refuses (EINVAL); said only when asked for.
+ */
+static void request_thp(const struct gmem *m, unsigned flags)
+{
+	uint64_t skip = (flags & GMEM_HUGEPAGES) ? 0 : m->size < GMEM_ALIGN ? m->size : GMEM_ALIGN;
+
+	if (m->size > skip && madvise(m->base + skip, m->size - skip, MADV_HUGEPAGE) != 0 && (flags & GMEM_HUGEPAGES))
+		log_warn("madvise(MADV_HUGEPAGE) on guest RAM failed: %s", strerror(errno));
+}
+
 static int apply_flags(struct gmem *m, unsigned flags)
 {
-	/* Best effort: THP may be off ("never") on the host; say so and go on. */
-	if ((flags & GMEM_HUGEPAGES) && madvise(m->base, m->size, MADV_HUGEPAGE) != 0)
-		log_warn("madvise(MADV_HUGEPAGE) on guest RAM failed: %s", strerror(errno));
+	request_thp(m, flags);
 	if (flags & GMEM_PREFAULT) {
 		if (madvise(m->base, m->size, MADV_POPULATE_WRITE) != 0)
 			return -errno; /* the caller says what failed */
@@ -39,8 +53,13 @@ static int apply_flags(struct gmem *m, unsigned flags)
 	return 0;
 }
 
+uint64_t gmem_align(uint64_t size)
+{
+	return size >= GMEM_ALIGN_1G ? GMEM_ALIGN_1G : GMEM_ALIGN;
+}
+
 /*
- * `size` bytes at a GMEM_ALIGN-aligned address: a PROT_NONE reservation GMEM_ALIGN larger, the mapping
+ * `size` bytes at a gmem_align(size)-aligned address: a PROT_NONE reservation that much larger, the mapping
  * placed over its aligned part (MAP_FIXED), the slack either side returned. The host address and the guest
  * address of RAM then agree modulo 2 MiB, which KVM needs before it maps a guest page with a huge page
  * (arch/x86/kvm/mmu: the host's huge page must cover the same 2 MiB frame the guest's does); mmap alone
@@ -48,13 +67,13 @@ static int apply_flags(struct gmem *m, unsigned flags)
  */
 static uint8_t *map_aligned(size_t size, int fd)
 {
-	size_t span = size + GMEM_ALIGN, head, tail;
+	size_t align = (size_t)gmem_align(size), span = size + align, head, tail;
 	uint8_t *res = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0), *at, *p;
 	int flags = MAP_PRIVATE | MAP_NORESERVE | MAP_FIXED | (fd < 0 ? MAP_ANONYMOUS : 0);
 
 	if (res == MAP_FAILED)
 		return res;
-	at = (uint8_t *)(((uintptr_t)res + GMEM_ALIGN - 1) & ~(uintptr_t)(GMEM_ALIGN - 1));
+	at = (uint8_t *)(((uintptr_t)res + align - 1) & ~(uintptr_t)(align - 1));
 	p = mmap(at, size, PROT_READ | PROT_WRITE, flags, fd, 0);
 	if (p == MAP_FAILED) {
 		int e = errno;
@@ -77,7 +96,7 @@ int gmem_init(struct gmem *m, uint64_t size, unsigned flags)
 	int ret;
 
 	memset(m, 0, sizeof(*m));
-	if (size == 0 || size > SIZE_MAX - GMEM_ALIGN)
+	if (size == 0 || size > SIZE_MAX - GMEM_ALIGN_1G)
 		return -EINVAL;
 	/* MAP_NORESERVE: pages are committed when the guest touches them. */
 	m->base = map_aligned((size_t)size, -1);
@@ -104,7 +123,7 @@ int gmem_init_file(struct gmem *m, int fd, uint64_t size)
 		return -errno;
 	if (!S_ISREG(st.st_mode))
 		return -EINVAL;
-	if ((uint64_t)st.st_size != size || size == 0 || size > SIZE_MAX - GMEM_ALIGN)
+	if ((uint64_t)st.st_size != size || size == 0 || size > SIZE_MAX - GMEM_ALIGN_1G)
 		return -ERANGE;
 	/* Private: the guest's writes never reach the file; pages are read on first touch, nothing is copied now. */
 	m->base = map_aligned((size_t)size, fd);

@@ -4,7 +4,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -81,11 +83,12 @@ static void test_flags_and_errors(void **state)
 
 /*
  * Guest RAM starts 2 MiB-aligned in brisk's address space (anonymous or from a memory file), whatever its
- * size, so KVM can map guest 2 MiB frames with host huge pages.
+ * size, so KVM can map guest 2 MiB frames with host huge pages; 1 GiB-aligned from 1 GiB up.
  */
 static void test_aligned(void **state)
 {
-	static const uint64_t sizes[] = {4096, 1 * MiB + 4096, 2 * MiB, 127 * MiB + 12288, 128 * MiB};
+	static const uint64_t sizes[] = {4096,	    1 * MiB + 4096, 2 * MiB,	127 * MiB + 12288,
+					 128 * MiB, 1023 * MiB,	    1024 * MiB, 1024 * MiB + 4096};
 	char path[] = "/tmp/test_mem.XXXXXX";
 	int fd = mkstemp(path);
 	struct gmem m;
@@ -94,17 +97,60 @@ static void test_aligned(void **state)
 	assert_true(fd >= 0);
 	unlink(path);
 	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		assert_int_equal(gmem_align(sizes[i]), sizes[i] >= 1024 * MiB ? GMEM_ALIGN_1G : GMEM_ALIGN);
 		assert_int_equal(gmem_init(&m, sizes[i], 0), 0);
-		assert_int_equal((uintptr_t)m.base % GMEM_ALIGN, 0);
+		assert_int_equal((uintptr_t)m.base % gmem_align(sizes[i]), 0);
 		*(volatile uint8_t *)(m.base + sizes[i] - 1) = 1;
 		gmem_destroy(&m);
 		assert_int_equal(ftruncate(fd, (off_t)sizes[i]), 0);
 		assert_int_equal(gmem_init_file(&m, fd, sizes[i]), 0);
-		assert_int_equal((uintptr_t)m.base % GMEM_ALIGN, 0);
+		assert_int_equal((uintptr_t)m.base % gmem_align(sizes[i]), 0);
 		assert_int_equal(*(volatile uint8_t *)(m.base + sizes[i] - 1), 0);
 		gmem_destroy(&m);
 	}
 	close(fd);
+}
+
+/* Whether the mapping that starts at `at` has VM_HUGEPAGE ("hg" in its smaps VmFlags); -1: no mapping starts there. */
+static int vma_hugepage(const void *at)
+{
+	char line[512];
+	FILE *f = fopen("/proc/self/smaps", "r");
+	int found = -1;
+	unsigned long start;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-", &start) == 1 && strchr(line, '-') && strchr(line, ' ') > strchr(line, '-'))
+			found = start == (uintptr_t)at ? 0 : -1;
+		else if (found == 0 && strncmp(line, "VmFlags:", 8) == 0) {
+			found = strstr(line, " hg") != NULL;
+			break;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * Transparent huge pages are asked for on guest RAM but its first 2 MiB (the mapping splits there), on all of it
+ * with GMEM_HUGEPAGES (--hugepages); RAM of 2 MiB or less has none.
+ */
+static void test_thp_requested(void **state)
+{
+	struct gmem m;
+
+	(void)state;
+	assert_int_equal(gmem_init(&m, 64 * MiB, 0), 0);
+	assert_int_equal(vma_hugepage(m.base), 0);
+	assert_int_equal(vma_hugepage(m.base + 2 * MiB), 1);
+	gmem_destroy(&m);
+	assert_int_equal(gmem_init(&m, 64 * MiB, GMEM_HUGEPAGES), 0);
+	assert_int_equal(vma_hugepage(m.base), 1);
+	gmem_destroy(&m);
+	assert_int_equal(gmem_init(&m, 2 * MiB, 0), 0);
+	assert_int_equal(vma_hugepage(m.base), 0);
+	gmem_destroy(&m);
 }
 
 int main(void)
@@ -114,6 +160,7 @@ int main(void)
 	    cmocka_unit_test(test_hole),
 	    cmocka_unit_test(test_flags_and_errors),
 	    cmocka_unit_test(test_aligned),
+	    cmocka_unit_test(test_thp_requested),
 	};
 
 	return cmocka_run_group_tests_name("mem", tests, NULL, NULL);
