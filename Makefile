@@ -117,6 +117,8 @@ LIB_SRCS := \
 	src/devices/boot_timer.c \
 	src/devices/cmos.c \
 	src/devices/acpi_pm.c \
+	src/devices/ioapic.c \
+	src/devices/legacy_absent.c \
 	src/virtio/queue.c \
 	src/arch/x86/image.c \
 	src/arch/x86/elf.c \
@@ -225,7 +227,8 @@ UNIT_TESTS := \
 	test_fc_jailer \
 	test_init_modparams \
 	test_rate_limiter \
-	test_seccomp_bpf
+	test_seccomp_bpf \
+	test_ioapic
 
 # libraries a unit test needs beyond brisk's (by test name)
 TEST_LDLIBS_test_seccomp_bpf := -lseccomp

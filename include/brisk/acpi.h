@@ -41,6 +41,7 @@ struct devmgr_window;
 #define ACPI_DEV_COM1  0x1u /* 8250 UART at 0x3f8, IRQ 4 (PNP0501) */
 #define ACPI_DEV_I8042 0x2u /* keyboard controller at 0x60/0x64 (PNP0303) */
 #define ACPI_DEV_RTC   0x4u /* MC146818 CMOS RTC at 0x70 (PNP0B00), no IRQ */
+#define ACPI_DEV_PIC   0x8u /* the dual 8259 (--irqchip kernel): the MADT's PCAT_COMPAT flag */
 
 /* The machine the tables describe. */
 struct acpi_machine {

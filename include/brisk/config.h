@@ -79,6 +79,8 @@ __attribute__((warn_unused_result)) int config_parse_rng(const char *s, struct v
 
 /* Parses --acpi: "on" or "off". Returns 0 or -EINVAL. */
 __attribute__((warn_unused_result)) int config_parse_acpi(const char *s, struct vm_config *cfg);
+/* --irqchip split|kernel. 0 or -EINVAL. */
+__attribute__((warn_unused_result)) int config_parse_irqchip(const char *s, struct vm_config *cfg);
 
 /* Parses --console: "serial" or "virtio". Returns 0 or -EINVAL. */
 __attribute__((warn_unused_result)) int config_parse_console(const char *s, struct vm_config *cfg);

@@ -94,9 +94,16 @@ struct dev_ops {
 int dev_save_stateless(void *dev, struct snap_writer *w);
 int dev_restore_stateless(void *dev, struct snap_reader *r);
 
+/* One route of KVM's GSI routing table: GSI `gsi` raises the MSI (`addr`, `data`). */
+struct devctx_msi {
+	unsigned gsi;
+	uint64_t addr;
+	uint32_t data;
+};
+
 /* What a device may ask of its VM (implemented by vm.c; by fakes in unit tests). */
 struct devctx_ops {
-	/* Sets an in-kernel irqchip input line (KVM_IRQ_LINE). */
+	/* Sets interrupt line `irq` (an I/O APIC pin): KVM_IRQ_LINE, or brisk's I/O APIC with a split irqchip. */
 	void (*irq_line)(void *vm, unsigned irq, int level);
 	/* Ends the VM with process status `code` (the first request wins). */
 	void (*request_exit)(void *vm, int code, const char *reason);
@@ -112,6 +119,13 @@ struct devctx_ops {
 	int (*irqfd)(void *vm, unsigned gsi, int fd, bool assign);
 	/* The VM's I/O event loop (evloop.h), where device work runs; never a vCPU thread. */
 	struct evloop *(*loop)(void *vm);
+	/*
+	 * The split irqchip's calls, for brisk's I/O APIC (NULL: none). msi: KVM_SIGNAL_MSI, one interrupt
+	 * message; >= 0 (0: the guest blocked it) or -errno. msi_routes: KVM_SET_GSI_ROUTING, the whole table:
+	 * GSI r[i].gsi raises MSI r[i] for i < n and no other GSI raises anything; 0 or -errno.
+	 */
+	int (*msi)(void *vm, uint64_t addr, uint32_t data);
+	int (*msi_routes)(void *vm, const struct devctx_msi *r, unsigned n);
 };
 
 struct devctx {

@@ -176,4 +176,25 @@ __attribute__((warn_unused_result)) int cmos_create(struct bus *bus);
  */
 __attribute__((warn_unused_result)) int acpi_pm_create(const struct devctx *ctx, struct bus *bus);
 
+/*
+ * The I/O APIC of a split irqchip (ioapic.c): 24 pins at BRISK_IOAPIC_BASE, the ID register reading `id` after
+ * reset (the ACPI and MP tables' I/O APIC ID), every entry masked; interrupts sent through ctx's msi and its
+ * routing table kept in step through msi_routes (device.h). Added to `bus`, which owns it. *out (may be NULL)
+ * gets it for the calls below. 0 or -errno.
+ */
+struct ioapic;
+__attribute__((warn_unused_result)) int ioapic_create(const struct devctx *ctx, struct bus *bus, uint8_t id,
+						      struct ioapic **out);
+/* Line `pin` (0..23; others ignored) goes to `level`: delivered as the pin's entry says. Any thread. */
+void ioapic_set_irq(struct ioapic *io, unsigned pin, int level);
+/* The guest EOIed `vector` (KVM_EXIT_IOAPIC_EOI): level pins with it clear Remote IRR, and fire again if high. */
+void ioapic_eoi(struct ioapic *io, uint8_t vector);
+/* How often the routing table was set (KVM_SET_GSI_ROUTING calls), for tests. */
+unsigned ioapic_route_updates(struct ioapic *io);
+/*
+ * The PIC, PIT and port 0x61 ports of a VM without them (split irqchip): reads 0xff (0 at 0x61, NMI status),
+ * writes ignored, nothing logged (legacy_absent.c). Added to `bus`, which owns it. 0 or -errno.
+ */
+__attribute__((warn_unused_result)) int legacy_absent_create(struct bus *bus);
+
 #endif

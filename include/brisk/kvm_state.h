@@ -12,6 +12,7 @@
 #ifndef BRISK_KVM_STATE_H
 #define BRISK_KVM_STATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct snap_writer;
@@ -60,17 +61,19 @@ __attribute__((warn_unused_result)) int x86_vcpu_restore(int vcpu_fd, struct sna
 							 size_t errlen);
 
 /*
- * Appends the VM-wide state (KVM_GET_IRQCHIP for PIC master, PIC slave, IOAPIC; KVM_GET_PIT2;
- * KVM_GET_CLOCK) to the open section of `w`. The VM has an in-kernel irqchip; its vCPUs are stopped.
+ * Appends the VM-wide state to the open section of `w`: with `kernel_irqchip` (KVM's, --irqchip kernel)
+ * KVM_GET_IRQCHIP for PIC master, PIC slave, IOAPIC and KVM_GET_PIT2; KVM_GET_CLOCK. Its vCPUs are stopped.
  * Returns 0 or -errno with `err` naming the ioctl.
  */
-__attribute__((warn_unused_result)) int x86_vm_save(int vm_fd, struct snap_writer *w, char *err, size_t errlen);
+__attribute__((warn_unused_result)) int x86_vm_save(int vm_fd, bool kernel_irqchip, struct snap_writer *w, char *err,
+						    size_t errlen);
 
 /*
- * Restores the VM-wide state into a VM created like the saved one (irqchip and PIT2 created).
- * kvmclock resumes at the saved value: the guest does not see the paused time (see kvm_state.c).
- * Returns 0 or -errno with `err` filled.
+ * Restores the VM-wide state into a VM created like the saved one (with `kernel_irqchip`: irqchip and PIT2
+ * created; a section of the other kind is refused). kvmclock resumes at the saved value: the guest does not
+ * see the paused time (see kvm_state.c). Returns 0 or -errno with `err` filled.
  */
-__attribute__((warn_unused_result)) int x86_vm_restore(int vm_fd, struct snap_reader *sec, char *err, size_t errlen);
+__attribute__((warn_unused_result)) int x86_vm_restore(int vm_fd, bool kernel_irqchip, struct snap_reader *sec,
+						       char *err, size_t errlen);
 
 #endif

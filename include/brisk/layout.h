@@ -109,6 +109,8 @@
 	{                                                                                                              \
 		5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23                                     \
 	}
+/* The I/O APIC at BRISK_IOAPIC_BASE: 24 pins, as KVM's in-kernel one and brisk's (src/devices/ioapic.c). */
+#define LAYOUT_IOAPIC_PINS	24
 #define LAYOUT_KVM_IDENTITY_MAP 0xfeffc000ULL /* KVM_SET_IDENTITY_MAP_ADDR, 1 page */
 #define LAYOUT_KVM_TSS		0xfeffd000ULL /* KVM_SET_TSS_ADDR, 3 pages */
 

@@ -49,6 +49,12 @@ uint64_t mptable_config_addr(unsigned cpus);
  * 0 or above MPTABLE_MAX_CPUS or an APIC ID does not fit 8 bits; -EFAULT when guest RAM does not cover the
  * areas. `err` names the problem.
  */
+/*
+ * The I/O APIC's ID the tables give (MP table and MADT): the first above every vCPU's APIC ID (apic_ids NULL:
+ * IDs 0..cpus-1), below the broadcast ID 0xff. 0 with *out, or -EINVAL with err.
+ */
+__attribute__((warn_unused_result)) int mptable_ioapic_id(unsigned cpus, const uint32_t *apic_ids, uint8_t *out,
+							  char *err, size_t errlen);
 __attribute__((warn_unused_result)) int mptable_write(const struct gmem *mem, unsigned cpus, const uint32_t *apic_ids,
 						      char *err, size_t errlen);
 

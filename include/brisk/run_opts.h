@@ -30,7 +30,8 @@ enum run_opt {
 	OPT_MEM,
 	OPT_PAUSED,
 	OPT_SECCOMP,
-	OPT_BOOT_TIMER
+	OPT_BOOT_TIMER,
+	OPT_IRQCHIP
 };
 
 /*

@@ -19,6 +19,13 @@ enum console_mode { CONSOLE_SERIAL = 0, CONSOLE_VIRTIO };
 
 enum disk_cache { DISK_CACHE_WRITEBACK = 0, DISK_CACHE_NONE };
 
+/*
+ * Where the interrupt controllers are (--irqchip; docs/architecture.md "Interrupts"): split (the default): the
+ * LAPICs in KVM, the I/O APIC in brisk, no PIC and no PIT (KVM_CAP_SPLIT_IRQCHIP); kernel: KVM's in-kernel
+ * PIC, I/O APIC and PIT (KVM_CREATE_IRQCHIP, KVM_CREATE_PIT2), for guests that need a PIT or a PIC.
+ */
+enum irqchip_mode { IRQCHIP_SPLIT = 0, IRQCHIP_KERNEL };
+
 #define VM_MAX_DISKS	    16	       /* --disk: at most this many, within the virtio windows (layout.h) */
 #define VM_DISK_ID_MAX	    20	       /* VIRTIO_BLK_ID_BYTES (virtio 1.2 section 5.2.6) */
 #define VM_RNG_DEFAULT_RATE (1u << 20) /* --rng without a rate: 1 MiB/s (docs/security.md case 12) */
@@ -120,6 +127,7 @@ struct vm_config {
 	struct vm_balloon balloon;	/* --balloon; enabled false: none */
 	enum console_mode console;	/* --console */
 	bool no_acpi;			/* --acpi off: no ACPI tables, MP table and command-line words only */
+	enum irqchip_mode irqchip;	/* --irqchip */
 	bool boot_timer;		/* --boot-timer: Firecracker's boot timer on the boot marker's MMIO page */
 	const struct vm_hooks *hooks;	/* NULL: none */
 	/* Not an option: set when the VM is built, cpuid_template_digest of its --cpu-template file (0: none). */
@@ -228,7 +236,7 @@ int vm_vcpu_tid(const struct vm *vm, unsigned i);
 struct exit_stats *vm_vcpu_exit_stats(struct vm *vm, unsigned i);
 
 /* Services behind the devices' context (device.h), callable from any thread. */
-/* Sets an in-kernel irqchip input line (KVM_IRQ_LINE). */
+/* Sets interrupt line `irq` (an I/O APIC pin): brisk's I/O APIC (split irqchip) or KVM_IRQ_LINE. */
 void vm_irq_line(struct vm *vm, unsigned irq, int level);
 /*
  * Ends the VM with process status `code`; the first request wins, later

@@ -32,7 +32,7 @@ static json_object *parse_body(const char *what, const char *body, size_t len, c
 	return o;
 }
 
-/* What this process decides whatever the API configured: the serial, --timeline, the profiler's hooks. */
+/* What this process decides whatever the API configured: the serial, --timeline, the profiler's hooks, --irqchip. */
 static void apply_base(const struct api *a, struct vm_config *cfg)
 {
 	cfg->serial = a->base.serial;
@@ -42,6 +42,7 @@ static void apply_base(const struct api *a, struct vm_config *cfg)
 	cfg->console = a->base.console;
 	cfg->prefault = a->base.prefault;
 	cfg->boot_timer = a->base.boot_timer;
+	cfg->irqchip = a->base.irqchip;
 }
 
 /* 400 "PREFIX: MSG", MSG (brisk's VM code's, worded for the command line) in the API's field names. */

@@ -61,6 +61,9 @@ static const char run_usage_head[] =
 /* After the device kinds' options (devkinds.h: each row's help lines, in table order). */
 static const char run_usage_tail[] =
     "      --acpi on|off      ACPI tables (default on): CPUs, interrupts, devices, power off\n"
+    "      --irqchip split|kernel\n"
+    "                         split (default): the LAPICs in KVM, the I/O APIC in brisk, no PIC or\n"
+    "                         PIT; kernel: KVM's PIC, I/O APIC and PIT (a guest that needs a PIT)\n"
     "                         and reset; off: MP table and virtio_mmio.device= words only\n"
     "      --hugepages        back guest RAM with transparent huge pages\n"
     "      --prefault         populate all guest RAM before boot\n"
@@ -200,7 +203,8 @@ static const char api_usage[] =
     "  --module M  --show-level  --show-log-origin  --metrics-path PATH  --boot-timer\n"
     "  --http-api-max-payload-size N  --mmds-size-limit N  --metadata FILE  --snapshot-version\n"
     "  --describe-snapshot FILE  --version  --help\n"
-    "PROCESS-OPTIONS: --serial, --console, --acpi, --timeline, --report-json, --log-level, --seccomp\n"
+    "PROCESS-OPTIONS: --serial, --console, --acpi, --irqchip, --timeline, --report-json, --log-level,\n"
+    "--seccomp\n"
     "(see 'brisk help run'). The socket is removed when brisk exits. docs/cli.md has each flag's\n"
     "meaning, docs/api.md every endpoint.\n";
 

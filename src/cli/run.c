@@ -116,6 +116,8 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 		return 0;
 	case OPT_ACPI:
 		return config_parse_acpi(arg, cfg) ? bad_value("--acpi", arg, "on or off") : 0;
+	case OPT_IRQCHIP:
+		return config_parse_irqchip(arg, cfg) ? bad_value("--irqchip", arg, "split or kernel") : 0;
 	case OPT_API_SOCK:
 		api_sock = arg;
 		return 0;
@@ -177,10 +179,13 @@ static bool is_vm_option(int c)
 	}
 }
 
-/* What `brisk restore` refuses: a VM option, or any device kind's option (the snapshot holds every device). */
+/*
+ * What `brisk restore` refuses: a VM option, any device kind's option (the snapshot holds every device), and
+ * --irqchip (the snapshot's VM had one kind of irqchip; a config file or the API's VM takes the process's).
+ */
 static bool is_snapshot_option(int c)
 {
-	return is_vm_option(c) || devkind_by_opt(c);
+	return is_vm_option(c) || devkind_by_opt(c) || c == OPT_IRQCHIP;
 }
 
 /* A brisk option that Firecracker's mode accepts beside its own flags: the process's, not the VM's (cli.h). */
@@ -195,6 +200,8 @@ bool cli_is_process_option(int c)
 	case OPT_PAUSED:
 	case 'h':
 		return false;
+	case OPT_IRQCHIP:
+		return true;
 	default:
 		return !is_snapshot_option(c);
 	}
@@ -372,6 +379,7 @@ static int load_config_file(struct fc_vm *fc, const struct vm_config *opts)
 	fc->cfg.console = opts->console;
 	fc->cfg.timeline = opts->timeline;
 	fc->cfg.no_acpi = opts->no_acpi;
+	fc->cfg.irqchip = opts->irqchip;
 	fc->cfg.prefault = opts->prefault;
 	fc->cfg.boot_timer = opts->boot_timer;
 	fc->cfg.hooks = opts->hooks;

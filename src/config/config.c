@@ -181,6 +181,17 @@ int config_parse_acpi(const char *s, struct vm_config *cfg)
 	return 0;
 }
 
+int config_parse_irqchip(const char *s, struct vm_config *cfg)
+{
+	if (strcmp(s, "split") == 0)
+		cfg->irqchip = IRQCHIP_SPLIT;
+	else if (strcmp(s, "kernel") == 0)
+		cfg->irqchip = IRQCHIP_KERNEL;
+	else
+		return -EINVAL;
+	return 0;
+}
+
 int config_parse_console(const char *s, struct vm_config *cfg)
 {
 	if (strcmp(s, "serial") == 0)

@@ -22,11 +22,17 @@ static const struct option head[] = {
 };
 
 static const struct option tail[] = {
-    {"acpi", required_argument, NULL, OPT_ACPI},	 {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-    {"api-sock", required_argument, NULL, OPT_API_SOCK}, {"config-file", required_argument, NULL, OPT_CONFIG_FILE},
-    {"no-api", no_argument, NULL, OPT_NO_API},		 {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
-    {"mem", required_argument, NULL, OPT_MEM},		 {"paused", no_argument, NULL, OPT_PAUSED},
-    {"seccomp", required_argument, NULL, OPT_SECCOMP},	 {"help", no_argument, NULL, 'h'},
+    {"acpi", required_argument, NULL, OPT_ACPI},
+    {"irqchip", required_argument, NULL, OPT_IRQCHIP},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"api-sock", required_argument, NULL, OPT_API_SOCK},
+    {"config-file", required_argument, NULL, OPT_CONFIG_FILE},
+    {"no-api", no_argument, NULL, OPT_NO_API},
+    {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
+    {"mem", required_argument, NULL, OPT_MEM},
+    {"paused", no_argument, NULL, OPT_PAUSED},
+    {"seccomp", required_argument, NULL, OPT_SECCOMP},
+    {"help", no_argument, NULL, 'h'},
 };
 
 #define NR(a) (sizeof(a) / sizeof((a)[0]))

@@ -16,6 +16,7 @@ const char *exit_reason_name(unsigned reason)
 	    [KVM_EXIT_INTERNAL_ERROR] = "internal_error",
 	    [KVM_EXIT_FAIL_ENTRY] = "fail_entry",
 	    [KVM_EXIT_SYSTEM_EVENT] = "system_event",
+	    [KVM_EXIT_IOAPIC_EOI] = "ioapic_eoi",
 	};
 
 	return reason < sizeof(names) / sizeof(names[0]) && names[reason] ? names[reason] : "other";

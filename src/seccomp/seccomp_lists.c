@@ -12,35 +12,18 @@
  * ioctl is allowed by request number only. The vCPU thread: KVM_RUN, the
  * register dump of an exit that ends the VM, and the device wiring a
  * driver's register write triggers (an IRQ line, a queue's ioeventfd and
- * irqfd, the tap's offloads once the driver chose its features). The main thread: the state a snapshot reads (VM and
- * vCPUs), the same device wiring (a device reset or stopped there), and the terminal restored at exit. brisk-slirp:
- * libslirp's non-blocking switch and queue size.
+ * irqfd, the tap's offloads once the driver chose its features; with the split irqchip, the I/O APIC's message
+ * and the routing table a redirection entry rewrites). The main thread: the state a snapshot reads (VM and
+ * vCPUs), the same device wiring (a device reset or stopped there; SendCtrlAltDel's interrupt), and the terminal
+ * restored at exit. brisk-slirp: libslirp's non-blocking switch and queue size.
  */
-static const unsigned long vcpu_ioctls[] = {KVM_RUN,	   KVM_GET_REGS, KVM_GET_SREGS, KVM_IRQ_LINE,
-					    KVM_IOEVENTFD, KVM_IRQFD,	 TUNSETOFFLOAD};
-static const unsigned long main_ioctls[] = {KVM_CHECK_EXTENSION,
-					    KVM_GET_CLOCK,
-					    KVM_GET_IRQCHIP,
-					    KVM_GET_PIT2,
-					    KVM_GET_REGS,
-					    KVM_GET_SREGS,
-					    KVM_GET_FPU,
-					    KVM_GET_MSRS,
-					    KVM_GET_XSAVE,
-					    KVM_GET_XSAVE2,
-					    KVM_GET_XCRS,
-					    KVM_GET_LAPIC,
-					    KVM_GET_MP_STATE,
-					    KVM_GET_VCPU_EVENTS,
-					    KVM_GET_DEBUGREGS,
-					    KVM_GET_CPUID2,
-					    KVM_GET_TSC_KHZ,
-					    KVM_IRQ_LINE,
-					    KVM_IOEVENTFD,
-					    KVM_IRQFD,
-					    TCSETS,
-					    TCGETS,
-					    BLKGETSIZE64};
+static const unsigned long vcpu_ioctls[] = {KVM_RUN,   KVM_GET_REGS,  KVM_GET_SREGS,  KVM_IRQ_LINE,	  KVM_IOEVENTFD,
+					    KVM_IRQFD, TUNSETOFFLOAD, KVM_SIGNAL_MSI, KVM_SET_GSI_ROUTING};
+static const unsigned long main_ioctls[] = {
+    KVM_CHECK_EXTENSION, KVM_GET_CLOCK,	      KVM_GET_IRQCHIP,	 KVM_GET_PIT2,	 KVM_GET_REGS,	  KVM_GET_SREGS,
+    KVM_GET_FPU,	 KVM_GET_MSRS,	      KVM_GET_XSAVE,	 KVM_GET_XSAVE2, KVM_GET_XCRS,	  KVM_GET_LAPIC,
+    KVM_GET_MP_STATE,	 KVM_GET_VCPU_EVENTS, KVM_GET_DEBUGREGS, KVM_GET_CPUID2, KVM_GET_TSC_KHZ, KVM_IRQ_LINE,
+    KVM_SIGNAL_MSI,	 KVM_IOEVENTFD,	      KVM_IRQFD,	 TCSETS,	 TCGETS,	  BLKGETSIZE64};
 static const unsigned long slirp_ioctls[] = {FIONBIO, FIONREAD};
 
 #define IOCTLS(a)                                                                                                      \

@@ -8,6 +8,7 @@
 /* The tags of the optional fields after the CPU template digest (get_template_digest). */
 #define SNAP_OPT_FC_TEMPLATE 0x10u
 #define SNAP_OPT_BALLOON     0x11u
+#define SNAP_OPT_IRQCHIP     0x12u /* absent: KVM's in-kernel irqchip, the only one before brisk's I/O APIC */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +112,8 @@ int snap_config_save(const struct vm_config *cfg, struct snap_writer *w)
 	if (!ret && cfg->balloon.enabled)
 		ret = snap_put_u8(w, SNAP_OPT_BALLOON) || snap_put_u32(w, cfg->balloon.amount_mib) ||
 		      snap_put_u8(w, cfg->balloon.deflate_on_oom) || snap_put_u16(w, cfg->balloon.stats_interval_s);
+	if (!ret && cfg->irqchip != IRQCHIP_KERNEL)
+		ret = snap_put_u8(w, SNAP_OPT_IRQCHIP) || snap_put_u8(w, (uint8_t)cfg->irqchip);
 	if (ret)
 		return -ENOMEM;
 	return snap_section_end(w);
@@ -202,12 +205,28 @@ static int get_balloon(struct snap_reader *r, struct vm_balloon *b)
 	return 0;
 }
 
+/* The irqchip tag's value: brisk's split irqchip (the only other kind than the absent tag's). */
+static int get_irqchip(struct snap_reader *sec, struct vm_config *cfg, bool *seen)
+{
+	uint8_t v;
+
+	if (*seen || snap_get_u8(sec, &v) || v != IRQCHIP_SPLIT)
+		return -EINVAL;
+	cfg->irqchip = IRQCHIP_SPLIT;
+	*seen = true;
+	return 0;
+}
+
 /*
  * The optional last fields: what the --cpu-template file asked for (snap_config.h); after it the tagged
- * ones, each at most once: a custom CPU template, a balloon's configuration. An unknown tag: malformed.
+ * ones, each at most once: a custom CPU template, a balloon's configuration, the irqchip. An unknown tag:
+ * malformed.
  */
 static int get_template_digest(struct snap_reader *sec, struct snap_config_strings *s, struct vm_config *cfg)
 {
+	bool irqchip = false;
+
+	cfg->irqchip = IRQCHIP_KERNEL;
 	s->has_cpu_template_digest = snap_remaining(sec) != 0;
 	s->cpu_template_digest = 0;
 	s->fc_template = NULL;
@@ -221,6 +240,8 @@ static int get_template_digest(struct snap_reader *sec, struct snap_config_strin
 		if (tag == SNAP_OPT_FC_TEMPLATE && !s->fc_template && !get_fc_template(sec, s))
 			continue;
 		if (tag == SNAP_OPT_BALLOON && !cfg->balloon.enabled && !get_balloon(sec, &cfg->balloon))
+			continue;
+		if (tag == SNAP_OPT_IRQCHIP && !get_irqchip(sec, cfg, &irqchip))
 			continue;
 		return -EINVAL;
 	}

@@ -58,7 +58,8 @@ void devmgr_acpi_machine(const struct devmgr *m, const struct vm_config *cfg, co
 	    .apic_ids = ids,
 	    .nr_virtio = m->nr,
 	    .virtio = m->win,
-	    .legacy = ACPI_DEV_COM1 | ACPI_DEV_I8042 | ACPI_DEV_RTC,
+	    .legacy =
+		ACPI_DEV_COM1 | ACPI_DEV_I8042 | ACPI_DEV_RTC | (cfg->irqchip == IRQCHIP_KERNEL ? ACPI_DEV_PIC : 0),
 	};
 }
 

@@ -174,6 +174,10 @@ static int dispatch(struct vcpu *v)
 		return end_vm(v, EXIT_FAIL_ENTRY, what);
 	case KVM_EXIT_SYSTEM_EVENT:
 		return handle_system_event(v);
+	case KVM_EXIT_IOAPIC_EOI: /* split irqchip: a level-triggered vector EOIed (api.rst 5, kvm_run eoi) */
+		if (v->vm->ioapic)
+			ioapic_eoi(v->vm->ioapic, v->run->eoi.vector);
+		return 0;
 	case KVM_EXIT_HLT:
 		/* Only without an in-kernel LAPIC; brisk always has one. */
 		vm_request_exit(v->vm, EXIT_GUEST_OK, "guest halted");

@@ -17,6 +17,7 @@
 #include "brisk/exitcode.h"
 #include "brisk/fc_metrics.h"
 #include "brisk/file.h"
+#include "brisk/layout.h"
 #include "brisk/log.h"
 #include "brisk/snapshot.h"
 #include "brisk/timeline.h"
@@ -217,6 +218,10 @@ void vm_irq_line(struct vm *vm, unsigned irq, int level)
 {
 	struct kvm_irq_level l = {.irq = irq, .level = (uint32_t)level};
 
+	if (vm->ioapic) {
+		ioapic_set_irq(vm->ioapic, irq, level);
+		return;
+	}
 	if (KVM_IOCTL(vm->fd, KVM_IRQ_LINE, &l) < 0)
 		log_warn("KVM_IRQ_LINE irq %u level %d failed: %s", irq, level, strerror(errno));
 }
@@ -341,12 +346,45 @@ static struct evloop *ctx_loop(void *vm)
 	return ((struct vm *)vm)->loop;
 }
 
+/* KVM_SIGNAL_MSI (api.rst 4.71): > 0 delivered, 0 blocked by the guest, -errno. */
+static int ctx_msi(void *vm, uint64_t addr, uint32_t data)
+{
+	struct kvm_msi m = {.address_lo = (uint32_t)addr, .address_hi = (uint32_t)(addr >> 32), .data = data};
+	int ret = KVM_IOCTL(((struct vm *)vm)->fd, KVM_SIGNAL_MSI, &m);
+
+	return ret < 0 ? -errno : ret;
+}
+
+/* KVM_SET_GSI_ROUTING (api.rst 4.52): the whole table at once, MSI routes only (a split irqchip has no others). */
+static int ctx_msi_routes(void *vm, const struct devctx_msi *r, unsigned n)
+{
+	struct {
+		struct kvm_irq_routing hdr;
+		struct kvm_irq_routing_entry e[LAYOUT_IOAPIC_PINS];
+	} t;
+
+	if (n > LAYOUT_IOAPIC_PINS)
+		return -E2BIG;
+	memset(&t, 0, sizeof(t));
+	t.hdr.nr = n;
+	for (unsigned i = 0; i < n; i++) {
+		t.e[i].gsi = r[i].gsi;
+		t.e[i].type = KVM_IRQ_ROUTING_MSI;
+		t.e[i].u.msi.address_lo = (uint32_t)r[i].addr;
+		t.e[i].u.msi.address_hi = (uint32_t)(r[i].addr >> 32);
+		t.e[i].u.msi.data = r[i].data;
+	}
+	return KVM_IOCTL(((struct vm *)vm)->fd, KVM_SET_GSI_ROUTING, &t) < 0 ? -errno : 0;
+}
+
 const struct devctx_ops vm_devctx_ops = {
     .irq_line = ctx_irq_line,
     .request_exit = ctx_request_exit,
     .ioeventfd = ctx_ioeventfd,
     .irqfd = ctx_irqfd,
     .loop = ctx_loop,
+    .msi = ctx_msi,
+    .msi_routes = ctx_msi_routes,
 };
 
 /* Blocks until an exit is requested or SIGINT/SIGTERM/SIGHUP arrives. */

@@ -245,18 +245,28 @@ static int map_memory(struct vm *vm, struct vm_error *e)
 }
 
 /*
- * Step 9: the in-kernel irqchip and PIT (api.rst 4.24, 4.59), after every
- * memory slot: each device they register on KVM's I/O bus leaves an SRCU
- * grace period in flight, and a memory-slot change made after them waits
- * for it (measured: 4-10 ms instead of 0.1 ms; docs/architecture.md). They
- * must precede the vCPUs (KVM_CREATE_IRQCHIP fails once a vCPU exists).
+ * Step 9: the interrupt controllers, after every memory slot and before the vCPUs (either call fails once a
+ * vCPU exists). Split (the default, api.rst 7.4 KVM_CAP_SPLIT_IRQCHIP): only the LAPICs are KVM's, with 24
+ * GSIs reserved for brisk's I/O APIC (src/devices/ioapic.c, step 11); no PIC, no PIT, so KVM's I/O bus holds
+ * nothing of them to unregister, one SRCU grace period each, when the VM is destroyed (docs/performance.md
+ * "Teardown"). Kernel (--irqchip kernel): KVM's PIC, I/O APIC and PIT (api.rst 4.24, 4.59), after the memory
+ * slots: each device they register on KVM's I/O bus leaves an SRCU grace period in flight, and a memory-slot
+ * change made after them waits for it (measured: 4-10 ms instead of 0.1 ms; docs/architecture.md).
  */
 static int create_irqchip(struct vm *vm, struct vm_error *e)
 {
 	struct kvm_pit_config pit = {.flags = 0};
+	struct kvm_enable_cap split = {.cap = KVM_CAP_SPLIT_IRQCHIP, .args = {LAYOUT_IOAPIC_PINS}};
 
-	if (KVM_IOCTL(vm->fd, KVM_CREATE_IRQCHIP, 0) < 0 || KVM_IOCTL(vm->fd, KVM_CREATE_PIT2, &pit) < 0)
+	if (vm->cfg.irqchip == IRQCHIP_SPLIT) {
+		if (KVM_IOCTL(vm->fd, KVM_ENABLE_CAP, &split) < 0)
+			return fail(e, VM_ERR_HOST, -errno,
+				    "KVM_ENABLE_CAP(KVM_CAP_SPLIT_IRQCHIP) failed: %s (a KVM older than Linux 4.4 "
+				    "has no split irqchip: --irqchip kernel uses KVM's own)",
+				    strerror(errno));
+	} else if (KVM_IOCTL(vm->fd, KVM_CREATE_IRQCHIP, 0) < 0 || KVM_IOCTL(vm->fd, KVM_CREATE_PIT2, &pit) < 0) {
 		return fail(e, VM_ERR_HOST, -errno, "KVM_CREATE_IRQCHIP/KVM_CREATE_PIT2 failed: %s", strerror(errno));
+	}
 	timeline_mark(TL_IRQCHIP);
 	return 0;
 }
@@ -372,6 +382,24 @@ static int create_virtio(struct vm *vm, const struct devctx *ctx, struct vm_erro
 	return 0;
 }
 
+/* The split irqchip's I/O APIC, with the ID the MP table and MADT give it, and the ports of the PIC and PIT it has not.
+ */
+static int create_ioapic(struct vm *vm, const struct devctx *ctx, struct vm_error *e)
+{
+	uint32_t ids[MPTABLE_MAX_CPUS];
+	char err[256];
+	uint8_t id;
+	int ret;
+
+	for (unsigned i = 0; i < vm->cfg.cpus && i < MPTABLE_MAX_CPUS; i++)
+		ids[i] = cpuid_apic_id(&vm->topo, i);
+	if ((ret = mptable_ioapic_id(vm->cfg.cpus, ids, &id, err, sizeof(err))))
+		return fail(e, VM_ERR_USAGE, ret, "%s", err);
+	if ((ret = ioapic_create(ctx, &vm->bus, id, &vm->ioapic)) || (ret = legacy_absent_create(&vm->bus)))
+		return fail(e, VM_ERR_HOST, ret, "creating the I/O APIC failed: %s", strerror(-ret));
+	return 0;
+}
+
 /* Step 11: the devices, each added to the one bus, which owns them. */
 static int create_devices(struct vm *vm, struct vm_error *e)
 {
@@ -385,6 +413,9 @@ static int create_devices(struct vm *vm, struct vm_error *e)
 		so.in_fd = vm->cfg.console == CONSOLE_VIRTIO ? -1 : STDIN_FILENO;
 		so.raw_tty = so.in_fd >= 0 && isatty(STDIN_FILENO);
 	}
+	/* brisk's I/O APIC first: a restore gives it its entries before another device raises a line */
+	if (vm->cfg.irqchip == IRQCHIP_SPLIT && (err = create_ioapic(vm, &ctx, e)))
+		return err;
 	if ((err = serial8250_create(&ctx, &vm->bus, &so, NULL)) || (err = i8042_create(&ctx, &vm->bus)) ||
 	    (err = debugexit_create(&ctx, &vm->bus)) ||
 	    (err = bootmark_create(&vm->bus, vm->cfg.boot_timer ? &vm->boot_timer : NULL)) ||
@@ -655,7 +686,7 @@ static int restore_kvm_vm(struct vm *vm, struct vm_error *e)
 
 	if (ret)
 		return fail(e, VM_ERR_USAGE, -EINVAL, "the state file has no VM section");
-	ret = x86_vm_restore(vm->fd, sec, err, sizeof(err));
+	ret = x86_vm_restore(vm->fd, vm->cfg.irqchip == IRQCHIP_KERNEL, sec, err, sizeof(err));
 	if (!ret && (snap_remaining(sec) || snap_reader_error(sec)))
 		ret = -EINVAL, snprintf(err, sizeof(err), "malformed VM section");
 	if (ret)

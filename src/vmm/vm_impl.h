@@ -57,6 +57,7 @@ struct vm {
 	struct boot_timer boot_timer;	   /* --boot-timer's start (vm_create's first step); read by the boot marker */
 	char *cmdline;			   /* the kernel command line with the devices' words, or NULL: cfg.cmdline */
 	struct evloop *loop;		   /* the I/O event loop (evloop.h), NULL until a device needs one */
+	struct ioapic *ioapic;		   /* brisk's I/O APIC (split irqchip, owned by the bus), or NULL */
 	struct cpuid_vm cpuid_vm;	   /* the per-VM template, topology, vendor, boot MSRs */
 	unsigned nr_vcpus;
 	struct vcpu *vcpus;

@@ -38,7 +38,8 @@ static int build_state(struct vm *vm, struct snap_writer *w, char *err, size_t e
 		snprintf(err, errlen, "saving the configuration: %s", strerror(-ret));
 		return ret;
 	}
-	if ((ret = snap_section_begin(w, SNAP_TAG_VM, 0, "kvm-vm")) || (ret = x86_vm_save(vm->fd, w, err, errlen)) ||
+	if ((ret = snap_section_begin(w, SNAP_TAG_VM, 0, "kvm-vm")) ||
+	    (ret = x86_vm_save(vm->fd, vm->cfg.irqchip == IRQCHIP_KERNEL, w, err, errlen)) ||
 	    (ret = snap_section_end(w)))
 		return ret;
 	for (unsigned i = 0; i < vm->nr_vcpus; i++) {

@@ -182,7 +182,7 @@ static struct snap_reader *save(struct tvm *t)
 	char err[256] = "";
 
 	assert_int_equal(snap_section_begin(w, SNAP_TAG_VM, 0, "kvm-vm"), 0);
-	if (x86_vm_save(t->vm, w, err, sizeof(err)))
+	if (x86_vm_save(t->vm, true, w, err, sizeof(err)))
 		fail_msg("x86_vm_save: %s", err);
 	assert_int_equal(snap_section_end(w), 0);
 	assert_int_equal(snap_section_begin(w, SNAP_TAG_VCPU, 0, "vcpu"), 0);
@@ -240,7 +240,7 @@ static void test_round_trip(void **state)
 	r = save(&a);
 	assert_true(make_vm(&b, cpuid));
 	assert_int_equal(snap_section(r, SNAP_TAG_VM, 0, "kvm-vm", &sec), 0);
-	if (x86_vm_restore(b.vm, sec, err, sizeof(err)))
+	if (x86_vm_restore(b.vm, true, sec, err, sizeof(err)))
 		fail_msg("x86_vm_restore: %s", err);
 	assert_int_equal(snap_remaining(sec), 0);
 	assert_int_equal(snap_section(r, SNAP_TAG_VCPU, 0, "vcpu", &sec), 0);

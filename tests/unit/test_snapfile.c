@@ -435,6 +435,7 @@ static void test_config_template_digest(void **state)
 
 	(void)state;
 	config_defaults(&cfg);
+	cfg.irqchip = IRQCHIP_KERNEL; /* no tag after the digest: the layout of that time */
 	cfg.cpu_template_digest = 0x1122334455667788ull;
 	b = config_file(&cfg, &len);
 	assert_int_equal(load_config(b, len, &back, &strs), 0);
@@ -450,6 +451,7 @@ static void test_config_template_digest(void **state)
 	assert_int_equal(load_config(old, len - 8, &back, &strs), 0);
 	assert_false(strs.has_cpu_template_digest);
 	assert_int_equal(back.cpus, cfg.cpus);
+	assert_int_equal(back.irqchip, IRQCHIP_KERNEL);
 	free(old);
 	free(b);
 }
@@ -475,6 +477,38 @@ static void test_config_balloon(void **state)
 	assert_int_equal(back.balloon.stats_interval_s, 9);
 	free(b);
 	cfg.balloon.amount_mib = 0x01000000; /* pages past 32 bits */
+	b = config_file(&cfg, &len);
+	assert_int_equal(load_config(b, len, &back, &strs), -EINVAL);
+	free(b);
+}
+
+/*
+ * The irqchip: a split one (the default) is a tag after the digest, KVM's in-kernel one no tag (as every file
+ * before brisk had its own I/O APIC); a repeated tag or another value is refused.
+ */
+static void test_config_irqchip(void **state)
+{
+	static struct vm_config cfg, back;
+	static struct snap_config_strings strs;
+	size_t len, plain;
+	uint8_t *b;
+
+	(void)state;
+	config_defaults(&cfg);
+	cfg.irqchip = IRQCHIP_KERNEL;
+	b = config_file(&cfg, &plain);
+	back.irqchip = IRQCHIP_SPLIT;
+	assert_int_equal(load_config(b, plain, &back, &strs), 0);
+	assert_int_equal(back.irqchip, IRQCHIP_KERNEL);
+	free(b);
+	cfg.irqchip = IRQCHIP_SPLIT;
+	b = config_file(&cfg, &len);
+	assert_int_equal(len, plain + 2);
+	back.irqchip = IRQCHIP_KERNEL;
+	assert_int_equal(load_config(b, len, &back, &strs), 0);
+	assert_int_equal(back.irqchip, IRQCHIP_SPLIT);
+	free(b);
+	cfg.irqchip = (enum irqchip_mode)7; /* a value no brisk writes */
 	b = config_file(&cfg, &len);
 	assert_int_equal(load_config(b, len, &back, &strs), -EINVAL);
 	free(b);
@@ -525,6 +559,7 @@ int main(void)
 	    cmocka_unit_test(test_too_large),	    cmocka_unit_test(test_writer_rules),
 	    cmocka_unit_test(test_file_round_trip), cmocka_unit_test(test_config_template_digest),
 	    cmocka_unit_test(test_config_balloon),  cmocka_unit_test(test_template_digest),
+	    cmocka_unit_test(test_config_irqchip),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -151,7 +151,7 @@ _Static_assert(LAYOUT_VIRTIO_WINDOWS < 100, "virtio devices are named VR00..VR99
 
 enum { MADT_LAPIC = 0, MADT_IOAPIC = 1, MADT_ISO = 2, MADT_LAPIC_NMI = 4 };
 
-#define MADT_PCAT_COMPAT 0x1u /* KVM_CREATE_IRQCHIP also creates the dual 8259 */
+#define MADT_PCAT_COMPAT 0x1u /* a dual 8259 is present: KVM_CREATE_IRQCHIP's (--irqchip kernel), never split */
 #define LAPIC_ENABLED	 0x1u
 #define MPS_INTI_HIGH	 0x1u /* polarity bits 1:0 = 01 active high */
 #define MPS_INTI_EDGE	 0x4u /* trigger bits 3:2 = 01 edge */
@@ -171,8 +171,7 @@ enum { MADT_LAPIC = 0, MADT_IOAPIC = 1, MADT_ISO = 2, MADT_LAPIC_NMI = 4 };
 #define GAS_ACCESS_BYTE 1
 #define RTC_CENTURY_IDX 0x32 /* brisk's CMOS keeps the century there (devices/cmos.c), as QEMU */
 
-#define IOAPIC_PINS 24 /* KVM's in-kernel I/O APIC */
-#define CMOS_PORT   0x70
+#define CMOS_PORT 0x70
 
 static const char *const table_names[ACPI_NR_TABLES] = {"rsdp", "xsdt", "facp", "apic", "dsdt"};
 
@@ -247,11 +246,11 @@ static int check_virtio(const struct acpi_machine *m, char *err, size_t errlen)
 	for (unsigned i = 0; i < m->nr_virtio; i++) {
 		const struct devmgr_window *s = &m->virtio[i];
 
-		if (s->base > UINT32_MAX - LAYOUT_VIRTIO_MMIO_SIZE + 1 || s->irq >= IOAPIC_PINS)
+		if (s->base > UINT32_MAX - LAYOUT_VIRTIO_MMIO_SIZE + 1 || s->irq >= LAYOUT_IOAPIC_PINS)
 			return err_set(err, errlen, -EINVAL,
 				       "ACPI: virtio device %u at 0x%llx IRQ %u: the DSDT takes 32-bit windows and "
 				       "IRQs 0..%u",
-				       i, (unsigned long long)s->base, s->irq, IOAPIC_PINS - 1);
+				       i, (unsigned long long)s->base, s->irq, LAYOUT_IOAPIC_PINS - 1);
 	}
 	return 0;
 }
@@ -333,7 +332,8 @@ static size_t madt_len(unsigned cpus)
  * One Processor Local APIC per vCPU in vCPU order (the BSP first, 5.2.12),
  * UID = vCPU index; the I/O APIC at BRISK_IOAPIC_BASE, GSIs 0..23. KVM's
  * default routing joins GSI n to I/O APIC pin n for every n, the PIT's IRQ 0
- * included (see mptable.c), which is the identity mapping ACPI assumes for
+ * included (see mptable.c), as brisk's own I/O APIC does (split irqchip, no
+ * PIC and no PIT, and then no PCAT_COMPAT), which is the identity mapping ACPI assumes for
  * ISA IRQs without an override (5.2.12.5). One override is written anyway,
  * IRQ 0 -> GSI 0, edge, active high: PC chipsets wire IRQ 0 to pin 2 and
  * some OSes assume it; this one does not. LINT1 of every LAPIC is NMI, as
@@ -344,7 +344,7 @@ static void put_madt(uint8_t *p, const struct acpi_machine *m, uint8_t ioapic_id
 	size_t len = madt_len(m->cpus), at = sizeof(struct madt);
 	struct madt h = {.h = header("APIC", len, MADT_REVISION),
 			 .lapic_address = (uint32_t)BRISK_LAPIC_BASE,
-			 .flags = MADT_PCAT_COMPAT};
+			 .flags = m->legacy & ACPI_DEV_PIC ? MADT_PCAT_COMPAT : 0};
 	struct madt_ioapic io = {
 	    .type = MADT_IOAPIC, .length = sizeof(io), .id = ioapic_id, .address = (uint32_t)BRISK_IOAPIC_BASE};
 	struct madt_iso iso = {

@@ -32,9 +32,12 @@
  *   u32 tsc_khz                 KVM_GET_TSC_KHZ (4.56); 0 when KVM cannot tell (no capability, unstable TSC)
  * A blob is a u32 length and that many bytes: restore checks each length against this host's size.
  *
- * VM section body:
- *   blob irqchip x3             struct kvm_irqchip for KVM_IRQCHIP_PIC_MASTER, _PIC_SLAVE, _IOAPIC (4.26)
- *   blob pit                    struct kvm_pit_state2 (4.72); 0 bytes without KVM_CAP_PIT_STATE2
+ * VM section body (version 2; version 1 had no u32 chips: its chips were always there):
+ *   u32 chips                   1: KVM's in-kernel irqchip and PIT (--irqchip kernel); 0: a split irqchip, whose
+ *                               I/O APIC is a device of brisk's with its own section, and no PIT
+ *   blob irqchip x3             (chips 1 only) struct kvm_irqchip for KVM_IRQCHIP_PIC_MASTER, _PIC_SLAVE, _IOAPIC
+ *                               (4.26)
+ *   blob pit                    struct kvm_pit_state2 (4.72); 0 bytes without KVM_CAP_PIT_STATE2 or a PIT
  *   u32 has_clock, u64 clock    KVM_GET_CLOCK's value (4.29); has_clock 0 without KVM_CAP_ADJUST_CLOCK
  */
 
@@ -147,7 +150,7 @@ static int need_init(char *err, size_t errlen)
  * restore keeps reading the older ones. Both are hand-serialised (blobs of KVM's structs, lists whose
  * length KVM decides), not field tables.
  */
-#define KVM_VM_SNAP_VERSION   1u
+#define KVM_VM_SNAP_VERSION   2u
 #define KVM_VCPU_SNAP_VERSION 1u
 
 /* A section of a version this brisk reads: 0, or -EINVAL with `err` naming it. */
@@ -767,20 +770,23 @@ static int save_chips(int vm_fd, struct snap_writer *w, char *err, size_t errlen
 	return 0;
 }
 
-int x86_vm_save(int vm_fd, struct snap_writer *w, char *err, size_t errlen)
+int x86_vm_save(int vm_fd, bool kernel_irqchip, struct snap_writer *w, char *err, size_t errlen)
 {
 	struct kvm_pit_state2 pit;
 	struct kvm_clock_data clock;
+	bool has_pit = kernel_irqchip && kst.pit_state2;
 	int ret = x86_state_init(-1, vm_fd, err, errlen) ?: snap_set_version(w, KVM_VM_SNAP_VERSION)
-		  ?: save_chips(vm_fd, w, err, errlen);
+		  ?: snap_put_u32(w, kernel_irqchip);
 
+	if (!ret && kernel_irqchip)
+		ret = save_chips(vm_fd, w, err, errlen);
 	memset(&pit, 0, sizeof(pit));
 	memset(&clock, 0, sizeof(clock));
-	if (!ret && kst.pit_state2 && KVM_IOCTL(vm_fd, KVM_GET_PIT2, &pit))
+	if (!ret && has_pit && KVM_IOCTL(vm_fd, KVM_GET_PIT2, &pit))
 		ret = ioctl_err("KVM_GET_PIT2", err, errlen);
 	if (!ret && kst.adjust_clock && KVM_IOCTL(vm_fd, KVM_GET_CLOCK, &clock))
 		ret = ioctl_err("KVM_GET_CLOCK", err, errlen);
-	if (!ret && (ret = put_blob(w, &pit, kst.pit_state2 ? sizeof(pit) : 0) ?: snap_put_u32(w, kst.adjust_clock)
+	if (!ret && (ret = put_blob(w, &pit, has_pit ? sizeof(pit) : 0) ?: snap_put_u32(w, kst.adjust_clock)
 			   ?: snap_put_u64(w, clock.clock)))
 		snprintf(err, errlen, "writing the VM state: %s", strerror(-ret));
 	return ret;
@@ -835,16 +841,36 @@ static int restore_clock(int vm_fd, struct snap_reader *sec, char *err, size_t e
 	return KVM_IOCTL(vm_fd, KVM_SET_CLOCK, &clock) ? ioctl_err("KVM_SET_CLOCK", err, errlen) : 0;
 }
 
-int x86_vm_restore(int vm_fd, struct snap_reader *sec, char *err, size_t errlen)
+/* Whether the section's VM had KVM's in-kernel irqchip (version 1: always), which must be the one this VM has. */
+static int check_chips(struct snap_reader *sec, bool kernel_irqchip, char *err, size_t errlen)
+{
+	uint32_t in_kernel = 1;
+
+	if (snap_version(sec) >= 2 && (snap_get_u32(sec, &in_kernel) || in_kernel > 1))
+		return snprintf(err, errlen, "truncated or malformed VM section (irqchip)"), -EINVAL;
+	if (in_kernel != kernel_irqchip)
+		return snprintf(err, errlen, "the VM section is of %s irqchip, the configuration says %s",
+				in_kernel ? "KVM's in-kernel" : "a split", kernel_irqchip ? "KVM's" : "a split one"),
+		       -EINVAL;
+	return 0;
+}
+
+int x86_vm_restore(int vm_fd, bool kernel_irqchip, struct snap_reader *sec, char *err, size_t errlen)
 {
 	struct kvm_pit_state2 pit;
 	bool present;
 	int ret = x86_state_init(-1, vm_fd, err, errlen) ?: check_version(sec, "kvm-vm", KVM_VM_SNAP_VERSION, err, errlen)
-		  ?: restore_chips(vm_fd, sec, err, errlen)
-		  ?: get_blob(sec, "kvm_pit_state2", &pit, sizeof(pit), true, &present, err, errlen);
+		  ?: check_chips(sec, kernel_irqchip, err, errlen);
 
+	if (!ret && kernel_irqchip)
+		ret = restore_chips(vm_fd, sec, err, errlen);
+	if (!ret)
+		ret = get_blob(sec, "kvm_pit_state2", &pit, sizeof(pit), true, &present, err, errlen);
 	if (ret)
 		return ret;
+	if (present && !kernel_irqchip)
+		return snprintf(err, errlen, "the snapshot has PIT state, but its VM had no PIT (split irqchip)"),
+		       -EINVAL;
 	if (present && !kst.pit_state2)
 		return snprintf(err, errlen, "the snapshot has PIT state, this host's KVM lacks KVM_CAP_PIT_STATE2"),
 		       -EINVAL;

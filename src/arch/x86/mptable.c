@@ -224,8 +224,7 @@ static void build_config(uint8_t *buf, unsigned cpus, const uint32_t *apic_ids, 
 	buf[offsetof(struct mpc_header, checksum)] = checksum(buf, h.length);
 }
 
-/* The I/O APIC takes the first ID above every CPU's; IDs must stay below the broadcast ID 0xff. */
-static int ioapic_id_for(unsigned cpus, const uint32_t *apic_ids, uint8_t *out, char *err, size_t errlen)
+int mptable_ioapic_id(unsigned cpus, const uint32_t *apic_ids, uint8_t *out, char *err, size_t errlen)
 {
 	uint32_t max = 0;
 
@@ -257,7 +256,7 @@ int mptable_write(const struct gmem *mem, unsigned cpus, const uint32_t *apic_id
 	if (!addr)
 		return boot_fail(err, errlen, -EINVAL, "MP table: %u vCPUs; it describes 1..%u", cpus,
 				 MPTABLE_MAX_CPUS);
-	if (ioapic_id_for(cpus, apic_ids, &ioapic_id, err, errlen))
+	if (mptable_ioapic_id(cpus, apic_ids, &ioapic_id, err, errlen))
 		return -EINVAL;
 	f.checksum = checksum(&f, sizeof(f));
 	memset(buf, 0, len);
