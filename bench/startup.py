@@ -7,6 +7,10 @@ interleaved (A B C A B C ...), and reports per contender:
                        complete line on the child's stdout (the guest's COM1)
   exec -> reaped       same start to os.wait4() returning (includes KVM's
                        teardown of the VM after exit_group)
+  CPU per boot         user + system time of the child, from the same wait4()
+  burst                separate pass: --burst copies started at once, wall time
+                       until every copy printed its first line -> VMs/s (median
+                       of --burst-reps bursts per contender, interleaved)
   exec -> boot marker  separate pass: the VMM's own clock when the guest
                        writes boot marker 1 (brisk --timeline, floor stderr)
   peak RSS             separate pass: ru_maxrss of the command run under
@@ -35,9 +39,10 @@ import tempfile
 import time
 
 EXPECTED_LINE = "Hello from brisk test guest"
-# Start-up targets, printed as met / NOT met, never asserted: brisk within
-# TARGET_FLOOR x the floor program, QEMU microvm at least TARGET_QEMU x slower than brisk.
-TARGET_FLOOR = 1.2
+# Start-up targets, printed as met / NOT met, never asserted: brisk/floor at most TARGET_FLOOR[key] (the
+# burst: the rate at least TARGET_BURST x the floor's), QEMU microvm at least TARGET_QEMU x slower than brisk.
+TARGET_FLOOR = {"line": 1.1, "cpu": 1.2, "reap": 1.5}
+TARGET_BURST = 0.8
 TARGET_QEMU = 12
 MAXRSS_RE = re.compile(r"^maxrss: status (-?\d+) maxrss_kib (\d+)\s*$", re.M)
 MARKER_RE = re.compile(r"^boot marker 0x0*1\s+([0-9.]+)\s*$", re.M)
@@ -87,7 +92,7 @@ def spawn_and_time(argv, timeout_s):
             out += chunk
             if t_line is None and b"\n" in chunk:
                 t_line = time.perf_counter_ns()
-    _, wstatus, _ = os.wait4(p.pid, 0)
+    _, wstatus, ru = os.wait4(p.pid, 0)
     t_reap = time.perf_counter_ns()
     p.returncode = os.waitstatus_to_exitcode(wstatus)  # reaped here; keep Popen from waiting
     p.stdout.close()
@@ -97,6 +102,7 @@ def spawn_and_time(argv, timeout_s):
     return {
         "line_ns": None if t_line is None else t_line - t0,
         "reap_ns": t_reap - t0,
+        "cpu_ns": int((ru.ru_utime + ru.ru_stime) * 1e9),
         "status": p.returncode,
         "timed_out": timed_out,
         "stdout": out.decode(errors="replace"),
@@ -228,12 +234,50 @@ def host_info():
             "dev_kvm": os.path.exists("/dev/kvm"), "nested_kvm_sh": os.environ.get("NESTED_KVM_GUEST") == "1"}
 
 
+def burst(argv, n, timeout_s):
+    """Starts n copies of argv at once; returns (seconds until every copy printed its first line, None) or
+    (None, why) when a copy failed. Every copy is reaped before returning."""
+    t0 = time.perf_counter_ns()
+    ps = [subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+          for _ in range(n)]
+    why = None
+    deadline = time.monotonic() + timeout_s
+    with selectors.DefaultSelector() as sel:
+        bufs = {p.stdout.fileno(): bytearray() for p in ps}
+        for p in ps:
+            sel.register(p.stdout.fileno(), selectors.EVENT_READ)
+        waiting = set(bufs)
+        while waiting and why is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                why = "timed out with %d of %d copies before their first line" % (len(waiting), n)
+                break
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 65536)
+                bufs[key.fd] += chunk
+                if not chunk or b"\n" in bufs[key.fd]:
+                    sel.unregister(key.fd)
+                    waiting.discard(key.fd)
+                    if not bufs[key.fd].startswith(EXPECTED_LINE.encode()):
+                        why = "a copy's first line was %r" % bytes(bufs[key.fd][:60])
+    t_all = time.perf_counter_ns()
+    for p in ps:
+        if why:
+            p.kill()
+        p.stdout.read()
+        p.stdout.close()
+        p.wait()
+    return (None, why) if why else ((t_all - t0) / 1e9, None)
+
+
 def build_contenders(a):
     have_kvm = os.access("/dev/kvm", os.R_OK | os.W_OK)
     cs = []
     brisk = Contender("brisk", [a.brisk, "run", "--kernel", a.guest], 0,
                       marker_argv=[a.brisk, "run", "--kernel", a.guest, "--timeline"])
     floor = Contender("floor", [a.floor, a.guest], 0, marker_argv=[a.floor, a.guest])
+    base = Contender("base", [a.base, "run", "--kernel", a.guest], 0,
+                     marker_argv=[a.base, "run", "--kernel", a.guest, "--timeline"]) if a.base else None
     qemu_bin = shutil.which(a.qemu) if a.qemu else None
     qargv = [qemu_bin or a.qemu, "-accel", a.accel,
              "-machine", "microvm,acpi=off,pit=off,pic=off,rtc=off"]
@@ -243,7 +287,7 @@ def build_contenders(a):
               "-serial", "stdio", "-device", "isa-debug-exit,iobase=0xf4,iosize=4",
               "-kernel", a.guest]
     qemu = Contender("qemu", qargv, 1, kvm=(a.accel == "kvm"))
-    for c, path in ((brisk, a.brisk), (floor, a.floor)):
+    for c, path in ((brisk, a.brisk), (floor, a.floor)) + (((base, a.base),) if base else ()):
         if not path:
             c.skip = "disabled on the command line"
         elif not (os.path.isfile(path) and os.access(path, os.X_OK)):
@@ -252,7 +296,7 @@ def build_contenders(a):
         qemu.skip = "disabled on the command line"
     elif not qemu_bin:
         qemu.skip = "%s not found" % a.qemu
-    for c in (brisk, floor, qemu):
+    for c in (brisk, floor, qemu) + ((base,) if base else ()):
         if not c.skip and c.kvm and not have_kvm:
             c.skip = "/dev/kvm is missing or not read-write"
         cs.append(c)
@@ -266,6 +310,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=1, help="discarded rounds first (default 1)")
     ap.add_argument("--brisk", default="build/brisk", help="brisk binary ('' to skip)")
     ap.add_argument("--floor", default="build/bench/floor", help="floor binary ('' to skip)")
+    ap.add_argument("--base", default="", help="a second brisk binary, 'base' (e.g. before a change), run as brisk is")
+    ap.add_argument("--burst", type=int, default=20, help="copies started at once in the burst pass (0: skip)")
+    ap.add_argument("--burst-reps", type=int, default=3, help="bursts per contender, interleaved (default 3)")
     ap.add_argument("--qemu", default="qemu-system-x86_64", help="QEMU binary ('' to skip)")
     ap.add_argument("--maxrss", default="build/bench/maxrss",
                     help="peak-RSS launcher built from bench/maxrss.c ('' to skip the RSS pass)")
@@ -363,7 +410,21 @@ def main():
             else:
                 c.markers.append(int(float(m.group(1)) * 1000))
 
-    # Pass 4: KVM ioctls per boot.
+    # Pass 4: bursts, contenders interleaved, each burst's copies all at once (QEMU skipped above 20 copies:
+    # its ~35 MiB each).
+    bursts = {c.name: [] for c in active}
+    for rnd in range(a.burst_reps if a.burst > 0 else 0):
+        for c in active:
+            if c.name == "qemu" and a.burst > 20:
+                continue
+            progress("burst %d/%d: %d x %s" % (rnd + 1, a.burst_reps, a.burst, c.name))
+            t, why = burst(c.argv, a.burst, a.timeout * 4)
+            if why:
+                failures.append("burst %d %s: %s" % (rnd, c.name, why))
+            else:
+                bursts[c.name].append(t)
+
+    # Pass 5: KVM ioctls per boot.
     strace = shutil.which("strace")
     tmp = None
     if not a.no_strace and strace:
@@ -386,6 +447,8 @@ def main():
         res[c.name] = {
             "line": summary([r["line_ns"] for r in ok]),
             "reap": summary([r["reap_ns"] for r in ok]),
+            "cpu": summary([r["cpu_ns"] for r in ok]),
+            "burst_s": summary(bursts[c.name]),
             "marker": summary(c.markers),
             "rss": summary(c.rss),
             "ok": len(ok), "runs": len(c.runs),
@@ -395,6 +458,7 @@ def main():
     hdr = "%-28s %9s %9s %9s %9s %9s %8s" % ("", "median", "p10", "p90", "min", "max", "ok/runs")
     for key, title in (("line", "exec -> first serial line (ms)"),
                        ("reap", "exec -> process reaped (ms)"),
+                       ("cpu", "CPU per boot, user + system (ms, wait4)"),
                        ("marker", "exec -> boot marker 1 (ms, VMM's clock)")):
         print(hdr if key == "line" else "")
         print(title)
@@ -426,22 +490,47 @@ def main():
                   % (c.name, s["median"] / 1024, s["min"] / 1024, s["max"] / 1024, over,
                      len(c.rss), len(c.rss) + len(c.rss_failures)))
 
+    if a.burst > 0:
+        print()
+        print("burst: %d copies started at once, until every one printed its first line (median of %d)"
+              % (a.burst, a.burst_reps))
+        for c in active:
+            s = res[c.name]["burst_s"]
+            if s:
+                res[c.name]["burst_vms_per_s"] = a.burst / s["median"]
+                print("  %-26s %8.1f ms  %7.0f VMs/s   (%d bursts)" % (c.name, s["median"] * 1e3,
+                                                                     a.burst / s["median"], s["n"]))
+            else:
+                print("  %-26s %s" % (c.name, "skipped (QEMU above 20 copies)" if c.name == "qemu" else "no burst"))
+
     ratios = {}
     print()
     print("ratios of medians")
-    for key, title in (("line", "exec -> first line"), ("reap", "exec -> reaped"),
+    for key, title in (("line", "exec -> first line"), ("reap", "exec -> reaped"), ("cpu", "CPU per boot"),
                        ("marker", "exec -> boot marker")):
         b, f, q = (res.get(n, {}).get(key) for n in ("brisk", "floor", "qemu"))
         bf, qb = fmt_ratio(b, f), fmt_ratio(q, b)
         ratios[key] = {"brisk/floor": bf, "qemu/brisk": qb}
         parts = []
         if bf is not None:
-            parts.append("brisk/floor %.2f%s" % (bf, " (target <= %.1f: %s)" % (TARGET_FLOOR, "met" if bf <= TARGET_FLOOR else "NOT met")
-                                                    if key == "line" else ""))
+            t = TARGET_FLOOR.get(key)
+            parts.append("brisk/floor %.2f%s" % (bf, " (target <= %.1f: %s)" % (t, "met" if bf <= t else "NOT met")
+                                                    if t else ""))
         if qb is not None:
             parts.append("qemu/brisk %.1f%s" % (qb, " (target >= %d: %s)" % (TARGET_QEMU, "met" if qb >= TARGET_QEMU else "NOT met")
                                                   if key == "line" else ""))
         print("  %-22s %s" % (title, "; ".join(parts) if parts else "n/a"))
+    bb, fb = (res.get(n, {}).get("burst_s") for n in ("brisk", "floor"))
+    if bb and fb:
+        ratios["burst"] = {"brisk/floor rate": fb["median"] / bb["median"]}
+        r = fb["median"] / bb["median"]
+        print("  %-22s brisk/floor %.2f (VMs/s; target >= %.1f: %s)" % ("burst rate", r, TARGET_BURST,
+                                                                       "met" if r >= TARGET_BURST else "NOT met"))
+    if "base" in res:
+        for key, title in (("line", "exec -> first line"), ("cpu", "CPU per boot"), ("reap", "exec -> reaped")):
+            r = fmt_ratio(res["brisk"].get(key), res["base"].get(key))
+            if r is not None:
+                print("  %-22s brisk/base %.3f" % (title, r))
     rb = res.get("brisk", {}).get("rss")
     if rb and touched is not None:
         over = rb["median"] - touched
