@@ -27,10 +27,14 @@ def check_init_ran(b):
 
 
 def test_bzimage(initramfs):
-    """vmlinuz as Debian ships it, through the 64-bit boot protocol, with brisk's default command line."""
+    """vmlinuz as Debian ships it, through the 64-bit boot protocol, with brisk's default command line.
+    No --rng: the boot-loader RNG seed (setup_data SETUP_RNG_SEED, docs/boot.md) makes the CRNG ready
+    before init runs."""
     b = boot_linux(kernel("vmlinuz"), initramfs, label="bzImage (vmlinuz), --cpus 1")
     check_init_ran(b)
     assert f"brisk-init: cmdline {DEFAULT_CMDLINE}" in b.stdout
+    crng = b.stdout.find("crng init done")
+    assert 0 <= crng < b.stdout.find(HELLO), f"the CRNG was not ready before init:\n{b.describe()}"
 
 
 def test_pvh(initramfs):
