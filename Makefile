@@ -143,6 +143,8 @@ LIB_SRCS := \
 	src/profile/exits.c \
 	src/profile/kvmstats.c \
 	src/profile/symbols.c \
+	src/profile/guestmem.c \
+	src/profile/kallsyms.c \
 	src/profile/trace_parse.c \
 	src/profile/trace_agg.c \
 	src/profile/tracefs.c \
@@ -216,6 +218,7 @@ UNIT_TESTS := \
 	test_stats \
 	test_tracefs \
 	test_symbols \
+	test_kallsyms \
 	test_profile_json \
 	test_snapfile \
 	test_snap_fields \
