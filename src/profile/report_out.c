@@ -64,6 +64,10 @@ int report_opts_take(struct report_opts *o, int argc, char **argv, int *i, const
 		o->no_trace = 1;
 		return 1;
 	}
+	if (strcmp(argv[*i], "--no-callers") == 0) {
+		o->no_callers = 1;
+		return 1;
+	}
 	for (size_t k = 0; k < sizeof(files) / sizeof(files[0]); k++) {
 		v = value_of(files[k], argc, argv, i, &m);
 		if (!m)
@@ -93,7 +97,7 @@ int report_opts_take(struct report_opts *o, int argc, char **argv, int *i, const
 }
 
 /* 1 when `path` is a regular file that starts with the ELF magic (a FIFO is refused without blocking). */
-static int file_is_elf(const char *path)
+int report_kernel_is_elf(const char *path)
 {
 	uint8_t m[4];
 	int fd = file_open_input(path, "kernel", NULL, NULL, 0), elf;
@@ -118,7 +122,7 @@ int report_load_symbols(struct symtab *t, const char *symbols, const char *kerne
 		snprintf(why, whylen, "no symbols: pass --symbols System.map|vmlinux to name guest functions");
 		return 0;
 	}
-	if (!file_is_elf(kernel)) {
+	if (!report_kernel_is_elf(kernel)) {
 		snprintf(why, whylen, "no symbols: %s is not an ELF file; pass --symbols System.map|vmlinux", kernel);
 		return 0;
 	}
