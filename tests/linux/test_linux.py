@@ -3,6 +3,8 @@
 Run by `make check-linux` (tests/linux/run.sh), which fetches the kernel and builds the initramfs first.
 Skips, with the reason found by probing, where this host's KVM cannot run Linux (conftest.probe_linux_kvm).
 """
+import json
+
 import pytest
 
 from .conftest import (DEFAULT_CMDLINE, HELLO, LINUX, MMIO_MARKER, PORT_MARKERS, boot_linux, kernel)
@@ -37,11 +39,33 @@ def test_bzimage(initramfs):
     assert 0 <= crng < b.stdout.find(HELLO), f"the CRNG was not ready before init:\n{b.describe()}"
 
 
-def test_pvh(initramfs):
-    """The uncompressed vmlinux through its PVH entry (Debian: CONFIG_PVH=y)."""
-    b = boot_linux(kernel("vmlinux"), initramfs, label="PVH (vmlinux), --cpus 1")
+def test_pvh(initramfs, tmp_path):
+    """The uncompressed vmlinux through its PVH entry (Debian: CONFIG_PVH=y), under `brisk profile` with no
+    symbol file (Debian's vmlinux is stripped, its System.map a stub): the kernel's own kallsyms, read from
+    guest memory, names the exits; the caller probes attribute the CPUIDs of the out-of-line paravirt
+    native_cpuid to the functions that call it; the findings include KVM's page sizes (docs/profiler.md)."""
+    out = tmp_path / "profile.json"
+    b = boot_linux(kernel("vmlinux"), initramfs, label="PVH (vmlinux) under brisk profile, --cpus 1", profile=out)
     check_init_ran(b)
     assert f"brisk-init: cmdline {DEFAULT_CMDLINE}" in b.stdout
+    rep = json.loads(out.read_text())
+    if not rep["tracing"]["available"]:
+        pytest.skip(f"no kvm tracepoints here: {rep['tracing']['reason']}")
+    sym = rep["symbols"]
+    assert (sym["source"] or "").startswith("kallsyms"), sym
+    assert sym["kernel_exits"] > 1000 and sym["kernel_named_pct"] >= 95, sym
+    sites = {s["symbol"].split("+")[0]: s for s in rep["probes"]["sites"] if s["symbol"]}
+    assert "native_cpuid" in sites and sites["native_cpuid"]["hits"] > 0, rep["probes"]
+    # CPUIDs at native_cpuid (by input, every RIP) and those a probe attributed to a caller
+    at_helper = sum(r["count"] for row in rep["cpuid"] for r in row["rips"]
+                    if (r["symbol"] or "").startswith("native_cpuid+"))
+    with_caller = sum(c["count"] for row in rep["cpuid"] for c in row.get("callers", []))
+    assert at_helper > 100 and with_caller >= at_helper // 2, (at_helper, with_caller)
+    callers = [r for r in rep["redundant"] if (r["symbol"] or "").startswith("native_cpuid+") and r["caller"]]
+    assert callers and all(r["caller_symbol"] and r["stack"] for r in callers), rep["redundant"][:5]
+    ids = [f["id"] for f in rep["findings"]]
+    assert "page_sizes" in ids, rep["findings"]
+    assert "Findings" in b.stdout and "called from" in b.stdout
 
 
 def test_bzimage_smp(initramfs):
