@@ -145,6 +145,7 @@ LIB_SRCS := \
 	src/profile/symbols.c \
 	src/profile/guestmem.c \
 	src/profile/kallsyms.c \
+	src/profile/procmem.c \
 	src/profile/probe.c \
 	src/profile/trace_parse.c \
 	src/profile/trace_agg.c \

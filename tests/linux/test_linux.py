@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from .conftest import (DEFAULT_CMDLINE, HELLO, LINUX, MMIO_MARKER, PORT_MARKERS, boot_linux, kernel)
+from .conftest import (BRISK, DEFAULT_CMDLINE, HELLO, LINUX, MMIO_MARKER, PORT_MARKERS, boot_linux, kernel)
 
 pytestmark = pytest.mark.usefixtures("linux_kvm")
 
@@ -75,10 +75,19 @@ def test_bzimage_smp(initramfs):
     assert "smp: Brought up 1 node, 2 CPUs" in b.stdout, b.describe()
 
 
-def test_cmdline_reaches_init(initramfs):
-    """--cmdline replaces the default; init sees exactly what was passed."""
+def test_cmdline_reaches_init(initramfs, tmp_path):
+    """--cmdline replaces the default; init sees exactly what was passed. The boot runs under
+    `brisk trace -- brisk run ...` with no symbol file: trace reads the guest kernel's kallsyms from the traced
+    process's memory (/proc/PID/mem) while it runs, and names the exits with it."""
     cmdline = DEFAULT_CMDLINE + " quiet brisk.test=42"
     path = kernel("vmlinux") if (LINUX / "vmlinux").exists() else kernel("vmlinuz")
-    b = boot_linux(path, initramfs, "--cmdline", cmdline, label=f"{path.name}, --cmdline '... quiet'")
+    out = tmp_path / "trace.json"
+    b = boot_linux(path, initramfs, "--cmdline", cmdline, label=f"{path.name}, --cmdline '... quiet', traced",
+                   wrap=(str(BRISK), "trace", "--json", str(out), "--"))
     check_init_ran(b)  # "reboot: Restarting system" is pr_emerg: printed even with quiet
     assert f"brisk-init: cmdline {cmdline}" in b.stdout, b.describe()
+    rep = json.loads(out.read_text())
+    if not rep["tracing"]["available"]:
+        pytest.skip(f"no kvm tracepoints here: {rep['tracing']['reason']}")
+    assert (rep["symbols"]["source"] or "").startswith("kallsyms"), (rep["symbols"], rep["warnings"])
+    assert rep["symbols"]["kernel_named_pct"] >= 95, rep["symbols"]
