@@ -57,6 +57,18 @@ struct probe_rec {
 	uint64_t ret[PROBE_STACK];
 };
 
+/* Address-space changes seen at a vCPU's exits to userspace: when, and the CR3 from then on. */
+#define PROBE_CTX_RING 4096
+struct probe_ctxring {
+	_Atomic uint64_t head, tail; /* single producer (the vCPU thread), single consumer (the trace reader) */
+	struct {
+		uint64_t ts_ns, cr3;
+	} r[PROBE_CTX_RING];
+	uint64_t last; /* producer: the CR3 pushed last */
+	uint64_t cur;  /* consumer: the CR3 in effect at the last event looked up */
+	int have;      /* consumer: cur is known */
+};
+
 /* Single producer (the vCPU thread), single consumer (the trace reader). */
 struct probe_ring {
 	_Atomic uint64_t head, tail;
@@ -81,7 +93,8 @@ struct probes {
 	struct probe_site site[PROBE_MAX_SITES];
 	_Atomic unsigned nsites;
 	unsigned nr_vcpus;
-	struct probe_ring *ring; /* [nr_vcpus] */
+	struct probe_ring *ring;       /* [nr_vcpus] */
+	struct probe_ctxring *ctxring; /* [nr_vcpus] */
 	/* A paging context seen at a CPL-0 exit (kernel text maps the same in every address space). */
 	_Atomic uint64_t cr0, cr3, cr4, efer;
 	_Atomic int have_paging;
@@ -130,7 +143,9 @@ void probes_free(struct probes *p);
 /*
  * The vCPU thread's hook for every exit that reaches userspace (kvm_run's
  * sync regs valid: KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS). Remembers a
- * CPL-0 paging context; for a write to PROBE_PORT from an armed site,
+ * CPL-0 paging context and every change of the vCPU's address space (CR3,
+ * PCID bits cleared: the process it runs for, or runs, as the trace's user
+ * RIPs are attributed); for a write to PROBE_PORT from an armed site,
  * records the hit and sends the guest to the site's trampoline (returns 1:
  * consumed). Anything else: 0, brisk handles the exit as usual (a guest that
  * writes the port itself is treated like any unhandled port write).

@@ -197,6 +197,8 @@ struct trace_thread {
 struct trace_callers {
 	int (*resolve)(void *ctx, int vcpu, uint64_t rip, uint64_t ts_ns, uint64_t *site, uint64_t *ret,
 		       unsigned *depth, unsigned *reliable);
+	/* The address space (CR3) vCPU `vcpu` ran in at ts_ns, as its latest exit to userspace before showed. */
+	int (*address_space)(void *ctx, int vcpu, uint64_t ts_ns, uint64_t *cr3);
 	int (*site_of)(void *ctx, uint64_t rip, uint64_t *site);
 	void (*hot)(void *ctx, uint64_t rip, int kind, uint64_t ts_ns);
 };
@@ -240,6 +242,8 @@ struct trace_agg {
 	struct ttable hcall;	     /* (nr, 0, 0) */
 	struct ttable rips;	     /* (rip, reason index or TRACE_REASON_EMULATED, 0): every exit's RIP */
 	struct ttable hot;	     /* (rip, cost kind, 0): CPUID/MSR exits per instruction, for probing */
+	struct ttable user;	     /* (CR3, rip, reason): exits in the guest's user half, by process */
+	uint64_t user_unknown;	     /* exits in the user half whose address space is not known */
 	struct ttable cpuid_callers; /* (call site index, leaf, subleaf): CPUIDs a probe attributed */
 	struct ttable msr_callers;   /* (call site index, index, write) */
 	struct callsite *callsites;  /* [CALLSITE_MAX], open addressing on (ret, site): the index above */
@@ -251,6 +255,7 @@ struct trace_agg {
 	uint32_t max_buckets;
 };
 #define TRACE_NO_RIP	      UINT64_MAX	/* key of events with no preceding RIP event */
+#define TRACE_USER_TOP	      0x800000000000ull /* RIPs below: the guest's user half (or early boot, paging off) */
 #define TRACE_REASON_EMULATED TRACE_MAX_REASONS /* rips key of a kvm_emulate_insn (no kvm_exit reason) */
 
 void trace_agg_init(struct trace_agg *a, uint64_t series_start_ns, uint64_t bucket_ns, uint32_t max_buckets);
@@ -350,7 +355,8 @@ struct ksyms_info;
 
 /* Inputs of the report that brisk profile knows and brisk trace does not. */
 struct profile_inputs {
-	const char *command; /* "profile" or "trace" */
+	const char *command;	  /* "profile" or "trace" */
+	const char *user_symbols; /* --user-symbols FILE (its symbols are in syms too), NULL when none */
 	const char *kernel;
 	char *const *argv; /* trace: the traced command */
 	pid_t pid;
@@ -391,7 +397,7 @@ void report_text_print(struct json_object *report, FILE *f);
 /* The report options shared by brisk profile and brisk trace (report_out.c). */
 #define REPORT_DEFAULT_BUCKET_US 1000
 struct report_opts {
-	const char *json, *trace_out, *svg, *symbols;
+	const char *json, *trace_out, *svg, *symbols, *user_symbols;
 	uint64_t bucket_ns;
 	unsigned buffer_kb;
 	int no_trace;	/* --no-trace: skip the tracepoints (measures their overhead) */
@@ -411,6 +417,12 @@ int report_opts_take(struct report_opts *o, int argc, char **argv, int *i, const
  */
 /* 1 when `path` is a regular file that starts with the ELF magic (a FIFO is refused without blocking). */
 int report_kernel_is_elf(const char *path);
+/*
+ * The symbols the report names addresses with: `kernel`'s (may be NULL or empty) and, when `user` has any,
+ * --user-symbols' (a guest program's ELF, in the user half of the address space) merged into *out. Returns
+ * `kernel` when there is nothing to merge, else out (symtab_free it), or NULL on out of memory.
+ */
+const struct symtab *report_merge_symbols(const struct symtab *kernel, const struct symtab *user, struct symtab *out);
 int report_load_symbols(struct symtab *t, const char *symbols, const char *kernel, char *err, size_t errlen, char *why,
 			size_t whylen);
 /* Prints the text report to stdout and writes --json/--trace-out/--svg. Returns 0, or -1 after messages. */

@@ -46,7 +46,9 @@ struct prof {
 	unsigned nwarn;
 	/* Guest symbols: the file's (--symbols, the kernel's ELF symtab) or else kallsyms from guest memory. */
 	const struct symtab *file_syms;
-	struct symtab ksyms; /* kallsyms found at the end, when the probes did not find them first */
+	struct symtab ksyms;		 /* kallsyms found at the end, when the probes did not find them first */
+	struct symtab user_syms, merged; /* --user-symbols, and the report's table with them */
+	struct symtab phys, with_phys;	 /* the kernel's head code at its physical addresses, and the merge */
 	struct ksyms_info kinfo;
 	char ksyms_why[MSG_MAX];
 	struct probes probes;
@@ -318,6 +320,37 @@ static const struct symtab *guest_symbols(struct prof *p, struct vm *vm, const s
 	return &p->ksyms;
 }
 
+/*
+ * A vmlinux runs its first instructions (the PVH or 64-bit entry, head code) at physical addresses, before it
+ * jumps to its virtual mapping: the ELF put _text at the start of the kernel's range. These aliases, "name@phys",
+ * name those exits; the first PHYS_ALIAS_SPAN bytes of text hold the head code. Not for a bzImage: its
+ * decompressor runs at those addresses first.
+ */
+#define PHYS_ALIAS_SPAN (2ull << 20)
+
+static const struct symtab *physical_aliases(struct prof *p, struct vm *vm, const struct symtab *syms)
+{
+	uint64_t ks, ke, base = p->kinfo.relative_base;
+	size_t cap = 0;
+	char name[600];
+
+	if (!p->kernel_elf || !p->kinfo.num_syms || !syms)
+		return NULL;
+	vm_kernel_range(vm, &ks, &ke);
+	for (size_t i = 0; i < syms->n && ke > ks; i++) {
+		const struct sym *x = &syms->s[i];
+		int n;
+
+		if (x->addr < base || x->addr - base >= PHYS_ALIAS_SPAN)
+			continue;
+		n = snprintf(name, sizeof(name), "%s@phys", x->name);
+		if (n < 0 || symtab_add(&p->phys, &cap, x->addr - base + ks, x->size, name, (size_t)n))
+			break;
+	}
+	snprintf(p->phys.source, sizeof(p->phys.source), "kallsyms at physical addresses");
+	return &p->phys;
+}
+
 /* After the run: last snapshot, trace stopped, report built and emitted. */
 static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, const struct symtab *syms,
 		  const char *sym_why)
@@ -336,6 +369,8 @@ static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, co
 	if (p->probes_on)
 		probes_stop(&p->probes);
 	syms = guest_symbols(p, vm, syms);
+	syms = report_merge_symbols(syms, physical_aliases(p, vm, syms), &p->with_phys);
+	syms = report_merge_symbols(syms, &p->user_syms, &p->merged);
 	before = timeline_now_ns();
 	timeline_mark(TL_EXIT);
 	end = timeline_now_ns();
@@ -346,6 +381,7 @@ static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, co
 	}
 	in = (struct profile_inputs){
 	    .command = "profile",
+	    .user_symbols = p->user_syms.n ? p->opt.user_symbols : NULL,
 	    .kernel = cfg->kernel,
 	    .pid = getpid(),
 	    /* timeline_get() counts from exec; TL_EXIT was stamped just after `before`. */
@@ -394,6 +430,10 @@ static void release(struct prof *p)
 		probes_free(&p->probes);
 	free(p->runs);
 	symtab_free(&p->ksyms);
+	symtab_free(&p->user_syms);
+	symtab_free(&p->merged);
+	symtab_free(&p->phys);
+	symtab_free(&p->with_phys);
 }
 
 /* Builds, runs and reports; returns the exit status. */
@@ -445,6 +485,9 @@ int cmd_profile(int argc, char **argv)
 		ret = 0;
 	} else if (!ret && report_load_symbols(&syms, p->opt.symbols, cfg.kernel, err, sizeof(err), why, sizeof(why))) {
 		fprintf(stderr, "brisk profile: --symbols: %s\n", err);
+		ret = EXIT_USAGE;
+	} else if (!ret && p->opt.user_symbols && symtab_load(&p->user_syms, p->opt.user_symbols, err, sizeof(err))) {
+		fprintf(stderr, "brisk profile: --user-symbols: %s\n", err);
 		ret = EXIT_USAGE;
 	} else if (!ret) {
 		/* Before vm_create starts any thread: unshare(CLONE_NEWNS) needs a single-threaded process; and

@@ -48,6 +48,7 @@ struct tracer {
 	int want_ksyms;
 	struct symtab ksyms;
 	struct ksyms_info kinfo;
+	struct symtab user_syms, merged; /* --user-symbols, and the report's table with them */
 	unsigned ksyms_tries;
 	uint64_t ksyms_next_ns;
 	char ksyms_why[MSG_MAX];
@@ -363,6 +364,7 @@ static int report(struct tracer *t, uint64_t t0, const struct symtab *syms, cons
 {
 	uint64_t lost = t->trace.agg.lost + t->trace.overrun + t->trace.dropped;
 	int kall = !(syms && syms->n) && t->ksyms.n;
+	const struct symtab *all = report_merge_symbols(kall ? &t->ksyms : syms, &t->user_syms, &t->merged);
 	struct json_object *r;
 	struct profile_inputs in = {
 	    .command = "trace",
@@ -376,7 +378,8 @@ static int report(struct tracer *t, uint64_t t0, const struct symtab *syms, cons
 	    .tracefs_private = t->trace.private_mount,
 	    .agg = &t->trace.agg,
 	    .lost = lost,
-	    .syms = kall ? &t->ksyms : syms,
+	    .syms = all,
+	    .user_symbols = t->user_syms.n ? t->opt.user_symbols : NULL,
 	    .kinfo = kall ? &t->kinfo : NULL,
 	    .syms_why = kall || (syms && syms->n) ? NULL : (t->ksyms_why[0] ? t->ksyms_why : sym_why),
 	    .kstats_reason = "brisk trace reads no KVM statistics of another process",
@@ -470,6 +473,9 @@ int cmd_trace(int argc, char **argv)
 	} else if (!ret && report_load_symbols(&syms, t->opt.symbols, NULL, err, sizeof(err), why, sizeof(why))) {
 		fprintf(stderr, "brisk trace: --symbols: %s\n", err);
 		ret = EXIT_USAGE;
+	} else if (!ret && t->opt.user_symbols && symtab_load(&t->user_syms, t->opt.user_symbols, err, sizeof(err))) {
+		fprintf(stderr, "brisk trace: --user-symbols: %s\n", err);
+		ret = EXIT_USAGE;
 	} else if (!ret) {
 		atexit(cleanup_trace_at_exit);
 		t->want_ksyms = !syms.n;
@@ -477,6 +483,8 @@ int cmd_trace(int argc, char **argv)
 	}
 	symtab_free(&syms);
 	symtab_free(&t->ksyms);
+	symtab_free(&t->user_syms);
+	symtab_free(&t->merged);
 	trace_agg_free(&t->trace.agg);
 	free(t);
 	return ret;

@@ -31,6 +31,8 @@ _Static_assert((int)PROBE_CPUID == (int)COST_CPUID && (int)PROBE_RDMSR == (int)C
 #define KSYMS_TRIES 3		  /* kallsyms searches (each scans guest RAM) before giving up */
 #define KSYMS_GAP   1000000000ull /* ns between two searches: the kernel may still be decompressing */
 #define RETRY_NS    100000000ull  /* a request that could not be served waits this long */
+#define CR3_PCID    0xfffull	  /* CR3's PCID bits (with CR4.PCIDE) name no address space */
+#define CR3_NOFLUSH (1ull << 63)
 
 static const uint8_t opcode[PROBE_KINDS][2] = {
     [PROBE_CPUID] = {0x0f, 0xa2}, /* cpuid */
@@ -47,8 +49,14 @@ int probes_init(struct probes *p, const struct gmem *mem, const struct symtab *s
 	p->syms = syms && syms->n ? syms : NULL;
 	p->nr_vcpus = nr_vcpus;
 	p->ring = calloc(nr_vcpus ? nr_vcpus : 1, sizeof(*p->ring));
-	if (!p->ring)
+	p->ctxring = calloc(nr_vcpus ? nr_vcpus : 1, sizeof(*p->ctxring));
+	if (!p->ring || !p->ctxring) {
+		free(p->ring);
+		free(p->ctxring);
+		p->ring = NULL;
+		p->ctxring = NULL;
 		return -ENOMEM;
+	}
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
 	return 0;
@@ -377,7 +385,9 @@ void probes_free(struct probes *p)
 {
 	probes_stop(p);
 	free(p->ring);
+	free(p->ctxring);
 	p->ring = NULL;
+	p->ctxring = NULL;
 	symtab_free(&p->ksyms);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->cond);
@@ -519,15 +529,34 @@ static void read_stack(struct probes *p, const struct kvm_sync_regs *s, struct p
 	r->reliable = (uint16_t)reliable;
 }
 
+/* Records a change of vCPU vcpu's address space (one entry per change; a full ring drops it). */
+static void note_cr3(struct probes *p, unsigned vcpu, const struct kvm_sregs *sr)
+{
+	struct probe_ctxring *q = &p->ctxring[vcpu];
+	uint64_t cr3 = sr->cr3 & ~(CR3_PCID | CR3_NOFLUSH), head;
+
+	if (!(sr->cr0 & CR0_PG) || (q->last == cr3 && atomic_load_explicit(&q->head, memory_order_relaxed)))
+		return;
+	head = atomic_load_explicit(&q->head, memory_order_relaxed);
+	if (head - atomic_load_explicit(&q->tail, memory_order_acquire) >= PROBE_CTX_RING)
+		return;
+	q->r[head % PROBE_CTX_RING].ts_ns = timeline_now_ns();
+	q->r[head % PROBE_CTX_RING].cr3 = cr3;
+	q->last = cr3;
+	atomic_store_explicit(&q->head, head + 1, memory_order_release);
+}
+
 int probes_exit(struct probes *p, unsigned vcpu, struct kvm_run *run)
 {
 	struct kvm_sync_regs *s = &run->s.regs;
 	struct probe_rec r;
 	unsigned n, i;
 
-	if (!(run->kvm_valid_regs & KVM_SYNC_X86_SREGS) || !(run->kvm_valid_regs & KVM_SYNC_X86_REGS))
+	if (!(run->kvm_valid_regs & KVM_SYNC_X86_SREGS) || !(run->kvm_valid_regs & KVM_SYNC_X86_REGS) ||
+	    vcpu >= p->nr_vcpus)
 		return 0;
 	remember_paging(p, &s->sregs);
+	note_cr3(p, vcpu, &s->sregs);
 	if (run->exit_reason != KVM_EXIT_IO || run->io.direction != KVM_EXIT_IO_OUT || run->io.port != PROBE_PORT ||
 	    run->io.size != 1 || vcpu >= p->nr_vcpus)
 		return 0;
@@ -610,4 +639,27 @@ static int resolve(void *ctx, int vcpu, uint64_t rip, uint64_t ts, uint64_t *sit
 	return 1;
 }
 
-const struct trace_callers probes_trace_callers = {.resolve = resolve, .site_of = site_of, .hot = request};
+/* The CR3 of vCPU vcpu's latest exit to userspace before ts (events come in time order per vCPU). */
+static int address_space(void *ctx, int vcpu, uint64_t ts, uint64_t *cr3)
+{
+	struct probes *p = ctx;
+	struct probe_ctxring *q;
+	uint64_t tail, head;
+
+	if (vcpu < 0 || (unsigned)vcpu >= p->nr_vcpus)
+		return 0;
+	q = &p->ctxring[vcpu];
+	tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
+	head = atomic_load_explicit(&q->head, memory_order_acquire);
+	while (tail < head && q->r[tail % PROBE_CTX_RING].ts_ns < ts) {
+		q->cur = q->r[tail % PROBE_CTX_RING].cr3;
+		q->have = 1;
+		tail++;
+	}
+	atomic_store_explicit(&q->tail, tail, memory_order_release);
+	*cr3 = q->cur;
+	return q->have;
+}
+
+const struct trace_callers probes_trace_callers = {
+    .resolve = resolve, .address_space = address_space, .site_of = site_of, .hot = request};

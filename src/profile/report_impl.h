@@ -36,6 +36,8 @@ struct json_object *report_exit_sites_json(const struct profile_inputs *in);
 /* report_sites.c: the probes (sites, hits, matching) and a call site's stack [{addr, symbol}]. */
 struct json_object *report_probes_json(const struct profile_inputs *in);
 struct json_object *report_stack_json(const struct profile_inputs *in, uint64_t callsite);
+/* report_sites.c: exits in the guest's user half by address space (CR3), with their top sites. */
+struct json_object *report_user_json(const struct profile_inputs *in);
 /* report_findings.c: what the report states on its own (page sizes, nested page faults, MSR storms, ...). */
 struct json_object *report_findings_json(const struct profile_inputs *in);
 

@@ -633,6 +633,7 @@ jo *report_json_build(const struct profile_inputs *in)
 	add_member(r, "msr", inputs_json(a, &a->msr, &a->msr_callers, in->syms, 1));
 	add_member(r, "redundant", redundant_json(in, a, in->syms));
 	add_member(r, "probes", report_probes_json(in));
+	add_member(r, "user", report_user_json(in));
 	add_member(r, "findings", report_findings_json(in));
 	ioctls_json(r, profile);
 	add_member(r, "series", series_json(in, series_start(in)));

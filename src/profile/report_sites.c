@@ -148,3 +148,75 @@ jo *report_probes_json(const struct profile_inputs *in)
 	add(o, "last_refusal", p && p->why[0] ? json_object_new_string(p->why) : NULL);
 	return o;
 }
+
+/* One address space's exits: the total and its top sites. */
+struct uspace {
+	uint64_t cr3, exits;
+};
+
+static int cmp_exits(const void *x, const void *y)
+{
+	const struct uspace *a = x, *b = y;
+
+	return a->exits != b->exits ? (a->exits > b->exits ? -1 : 1) : (a->cr3 < b->cr3 ? -1 : a->cr3 > b->cr3);
+}
+
+#define TOP_SPACES	16
+#define TOP_SPACE_SITES 8
+
+/* The exits a guest's user half took, by address space (CR3) as the probes saw it, with their top sites. */
+jo *report_user_json(const struct profile_inputs *in)
+{
+	const struct trace_agg *a = in->tracing ? in->agg : NULL;
+	struct uspace *u = a && a->user.n ? calloc(a->user.n, sizeof(*u)) : NULL;
+	const struct tt_entry **v = a && a->user.n ? malloc(a->user.n * sizeof(*v)) : NULL;
+	jo *o = json_object_new_object(), *arr = json_object_new_array();
+	size_t nu = 0, nv = 0;
+
+	for (size_t i = 0; u && v && i < a->user.cap; i++) {
+		const struct tt_entry *e = &a->user.e[i];
+		size_t k = 0;
+
+		if (!e->used)
+			continue;
+		v[nv++] = e;
+		while (k < nu && u[k].cr3 != e->k[0])
+			k++;
+		if (k == nu)
+			u[nu++].cr3 = e->k[0];
+		u[k].exits += e->count;
+	}
+	if (nu)
+		qsort(u, nu, sizeof(*u), cmp_exits);
+	if (nv)
+		qsort(v, nv, sizeof(*v), cmp_count);
+	for (size_t k = 0; k < nu && k < TOP_SPACES; k++) {
+		jo *x = json_object_new_object(), *sites = json_object_new_array();
+		size_t shown = 0;
+
+		add(x, "cr3", rj_hex(u[k].cr3));
+		add(x, "exits", rj_u64(u[k].exits));
+		for (size_t i = 0; i < nv && shown < TOP_SPACE_SITES; i++) {
+			jo *y;
+			uint64_t r = v[i]->k[2];
+
+			if (v[i]->k[0] != u[k].cr3)
+				continue;
+			y = json_object_new_object();
+			add(y, "rip", rj_hex(v[i]->k[1]));
+			add(y, "reason", json_object_new_string(r < a->nreasons ? a->reason[r].name : "emulated"));
+			add(y, "count", rj_u64(v[i]->count));
+			add(y, "symbol", rj_sym(in->syms, v[i]->k[1]));
+			json_object_array_add(sites, y);
+			shown++;
+		}
+		add(x, "sites", sites);
+		json_object_array_add(arr, x);
+	}
+	add(o, "address_spaces", arr);
+	add(o, "unknown_space_exits", rj_u64(a ? a->user_unknown : 0));
+	add(o, "symbols", in->user_symbols ? json_object_new_string(in->user_symbols) : NULL);
+	free(u);
+	free(v);
+	return o;
+}

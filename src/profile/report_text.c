@@ -224,6 +224,27 @@ static void probes(jo *r, FILE *f)
 		fprintf(f, "  last instruction not probed: %s\n", str(p, "last_refusal"));
 }
 
+/* Exits in the guest's user half, by address space (the process, named by its page-table root). */
+static void user(jo *r, FILE *f)
+{
+	jo *u = get(r, "user"), *spaces = get(u, "address_spaces");
+
+	if (!len(spaces))
+		return;
+	section(f, "Exits below the kernel's half (user processes; early boot), by address space (CR3)");
+	for (size_t i = 0; i < len(spaces); i++) {
+		jo *x = at(spaces, i), *sites = get(x, "sites");
+
+		fprintf(f, "cr3 %-18s %8lld exits\n", str(x, "cr3"), num(x, "exits"));
+		for (size_t k = 0; k < len(sites); k++)
+			fprintf(f, "  %-18s %-12s %8lld  %s\n", str(at(sites, k), "rip"), str(at(sites, k), "reason"),
+				num(at(sites, k), "count"), str(at(sites, k), "symbol"));
+	}
+	if (num(u, "unknown_space_exits"))
+		fprintf(f, "(%lld more before the first exit to userspace showed an address space)\n",
+			num(u, "unknown_space_exits"));
+}
+
 static void inputs(jo *r, FILE *f, const char *key, const char *title)
 {
 	jo *rows = get(r, key);
@@ -312,6 +333,7 @@ void report_text_print(jo *r, FILE *f)
 	inputs(r, f, "cpuid", "CPUID handled by KVM, by input");
 	inputs(r, f, "msr", "MSR accesses handled by KVM, by index");
 	redundant(r, f);
+	user(r, f);
 	ioctls(r, f);
 	if (len(w)) {
 		section(f, "Warnings");

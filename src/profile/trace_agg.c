@@ -187,6 +187,18 @@ static void close_previous(struct trace_agg *a, struct trace_thread *t, uint64_t
 static void count_key(struct trace_agg *a, struct ttable *tab, uint64_t k0, uint64_t k1, uint64_t k2, int has_result,
 		      uint64_t result);
 
+/* An exit in the guest's user half, counted by the address space (CR3) it ran in when the probes know it. */
+static void count_user(struct trace_agg *a, const struct trace_thread *t, const struct trace_line *l)
+{
+	uint64_t cr3;
+
+	if (a->callers && a->callers->address_space &&
+	    a->callers->address_space(a->callers_ctx, t->vcpu, l->ts_ns, &cr3))
+		count_key(a, &a->user, cr3, l->rip, t->reason >= 0 ? (uint64_t)t->reason : TRACE_REASON_EMULATED, 0, 0);
+	else
+		a->user_unknown++;
+}
+
 /* Where an exit at `rip` counts: a probe trampoline's exits at the instruction it stands in for. */
 static uint64_t exit_site(const struct trace_agg *a, uint64_t rip)
 {
@@ -221,6 +233,8 @@ static void rip_event(struct trace_agg *a, struct trace_thread *t, const struct 
 	}
 	count_key(a, &a->rips, exit_site(a, l->rip), t->reason >= 0 ? (uint64_t)t->reason : TRACE_REASON_EMULATED, 0, 0,
 		  0);
+	if (l->rip < TRACE_USER_TOP)
+		count_user(a, t, l);
 	series_add(a, t, l->ts_ns);
 }
 
@@ -468,6 +482,7 @@ void trace_agg_free(struct trace_agg *a)
 	ttable_free(&a->hcall);
 	ttable_free(&a->rips);
 	ttable_free(&a->hot);
+	ttable_free(&a->user);
 	ttable_free(&a->cpuid_callers);
 	ttable_free(&a->msr_callers);
 	free(a->callsites);

@@ -45,7 +45,10 @@ def test_pvh(initramfs, tmp_path):
     guest memory, names the exits; the caller probes attribute the CPUIDs of the out-of-line paravirt
     native_cpuid to the functions that call it; the findings include KVM's page sizes (docs/profiler.md)."""
     out = tmp_path / "profile.json"
-    b = boot_linux(kernel("vmlinux"), initramfs, label="PVH (vmlinux) under brisk profile, --cpus 1", profile=out)
+    init = LINUX / "init"  # the initramfs's /init (mkinitramfs.sh leaves it there): static, with symbols
+    more = ("--user-symbols", str(init)) if init.exists() else ()
+    b = boot_linux(kernel("vmlinux"), initramfs, *more, label="PVH (vmlinux) under brisk profile, --cpus 1",
+                   profile=out)
     check_init_ran(b)
     assert f"brisk-init: cmdline {DEFAULT_CMDLINE}" in b.stdout
     rep = json.loads(out.read_text())
@@ -65,6 +68,11 @@ def test_pvh(initramfs, tmp_path):
     assert callers and all(r["caller_symbol"] and r["stack"] for r in callers), rep["redundant"][:5]
     ids = [f["id"] for f in rep["findings"]]
     assert "page_sizes" in ids, rep["findings"]
+    # init's own CPUIDs (static glibc's cache queries) attributed to its address space and named from its ELF
+    if more:
+        user_sites = [x for sp in rep["user"]["address_spaces"] for x in sp["sites"]]
+        assert any(x["reason"] == "cpuid" and x["symbol"] and "@phys" not in x["symbol"] for x in user_sites), \
+            rep["user"]
     assert "Findings" in b.stdout and "called from" in b.stdout
 
 

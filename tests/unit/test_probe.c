@@ -296,6 +296,15 @@ static int fake_site_of(void *ctx, uint64_t rip, uint64_t *site)
 
 static uint64_t hot_rip;
 
+static int fake_space(void *ctx, int vcpu, uint64_t ts, uint64_t *cr3)
+{
+	(void)ctx;
+	(void)vcpu;
+	(void)ts;
+	*cr3 = 0x1000;
+	return 1;
+}
+
 static void fake_hot(void *ctx, uint64_t rip, int kind, uint64_t ts)
 {
 	(void)ctx;
@@ -306,7 +315,8 @@ static void fake_hot(void *ctx, uint64_t rip, int kind, uint64_t ts)
 
 static void aggregate_by_caller(void **state)
 {
-	static const struct trace_callers fake = {.resolve = fake_resolve, .site_of = fake_site_of, .hot = fake_hot};
+	static const struct trace_callers fake = {
+	    .resolve = fake_resolve, .address_space = fake_space, .site_of = fake_site_of, .hot = fake_hot};
 	struct trace_agg a;
 	struct redundant *r = NULL;
 	int64_t cs;
@@ -349,6 +359,8 @@ static void aggregate_by_caller(void **state)
 	assert_int_equal(r[0].cacheable, 16);
 	for (int i = 0; i < n; i++)
 		assert_true(r[i].caller != OTHER + 6);
+	/* exits below the kernel's half (this guest's all are): by address space */
+	assert_true(a.user.n > 0 && a.user_unknown == 0);
 	/* exits at the trampoline count at the site */
 	for (size_t i = 0; i < a.rips.cap; i++)
 		assert_true(!a.rips.e[i].used || a.rips.e[i].k[0] != ETEXT);
@@ -369,7 +381,8 @@ static void feed_cpuid(struct trace_agg *a, uint64_t rip, uint64_t ts, uint32_t 
 /* An instruction with one caller stays one group: its exits before the probe and after, naming the caller. */
 static void single_caller_merges(void **state)
 {
-	static const struct trace_callers fake = {.resolve = fake_resolve, .site_of = fake_site_of, .hot = fake_hot};
+	static const struct trace_callers fake = {
+	    .resolve = fake_resolve, .address_space = fake_space, .site_of = fake_site_of, .hot = fake_hot};
 	struct trace_agg a;
 	struct redundant *r = NULL;
 
