@@ -242,6 +242,19 @@ static void arm_hit_resolve(void **state)
 	assert_int_equal(probes_trace_callers.resolve(&p, 0, ETEXT, timeline_now_ns(), &site, ret, &depth, &rel), 1);
 	assert_int_equal(depth, 0);
 	assert_int_equal(atomic_load(&p.stackless), 1);
+	/* the address space of every exit to userspace, PCID bits cleared, for the user-half exits */
+	{
+		uint64_t cr3 = 0;
+
+		run->s.regs.sregs.cr3 = 0x5000 | 0x7; /* PCID 7 */
+		run->exit_reason = KVM_EXIT_MMIO;
+		assert_int_equal(probes_exit(&p, 0, run), 0);
+		assert_int_equal(probes_trace_callers.address_space(&p, 0, timeline_now_ns(), &cr3), 1);
+		assert_int_equal(cr3, 0x5000);
+		assert_int_equal(probes_trace_callers.address_space(&p, 1, timeline_now_ns(), &cr3), 0); /* no vCPU 1 */
+		run->s.regs.sregs.cr3 = kernel_paging.cr3;
+		run->exit_reason = KVM_EXIT_IO;
+	}
 	/* an event older than any hit matches none */
 	assert_int_equal(probes_trace_callers.resolve(&p, 0, ETEXT, 1, &site, ret, &depth, &rel), 1);
 	assert_int_equal(depth, 0);
