@@ -54,7 +54,7 @@ int procmem_open(struct procmem *pm, struct gspace *g, pid_t pid, char *err, siz
 		char perms[5];
 
 		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s", &start, &end, perms) == 3 && perms[0] == 'r' &&
-		    perms[1] == 'w' && end > start && end - start >= PROCMEM_MIN_RAM)
+		    perms[1] == 'w' && end > start && end - start >= PROCMEM_MIN_RAM && end - start <= PROCMEM_MAX_RAM)
 			keep(g, start, end - start);
 	}
 	fclose(maps);

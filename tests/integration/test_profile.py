@@ -239,6 +239,18 @@ def test_profile_garbage_symbols(tmp_path):
     assert str(junk) in p.stderr and "not a System.map or ELF" in p.stderr
 
 
+@pytest.mark.security
+def test_user_symbols_garbage_refused(tmp_path):
+    """--user-symbols is host input read by the same loader as --symbols: garbage is refused before boot."""
+    junk = tmp_path / "init"
+    junk.write_bytes(b"\x7fELF" + b"\xff" * 60)  # an ELF magic, nothing valid after it
+    for cmd in (["profile", "--user-symbols", str(junk), "--kernel", guest("hello")],
+                ["trace", "--user-symbols", str(junk), "--pid", "1"]):
+        p = run_brisk(*cmd)
+        assert p.returncode == EXIT_USAGE, p.stderr
+        assert "--user-symbols" in p.stderr and str(junk) in p.stderr, p.stderr
+
+
 def test_profile_bad_report_option():
     p = run_brisk("profile", "--bucket-us", "0")
     assert p.returncode == EXIT_USAGE and "--bucket-us" in p.stderr

@@ -8,12 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "../fuzz/kallsyms_builder.h"
 #include "brisk/guestmem.h"
 #include "brisk/kallsyms.h"
+#include "brisk/procmem.h"
 
 /* Debian's kernel as tests/linux/fetch-kernel.sh leaves it (an ELF vmlinux); that test is skipped without it. */
 #define DEBIAN_VMLINUX "build/linux/vmlinux"
@@ -285,6 +287,34 @@ static void debian_vmlinux(void **state)
 	free(mem);
 }
 
+/* brisk trace's way in: this process's own memory through /proc/self/mem, tables in a large mapping. */
+static void proc_mem(void **state)
+{
+	struct kb_opts o = {.absolute_percpu = 1, .seqs = 1};
+	size_t len;
+	uint8_t *tables = kb_build(syms, NSYMS, &o, &len), *ram = malloc(PROCMEM_MIN_RAM * 2);
+	struct procmem pm;
+	struct gspace g;
+	struct symtab t;
+	struct ksyms_info info;
+
+	(void)state;
+	assert_non_null(ram);
+	memset(ram, 0x5a, PROCMEM_MIN_RAM * 2); /* touched: a large writable mapping of its own */
+	memcpy(ram + PROCMEM_MIN_RAM, tables, len);
+	assert_int_equal(procmem_open(&pm, &g, getpid(), err, sizeof(err)), 0);
+	assert_int_equal(ksyms_load(&g, 0xffffffff8107e5a1ull, &t, &info, err, sizeof(err)), 0);
+	assert_true(named(&t, 0xffffffff8107e5a1ull, "native_cpuid+0x11"));
+	assert_int_equal(g.read(g.ctx, 0, ram, 8), -EFAULT); /* page 0 of this process is not mapped */
+	symtab_free(&t);
+	procmem_close(&pm);
+	assert_int_equal(procmem_open(&pm, &g, 0x7ffffff0, err, sizeof(err)), -ENOENT); /* no such process */
+	assert_non_null(strstr(err, "/proc/2147483632/maps"));
+	procmem_close(&pm);
+	free(ram);
+	free(tables);
+}
+
 /* ---- the page walk ---------------------------------------------------------------- */
 
 #define PT_P  1ull
@@ -365,7 +395,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(layouts),		cmocka_unit_test(big_symbol),	  cmocka_unit_test(hostile),
 	    cmocka_unit_test(two_candidates),	cmocka_unit_test(debian_vmlinux), cmocka_unit_test(page_walk),
-	    cmocka_unit_test(buf_space_bounds),
+	    cmocka_unit_test(buf_space_bounds), cmocka_unit_test(proc_mem),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -267,6 +267,41 @@ static void arm_hit_resolve(void **state)
 	free(run);
 }
 
+/* A site that used up its budget gets its instruction back (with the vCPUs stopped); later hits still work. */
+static void budget_restores(void **state)
+{
+	struct probes p;
+	struct kvm_run *run = vcpu_at(SITE, STACK, PROBE_PORT), *runs[1] = {run};
+	uint8_t b[2] = {0x0f, 0xa2};
+	int i;
+
+	(void)state;
+	put(SITE, b, 2); /* as the guest has it (an earlier test patched it and filled the trampoline space) */
+	put64(ETEXT, 0);
+	assert_int_equal(probes_init(&p, &mem, &syms, 1, 1), 0);
+	assert_int_equal(probes_start(&p, pause_ok, resume_ok, NULL, runs), 0);
+	probes_trace_callers.hot(&p, SITE, PROBE_CPUID, 1);
+	wait_sites(&p, 1);
+	for (unsigned k = 0; k < PROBE_BUDGET; k++) {
+		run->s.regs.regs.rip = SITE;
+		assert_int_equal(probes_exit(&p, 0, run), 1);
+	}
+	for (i = 0; i < 400 && atomic_load(&p.site[0].armed); i++)
+		usleep(5000);
+	assert_int_equal(atomic_load(&p.site[0].armed), 0);
+	assert_int_equal(gmem_read(&mem, SITE, b, 2), 0);
+	assert_int_equal(b[0], 0x0f);
+	assert_int_equal(b[1], 0xa2);
+	/* a vCPU that had already fetched the `out` is still sent to the trampoline */
+	run->s.regs.regs.rip = SITE;
+	assert_int_equal(probes_exit(&p, 0, run), 1);
+	assert_int_equal(run->s.regs.regs.rip, ETEXT);
+	/* the hit ring is bounded: PROBE_BUDGET hits, nobody reading, PROBE_RING kept, the rest dropped and counted */
+	assert_int_equal(atomic_load(&p.ring[0].dropped), PROBE_BUDGET + 1 - PROBE_RING);
+	probes_free(&p);
+	free(run);
+}
+
 /* --no-callers: nothing is patched whatever the trace asks. */
 static void disabled(void **state)
 {
@@ -421,8 +456,9 @@ static void single_caller_merges(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(after_call), cmocka_unit_test(stack_scan),		 cmocka_unit_test(arm_hit_resolve),
-	    cmocka_unit_test(disabled),	  cmocka_unit_test(aggregate_by_caller), cmocka_unit_test(single_caller_merges),
+	    cmocka_unit_test(after_call),	    cmocka_unit_test(stack_scan), cmocka_unit_test(arm_hit_resolve),
+	    cmocka_unit_test(budget_restores),	    cmocka_unit_test(disabled),	  cmocka_unit_test(aggregate_by_caller),
+	    cmocka_unit_test(single_caller_merges),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
