@@ -323,21 +323,28 @@ static const struct symtab *guest_symbols(struct prof *p, struct vm *vm, const s
 /*
  * A vmlinux runs its first instructions (the PVH or 64-bit entry, head code) at physical addresses, before it
  * jumps to its virtual mapping: the ELF put _text at the start of the kernel's range. These aliases, "name@phys",
- * name those exits; the first PHYS_ALIAS_SPAN bytes of text hold the head code. Not for a bzImage: its
- * decompressor runs at those addresses first.
+ * name those exits; the first PHYS_ALIAS_SPAN bytes of text hold the head code. A bzImage's load window runs its
+ * own setup and decompressor first (no symbols: the bzImage has none), which one symbol names as such,
+ * "bzImage_load_window+0x..." (with nokaslr the kernel's head code runs there too, after it).
  */
 #define PHYS_ALIAS_SPAN (2ull << 20)
 
 static const struct symtab *physical_aliases(struct prof *p, struct vm *vm, const struct symtab *syms)
 {
+	static const char window[] = "bzImage_load_window";
 	uint64_t ks, ke, base = p->kinfo.relative_base;
 	size_t cap = 0;
 	char name[600];
 
-	if (!p->kernel_elf || !p->kinfo.num_syms || !syms)
-		return NULL;
 	vm_kernel_range(vm, &ks, &ke);
-	for (size_t i = 0; i < syms->n && ke > ks; i++) {
+	if (ke <= ks || !p->kinfo.num_syms || !syms)
+		return NULL;
+	snprintf(p->phys.source, sizeof(p->phys.source), "kallsyms at physical addresses");
+	if (!p->kernel_elf) {
+		(void)symtab_add(&p->phys, &cap, ks, ke - ks, window, sizeof(window) - 1);
+		return &p->phys;
+	}
+	for (size_t i = 0; i < syms->n; i++) {
 		const struct sym *x = &syms->s[i];
 		int n;
 
@@ -347,7 +354,6 @@ static const struct symtab *physical_aliases(struct prof *p, struct vm *vm, cons
 		if (n < 0 || symtab_add(&p->phys, &cap, x->addr - base + ks, x->size, name, (size_t)n))
 			break;
 	}
-	snprintf(p->phys.source, sizeof(p->phys.source), "kallsyms at physical addresses");
 	return &p->phys;
 }
 
