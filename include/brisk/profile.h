@@ -176,10 +176,12 @@ struct trace_thread {
 	uint64_t events;
 	int have_rip;
 	uint64_t rip;
-	uint64_t rip_ts;   /* when the latest RIP-carrying event happened */
-	int kind;	   /* cost kind of that event, -1 unknown */
-	int reason;	   /* index into the reasons table, -1 none */
-	int rip_ev;	   /* enum trace_ev of the latest RIP event */
+	uint64_t rip_ts;  /* when the latest RIP-carrying event happened */
+	int kind;	  /* cost kind of that event, -1 unknown */
+	int reason;	  /* index into the reasons table, -1 none */
+	int rip_ev;	  /* enum trace_ev of the latest RIP event */
+	int user_counted; /* that event was counted in the user table, under user_cr3 */
+	uint64_t user_cr3;
 	uint32_t *buckets; /* series: RIP events per bucket */
 	uint32_t nbuckets;
 };

@@ -589,8 +589,8 @@ static int site_of(void *ctx, uint64_t rip, uint64_t *site)
 	unsigned n = atomic_load_explicit(&p->nsites, memory_order_acquire);
 
 	for (unsigned i = 0; i < n; i++)
-		if (p->site[i].tramp_va == rip) {
-			*site = p->site[i].va;
+		if (rip >= p->site[i].tramp_va && rip - p->site[i].tramp_va < PROBE_TRAMP) {
+			*site = p->site[i].va; /* an interrupt taken at the jmp back counts there too */
 			return 1;
 		}
 	return 0;

@@ -187,24 +187,29 @@ static void close_previous(struct trace_agg *a, struct trace_thread *t, uint64_t
 static void count_key(struct trace_agg *a, struct ttable *tab, uint64_t k0, uint64_t k1, uint64_t k2, int has_result,
 		      uint64_t result);
 
-/* An exit in the guest's user half, counted by the address space (CR3) it ran in when the probes know it. */
-static void count_user(struct trace_agg *a, const struct trace_thread *t, const struct trace_line *l)
-{
-	uint64_t cr3;
-
-	if (a->callers && a->callers->address_space &&
-	    a->callers->address_space(a->callers_ctx, t->vcpu, l->ts_ns, &cr3))
-		count_key(a, &a->user, cr3, l->rip, t->reason >= 0 ? (uint64_t)t->reason : TRACE_REASON_EMULATED, 0, 0);
-	else
-		a->user_unknown++;
-}
-
 /* Where an exit at `rip` counts: a probe trampoline's exits at the instruction it stands in for. */
 static uint64_t exit_site(const struct trace_agg *a, uint64_t rip)
 {
 	uint64_t site;
 
 	return a->callers && a->callers->site_of(a->callers_ctx, rip, &site) ? site : rip;
+}
+
+/* An exit in the guest's user half, counted by the address space (CR3) it ran in when the probes know it. */
+static void count_user(struct trace_agg *a, struct trace_thread *t, const struct trace_line *l)
+{
+	uint64_t cr3;
+
+	t->user_counted = 0;
+	if (a->callers && a->callers->address_space &&
+	    a->callers->address_space(a->callers_ctx, t->vcpu, l->ts_ns, &cr3)) {
+		count_key(a, &a->user, cr3, exit_site(a, l->rip),
+			  t->reason >= 0 ? (uint64_t)t->reason : TRACE_REASON_EMULATED, 0, 0);
+		t->user_counted = 1;
+		t->user_cr3 = cr3;
+	} else {
+		a->user_unknown++;
+	}
 }
 
 static void rip_event(struct trace_agg *a, struct trace_thread *t, const struct trace_line *l)
@@ -233,6 +238,7 @@ static void rip_event(struct trace_agg *a, struct trace_thread *t, const struct 
 	}
 	count_key(a, &a->rips, exit_site(a, l->rip), t->reason >= 0 ? (uint64_t)t->reason : TRACE_REASON_EMULATED, 0, 0,
 		  0);
+	t->user_counted = 0;
 	if (l->rip < TRACE_USER_TOP)
 		count_user(a, t, l);
 	series_add(a, t, l->ts_ns);
@@ -359,6 +365,12 @@ static void probe_exit(struct trace_agg *a, struct trace_thread *t)
 	if (e && e->count)
 		e->count--;
 	count_key(a, &a->rips, exit_site(a, t->rip), (uint64_t)r, 0, 0, 0);
+	if (t->user_counted) { /* the same move in the user table */
+		e = ttable_get(&a->user, t->user_cr3, exit_site(a, t->rip), (uint64_t)t->reason);
+		if (e && e->count)
+			e->count--;
+		count_key(a, &a->user, t->user_cr3, exit_site(a, t->rip), (uint64_t)r, 0, 0);
+	}
 	t->reason = r;
 	t->kind = COST_OTHER;
 }
