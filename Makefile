@@ -145,11 +145,17 @@ LIB_SRCS := \
 	src/profile/exits.c \
 	src/profile/kvmstats.c \
 	src/profile/symbols.c \
+	src/profile/guestmem.c \
+	src/profile/kallsyms.c \
+	src/profile/procmem.c \
+	src/profile/probe.c \
 	src/profile/trace_parse.c \
 	src/profile/trace_agg.c \
 	src/profile/tracefs.c \
 	src/profile/redundant.c \
 	src/profile/report_json.c \
+	src/profile/report_sites.c \
+	src/profile/report_findings.c \
 	src/profile/report_text.c \
 	src/profile/report_out.c
 
@@ -218,6 +224,8 @@ UNIT_TESTS := \
 	test_stats \
 	test_tracefs \
 	test_symbols \
+	test_kallsyms \
+	test_probe \
 	test_profile_json \
 	test_snapfile \
 	test_snap_fields \

@@ -24,6 +24,12 @@ SECTIONS
 		KEEP(*(.text.entry))
 		*(.text .text.*)
 	} :text
+	/*
+	 * As in Linux: text ends at _etext and the rest of its page is never executed. brisk profile's caller
+	 * probes (docs/profiler.md "Callers") put their trampolines there; the page is mapped like the text.
+	 */
+	_etext = .;
+	. = ALIGN(4096);
 	.rodata : {
 		*(.rodata .rodata.*)
 	} :text

@@ -13,6 +13,7 @@
  *   0x0000_7000  Linux zero page (struct boot_params)
  *   0x0000_8000  boot stack (grows down from 0x8ff0)
  *   0x0000_9000  boot page tables: PML4, PDPT, 4 PDs (identity map 0..4 GiB)
+ *   0x0000_f000  setup_data list of the 64-bit boot protocol (the RNG seed)
  *   0x0002_0000  kernel command line
  *   0x0009_fc00  EBDA: MP floating pointer and configuration table (reserved)
  *   0x000a_0000  VGA / option ROM / BIOS area (reserved)
@@ -47,6 +48,10 @@
 #define LAYOUT_PD	       0xb000UL
 #define LAYOUT_PAGETABLES      0x9000UL
 #define LAYOUT_PAGETABLES_SIZE 0x6000UL /* PML4 + PDPT + 4 PDs */
+
+/* boot.rst "setup_data": one SETUP_RNG_SEED entry (16-byte header + seed) for the zero-page boots. */
+#define LAYOUT_SETUP_DATA      0xf000UL
+#define LAYOUT_SETUP_DATA_SIZE 0x100UL
 
 #define LAYOUT_CMDLINE	   0x20000UL
 #define LAYOUT_CMDLINE_MAX 0x10000UL /* bytes including the NUL */
@@ -130,7 +135,8 @@ _Static_assert(LAYOUT_END(LAYOUT_BOOT_STACK, LAYOUT_BOOT_STACK_SIZE) <= LAYOUT_P
 _Static_assert(LAYOUT_PML4 == LAYOUT_PAGETABLES && LAYOUT_PDPT == LAYOUT_PML4 + 0x1000 &&
 		   LAYOUT_PD == LAYOUT_PDPT + 0x1000,
 	       "page-table order");
-_Static_assert(LAYOUT_END(LAYOUT_PAGETABLES, LAYOUT_PAGETABLES_SIZE) <= LAYOUT_CMDLINE, "page tables/cmdline");
+_Static_assert(LAYOUT_END(LAYOUT_PAGETABLES, LAYOUT_PAGETABLES_SIZE) <= LAYOUT_SETUP_DATA, "page tables/setup_data");
+_Static_assert(LAYOUT_END(LAYOUT_SETUP_DATA, LAYOUT_SETUP_DATA_SIZE) <= LAYOUT_CMDLINE, "setup_data/cmdline");
 _Static_assert(LAYOUT_END(LAYOUT_CMDLINE, LAYOUT_CMDLINE_MAX) <= LAYOUT_EBDA, "cmdline/EBDA");
 _Static_assert(LAYOUT_END(LAYOUT_EBDA, LAYOUT_EBDA_SIZE) <= LAYOUT_HIGH_RAM, "EBDA/high RAM");
 _Static_assert(LAYOUT_END(LAYOUT_EBDA, LAYOUT_EBDA_SIZE) <= LAYOUT_MPTABLE_BIOS &&

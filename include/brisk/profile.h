@@ -82,6 +82,16 @@ int symtab_is_elf(const uint8_t *buf, size_t len);
  */
 #define SYMTAB_MAX_GAP 0x100000
 int symtab_lookup(const struct symtab *t, uint64_t addr, char *out, size_t outlen);
+/* The symbol that covers `addr` by the rules of symtab_lookup, or NULL. */
+const struct sym *symtab_find(const struct symtab *t, uint64_t addr);
+/*
+ * For loaders (symbols.c, kallsyms.c): appends a copy of name[0..nlen) at
+ * `addr` (size 0: unknown), growing t->s (*cap is its capacity, 0 at first).
+ * Returns 0, -ENOMEM, or -E2BIG past 2^24 symbols. symtab_sort then sorts
+ * by address and keeps one symbol per address (a sized one first).
+ */
+int symtab_add(struct symtab *t, size_t *cap, uint64_t addr, uint64_t size, const char *name, size_t nlen);
+void symtab_sort(struct symtab *t);
 void symtab_free(struct symtab *t);
 
 /* ---- aggregation of kvm trace events (tracefs.c, trace_parse.c) ------------------------- */
@@ -166,12 +176,49 @@ struct trace_thread {
 	uint64_t events;
 	int have_rip;
 	uint64_t rip;
-	uint64_t rip_ts;   /* when the latest RIP-carrying event happened */
-	int kind;	   /* cost kind of that event, -1 unknown */
-	int reason;	   /* index into the reasons table, -1 none */
-	int rip_ev;	   /* enum trace_ev of the latest RIP event */
+	uint64_t rip_ts;  /* when the latest RIP-carrying event happened */
+	int kind;	  /* cost kind of that event, -1 unknown */
+	int reason;	  /* index into the reasons table, -1 none */
+	int rip_ev;	  /* enum trace_ev of the latest RIP event */
+	int user_counted; /* that event was counted in the user table, under user_cr3 */
+	uint64_t user_cr3;
 	uint32_t *buckets; /* series: RIP events per bucket */
 	uint32_t nbuckets;
+};
+
+/*
+ * The caller probes' side of the aggregation (probe.c); NULL: no probes.
+ * resolve: whether `rip` is a probe trampoline; if so *site is the probed
+ * instruction and ret[0..*depth) the return addresses of the hit on vCPU
+ * `vcpu` that led there before `ts_ns` (*depth 0: none matched), bit i of
+ * *reliable set when ret[i] was verified (a direct call into the function
+ * of the frame below). site_of: the same mapping without a hit. hot: the
+ * CPUID/MSR exits of `rip` repeat (cost kind `kind`; the event that made it
+ * hot happened at ts_ns): worth probing.
+ */
+struct trace_callers {
+	int (*resolve)(void *ctx, int vcpu, uint64_t rip, uint64_t ts_ns, uint64_t *site, uint64_t *ret,
+		       unsigned *depth, unsigned *reliable);
+	/* The address space (CR3) vCPU `vcpu` ran in at ts_ns, as its latest exit to userspace before showed. */
+	int (*address_space)(void *ctx, int vcpu, uint64_t ts_ns, uint64_t *cr3);
+	int (*site_of)(void *ctx, uint64_t rip, uint64_t *site);
+	void (*hot)(void *ctx, uint64_t rip, int kind, uint64_t ts_ns);
+};
+
+/* A call site seen by the probes: the return address, the probed instruction, the stack above. */
+#define PROBE_HOT_EXITS 2	/* CPUID/MSR exits at one instruction before a probe is asked for */
+#define PROBE_PORT	0xe8	/* the caller probes' port (probe.h): out imm8, no brisk device or Linux driver */
+#define PROBE_REASON	"probe" /* the exit reason the trace gives a caller probe's port write */
+#define CALLSITE_STACK	4
+#define CALLSITE_MAX	4096 /* distinct (return address, site) pairs kept; more are counted in overflow */
+struct callsite {
+	uint64_t ret, site;
+	uint64_t count;
+	uint64_t stack[CALLSITE_STACK]; /* the first hit's return addresses, ret first */
+	uint8_t depth;
+	uint8_t reliable; /* bit i: stack[i] verified (trace_callers.resolve) */
+	uint8_t kind;	  /* enum cost_kind */
+	uint8_t used;
 };
 
 #define TRACE_MAX_REASONS 64
@@ -190,18 +237,36 @@ struct trace_agg {
 	struct trace_reason reason[TRACE_MAX_REASONS];
 	unsigned nreasons;
 	uint64_t cost_ns[COST__COUNT], cost_n[COST__COUNT];
-	struct ttable cpuid;		     /* (rip|unknown, leaf, subleaf) -> count, result hashes */
-	struct ttable msr;		     /* (rip|unknown, index, write) -> count, value hashes */
-	struct ttable pio;		     /* (port, write, 0) */
-	struct ttable mmio;		     /* (gpa, write, 0) */
-	struct ttable hcall;		     /* (nr, 0, 0) */
+	struct ttable cpuid;	     /* (rip|unknown, leaf, subleaf) -> count, results: no caller known */
+	struct ttable msr;	     /* (rip|unknown, index, write) -> count, value hashes: no caller known */
+	struct ttable pio;	     /* (port, write, 0) */
+	struct ttable mmio;	     /* (gpa, write, 0) */
+	struct ttable hcall;	     /* (nr, 0, 0) */
+	struct ttable rips;	     /* (rip, reason index or TRACE_REASON_EMULATED, 0): every exit's RIP */
+	struct ttable hot;	     /* (rip, cost kind, 0): CPUID/MSR exits per instruction, for probing */
+	struct ttable user;	     /* (CR3, rip, reason): exits in the guest's user half, by process */
+	uint64_t user_unknown;	     /* exits in the user half whose address space is not known */
+	struct ttable cpuid_callers; /* (call site index, leaf, subleaf): CPUIDs a probe attributed */
+	struct ttable msr_callers;   /* (call site index, index, write) */
+	struct callsite *callsites;  /* [CALLSITE_MAX], open addressing on (ret, site): the index above */
+	uint64_t callsite_overflow;
+	const struct trace_callers *callers; /* NULL: no probes */
+	void *callers_ctx;
 	int rip_event;			     /* enum trace_ev of the RIP events seen first, -1 none */
 	uint64_t series_start_ns, bucket_ns; /* 0: no series */
 	uint32_t max_buckets;
 };
-#define TRACE_NO_RIP UINT64_MAX /* key of events with no preceding RIP event */
+#define TRACE_NO_RIP	      UINT64_MAX	/* key of events with no preceding RIP event */
+#define TRACE_USER_TOP	      0x800000000000ull /* RIPs below: the guest's user half (or early boot, paging off) */
+#define TRACE_REASON_EMULATED TRACE_MAX_REASONS /* rips key of a kvm_emulate_insn (no kvm_exit reason) */
 
 void trace_agg_init(struct trace_agg *a, uint64_t series_start_ns, uint64_t bucket_ns, uint32_t max_buckets);
+/* The callers of the CPUID/MSR exits, from the probes (probe.h); call before the first event. */
+void trace_agg_set_callers(struct trace_agg *a, const struct trace_callers *c, void *ctx);
+/* Call site number `idx` (the key of the caller tables), or NULL. */
+const struct callsite *trace_agg_callsite(const struct trace_agg *a, uint64_t idx);
+/* The index of the call site (ret, site), or -1. */
+int64_t trace_agg_callsite_find(const struct trace_agg *a, uint64_t ret, uint64_t site);
 /* Names thread `tid` as vCPU `vcpu` (brisk profile knows its own threads). */
 void trace_agg_set_vcpu(struct trace_agg *a, pid_t tid, int vcpu);
 /* Feeds one parsed event: attribution to the latest RIP event of the same thread, costs, tables. */
@@ -262,7 +327,9 @@ void trace_cleanup(struct trace_session *s);
 
 struct redundant {
 	const char *kind; /* "cpuid" or "msr" */
-	uint64_t rip;
+	uint64_t rip;	  /* the exiting instruction */
+	uint64_t caller;  /* the return address a caller probe found (a call site), 0 when none */
+	int64_t callsite; /* its index (trace_agg_callsite), -1 when none */
 	uint64_t count;
 	uint64_t distinct_inputs, distinct_results;
 	int deterministic;
@@ -275,19 +342,23 @@ struct redundant {
 #define REDUNDANT_DEFAULT_COST_US 1.0
 
 /*
- * Finds the (kind, RIP) groups where repeated identical inputs gave identical
- * results; *out (malloc'd) sorted by cost, most expensive first. Returns the
- * count, or -ENOMEM.
+ * Finds the (kind, RIP) groups, and the (kind, call site) groups of the
+ * exits a caller probe attributed, where repeated identical inputs gave
+ * identical results; *out (malloc'd) sorted by cost, most expensive first.
+ * Returns the count, or -ENOMEM.
  */
 int redundant_find(const struct trace_agg *a, struct redundant **out);
 
 /* ---- the report (report_json.c, report_text.c) ------------------------------------- */
 
 struct exit_stats;
+struct probes;
+struct ksyms_info;
 
 /* Inputs of the report that brisk profile knows and brisk trace does not. */
 struct profile_inputs {
-	const char *command; /* "profile" or "trace" */
+	const char *command;	  /* "profile" or "trace" */
+	const char *user_symbols; /* --user-symbols FILE (its symbols are in syms too), NULL when none */
 	const char *kernel;
 	char *const *argv; /* trace: the traced command */
 	pid_t pid;
@@ -309,7 +380,10 @@ struct profile_inputs {
 	const struct trace_agg *agg;
 	uint64_t lost; /* lost events (markers + overruns) */
 	const struct symtab *syms;
-	const char *kstats_reason; /* why KVM stats are unavailable */
+	const struct ksyms_info *kinfo; /* syms came from kallsyms in guest memory (kallsyms.h); else NULL */
+	const char *syms_why;		/* why there are no symbols; NULL when there are */
+	const struct probes *probes;	/* brisk profile's caller probes (probe.h); NULL: none (trace, --no-callers) */
+	const char *kstats_reason;	/* why KVM stats are unavailable */
 	const char *const *warnings;
 	unsigned nwarnings;
 	uint64_t bucket_ns;
@@ -325,10 +399,11 @@ void report_text_print(struct json_object *report, FILE *f);
 /* The report options shared by brisk profile and brisk trace (report_out.c). */
 #define REPORT_DEFAULT_BUCKET_US 1000
 struct report_opts {
-	const char *json, *trace_out, *svg, *symbols;
+	const char *json, *trace_out, *svg, *symbols, *user_symbols;
 	uint64_t bucket_ns;
 	unsigned buffer_kb;
-	int no_trace; /* --no-trace: skip the tracepoints (measures their overhead) */
+	int no_trace;	/* --no-trace: skip the tracepoints (measures their overhead) */
+	int no_callers; /* --no-callers: never patch guest code for the caller probes (probe.h) */
 };
 void report_opts_defaults(struct report_opts *o);
 /*
@@ -342,6 +417,14 @@ int report_opts_take(struct report_opts *o, int argc, char **argv, int *i, const
  * Returns 0 (t may be empty: *why says why, NULL if nothing was asked) or
  * -EINVAL when an explicit --symbols file is garbage (message in err).
  */
+/* 1 when `path` is a regular file that starts with the ELF magic (a FIFO is refused without blocking). */
+int report_kernel_is_elf(const char *path);
+/*
+ * The symbols the report names addresses with: `kernel`'s (may be NULL or empty) and, when `user` has any,
+ * --user-symbols' (a guest program's ELF, in the user half of the address space) merged into *out. Returns
+ * `kernel` when there is nothing to merge, else out (symtab_free it), or NULL on out of memory.
+ */
+const struct symtab *report_merge_symbols(const struct symtab *kernel, const struct symtab *user, struct symtab *out);
 int report_load_symbols(struct symtab *t, const char *symbols, const char *kernel, char *err, size_t errlen, char *why,
 			size_t whylen);
 /* Prints the text report to stdout and writes --json/--trace-out/--svg. Returns 0, or -1 after messages. */

@@ -89,6 +89,7 @@ struct vm_balloon {
 
 struct vm;
 struct cpuid_fc_template;
+struct kvm_run;
 
 /* Callbacks for the profiler (brisk profile); a plain run has none. */
 struct vm_hooks {
@@ -97,6 +98,13 @@ struct vm_hooks {
 	 * configured, before any of them enters KVM_RUN (tracing starts here).
 	 */
 	void (*vcpus_ready)(struct vm *vm, void *ctx);
+	/*
+	 * NULL, or called on vCPU `vcpu`'s own thread for every exit that
+	 * reaches userspace, before brisk handles it: returns 1 when it
+	 * consumed the exit (the profiler's caller probes), 0 to let brisk
+	 * handle it as usual. `run` is that vCPU's kvm_run.
+	 */
+	int (*exit)(struct vm *vm, unsigned vcpu, struct kvm_run *run, void *ctx);
 	void *ctx;
 };
 
@@ -234,6 +242,11 @@ unsigned vm_nr_vcpus(const struct vm *vm);
 int vm_vcpu_fd(const struct vm *vm, unsigned i);
 int vm_vcpu_tid(const struct vm *vm, unsigned i);
 struct exit_stats *vm_vcpu_exit_stats(struct vm *vm, unsigned i);
+/* The profiler's view: vCPU i's kvm_run (NULL if none; set its kvm_valid_regs before the vCPUs run), guest RAM. */
+struct kvm_run *vm_vcpu_run(struct vm *vm, unsigned i);
+const struct gmem *vm_gmem(const struct vm *vm);
+/* The guest-physical range the kernel was loaded into ([0, 0) for a restore: nothing was loaded). */
+void vm_kernel_range(const struct vm *vm, uint64_t *start, uint64_t *end);
 
 /* Services behind the devices' context (device.h), callable from any thread. */
 /* Sets interrupt line `irq` (an I/O APIC pin): brisk's I/O APIC (split irqchip) or KVM_IRQ_LINE. */

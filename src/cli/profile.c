@@ -2,10 +2,12 @@
  * the report. */
 #include <errno.h>
 #include <json-c/json.h>
+#include <linux/kvm.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "brisk/cli.h"
@@ -13,7 +15,9 @@
 #include "brisk/exitcode.h"
 #include "brisk/exits.h"
 #include "brisk/helper.h"
+#include "brisk/kallsyms.h"
 #include "brisk/log.h"
+#include "brisk/probe.h"
 #include "brisk/profile.h"
 #include "brisk/timeline.h"
 #include "brisk/vm.h"
@@ -40,6 +44,17 @@ struct prof {
 	char warn[MAX_WARNINGS][MSG_MAX];
 	const char *warnings[MAX_WARNINGS];
 	unsigned nwarn;
+	/* Guest symbols: the file's (--symbols, the kernel's ELF symtab) or else kallsyms from guest memory. */
+	const struct symtab *file_syms;
+	struct symtab ksyms;		 /* kallsyms found at the end, when the probes did not find them first */
+	struct symtab user_syms, merged; /* --user-symbols, and the report's table with them */
+	struct symtab phys, with_phys;	 /* the kernel's head code at its physical addresses, and the merge */
+	struct ksyms_info kinfo;
+	char ksyms_why[MSG_MAX];
+	struct probes probes;
+	struct kvm_run **runs; /* every vCPU's kvm_run, for the probes */
+	int probes_on;	       /* probes_init succeeded and the hook runs */
+	int kernel_elf;	       /* --kernel is an ELF file (loaded as it runs: kallsyms readable before boot) */
 };
 
 /* The instance must not outlive brisk, whatever path it exits by. */
@@ -117,6 +132,89 @@ static void start_trace(struct prof *p, struct vm *vm, uint64_t t0)
 	}
 }
 
+/* The probes patch guest code only with every vCPU stopped (probe.h); a pause someone else made is theirs. */
+static int pause_vm(void *vm)
+{
+	return vm_paused(vm) ? -EBUSY : vm_pause(vm);
+}
+
+static void resume_vm(void *vm)
+{
+	vm_resume(vm);
+}
+
+/*
+ * A vmlinux (ELF) is in guest memory, as it will run, before the first KVM_RUN: its kallsyms can be read now,
+ * so the probes are ready for the kernel's first CPUIDs (a bzImage has to decompress first: the probes search
+ * later, on demand). The time it takes is the profiler's setup, reported as such.
+ */
+static void early_kallsyms(struct prof *p, struct vm *vm)
+{
+	struct gspace g;
+	uint64_t ks, ke;
+	char err[MSG_MAX / 2];
+
+	if ((p->file_syms && p->file_syms->n) || !p->kernel_elf)
+		return;
+	gspace_of_gmem(&g, vm_gmem(vm));
+	vm_kernel_range(vm, &ks, &ke);
+	g.range[0].start = ks; /* only the kernel's own range: the image is all there is yet */
+	g.range[0].size = ke - ks;
+	g.nr = ke > ks;
+	if (ksyms_load(&g, 0, &p->ksyms, &p->kinfo, err, sizeof(err)))
+		p->kinfo.num_syms =
+		    0; /* not there (an ELF that is not Linux): the probes and the report search later */
+}
+
+/*
+ * The caller probes (probe.h): every vCPU's exits to userspace carry its registers (KVM_CAP_SYNC_REGS, api.rst
+ * 4.10 "kvm_valid_regs"), the trace reader asks for probes and resolves their trampolines, the prober thread
+ * patches. Needs the trace (hot instructions come from it).
+ */
+static void start_probes(struct prof *p, struct vm *vm)
+{
+	int caps = ioctl(vm_fd(vm), KVM_CHECK_EXTENSION, KVM_CAP_SYNC_REGS);
+	const unsigned need = KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS;
+	uint64_t ks, ke;
+
+	if (p->opt.no_callers || !p->tracing)
+		return;
+	if (caps < 0 || ((unsigned)caps & need) != need) {
+		warn(p, "no caller probes: KVM lacks KVM_CAP_SYNC_REGS (regs and sregs)");
+		return;
+	}
+	p->runs = calloc(p->nr_vcpus, sizeof(*p->runs));
+	if (!p->runs || probes_init(&p->probes, vm_gmem(vm), p->file_syms, p->nr_vcpus, 1)) {
+		warn(p, "no caller probes: out of memory");
+		return;
+	}
+	vm_kernel_range(vm, &ks, &ke);
+	gspace_prefer(&p->probes.phys, ks, ke); /* kallsyms is in the kernel's image: look there first */
+	early_kallsyms(p, vm);
+	if (p->ksyms.n)
+		p->probes.syms = &p->ksyms;
+	for (unsigned i = 0; i < p->nr_vcpus; i++) {
+		p->runs[i] = vm_vcpu_run(vm, i);
+		p->runs[i]->kvm_valid_regs = need;
+	}
+	if (probes_start(&p->probes, pause_vm, resume_vm, vm, p->runs)) {
+		warn(p, "no caller probes: the prober thread could not start");
+		probes_free(&p->probes);
+		return;
+	}
+	trace_agg_set_callers(&p->trace.agg, &probes_trace_callers, &p->probes);
+	p->probes_on = 1;
+}
+
+/* The exit hook: the probes' (vCPU threads). */
+static int on_guest_exit(struct vm *vm, unsigned vcpu, struct kvm_run *run, void *ctx)
+{
+	struct prof *p = ctx;
+
+	(void)vm;
+	return p->probes_on ? probes_exit(&p->probes, vcpu, run) : 0;
+}
+
 /* The vcpus_ready hook: every vCPU exists and is configured, none has run yet. */
 static void on_vcpus_ready(struct vm *vm, void *ctx)
 {
@@ -129,6 +227,7 @@ static void on_vcpus_ready(struct vm *vm, void *ctx)
 		if (exit_series_alloc(&vm_vcpu_exit_stats(vm, i)->series, t0, p->opt.bucket_ns, SERIES_MAX_BUCKETS))
 			warn(p, "vCPU %u: no memory for the exit series", i);
 	start_trace(p, vm, t0);
+	start_probes(p, vm);
 	snapshot(p, "vcpus_ready");
 	p->setup_ns = timeline_now_ns() - t0;
 }
@@ -168,12 +267,94 @@ static void collect_warnings(struct prof *p, const char *sym_why)
 		warn(p, "%llu trace lines could not be parsed", (unsigned long long)a->malformed);
 	if (p->tracing && a->rip_event < 0 && (a->events[TEV_KVM_CPUID] || a->events[TEV_KVM_MSR]))
 		warn(p, "no RIP-carrying event (kvm_exit, kvm_emulate_insn) fired: CPUID/MSR are not attributed");
-	if (sym_why[0])
+	if (sym_why[0] && !p->kinfo.num_syms)
 		warn(p, "%s", sym_why);
+	if (p->ksyms_why[0])
+		warn(p, "%s", p->ksyms_why);
 	warn(p,
 	     "the profiler's own setup (tracefs instance, KVM stats fds) took %.1f us between \"vCPUs ready\" and "
 	     "\"first KVM_RUN\"; a plain brisk run does not pay it",
 	     (double)p->setup_ns / 1e3);
+}
+
+/* The kernel RIP that exited most (a kallsyms candidate must cover it), or 0. */
+static uint64_t top_kernel_rip(const struct trace_agg *a)
+{
+	uint64_t best = 0, n = 0;
+
+	for (size_t i = 0; i < a->rips.cap; i++)
+		if (a->rips.e[i].used && a->rips.e[i].k[0] >= 0xffff800000000000ull && a->rips.e[i].count > n) {
+			n = a->rips.e[i].count;
+			best = a->rips.e[i].k[0];
+		}
+	return best;
+}
+
+/*
+ * The symbols the report uses: the file's when it had any, else the kernel's own kallsyms, found in guest
+ * memory by the probes or now (the VM still exists: its memory is there).
+ */
+static const struct symtab *guest_symbols(struct prof *p, struct vm *vm, const struct symtab *syms)
+{
+	const struct ksyms_info *ki;
+	const struct symtab *k = p->probes_on ? probes_kallsyms(&p->probes, &ki) : NULL;
+	uint64_t ks, ke;
+	struct gspace g;
+	char err[MSG_MAX / 2];
+
+	if (syms && syms->n)
+		return syms;
+	if (p->ksyms.n)
+		return &p->ksyms;
+	if (k) {
+		p->kinfo = *ki;
+		return k;
+	}
+	gspace_of_gmem(&g, vm_gmem(vm));
+	vm_kernel_range(vm, &ks, &ke);
+	gspace_prefer(&g, ks, ke);
+	if (ksyms_load(&g, p->tracing ? top_kernel_rip(&p->trace.agg) : 0, &p->ksyms, &p->kinfo, err, sizeof(err))) {
+		snprintf(p->ksyms_why, sizeof(p->ksyms_why), "no symbols: %s; pass --symbols System.map|vmlinux", err);
+		return syms;
+	}
+	return &p->ksyms;
+}
+
+/*
+ * A vmlinux runs its first instructions (the PVH or 64-bit entry, head code) at physical addresses, before it
+ * jumps to its virtual mapping: the ELF put _text at the start of the kernel's range. These aliases, "name@phys",
+ * name those exits; the first PHYS_ALIAS_SPAN bytes of text hold the head code. A bzImage's load window runs its
+ * own setup and decompressor first (no symbols: the bzImage has none), which one symbol names as such,
+ * "bzImage_load_window+0x..." (with nokaslr the kernel's head code runs there too, after it).
+ */
+#define PHYS_ALIAS_SPAN (2ull << 20)
+
+static const struct symtab *physical_aliases(struct prof *p, struct vm *vm, const struct symtab *syms)
+{
+	static const char window[] = "bzImage_load_window";
+	uint64_t ks, ke, base = p->kinfo.relative_base;
+	size_t cap = 0;
+	char name[600];
+
+	vm_kernel_range(vm, &ks, &ke);
+	if (ke <= ks || !p->kinfo.num_syms || !syms)
+		return NULL;
+	snprintf(p->phys.source, sizeof(p->phys.source), "kallsyms at physical addresses");
+	if (!p->kernel_elf) {
+		(void)symtab_add(&p->phys, &cap, ks, ke - ks, window, sizeof(window) - 1);
+		return &p->phys;
+	}
+	for (size_t i = 0; i < syms->n; i++) {
+		const struct sym *x = &syms->s[i];
+		int n;
+
+		if (x->addr < base || x->addr - base >= PHYS_ALIAS_SPAN)
+			continue;
+		n = snprintf(name, sizeof(name), "%s@phys", x->name);
+		if (n < 0 || symtab_add(&p->phys, &cap, x->addr - base + ks, x->size, name, (size_t)n))
+			break;
+	}
+	return &p->phys;
 }
 
 /* After the run: last snapshot, trace stopped, report built and emitted. */
@@ -191,6 +372,11 @@ static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, co
 	if (p->tracing)
 		trace_stop(&p->trace);
 	live_trace = NULL;
+	if (p->probes_on)
+		probes_stop(&p->probes);
+	syms = guest_symbols(p, vm, syms);
+	syms = report_merge_symbols(syms, physical_aliases(p, vm, syms), &p->with_phys);
+	syms = report_merge_symbols(syms, &p->user_syms, &p->merged);
 	before = timeline_now_ns();
 	timeline_mark(TL_EXIT);
 	end = timeline_now_ns();
@@ -201,6 +387,7 @@ static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, co
 	}
 	in = (struct profile_inputs){
 	    .command = "profile",
+	    .user_symbols = p->user_syms.n ? p->opt.user_symbols : NULL,
 	    .kernel = cfg->kernel,
 	    .pid = getpid(),
 	    /* timeline_get() counts from exec; TL_EXIT was stamped just after `before`. */
@@ -221,6 +408,9 @@ static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, co
 	    .agg = &p->trace.agg,
 	    .lost = p->trace.agg.lost + p->trace.overrun + p->trace.dropped,
 	    .syms = syms,
+	    .kinfo = p->kinfo.num_syms ? &p->kinfo : NULL,
+	    .syms_why = syms && syms->n ? NULL : (p->ksyms_why[0] ? p->ksyms_why : sym_why),
+	    .probes = p->probes_on ? &p->probes : NULL,
 	    .kstats_reason = p->kstats_reason,
 	    .warnings = p->warnings,
 	    .nwarnings = p->nwarn,
@@ -242,12 +432,20 @@ static void release(struct prof *p)
 		kstats_close(&p->vcpu_stats[i]);
 	free(p->vcpu_stats);
 	trace_agg_free(&p->trace.agg);
+	if (p->probes_on)
+		probes_free(&p->probes);
+	free(p->runs);
+	symtab_free(&p->ksyms);
+	symtab_free(&p->user_syms);
+	symtab_free(&p->merged);
+	symtab_free(&p->phys);
+	symtab_free(&p->with_phys);
 }
 
 /* Builds, runs and reports; returns the exit status. */
 static int profile_boot(struct prof *p, struct vm_config *cfg, const struct symtab *syms, const char *sym_why)
 {
-	struct vm_hooks hooks = {.vcpus_ready = on_vcpus_ready, .ctx = p};
+	struct vm_hooks hooks = {.vcpus_ready = on_vcpus_ready, .exit = on_guest_exit, .ctx = p};
 	struct vm *vm = NULL;
 	int sig_fd = cli_setup_signals(), ret;
 
@@ -294,6 +492,9 @@ int cmd_profile(int argc, char **argv)
 	} else if (!ret && report_load_symbols(&syms, p->opt.symbols, cfg.kernel, err, sizeof(err), why, sizeof(why))) {
 		fprintf(stderr, "brisk profile: --symbols: %s\n", err);
 		ret = EXIT_USAGE;
+	} else if (!ret && p->opt.user_symbols && symtab_load(&p->user_syms, p->opt.user_symbols, err, sizeof(err))) {
+		fprintf(stderr, "brisk profile: --user-symbols: %s\n", err);
+		ret = EXIT_USAGE;
 	} else if (!ret) {
 		/* Before vm_create starts any thread: unshare(CLONE_NEWNS) needs a single-threaded process; and
 		 * before that, where the helpers are (brisk-slirp for --net user): helper.h. */
@@ -301,6 +502,8 @@ int cmd_profile(int argc, char **argv)
 			(void)helper_pin_self();
 			(void)trace_prepare(&p->trace); /* on failure, trace_start reports p->trace.why */
 		}
+		p->file_syms = &syms;
+		p->kernel_elf = cfg.kernel && report_kernel_is_elf(cfg.kernel);
 		ret = profile_boot(p, &cfg, &syms, why);
 	}
 	symtab_free(&syms);

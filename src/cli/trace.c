@@ -16,6 +16,8 @@
 
 #include "brisk/cli.h"
 #include "brisk/exitcode.h"
+#include "brisk/kallsyms.h"
+#include "brisk/procmem.h"
 #include "brisk/profile.h"
 #include "brisk/timeline.h"
 
@@ -25,6 +27,8 @@
 #define STOP_GRACE_NS	   3000000000ull /* a signalled COMMAND gets 3 s to exit before SIGKILL */
 #define EXIT_NOT_FOUND	   127		 /* COMMAND not found, as POSIX shells (XCU 2.8.2) */
 #define EXIT_NOT_EXEC	   126		 /* COMMAND found but could not be executed */
+#define KSYMS_TRIES	   5		 /* kallsyms searches in the traced process's memory */
+#define KSYMS_EVERY_NS	   2000000000ull /* between two searches */
 
 struct tracer {
 	struct report_opts opt;
@@ -40,6 +44,14 @@ struct tracer {
 	char warn[4][MSG_MAX];
 	const char *warnings[4];
 	unsigned nwarn;
+	/* Without --symbols: the guest kernel's kallsyms, read from the traced VMM's memory while it runs. */
+	int want_ksyms;
+	struct symtab ksyms;
+	struct ksyms_info kinfo;
+	struct symtab user_syms, merged; /* --user-symbols, and the report's table with them */
+	unsigned ksyms_tries;
+	uint64_t ksyms_next_ns;
+	char ksyms_why[MSG_MAX];
 };
 
 static struct trace_session *live_trace;
@@ -194,6 +206,49 @@ static void forward(const struct tracer *t, const struct signalfd_siginfo *si)
 	kill(t->pid, (int)si->ssi_signo);
 }
 
+/* The kernel RIP that exited most so far (the reader thread is adding to the table), or 0. */
+static uint64_t kernel_rip(struct tracer *t)
+{
+	const struct ttable *r = &t->trace.agg.rips;
+	uint64_t best = 0, n = 0;
+
+	pthread_mutex_lock(&t->trace.lock);
+	for (size_t i = 0; i < r->cap; i++)
+		if (r->e[i].used && r->e[i].k[0] >= 0xffff800000000000ull && r->e[i].count > n) {
+			n = r->e[i].count;
+			best = r->e[i].k[0];
+		}
+	pthread_mutex_unlock(&t->trace.lock);
+	return best;
+}
+
+/*
+ * The guest kernel's symbols from the traced process: its guest RAM is one of its large writable mappings,
+ * read through /proc/PID/mem while the process lives (a COMMAND's memory is gone at the end). Tried once
+ * the trace shows kernel RIPs, every KSYMS_EVERY_NS, KSYMS_TRIES times at most.
+ */
+static void try_kallsyms(struct tracer *t)
+{
+	struct procmem pm;
+	struct gspace g;
+	uint64_t want;
+	char err[MSG_MAX / 2];
+
+	if (!t->want_ksyms || t->ksyms.n || t->ksyms_tries >= KSYMS_TRIES || timeline_now_ns() < t->ksyms_next_ns)
+		return;
+	want = kernel_rip(t);
+	if (!want)
+		return;
+	t->ksyms_tries++;
+	t->ksyms_next_ns = timeline_now_ns() + KSYMS_EVERY_NS;
+	if (procmem_open(&pm, &g, t->pid, err, sizeof(err)) == 0 &&
+	    ksyms_load(&g, want, &t->ksyms, &t->kinfo, err, sizeof(err)) == 0)
+		t->ksyms_why[0] = '\0';
+	else
+		snprintf(t->ksyms_why, sizeof(t->ksyms_why), "no symbols from the guest's memory: %s", err);
+	procmem_close(&pm);
+}
+
 /*
  * Waits until the target ends. With --pid, SIGINT/SIGTERM/SIGHUP end the
  * trace. With a COMMAND, they are passed on to it and the trace ends when it
@@ -210,6 +265,8 @@ static void watch(struct tracer *t, int sig_fd)
 
 		if (!t->seen_kvm && is_kvm_process(t->pid) == 1)
 			t->seen_kvm = 1;
+		if (t->seen_kvm)
+			try_kallsyms(t);
 		if (t->cmd && waitpid(t->pid, &st, WNOHANG) == t->pid) {
 			t->status = st;
 			return;
@@ -306,6 +363,8 @@ static int start(struct tracer *t, char *err, size_t errlen)
 static int report(struct tracer *t, uint64_t t0, const struct symtab *syms, const char *sym_why)
 {
 	uint64_t lost = t->trace.agg.lost + t->trace.overrun + t->trace.dropped;
+	int kall = !(syms && syms->n) && t->ksyms.n;
+	const struct symtab *all = report_merge_symbols(kall ? &t->ksyms : syms, &t->user_syms, &t->merged);
 	struct json_object *r;
 	struct profile_inputs in = {
 	    .command = "trace",
@@ -319,7 +378,10 @@ static int report(struct tracer *t, uint64_t t0, const struct symtab *syms, cons
 	    .tracefs_private = t->trace.private_mount,
 	    .agg = &t->trace.agg,
 	    .lost = lost,
-	    .syms = syms,
+	    .syms = all,
+	    .user_symbols = t->user_syms.n ? t->opt.user_symbols : NULL,
+	    .kinfo = kall ? &t->kinfo : NULL,
+	    .syms_why = kall || (syms && syms->n) ? NULL : (t->ksyms_why[0] ? t->ksyms_why : sym_why),
 	    .kstats_reason = "brisk trace reads no KVM statistics of another process",
 	    .bucket_ns = t->opt.bucket_ns,
 	};
@@ -334,7 +396,9 @@ static int report(struct tracer *t, uint64_t t0, const struct symtab *syms, cons
 		     "the trace lost %llu events (buffer overrun): counts are lower bounds; retry with a larger "
 		     "--trace-buffer-kb",
 		     (unsigned long long)lost);
-	if (sym_why[0])
+	if (!kall && t->ksyms_why[0])
+		warn(t, "%s", t->ksyms_why);
+	else if (!kall && sym_why[0])
 		warn(t, "%s", sym_why);
 	in.warnings = t->warnings;
 	in.nwarnings = t->nwarn;
@@ -409,11 +473,18 @@ int cmd_trace(int argc, char **argv)
 	} else if (!ret && report_load_symbols(&syms, t->opt.symbols, NULL, err, sizeof(err), why, sizeof(why))) {
 		fprintf(stderr, "brisk trace: --symbols: %s\n", err);
 		ret = EXIT_USAGE;
+	} else if (!ret && t->opt.user_symbols && symtab_load(&t->user_syms, t->opt.user_symbols, err, sizeof(err))) {
+		fprintf(stderr, "brisk trace: --user-symbols: %s\n", err);
+		ret = EXIT_USAGE;
 	} else if (!ret) {
 		atexit(cleanup_trace_at_exit);
+		t->want_ksyms = !syms.n;
 		ret = run_trace(t, &syms, why);
 	}
 	symtab_free(&syms);
+	symtab_free(&t->ksyms);
+	symtab_free(&t->user_syms);
+	symtab_free(&t->merged);
 	trace_agg_free(&t->trace.agg);
 	free(t);
 	return ret;

@@ -10,6 +10,7 @@
 #include "brisk/kvm.h"
 #include "brisk/profile.h"
 #include "brisk/timeline.h"
+#include "report_impl.h"
 
 #define MAX_IOCTL_ROWS 64
 #define MAX_SERIES     (1u << 20)
@@ -354,6 +355,7 @@ static jo *tracing_json(const struct profile_inputs *in)
 	add_member(o, "pio", a ? small_table(&a->pio, "port", 0, 1) : json_object_new_array());
 	add_member(o, "mmio", a ? small_table(&a->mmio, "gpa", 1, 1) : json_object_new_array());
 	add_member(o, "hypercalls", a ? small_table(&a->hcall, "nr", 0, 0) : json_object_new_array());
+	add_member(o, "exit_sites", report_exit_sites_json(in));
 	return o;
 }
 
@@ -385,34 +387,86 @@ static jo *input_row(jo *rows, jo *index, uint64_t k1, uint64_t k2, int is_msr)
 	return r;
 }
 
-static jo *inputs_json(const struct ttable *t, const struct symtab *syms, int is_msr)
+/* The entry for `rip` in a row's "rips" (added with count 0 when new). */
+static jo *rip_entry(jo *row, uint64_t rip, const struct symtab *syms)
+{
+	jo *rips = json_object_object_get(row, "rips"), *e;
+	char h[24];
+
+	snprintf(h, sizeof(h), "0x%llx", (unsigned long long)rip);
+	for (size_t i = 0; i < json_object_array_length(rips); i++) {
+		const char *have;
+
+		e = json_object_array_get_idx(rips, i);
+		have = json_object_get_string(json_object_object_get(e, "rip"));
+		if (have ? rip != TRACE_NO_RIP && strcmp(have, h) == 0 : rip == TRACE_NO_RIP)
+			return e;
+	}
+	e = json_object_new_object();
+	add_member(e, "rip", rip == TRACE_NO_RIP ? NULL : hex(rip));
+	add_member(e, "count", json_object_new_int64(0));
+	add_member(e, "symbol", rip_symbol(syms, rip));
+	json_object_array_add(rips, e);
+	return e;
+}
+
+static void add_count(jo *o, const char *key, uint64_t n)
+{
+	add_member(o, key, json_object_new_int64(json_object_get_int64(json_object_object_get(o, key)) + (int64_t)n));
+}
+
+/*
+ * By input: every exit of `t` (no caller known, keyed by RIP) and of `callers` (a probe found the call site:
+ * keyed by return address, counted at the probed instruction and listed in the row's "callers").
+ */
+static jo *inputs_json(const struct trace_agg *a, const struct ttable *t, const struct ttable *callers,
+		       const struct symtab *syms, int is_msr)
 {
 	jo *rows = json_object_new_array(), *index = json_object_new_object();
 
 	for (size_t i = 0; i < t->cap; i++) {
 		const struct tt_entry *e = &t->e[i];
-		jo *r, *rip;
+		jo *r;
 
 		if (!e->used)
 			continue;
 		r = input_row(rows, index, e->k[1], e->k[2], is_msr);
-		add_member(r, "count",
-			   json_object_new_int64(json_object_get_int64(json_object_object_get(r, "count")) +
-						 (int64_t)e->count));
-		rip = json_object_new_object();
-		add_member(rip, "rip", e->k[0] == TRACE_NO_RIP ? NULL : hex(e->k[0]));
-		add_member(rip, "count", u64(e->count));
-		add_member(rip, "symbol", rip_symbol(syms, e->k[0]));
-		json_object_array_add(json_object_object_get(r, "rips"), rip);
+		add_count(r, "count", e->count);
+		add_count(rip_entry(r, e->k[0], syms), "count", e->count);
+	}
+	for (size_t i = 0; i < callers->cap; i++) {
+		const struct tt_entry *e = &callers->e[i];
+		const struct callsite *c = e->used ? trace_agg_callsite(a, e->k[0]) : NULL;
+		jo *r, *cl;
+
+		if (!c)
+			continue;
+		r = input_row(rows, index, e->k[1], e->k[2], is_msr);
+		add_count(r, "count", e->count);
+		add_count(rip_entry(r, c->site, syms), "count", e->count);
+		if (!json_object_object_get_ex(r, "callers", &cl)) {
+			cl = json_object_new_array();
+			add_member(r, "callers", cl);
+		}
+		json_object_array_add(cl, json_object_new_object());
+		cl = json_object_array_get_idx(cl, json_object_array_length(cl) - 1);
+		add_member(cl, "caller", hex(c->ret));
+		add_member(cl, "count", u64(e->count));
+		add_member(cl, "symbol", rip_symbol(syms, c->ret));
 	}
 	json_object_put(index);
-	for (size_t i = 0; i < json_object_array_length(rows); i++)
-		json_object_array_sort(json_object_object_get(json_object_array_get_idx(rows, i), "rips"), cmp_count);
+	for (size_t i = 0; i < json_object_array_length(rows); i++) {
+		jo *r = json_object_array_get_idx(rows, i), *cl;
+
+		json_object_array_sort(json_object_object_get(r, "rips"), cmp_count);
+		if (json_object_object_get_ex(r, "callers", &cl))
+			json_object_array_sort(cl, cmp_count);
+	}
 	json_object_array_sort(rows, cmp_count);
 	return rows;
 }
 
-static jo *redundant_json(const struct trace_agg *a, const struct symtab *syms)
+static jo *redundant_json(const struct profile_inputs *in, const struct trace_agg *a, const struct symtab *syms)
 {
 	jo *arr = json_object_new_array();
 	struct redundant *r = NULL;
@@ -424,6 +478,11 @@ static jo *redundant_json(const struct trace_agg *a, const struct symtab *syms)
 		add_member(o, "kind", json_object_new_string(r[i].kind));
 		add_member(o, "rip", hex(r[i].rip));
 		add_member(o, "symbol", rip_symbol(syms, r[i].rip));
+		add_member(o, "caller", r[i].caller ? hex(r[i].caller) : NULL);
+		add_member(o, "caller_symbol", r[i].caller ? rip_symbol(syms, r[i].caller) : NULL);
+		add_member(o, "stack",
+			   r[i].callsite >= 0 ? report_stack_json(in, (uint64_t)r[i].callsite)
+					      : json_object_new_array());
 		add_member(o, "count", u64(r[i].count));
 		add_member(o, "distinct_inputs", u64(r[i].distinct_inputs));
 		add_member(o, "distinct_results", u64(r[i].distinct_results));
@@ -569,9 +628,13 @@ jo *report_json_build(const struct profile_inputs *in)
 	add_member(r, "exits", exits_json(in));
 	add_member(r, "kvm_stats", kvm_stats_json(in));
 	add_member(r, "tracing", tracing_json(in));
-	add_member(r, "cpuid", inputs_json(&a->cpuid, in->syms, 0));
-	add_member(r, "msr", inputs_json(&a->msr, in->syms, 1));
-	add_member(r, "redundant", redundant_json(a, in->syms));
+	add_member(r, "symbols", report_symbols_json(in));
+	add_member(r, "cpuid", inputs_json(a, &a->cpuid, &a->cpuid_callers, in->syms, 0));
+	add_member(r, "msr", inputs_json(a, &a->msr, &a->msr_callers, in->syms, 1));
+	add_member(r, "redundant", redundant_json(in, a, in->syms));
+	add_member(r, "probes", report_probes_json(in));
+	add_member(r, "user", report_user_json(in));
+	add_member(r, "findings", report_findings_json(in));
 	ioctls_json(r, profile);
 	add_member(r, "series", series_json(in, series_start(in)));
 	add_member(r, "warnings", warnings_json(in));

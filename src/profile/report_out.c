@@ -54,14 +54,18 @@ static int number(const char *cmd, const char *opt, const char *v, unsigned long
 
 int report_opts_take(struct report_opts *o, int argc, char **argv, int *i, const char *cmd)
 {
-	static const char *const files[] = {"--json", "--trace-out", "--svg", "--symbols"};
-	const char **dst[] = {&o->json, &o->trace_out, &o->svg, &o->symbols};
+	static const char *const files[] = {"--json", "--trace-out", "--svg", "--symbols", "--user-symbols"};
+	const char **dst[] = {&o->json, &o->trace_out, &o->svg, &o->symbols, &o->user_symbols};
 	unsigned long n;
 	int m;
 	const char *v;
 
 	if (strcmp(argv[*i], "--no-trace") == 0) {
 		o->no_trace = 1;
+		return 1;
+	}
+	if (strcmp(argv[*i], "--no-callers") == 0) {
+		o->no_callers = 1;
 		return 1;
 	}
 	for (size_t k = 0; k < sizeof(files) / sizeof(files[0]); k++) {
@@ -93,7 +97,7 @@ int report_opts_take(struct report_opts *o, int argc, char **argv, int *i, const
 }
 
 /* 1 when `path` is a regular file that starts with the ELF magic (a FIFO is refused without blocking). */
-static int file_is_elf(const char *path)
+int report_kernel_is_elf(const char *path)
 {
 	uint8_t m[4];
 	int fd = file_open_input(path, "kernel", NULL, NULL, 0), elf;
@@ -118,13 +122,34 @@ int report_load_symbols(struct symtab *t, const char *symbols, const char *kerne
 		snprintf(why, whylen, "no symbols: pass --symbols System.map|vmlinux to name guest functions");
 		return 0;
 	}
-	if (!file_is_elf(kernel)) {
+	if (!report_kernel_is_elf(kernel)) {
 		snprintf(why, whylen, "no symbols: %s is not an ELF file; pass --symbols System.map|vmlinux", kernel);
 		return 0;
 	}
 	if (symtab_load(t, kernel, e, sizeof(e)))
 		snprintf(why, whylen, "no symbols from the kernel's own ELF symtab: %s", e);
 	return 0;
+}
+
+const struct symtab *report_merge_symbols(const struct symtab *kernel, const struct symtab *user, struct symtab *out)
+{
+	size_t cap = 0;
+
+	if (!user || !user->n)
+		return kernel;
+	memset(out, 0, sizeof(*out));
+	snprintf(out->source, sizeof(out->source), "%s", kernel && kernel->n ? kernel->source : user->source);
+	for (int k = 0; k < 2; k++) {
+		const struct symtab *t = k ? user : kernel;
+
+		for (size_t i = 0; t && i < t->n; i++)
+			if (symtab_add(out, &cap, t->s[i].addr, t->s[i].size, t->s[i].name, strlen(t->s[i].name))) {
+				symtab_free(out);
+				return NULL;
+			}
+	}
+	symtab_sort(out);
+	return out;
 }
 
 int report_emit(struct json_object *report, const struct report_opts *o, const char *cmd)

@@ -151,6 +151,100 @@ static void tracing(jo *r, FILE *f)
 			dnum(at(reasons, i), "mean_us"));
 }
 
+/* The guest symbols used and how many exits they name. */
+static void symbols(jo *r, FILE *f)
+{
+	jo *s = get(r, "symbols");
+
+	if (!s)
+		return;
+	if (!get(s, "source")) {
+		fprintf(f, "\nguest symbols: none (%s)\n", str(s, "why_none"));
+		return;
+	}
+	fprintf(f, "\nguest symbols: %s, %lld text symbols\n", str(s, "source"), num(s, "count"));
+	if (num(s, "exits"))
+		fprintf(f,
+			"named: %lld of %lld exits (%.1f%%); in the kernel's half of the address space %lld of %lld "
+			"(%.1f%%)\n",
+			num(s, "named"), num(s, "exits"), dnum(s, "named_pct"), num(s, "kernel_named"),
+			num(s, "kernel_exits"), dnum(s, "kernel_named_pct"));
+}
+
+static void exit_sites(jo *r, FILE *f)
+{
+	jo *rows = get(get(r, "tracing"), "exit_sites");
+
+	if (!len(rows))
+		return;
+	fprintf(f, "\n%-18s %-16s %10s  %s\n", "exit site (rip)", "reason", "count", "symbol");
+	for (size_t i = 0; i < len(rows) && i < TOP_ROWS; i++)
+		fprintf(f, "%-18s %-16s %10lld  %s\n", str(at(rows, i), "rip"), str(at(rows, i), "reason"),
+			num(at(rows, i), "count"), str(at(rows, i), "symbol"));
+	if (len(rows) > TOP_ROWS)
+		fprintf(f, "(%zu more in the JSON report)\n", len(rows) - TOP_ROWS);
+}
+
+static void findings(jo *r, FILE *f)
+{
+	jo *rows = get(r, "findings");
+
+	if (!len(rows))
+		return;
+	section(f, "Findings");
+	for (size_t i = 0; i < len(rows); i++) {
+		jo *x = at(rows, i);
+
+		fprintf(f, "- %s", str(x, "title"));
+		if (get(x, "time_us"))
+			fprintf(f, " [%.1f us%s", dnum(x, "time_us"), get(x, "share_pct") ? "" : "]");
+		if (get(x, "time_us") && get(x, "share_pct"))
+			fprintf(f, ", %.1f%% of exit time]", dnum(x, "share_pct"));
+		fprintf(f, "\n");
+		if (get(x, "hint") && strcmp(str(x, "id"), "page_sizes") == 0)
+			fprintf(f, "  %s\n", str(x, "hint"));
+	}
+}
+
+static void probes(jo *r, FILE *f)
+{
+	jo *p = get(r, "probes"), *sites = get(p, "sites");
+
+	if (!p || !json_object_get_boolean(get(p, "enabled")))
+		return;
+	fprintf(f,
+		"\ncaller probes (docs/profiler.md \"Callers\"): %zu instructions patched; %lld hits matched a call "
+		"site, %lld without a return address on the stack, %lld unmatched, %lld dropped\n",
+		len(sites), num(p, "matched"), num(p, "stackless"), num(p, "unmatched"), num(p, "dropped"));
+	for (size_t i = 0; i < len(sites) && i < TOP_ROWS; i++)
+		fprintf(f, "  %-6s %-18s %-40s %8lld hits%s\n", str(at(sites, i), "kind"), str(at(sites, i), "rip"),
+			str(at(sites, i), "symbol"), num(at(sites, i), "hits"),
+			json_object_get_boolean(get(at(sites, i), "armed_at_end")) ? "" : " (restored)");
+	if (get(p, "last_refusal"))
+		fprintf(f, "  last instruction not probed: %s\n", str(p, "last_refusal"));
+}
+
+/* Exits in the guest's user half, by address space (the process, named by its page-table root). */
+static void user(jo *r, FILE *f)
+{
+	jo *u = get(r, "user"), *spaces = get(u, "address_spaces");
+
+	if (!len(spaces))
+		return;
+	section(f, "Exits below the kernel's half (user processes; early boot), by address space (CR3)");
+	for (size_t i = 0; i < len(spaces); i++) {
+		jo *x = at(spaces, i), *sites = get(x, "sites");
+
+		fprintf(f, "cr3 %-18s %8lld exits\n", str(x, "cr3"), num(x, "exits"));
+		for (size_t k = 0; k < len(sites); k++)
+			fprintf(f, "  %-18s %-12s %8lld  %s\n", str(at(sites, k), "rip"), str(at(sites, k), "reason"),
+				num(at(sites, k), "count"), str(at(sites, k), "symbol"));
+	}
+	if (num(u, "unknown_space_exits"))
+		fprintf(f, "(%lld more before the first exit to userspace showed an address space)\n",
+			num(u, "unknown_space_exits"));
+}
+
 static void inputs(jo *r, FILE *f, const char *key, const char *title)
 {
 	jo *rows = get(r, key);
@@ -185,16 +279,24 @@ static void redundant(jo *r, FILE *f)
 										     : " (needs the kvm tracepoints)");
 		return;
 	}
-	fprintf(f, "%-5s %-18s %-32s %8s %7s %8s %9s %12s\n", "kind", "rip", "symbol", "count", "inputs", "results",
-		"cacheable", "est. cost us");
+	fprintf(f, "%-5s %-34s %-34s %8s %7s %8s %9s %12s\n", "kind", "exiting instruction", "called from", "count",
+		"inputs", "results", "cacheable", "est. cost us");
 	for (size_t i = 0; i < len(rows) && i < TOP_ROWS; i++) {
-		jo *x = at(rows, i);
+		jo *x = at(rows, i), *st = get(x, "stack");
 
-		fprintf(f, "%-5s %-18s %-32s %8lld %7lld %8lld %9lld %12.1f\n", str(x, "kind"), str(x, "rip"),
-			str(x, "symbol"), num(x, "count"), num(x, "distinct_inputs"), num(x, "distinct_results"),
-			num(x, "cacheable"), dnum(x, "cost_us"));
+		fprintf(f, "%-5s %-34s %-34s %8lld %7lld %8lld %9lld %12.1f\n", str(x, "kind"),
+			get(x, "symbol") ? str(x, "symbol") : str(x, "rip"),
+			get(x, "caller") ? (get(x, "caller_symbol") ? str(x, "caller_symbol") : str(x, "caller")) : "-",
+			num(x, "count"), num(x, "distinct_inputs"), num(x, "distinct_results"), num(x, "cacheable"),
+			dnum(x, "cost_us"));
+		for (size_t k = 1; k < len(st); k++)
+			fprintf(f, "%-5s %-34s <- %s%s\n", "", "",
+				json_object_get_boolean(get(at(st, k), "reliable")) ? "" : "? ",
+				get(at(st, k), "symbol") ? str(at(st, k), "symbol") : str(at(st, k), "addr"));
 	}
-	fprintf(f, "(est. cost = count x mean cost of that exit, measured from the trace: %s)\n",
+	fprintf(f,
+		"(est. cost = count x mean cost of that exit, measured from the trace: %s; \"called from\": the "
+		"return address a caller probe read, with the stack above it; \"?\": not verified, maybe stale)\n",
 		str(at(rows, 0), "cost_source"));
 }
 
@@ -221,12 +323,17 @@ void report_text_print(jo *r, FILE *f)
 
 	fprintf(f, "brisk %s report (%s)\n", str(r, "command"), str(r, "schema"));
 	timeline(r, f);
+	findings(r, f);
 	exits(r, f);
 	kvm_stats(r, f);
 	tracing(r, f);
+	symbols(r, f);
+	exit_sites(r, f);
+	probes(r, f);
 	inputs(r, f, "cpuid", "CPUID handled by KVM, by input");
 	inputs(r, f, "msr", "MSR accesses handled by KVM, by index");
 	redundant(r, f);
+	user(r, f);
 	ioctls(r, f);
 	if (len(w)) {
 		section(f, "Warnings");

@@ -30,7 +30,7 @@ static int in_buf(uint64_t off, uint64_t len, size_t size)
 	return off <= size && len <= size - off;
 }
 
-static int add(struct symtab *t, size_t *cap, uint64_t addr, uint64_t size, const char *name, size_t nlen)
+int symtab_add(struct symtab *t, size_t *cap, uint64_t addr, uint64_t size, const char *name, size_t nlen)
 {
 	if (t->n == *cap) {
 		size_t ncap = *cap ? *cap * 2 : 1024;
@@ -63,7 +63,7 @@ static int cmp_sym(const void *pa, const void *pb)
 	return (b->size != 0) - (a->size != 0);
 }
 
-static void sort_dedupe(struct symtab *t)
+void symtab_sort(struct symtab *t)
 {
 	size_t w = 0;
 
@@ -225,7 +225,7 @@ static int elf_syms(struct symtab *t, const struct elf_file *f, const struct shd
 		nlen = strnlen(strtab + s.name, (size_t)(str->size - s.name));
 		if (nlen == str->size - s.name || nlen == 0)
 			continue; /* not terminated inside the string table */
-		ret = add(t, &cap, s.value, s.size, strtab + s.name, nlen);
+		ret = symtab_add(t, &cap, s.value, s.size, strtab + s.name, nlen);
 		if (ret)
 			return err_set(err, errlen, ret, "%s: %s", t->source, strerror(-ret));
 	}
@@ -321,7 +321,7 @@ static int load_map(struct symtab *t, const uint8_t *buf, size_t len, char *err,
 			return err_set(err, errlen, -EINVAL,
 				       "%s: line %zu is not \"ADDRESS TYPE NAME\": not a System.map or ELF file",
 				       t->source, lineno);
-		if (r > 0 && (ret = add(t, &cap, addr, 0, name, nlen)))
+		if (r > 0 && (ret = symtab_add(t, &cap, addr, 0, name, nlen)))
 			return err_set(err, errlen, ret, "%s: %s", t->source, strerror(-ret));
 		p = nl ? nl + 1 : endp;
 	}
@@ -348,7 +348,7 @@ int symtab_load_mem(struct symtab *t, const uint8_t *buf, size_t len, const char
 		symtab_free(t);
 		return ret;
 	}
-	sort_dedupe(t);
+	symtab_sort(t);
 	return 0;
 }
 
@@ -375,7 +375,7 @@ int symtab_load(struct symtab *t, const char *path, char *err, size_t errlen)
 	return ret;
 }
 
-int symtab_lookup(const struct symtab *t, uint64_t addr, char *out, size_t outlen)
+const struct sym *symtab_find(const struct symtab *t, uint64_t addr)
 {
 	size_t lo = 0, hi = t ? t->n : 0;
 	const struct sym *s;
@@ -390,9 +390,18 @@ int symtab_lookup(const struct symtab *t, uint64_t addr, char *out, size_t outle
 			hi = mid;
 	}
 	if (lo == 0)
-		return 0;
+		return NULL;
 	s = &t->s[lo - 1];
 	if (s->size ? addr - s->addr >= s->size : addr - s->addr > SYMTAB_MAX_GAP)
+		return NULL;
+	return s;
+}
+
+int symtab_lookup(const struct symtab *t, uint64_t addr, char *out, size_t outlen)
+{
+	const struct sym *s = symtab_find(t, addr);
+
+	if (!s)
 		return 0;
 	snprintf(out, outlen, "%s+0x%llx", s->name, (unsigned long long)(addr - s->addr));
 	return 1;

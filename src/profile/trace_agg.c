@@ -108,6 +108,12 @@ static struct trace_thread *thread_of(struct trace_agg *a, pid_t tid, const char
 	return t;
 }
 
+void trace_agg_set_callers(struct trace_agg *a, const struct trace_callers *c, void *ctx)
+{
+	a->callers = c;
+	a->callers_ctx = ctx;
+}
+
 void trace_agg_set_vcpu(struct trace_agg *a, pid_t tid, int vcpu)
 {
 	struct trace_thread *t = thread_of(a, tid, NULL);
@@ -178,6 +184,34 @@ static void close_previous(struct trace_agg *a, struct trace_thread *t, uint64_t
 	}
 }
 
+static void count_key(struct trace_agg *a, struct ttable *tab, uint64_t k0, uint64_t k1, uint64_t k2, int has_result,
+		      uint64_t result);
+
+/* Where an exit at `rip` counts: a probe trampoline's exits at the instruction it stands in for. */
+static uint64_t exit_site(const struct trace_agg *a, uint64_t rip)
+{
+	uint64_t site;
+
+	return a->callers && a->callers->site_of(a->callers_ctx, rip, &site) ? site : rip;
+}
+
+/* An exit in the guest's user half, counted by the address space (CR3) it ran in when the probes know it. */
+static void count_user(struct trace_agg *a, struct trace_thread *t, const struct trace_line *l)
+{
+	uint64_t cr3;
+
+	t->user_counted = 0;
+	if (a->callers && a->callers->address_space &&
+	    a->callers->address_space(a->callers_ctx, t->vcpu, l->ts_ns, &cr3)) {
+		count_key(a, &a->user, cr3, exit_site(a, l->rip),
+			  t->reason >= 0 ? (uint64_t)t->reason : TRACE_REASON_EMULATED, 0, 0);
+		t->user_counted = 1;
+		t->user_cr3 = cr3;
+	} else {
+		a->user_unknown++;
+	}
+}
+
 static void rip_event(struct trace_agg *a, struct trace_thread *t, const struct trace_line *l)
 {
 	/*
@@ -202,6 +236,11 @@ static void rip_event(struct trace_agg *a, struct trace_thread *t, const struct 
 			a->reason[t->reason].count++;
 		t->kind = COST_OTHER;
 	}
+	count_key(a, &a->rips, exit_site(a, l->rip), t->reason >= 0 ? (uint64_t)t->reason : TRACE_REASON_EMULATED, 0, 0,
+		  0);
+	t->user_counted = 0;
+	if (l->rip < TRACE_USER_TOP)
+		count_user(a, t, l);
 	series_add(a, t, l->ts_ns);
 }
 
@@ -226,22 +265,150 @@ static void count_key(struct trace_agg *a, struct ttable *tab, uint64_t k0, uint
 		tt_entry_result(e, result);
 }
 
+/*
+ * The instruction an event is attributed to and, when a probe resolved it,
+ * the caller: a trampoline's RIP becomes the probed instruction's, and the
+ * hit that sent the vCPU there gives the return addresses.
+ */
+struct attribution {
+	uint64_t rip;
+	uint64_t ret[CALLSITE_STACK];
+	unsigned depth, reliable;
+};
+
+static void attribute(struct trace_agg *a, const struct trace_thread *t, uint64_t ts, struct attribution *at)
+{
+	uint64_t site;
+
+	at->rip = t->have_rip ? t->rip : TRACE_NO_RIP;
+	at->depth = 0;
+	at->reliable = 0;
+	if (a->callers && at->rip != TRACE_NO_RIP &&
+	    a->callers->resolve(a->callers_ctx, t->vcpu, at->rip, ts, &site, at->ret, &at->depth, &at->reliable))
+		at->rip = site;
+}
+
+/* The slot of (ret, site) in tab: its own or the free one where it goes; -1 when the table is full. */
+static int64_t callsite_slot(const struct callsite *tab, uint64_t ret, uint64_t site)
+{
+	size_t i = (size_t)mix(mix(0, ret), site) & (CALLSITE_MAX - 1);
+
+	for (size_t n = 0; n < CALLSITE_MAX; n++, i = (i + 1) & (CALLSITE_MAX - 1))
+		if (!tab[i].used || (tab[i].ret == ret && tab[i].site == site))
+			return (int64_t)i;
+	return -1;
+}
+
+const struct callsite *trace_agg_callsite(const struct trace_agg *a, uint64_t idx)
+{
+	return a->callsites && idx < CALLSITE_MAX && a->callsites[idx].used ? &a->callsites[idx] : NULL;
+}
+
+int64_t trace_agg_callsite_find(const struct trace_agg *a, uint64_t ret, uint64_t site)
+{
+	int64_t i = a->callsites ? callsite_slot(a->callsites, ret, site) : -1;
+
+	return i >= 0 && a->callsites[i].used ? i : -1;
+}
+
+/* Counts a probe-attributed event at its call site (the first hit's stack is kept). The site's index, or -1. */
+static int64_t count_callsite(struct trace_agg *a, const struct attribution *at, enum cost_kind kind)
+{
+	struct callsite *c;
+	int64_t i;
+
+	if (!a->callsites && !(a->callsites = calloc(CALLSITE_MAX, sizeof(*a->callsites))))
+		return -1;
+	i = callsite_slot(a->callsites, at->ret[0], at->rip);
+	if (i < 0) {
+		a->callsite_overflow++;
+		return -1;
+	}
+	c = &a->callsites[i];
+	if (!c->used) {
+		*c = (struct callsite){.ret = at->ret[0],
+				       .site = at->rip,
+				       .kind = (uint8_t)kind,
+				       .used = 1,
+				       .depth = (uint8_t)at->depth,
+				       .reliable = (uint8_t)at->reliable};
+		memcpy(c->stack, at->ret, at->depth * sizeof(at->ret[0]));
+	}
+	c->count++;
+	return i;
+}
+
+/* Counts the exit at `rip` towards probing; asks for a probe when it starts repeating. */
+static void count_hot(struct trace_agg *a, uint64_t rip, enum cost_kind kind, uint64_t ts)
+{
+	struct tt_entry *e;
+
+	if (!a->callers || rip == TRACE_NO_RIP)
+		return;
+	e = ttable_get(&a->hot, rip, (uint64_t)kind, 0);
+	if (e && ++e->count == PROBE_HOT_EXITS)
+		a->callers->hot(a->callers_ctx, rip, (int)kind, ts);
+}
+
+/* The current exit is a caller probe's port write: the profiler's own cost, not the guest's "io". */
+static void probe_exit(struct trace_agg *a, struct trace_thread *t)
+{
+	int r = reason_index(a, PROBE_REASON);
+
+	struct tt_entry *e;
+
+	if (t->reason < 0 || r < 0 || t->reason == r || !t->have_rip)
+		return;
+	a->reason[t->reason].count--;
+	a->reason[r].count++;
+	e = ttable_get(&a->rips, exit_site(a, t->rip), (uint64_t)t->reason, 0);
+	if (e && e->count)
+		e->count--;
+	count_key(a, &a->rips, exit_site(a, t->rip), (uint64_t)r, 0, 0, 0);
+	if (t->user_counted) { /* the same move in the user table */
+		e = ttable_get(&a->user, t->user_cr3, exit_site(a, t->rip), (uint64_t)t->reason);
+		if (e && e->count)
+			e->count--;
+		count_key(a, &a->user, t->user_cr3, exit_site(a, t->rip), (uint64_t)r, 0, 0);
+	}
+	t->reason = r;
+	t->kind = COST_OTHER;
+}
+
 static void cpuid_event(struct trace_agg *a, struct trace_thread *t, const struct trace_line *l)
 {
-	uint64_t rip = t->have_rip ? t->rip : TRACE_NO_RIP;
 	uint64_t h = mix(mix(mix(mix(0, l->regs[0]), l->regs[1]), l->regs[2]), l->regs[3]);
+	struct attribution at;
+	int64_t cs;
 
 	set_kind(t, COST_CPUID);
-	count_key(a, &a->cpuid, rip, l->leaf, l->subleaf, 1, h);
+	attribute(a, t, l->ts_ns, &at);
+	if (at.depth && (cs = count_callsite(a, &at, COST_CPUID)) >= 0) {
+		count_key(a, &a->cpuid_callers, (uint64_t)cs, l->leaf, l->subleaf, 1, h);
+		return;
+	}
+	count_key(a, &a->cpuid, at.rip, l->leaf, l->subleaf, 1, h);
+	if (at.rip == (t->have_rip ? t->rip : TRACE_NO_RIP)) /* not a trampoline: a candidate */
+		count_hot(a, at.rip, COST_CPUID, l->ts_ns);
 }
 
 static void msr_event(struct trace_agg *a, struct trace_thread *t, const struct trace_line *l)
 {
-	uint64_t rip = t->have_rip ? t->rip : TRACE_NO_RIP;
-
-	set_kind(t, l->write ? COST_MSR_WRITE : COST_MSR_READ);
+	enum cost_kind kind = l->write ? COST_MSR_WRITE : COST_MSR_READ;
 	/* A #GP result differs from every value: hash it apart. */
-	count_key(a, &a->msr, rip, l->msr, (uint64_t)l->write, 1, l->gp ? ~mix(0, l->regs[0]) : mix(0, l->regs[0]));
+	uint64_t h = l->gp ? ~mix(0, l->regs[0]) : mix(0, l->regs[0]);
+	struct attribution at;
+	int64_t cs;
+
+	set_kind(t, kind);
+	attribute(a, t, l->ts_ns, &at);
+	if (at.depth && (cs = count_callsite(a, &at, kind)) >= 0) {
+		count_key(a, &a->msr_callers, (uint64_t)cs, l->msr, (uint64_t)l->write, 1, h);
+		return;
+	}
+	count_key(a, &a->msr, at.rip, l->msr, (uint64_t)l->write, 1, h);
+	if (at.rip == (t->have_rip ? t->rip : TRACE_NO_RIP) && !l->gp) /* an MSR that faults is never probed */
+		count_hot(a, at.rip, kind, l->ts_ns);
 }
 
 void trace_agg_event(struct trace_agg *a, const struct trace_line *l)
@@ -274,6 +441,8 @@ void trace_agg_event(struct trace_agg *a, const struct trace_line *l)
 	case TEV_KVM_PIO:
 		set_kind(t, COST_PIO);
 		count_key(a, &a->pio, l->addr, (uint64_t)l->write, 0, 0, 0);
+		if (a->callers && l->addr == PROBE_PORT && l->write)
+			probe_exit(a, t);
 		return;
 	case TEV_KVM_MMIO:
 		set_kind(t, COST_MMIO);
@@ -323,5 +492,12 @@ void trace_agg_free(struct trace_agg *a)
 	ttable_free(&a->pio);
 	ttable_free(&a->mmio);
 	ttable_free(&a->hcall);
+	ttable_free(&a->rips);
+	ttable_free(&a->hot);
+	ttable_free(&a->user);
+	ttable_free(&a->cpuid_callers);
+	ttable_free(&a->msr_callers);
+	free(a->callsites);
+	a->callsites = NULL;
 	a->nthreads = 0;
 }

@@ -155,8 +155,11 @@ static int handle_system_event(struct vcpu *v)
 /* One exit: 0 to continue, -1 when the VM is ending. A short switch. */
 static int dispatch(struct vcpu *v)
 {
+	const struct vm_hooks *h = v->vm->cfg.hooks;
 	char what[96];
 
+	if (h && h->exit && h->exit(v->vm, v->index, v->run, h->ctx))
+		return 0; /* the profiler's (vm.h) */
 	switch (v->run->exit_reason) {
 	case KVM_EXIT_IO:
 		return handle_io(v);

@@ -95,6 +95,22 @@ struct exit_stats *vm_vcpu_exit_stats(struct vm *vm, unsigned i)
 	return i < vm->nr_vcpus ? &vm->vcpus[i].stats : NULL;
 }
 
+struct kvm_run *vm_vcpu_run(struct vm *vm, unsigned i)
+{
+	return i < vm->nr_vcpus ? vm->vcpus[i].run : NULL;
+}
+
+const struct gmem *vm_gmem(const struct vm *vm)
+{
+	return &vm->mem;
+}
+
+void vm_kernel_range(const struct vm *vm, uint64_t *start, uint64_t *end)
+{
+	*start = vm->kernel.kernel_start;
+	*end = vm->kernel.kernel_end;
+}
+
 int vm_vcpu_wait_config(struct vm *vm)
 {
 	int state;

@@ -155,11 +155,13 @@ class Boot:
         return f"exit status {self.status}\n--- stdout (tail) ---\n{tail}\n--- stderr ---\n{self.stderr[-3000:]}"
 
 
-def boot_linux(kernel_path, initrd, *args, label, timeout=TIMEOUT, wrap=()):
+def boot_linux(kernel_path, initrd, *args, label, timeout=TIMEOUT, wrap=(), profile=None):
     """Boots kernel_path with brisk, --timeline on; returns a Boot. Records a report line.
-    `wrap`: a command brisk runs under (e.g. `ip netns exec NS`)."""
-    cmd = [*wrap, str(BRISK), "run", "--kernel", str(kernel_path), "--initrd", str(initrd), "--memory", MEMORY,
-           "--timeline", *args]
+    `wrap`: a command brisk runs under (e.g. `ip netns exec NS`). `profile`: a path: the boot runs under
+    `brisk profile --json PATH` instead (its report's timeline gives the markers)."""
+    how = ["profile", "--json", str(profile)] if profile else ["run", "--timeline"]
+    cmd = [*wrap, str(BRISK), how[0], "--kernel", str(kernel_path), "--initrd", str(initrd), "--memory", MEMORY,
+           *how[1:], *args]
     if _hung:
         pytest.fail(f"not booted: an earlier boot ({_hung[0]}) did not end within {TIMEOUT:.0f} s")
     t0 = time.monotonic()

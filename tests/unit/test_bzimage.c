@@ -280,6 +280,43 @@ static void test_load_zero_page(void **state)
 	assert_int_equal(*(uint64_t *)gmem_ptr(&mem, LAYOUT_PML4, 8) & ~0xfffULL, LAYOUT_PDPT);
 }
 
+/* boot.rst setup_data: one SETUP_RNG_SEED entry of 64 fresh host bytes per boot, in its layout.h slot. */
+static void rng_seed_of(struct setup_data *h, uint8_t *seed)
+{
+	struct boot_params bp;
+
+	read_bp(&bp);
+	assert_int_equal(bp.hdr.setup_data, LAYOUT_SETUP_DATA);
+	assert_int_equal(gmem_read(&mem, LAYOUT_SETUP_DATA, h, sizeof(*h)), 0);
+	assert_int_equal(h->type, SETUP_RNG_SEED);
+	assert_int_equal(h->len, 64);
+	assert_int_equal(h->next, 0);
+	assert_int_equal(gmem_read(&mem, LAYOUT_SETUP_DATA + sizeof(*h), seed, 64), 0);
+}
+
+static void test_rng_seed(void **state)
+{
+	struct setup_data h;
+	uint8_t a[64], b[64], zero[64] = {0};
+	struct boot_params bp;
+
+	(void)state;
+	bb_build(img);
+	open_buf(BB_SIZE, NULL, 0);
+	assert_int_equal(load(64 * MiB, NULL), 0);
+	rng_seed_of(&h, a);
+	assert_memory_not_equal(a, zero, sizeof(a));
+	kernel_close(&k);
+	open_buf(BB_SIZE, NULL, 0);
+	assert_int_equal(load(64 * MiB, NULL), 0); /* another boot: other bytes */
+	rng_seed_of(&h, b);
+	assert_memory_not_equal(a, b, sizeof(a));
+	read_bp(&bp); /* the seed's slot is RAM in the map Linux gets (it reserves setup_data itself) */
+	assert_int_equal(bp.e820_table[0].type, 1);
+	assert_true(bp.e820_table[0].addr <= LAYOUT_SETUP_DATA &&
+		    LAYOUT_SETUP_DATA + LAYOUT_SETUP_DATA_SIZE <= bp.e820_table[0].addr + bp.e820_table[0].size);
+}
+
 static void test_default_cmdline(void **state)
 {
 	char line[sizeof(KERNEL_LINUX_CMDLINE)];
@@ -389,6 +426,7 @@ int main(void)
 	    cmocka_unit_test(test_bad_placement),
 	    cmocka_unit_test(test_load_address),
 	    cmocka_unit_test_teardown(test_load_zero_page, teardown),
+	    cmocka_unit_test_teardown(test_rng_seed, teardown),
 	    cmocka_unit_test_teardown(test_default_cmdline, teardown),
 	    cmocka_unit_test_teardown(test_cmdline_too_long, teardown),
 	    cmocka_unit_test_teardown(test_memory_too_small, teardown),
