@@ -37,6 +37,9 @@ ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-s
 LIB_SRCS := \
 	src/vmm/bus.c \
 	src/vmm/mem.c \
+	src/vmm/mem_uffd.c \
+	src/vmm/wset.c \
+	src/vmm/vm_wset.c \
 	src/vmm/kvm.c \
 	src/vmm/vm.c \
 	src/vmm/vm_build.c \

@@ -2,6 +2,7 @@
 #ifndef BRISK_MEM_H
 #define BRISK_MEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,8 @@ struct gmem {
 	unsigned nr;
 	struct gmem_region region[2];
 	int file_backed; /* gmem_init_file: a MAP_PRIVATE mapping of a snapshot's memory file */
+	bool uffd_backed; /* gmem_init_uffd (mem_uffd.h): anonymous, missing pages served by a page-fault handler */
+	int uffd;	  /* then brisk's copy of the userfaultfd, closed by gmem_destroy */
 };
 
 /*

@@ -244,8 +244,11 @@ void api_snapshot_create(struct api *a, const char *body, size_t len, struct api
 	json_object_put(o);
 }
 
-/* snapshot/load's memory file: mem_backend {backend_type File, backend_path}, or the older mem_file_path. */
-static int load_mem_path(const struct fcj *c, json_object *o, const char **mem)
+/*
+ * snapshot/load's memory: mem_backend {backend_type File, backend_path} or the older mem_file_path (a memory
+ * file), or mem_backend {backend_type Uffd, backend_path} (a page-fault handler's socket: *uffd set).
+ */
+static int load_mem_path(const struct fcj *c, json_object *o, const char **mem, bool *uffd)
 {
 	static const char *const keys[] = {"backend_type", "backend_path", NULL};
 	static const char *const types[] = {"File", "Uffd", NULL};
@@ -253,6 +256,7 @@ static int load_mem_path(const struct fcj *c, json_object *o, const char **mem)
 	int has_file = fcj_str(c, o, "mem_file_path", 1, 4095, mem);
 	unsigned type = 0;
 
+	*uffd = false;
 	if (has_file < 0)
 		return -EINVAL;
 	if (!b)
@@ -263,9 +267,7 @@ static int load_mem_path(const struct fcj *c, json_object *o, const char **mem)
 		return fcj_fail(c, "mem_backend: expected an object");
 	if (fcj_keys(c, b, keys) || fcj_enum(c, b, "backend_type", types, false, &type) <= 0)
 		return fcj_fail(c, "mem_backend: backend_type File or Uffd is required");
-	if (type == 1)
-		return fcj_fail(c,
-				"mem_backend: backend_type Uffd is not supported: brisk maps the File lazily itself");
+	*uffd = type == 1;
 	return fcj_req_str(c, b, "backend_path", 4095, mem) < 0 ? -EINVAL : 0;
 }
 
@@ -286,7 +288,8 @@ static int load_options(const struct fcj *c, json_object *o, bool *resume)
 	return 0;
 }
 
-static void do_load(struct api *a, const char *state, const char *mem, bool resume, struct api_reply *r, uint64_t t0_us)
+static void do_load(struct api *a, const char *state, const char *mem, bool uffd, bool resume, struct api_reply *r,
+		    uint64_t t0_us)
 {
 	struct vm_config base = a->base;
 	struct vm_error e;
@@ -294,6 +297,7 @@ static void do_load(struct api *a, const char *state, const char *mem, bool resu
 	int ret;
 
 	timeline_mark(TL_API_REQUEST);
+	base.mem_uffd = uffd;
 	if (a->dry_run)
 		return api_fault(r, 400, "Load snapshot error: dry run");
 	if (vm_restore(&base, state, mem, resume, &a->vm, &e))
@@ -318,12 +322,12 @@ void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_r
 	const struct fcj c = {.what = "snapshot/load", .err = err, .errlen = sizeof(err)};
 	json_object *o = parse_body("snapshot/load", body, len, keys, r);
 	const char *state = NULL, *mem = NULL;
-	bool resume;
+	bool resume, uffd;
 	uint64_t t0_us = now_us();
 
 	if (!o)
 		return;
-	if (fcj_req_str(&c, o, "snapshot_path", 4095, &state) < 0 || load_mem_path(&c, o, &mem) ||
+	if (fcj_req_str(&c, o, "snapshot_path", 4095, &state) < 0 || load_mem_path(&c, o, &mem, &uffd) ||
 	    load_options(&c, o, &resume))
 		api_fault(r, 400, "%s", err);
 	else if (a->state != API_NOT_STARTED)
@@ -331,7 +335,7 @@ void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_r
 	else if (a->configured)
 		api_fault(r, 400, "Loading a microVM snapshot not allowed after configuring boot-specific resources.");
 	else
-		do_load(a, state, mem, resume, r, t0_us);
+		do_load(a, state, mem, uffd, resume, r, t0_us);
 	json_object_put(o);
 }
 

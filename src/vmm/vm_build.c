@@ -677,6 +677,28 @@ static int map_snapshot_memory(struct vm *vm, const char *path, struct vm_error 
 	return 0;
 }
 
+/*
+ * Restore step R2 with mem_backend Uffd: anonymous guest RAM registered with a userfaultfd that the
+ * page-fault handler at `sock` gets, Firecracker's handshake (mem_uffd.h); the handler reads the memory file.
+ * UFFD_FEATURE_EVENT_REMOVE when the snapshot's VM has a balloon, as Firecracker (persist.rs).
+ */
+static int map_uffd_memory(struct vm *vm, const char *sock, struct vm_error *e)
+{
+	char err[768];
+	int ret = gmem_init_uffd(&vm->mem, vm->cfg.memory, sock, vm->cfg.balloon.enabled, &vm->uffd_peer, err,
+				 sizeof(err));
+
+	if (ret) {
+		bool user = ret == -ENOENT || ret == -ECONNREFUSED || ret == -ENAMETOOLONG || ret == -ENOTSOCK ||
+			    ret == -EPIPE || ret == -ECONNRESET || ret == -ETIMEDOUT || ret == -EACCES;
+
+		return fail(e, user ? VM_ERR_USAGE : VM_ERR_HOST, ret, "%s", err);
+	}
+	log_info("guest RAM served by the page-fault handler at %s (pid %d)", sock, vm->uffd_peer.pid);
+	timeline_mark(TL_SNAPSHOT_READ);
+	return 0;
+}
+
 /* Restore step R3: the VM-wide KVM state (irqchip, PIT, clock), before the vCPUs get theirs. */
 static int restore_kvm_vm(struct vm *vm, struct vm_error *e)
 {
@@ -746,8 +768,9 @@ int vm_restore(const struct vm_config *base, const char *state_path, const char 
 		goto fail;
 	}
 	/* The same recipe as a boot, less the kernel, ACPI and MP tables: they are in the saved memory. */
-	if ((ret = read_snapshot(vm, state_path, e)) || (ret = map_snapshot_memory(vm, mem_path, e)) ||
-	    (ret = open_outputs(vm, e)) || (ret = plan_cpus(vm, e)))
+	if ((ret = read_snapshot(vm, state_path, e)) ||
+	    (ret = (vm->cfg.mem_uffd ? map_uffd_memory : map_snapshot_memory)(vm, mem_path, e)) ||
+	    (ret = vm_wset_prepare(vm, mem_path, e)) || (ret = open_outputs(vm, e)) || (ret = plan_cpus(vm, e)))
 		goto fail;
 	devmgr_plan(&vm->devmgr, &vm->cfg);
 	open_kvm(vm);
@@ -761,6 +784,7 @@ int vm_restore(const struct vm_config *base, const char *state_path, const char 
 		goto fail;
 	snap_reader_free(vm->snap);
 	vm->snap = NULL;
+	vm_wset_restored(vm); /* the listed pages mapped before any vCPU runs */
 	if (!resume)
 		atomic_store(&vm->pause_req, 1);
 	*out = vm;

@@ -1,0 +1,271 @@
+/* mem_uffd.c - guest RAM served by a Firecracker-format page-fault handler over a userfaultfd (mem_uffd.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "brisk/log.h"
+#include "brisk/mem_uffd.h"
+
+#define PAGE_4K 4096u
+
+/*
+ * A userfaultfd, O_CLOEXEC | O_NONBLOCK, not UFFD_USER_MODE_ONLY (KVM's faults on guest RAM are the kernel's).
+ * /dev/userfaultfd first (Linux 6.1+, where Firecracker's documentation creates it: its permissions decide, not
+ * vm.unprivileged_userfaultfd), else the system call. -errno of the system call when both fail.
+ */
+static int uffd_create(void)
+{
+	int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC), fd;
+
+	if (dev >= 0) {
+		fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+		close(dev);
+		if (fd >= 0)
+			return fd;
+	}
+	fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	return fd >= 0 ? fd : -errno;
+}
+
+/* UFFDIO_API with the features asked for, then each region registered for missing pages. */
+static int uffd_setup(const struct gmem *m, int fd, bool remove_events, char *err, size_t errlen)
+{
+	struct uffdio_api api = {.api = UFFD_API, .features = remove_events ? UFFD_FEATURE_EVENT_REMOVE : 0};
+
+	if (ioctl(fd, UFFDIO_API, &api) < 0) {
+		int e = errno;
+
+		snprintf(err, errlen, "UFFDIO_API (features 0x%llx) failed: %s", (unsigned long long)api.features,
+			 strerror(e));
+		return -e;
+	}
+	for (unsigned i = 0; i < m->nr; i++) {
+		const struct gmem_region *r = &m->region[i];
+		struct uffdio_register reg = {
+		    .range = {.start = (uintptr_t)r->host, .len = r->size},
+		    .mode = UFFDIO_REGISTER_MODE_MISSING,
+		};
+
+		if (ioctl(fd, UFFDIO_REGISTER, &reg) < 0) {
+			int e = errno;
+
+			snprintf(err, errlen, "UFFDIO_REGISTER of guest RAM [0x%llx, +0x%llx) failed: %s",
+				 (unsigned long long)r->gpa, (unsigned long long)r->size, strerror(e));
+			return -e;
+		}
+		if (!(reg.ioctls & (1ull << _UFFDIO_COPY))) {
+			snprintf(err, errlen, "the kernel offers no UFFDIO_COPY on guest RAM (ioctls 0x%llx)",
+				 (unsigned long long)reg.ioctls);
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
+char *gmem_uffd_mappings_json(const struct gmem *m)
+{
+	json_object *a = json_object_new_array();
+	char *s = NULL;
+
+	if (!a)
+		return NULL;
+	for (unsigned i = 0; i < m->nr; i++) {
+		const struct gmem_region *r = &m->region[i];
+		json_object *o = json_object_new_object();
+
+		/* serde's order: the struct's field order (persist.rs GuestRegionUffdMapping). */
+		if (!o || json_object_array_add(a, o)) {
+			json_object_put(o);
+			goto out;
+		}
+		json_object_object_add(o, "base_host_virt_addr", json_object_new_int64((int64_t)(uintptr_t)r->host));
+		json_object_object_add(o, "size", json_object_new_int64((int64_t)r->size));
+		json_object_object_add(o, "offset", json_object_new_int64((int64_t)(r->host - m->base)));
+		json_object_object_add(o, "page_size_kib", json_object_new_int64(PAGE_4K / 1024));
+	}
+	s = strdup(json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN));
+out:
+	json_object_put(a);
+	return s;
+}
+
+/* A stream socket connected to `path`, connect and send bounded by UFFD_HANDSHAKE_TIMEOUT_MS. */
+static int connect_handler(const char *path, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct timeval tv = {.tv_sec = UFFD_HANDSHAKE_TIMEOUT_MS / 1000,
+			     .tv_usec = (UFFD_HANDSHAKE_TIMEOUT_MS % 1000) * 1000};
+	int fd, e;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "mem_backend backend_path %s: longer than a Unix socket path may be (%zu bytes)",
+			 path, sizeof(sa.sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		e = errno;
+		snprintf(err, errlen, "socket(AF_UNIX) failed: %s", strerror(e));
+		return -e;
+	}
+	/* A Unix connect waits while the listener's backlog is full, for as long as SO_SNDTIMEO (af_unix.c). */
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0 &&
+	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		return fd;
+	e = errno == EAGAIN || errno == EINPROGRESS ? ETIMEDOUT : errno;
+	close(fd);
+	snprintf(err, errlen, "mem_backend backend_path %s: cannot connect to the page-fault handler: %s", path,
+		 strerror(e));
+	return -e;
+}
+
+/* One message: the mappings' JSON with the userfaultfd as SCM_RIGHTS (Firecracker's send_with_fd). */
+static int send_mappings(int sock, const char *json, int uffd, const char *path, char *err, size_t errlen)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov = {.iov_base = (void *)json, .iov_len = strlen(json)};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
+	struct cmsghdr *c;
+	ssize_t n;
+
+	memset(&ctl, 0, sizeof(ctl));
+	c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &uffd, sizeof(int));
+	do
+		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n == (ssize_t)iov.iov_len)
+		return 0;
+	{
+		int e = n < 0 ? (errno == EAGAIN ? ETIMEDOUT : errno) : EPIPE;
+
+		snprintf(err, errlen,
+			 "mem_backend backend_path %s: sending the guest memory mappings and the userfaultfd to the "
+			 "page-fault handler failed: %s",
+			 path, n < 0 ? strerror(e) : "a short write");
+		return -e;
+	}
+}
+
+/* The handler's process, from the connected socket: watched through a pidfd (Linux 5.3+), else not at all. */
+static void watch_peer(int sock, struct uffd_peer *peer)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	*peer = (struct uffd_peer){.pidfd = -1};
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid <= 0) {
+		log_warn("the page-fault handler's process is not visible (SO_PEERCRED); brisk cannot notice it exit");
+		return;
+	}
+	peer->pid = cred.pid;
+	peer->pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
+	if (peer->pidfd < 0)
+		log_warn("pidfd_open(%d) of the page-fault handler failed: %s; brisk cannot notice it exit", cred.pid,
+			 strerror(errno));
+}
+
+static int handshake(struct gmem *m, const char *path, struct uffd_peer *peer, char *err, size_t errlen)
+{
+	char *json = gmem_uffd_mappings_json(m);
+	int sock, ret;
+
+	if (!json) {
+		snprintf(err, errlen, "out of memory for the guest memory mappings");
+		return -ENOMEM;
+	}
+	sock = connect_handler(path, err, errlen);
+	if (sock < 0) {
+		free(json);
+		return sock;
+	}
+	watch_peer(sock, peer);
+	ret = send_mappings(sock, json, m->uffd, path, err, errlen);
+	log_debug("uffd: sent %s to %s (handler pid %d)", json, path, peer->pid);
+	free(json);
+	close(sock); /* as Firecracker: after the message nothing more is said on the socket */
+	if (ret && peer->pidfd >= 0) {
+		close(peer->pidfd);
+		peer->pidfd = -1;
+	}
+	return ret;
+}
+
+int gmem_init_uffd(struct gmem *m, uint64_t size, const char *sock_path, bool remove_events, struct uffd_peer *peer,
+		   char *err, size_t errlen)
+{
+	int ret = gmem_init(m, size, 0), fd;
+
+	*peer = (struct uffd_peer){.pidfd = -1};
+	if (ret) {
+		snprintf(err, errlen, "mapping %llu bytes of guest RAM failed: %s", (unsigned long long)size,
+			 strerror(-ret));
+		return ret;
+	}
+	/* page_size_kib 4: the handler copies 4 KiB pages; no transparent huge page is made behind its back. */
+	(void)madvise(m->base, (size_t)m->size, MADV_NOHUGEPAGE);
+	fd = uffd_create();
+	if (fd < 0) {
+		snprintf(err, errlen, "creating a userfaultfd failed (/dev/userfaultfd and the system call): %s",
+			 strerror(-fd));
+		gmem_destroy(m);
+		return fd;
+	}
+	m->uffd = fd;
+	m->uffd_backed = true;
+	ret = uffd_setup(m, fd, remove_events, err, errlen);
+	if (!ret)
+		ret = handshake(m, sock_path, peer, err, errlen);
+	if (ret)
+		gmem_destroy(m);
+	return ret;
+}
+
+int gmem_fill_page(const struct gmem *m, uint64_t gpa, const void *page)
+{
+	uint8_t *p = gmem_ptr(m, gpa, PAGE_4K);
+	struct uffdio_copy c;
+
+	if (!p || (gpa & (PAGE_4K - 1)))
+		return -EINVAL;
+	if (!m->uffd_backed) {
+		memcpy(p, page, PAGE_4K);
+		return 0;
+	}
+	c = (struct uffdio_copy){.dst = (uintptr_t)p, .src = (uintptr_t)page, .len = PAGE_4K};
+	if (ioctl(m->uffd, UFFDIO_COPY, &c) == 0)
+		return 0;
+	if (errno != EEXIST) /* EEXIST: the handler served it already, so touching it cannot wait */
+		return -errno;
+	memcpy(p, page, PAGE_4K);
+	return 0;
+}
+
+void gmem_uffd_release(struct gmem *m)
+{
+	struct uffdio_range r = {.start = (uintptr_t)m->base, .len = m->size};
+
+	if (!m->uffd_backed || !m->base)
+		return;
+	if (ioctl(m->uffd, UFFDIO_UNREGISTER, &r) < 0 && errno != EINVAL)
+		log_warn("UFFDIO_UNREGISTER of guest RAM failed: %s", strerror(errno));
+}
