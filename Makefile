@@ -120,6 +120,7 @@ LIB_SRCS := \
 	src/devices/boot_timer.c \
 	src/devices/cmos.c \
 	src/devices/acpi_pm.c \
+	src/devices/vmgenid.c \
 	src/devices/ioapic.c \
 	src/devices/legacy_absent.c \
 	src/virtio/queue.c \
@@ -219,6 +220,7 @@ UNIT_TESTS := \
 	test_kernel \
 	test_mptable \
 	test_aml \
+	test_wset \
 	test_acpi \
 	test_reports \
 	test_cpuid \

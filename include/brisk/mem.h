@@ -33,7 +33,7 @@ struct gmem {
 	uint64_t size;
 	unsigned nr;
 	struct gmem_region region[2];
-	int file_backed; /* gmem_init_file: a MAP_PRIVATE mapping of a snapshot's memory file */
+	int file_backed;  /* gmem_init_file: a MAP_PRIVATE mapping of a snapshot's memory file */
 	bool uffd_backed; /* gmem_init_uffd (mem_uffd.h): anonymous, missing pages served by a page-fault handler */
 	int uffd;	  /* then brisk's copy of the userfaultfd, closed by gmem_destroy */
 };

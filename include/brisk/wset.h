@@ -24,12 +24,12 @@
 
 #include "brisk/mem.h"
 
-#define WSET_MAGIC	   "BRSKWSET"
-#define WSET_VERSION	   1u
-#define WSET_PAGE	   4096u
-#define WSET_HEADER_SIZE   40u
-#define WSET_MAX_FILE	   (64u << 20) /* a larger file is refused unread */
-#define WSET_SUFFIX	   ".ws"
+#define WSET_MAGIC	 "BRSKWSET"
+#define WSET_VERSION	 1u
+#define WSET_PAGE	 4096u
+#define WSET_HEADER_SIZE 40u
+#define WSET_MAX_FILE	 (64u << 20) /* a larger file is refused unread */
+#define WSET_SUFFIX	 ".ws"
 
 struct wset_range {
 	uint64_t first; /* page index into the memory file */
@@ -78,11 +78,11 @@ __attribute__((warn_unused_result)) int wset_residency(const struct gmem *m, int
 
 /* The prefetch's outcome, for the log and the profile. */
 struct wset_prefetch_stats {
-	uint64_t pages;	     /* pages listed */
-	uint64_t ranges;     /* madvise calls made per phase */
-	uint64_t ns_advise;  /* MADV_WILLNEED over every range: the reads started */
+	uint64_t pages;	      /* pages listed */
+	uint64_t ranges;      /* madvise calls made per phase */
+	uint64_t ns_advise;   /* MADV_WILLNEED over every range: the reads started */
 	uint64_t ns_populate; /* MADV_POPULATE_READ over every range: mapped, waiting for the reads */
-	int error;	     /* the first madvise's -errno, 0 */
+	int error;	      /* the first madvise's -errno, 0 */
 };
 
 /*

@@ -607,7 +607,8 @@ static int check_mode(enum run_mode mode)
 		return EXIT_USAGE;
 	}
 	if (mode == MODE_RESTORE && (!snapshot_path || !mem_path)) {
-		fprintf(stderr, "%s: --snapshot STATE and --mem MEM (or --uffd SOCK) are required; try 'brisk help restore'\n",
+		fprintf(stderr,
+			"%s: --snapshot STATE and --mem MEM (or --uffd SOCK) are required; try 'brisk help restore'\n",
 			me);
 		return EXIT_USAGE;
 	}

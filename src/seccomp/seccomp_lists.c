@@ -17,16 +17,17 @@
  * and the routing table a redirection entry rewrites). The main thread: the state a snapshot reads (VM and
  * vCPUs), the same device wiring (a device reset or stopped there; SendCtrlAltDel's interrupt), and the terminal
  * restored at exit; a Uffd-restored VM's memory unregistered from its userfaultfd at teardown (UFFDIO_UNREGISTER:
- * wakes a vCPU waiting for a page its handler never serves). brisk-slirp: libslirp's non-blocking switch and queue size.
+ * wakes a vCPU waiting for a page its handler never serves). brisk-slirp: libslirp's non-blocking switch and queue
+ * size.
  */
 static const unsigned long vcpu_ioctls[] = {KVM_RUN,   KVM_GET_REGS,  KVM_GET_SREGS,  KVM_IRQ_LINE,	  KVM_IOEVENTFD,
 					    KVM_IRQFD, TUNSETOFFLOAD, KVM_SIGNAL_MSI, KVM_SET_GSI_ROUTING};
 static const unsigned long main_ioctls[] = {
-    KVM_CHECK_EXTENSION, KVM_GET_CLOCK,	      KVM_GET_IRQCHIP,	 KVM_GET_PIT2,	 KVM_GET_REGS,	  KVM_GET_SREGS,
-    KVM_GET_FPU,	 KVM_GET_MSRS,	      KVM_GET_XSAVE,	 KVM_GET_XSAVE2, KVM_GET_XCRS,	  KVM_GET_LAPIC,
-    KVM_GET_MP_STATE,	 KVM_GET_VCPU_EVENTS, KVM_GET_DEBUGREGS, KVM_GET_CPUID2, KVM_GET_TSC_KHZ, KVM_IRQ_LINE,
-    KVM_SIGNAL_MSI,	 KVM_IOEVENTFD,	      KVM_IRQFD,	 TCSETS,	 TCGETS,	  BLKGETSIZE64,
-    UFFDIO_UNREGISTER};
+    KVM_CHECK_EXTENSION, KVM_GET_CLOCK,	  KVM_GET_IRQCHIP,  KVM_GET_PIT2,	 KVM_GET_REGS,
+    KVM_GET_SREGS,	 KVM_GET_FPU,	  KVM_GET_MSRS,	    KVM_GET_XSAVE,	 KVM_GET_XSAVE2,
+    KVM_GET_XCRS,	 KVM_GET_LAPIC,	  KVM_GET_MP_STATE, KVM_GET_VCPU_EVENTS, KVM_GET_DEBUGREGS,
+    KVM_GET_CPUID2,	 KVM_GET_TSC_KHZ, KVM_IRQ_LINE,	    KVM_SIGNAL_MSI,	 KVM_IOEVENTFD,
+    KVM_IRQFD,		 TCSETS,	  TCGETS,	    BLKGETSIZE64,	 UFFDIO_UNREGISTER};
 static const unsigned long slirp_ioctls[] = {FIONBIO, FIONREAD};
 
 #define IOCTLS(a)                                                                                                      \

@@ -140,7 +140,8 @@ static int send_mappings(int sock, const char *json, int uffd, const char *path,
 		char buf[CMSG_SPACE(sizeof(int))];
 	} ctl;
 	struct iovec iov = {.iov_base = (void *)json, .iov_len = strlen(json)};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
+	struct msghdr msg = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
 	struct cmsghdr *c;
 	ssize_t n;
 

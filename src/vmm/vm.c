@@ -543,7 +543,8 @@ static void handler_exited(struct vm *vm)
 	close(vm->uffd_peer.pidfd);
 	vm->uffd_peer.pidfd = -1;
 	if (all_served(&vm->mem)) {
-		/* Nothing is left for it to serve: later faults (after a balloon's discard) are anonymous zero pages. */
+		/* Nothing is left for it to serve: later faults (after a balloon's discard) are anonymous zero pages.
+		 */
 		gmem_uffd_release(&vm->mem);
 		log_info("the page-fault handler (pid %d) exited after serving every page; the VM runs on", pid);
 		return;

@@ -400,6 +400,22 @@ static int create_ioapic(struct vm *vm, const struct devctx *ctx, struct vm_erro
 	return 0;
 }
 
+/*
+ * The VM Generation ID with the ACPI tables that describe it; a restore has it only when the snapshot's VM had it
+ * (its section next in bus order): a snapshot from before it restores as it was, its DSDT without the device.
+ */
+static bool want_vmgenid(const struct vm *vm)
+{
+	const char *next;
+
+	if (vm->cfg.no_acpi)
+		return false;
+	if (!vm->restoring)
+		return true;
+	next = snap_section_name(vm->snap, SNAP_TAG_DEVICE, vm->bus.nr_devices);
+	return next && strcmp(next, "vmgenid") == 0;
+}
+
 /* Step 11: the devices, each added to the one bus, which owns them. */
 static int create_devices(struct vm *vm, struct vm_error *e)
 {
@@ -419,7 +435,8 @@ static int create_devices(struct vm *vm, struct vm_error *e)
 	if ((err = serial8250_create(&ctx, &vm->bus, &so, NULL)) || (err = i8042_create(&ctx, &vm->bus)) ||
 	    (err = debugexit_create(&ctx, &vm->bus)) ||
 	    (err = bootmark_create(&vm->bus, vm->cfg.boot_timer ? &vm->boot_timer : NULL)) ||
-	    (err = cmos_create(&vm->bus)) || (!vm->cfg.no_acpi && (err = acpi_pm_create(&ctx, &vm->bus))))
+	    (err = cmos_create(&vm->bus)) || (!vm->cfg.no_acpi && (err = acpi_pm_create(&ctx, &vm->bus))) ||
+	    (want_vmgenid(vm) && (err = vmgenid_create(&ctx, &vm->bus, vm->restoring))))
 		return fail(e, VM_ERR_HOST, err, "creating the platform devices failed: %s", strerror(-err));
 	return create_virtio(vm, &ctx, e);
 }
@@ -685,8 +702,8 @@ static int map_snapshot_memory(struct vm *vm, const char *path, struct vm_error 
 static int map_uffd_memory(struct vm *vm, const char *sock, struct vm_error *e)
 {
 	char err[768];
-	int ret = gmem_init_uffd(&vm->mem, vm->cfg.memory, sock, vm->cfg.balloon.enabled, &vm->uffd_peer, err,
-				 sizeof(err));
+	int ret =
+	    gmem_init_uffd(&vm->mem, vm->cfg.memory, sock, vm->cfg.balloon.enabled, &vm->uffd_peer, err, sizeof(err));
 
 	if (ret) {
 		bool user = ret == -ENOENT || ret == -ECONNREFUSED || ret == -ENAMETOOLONG || ret == -ENOTSOCK ||

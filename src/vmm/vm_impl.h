@@ -19,9 +19,9 @@
 #include "brisk/kvm.h"
 #include "brisk/mem.h"
 #include "brisk/mem_uffd.h"
-#include "brisk/wset.h"
 #include "brisk/snap_config.h"
 #include "brisk/vm.h"
+#include "brisk/wset.h"
 
 enum vm_config_state { VM_CONFIG_PENDING = 0, VM_CONFIG_PUBLISHED, VM_CONFIG_ABORTED };
 
@@ -110,9 +110,9 @@ struct vm {
 	/* Restore (vm_restore): the state file being loaded, and what its configuration's strings point at. */
 	struct snap_reader *snap;
 	struct snap_config_strings snap_strings;
-	char *api_desc;	 /* the state file's api-config section (JSON text), or NULL */
-	int mem_file_fd; /* the memory file a restore maps, open for its mapped-lock (file.h); -1 */
-	bool restoring;	 /* the vCPUs get the saved state, not the boot entry state */
+	char *api_desc;		    /* the state file's api-config section (JSON text), or NULL */
+	int mem_file_fd;	    /* the memory file a restore maps, open for its mapped-lock (file.h); -1 */
+	bool restoring;		    /* the vCPUs get the saved state, not the boot entry state */
 	struct uffd_peer uffd_peer; /* with cfg.mem_uffd: the page-fault handler's process (mem_uffd.h) */
 	struct vm_wset ws;
 	_Atomic int exit_requested;

@@ -88,11 +88,14 @@ static int parse_ranges(const uint8_t *b, struct wset *w, uint64_t npages, char 
 	uint64_t next = 0;
 
 	for (uint32_t i = 0; i < w->nr; i++) {
-		uint64_t first = le64(b + WSET_HEADER_SIZE + 16 * (size_t)i), n = le64(b + WSET_HEADER_SIZE + 16 * (size_t)i + 8);
+		uint64_t first = le64(b + WSET_HEADER_SIZE + 16 * (size_t)i),
+			 n = le64(b + WSET_HEADER_SIZE + 16 * (size_t)i + 8);
 
 		if (n == 0 || first < next || first >= npages || n > npages - first) {
-			snprintf(err, errlen, "range %u (page %llu, %llu pages) is empty, out of order or past the %llu pages of RAM",
-				 i, (unsigned long long)first, (unsigned long long)n, (unsigned long long)npages);
+			snprintf(
+			    err, errlen,
+			    "range %u (page %llu, %llu pages) is empty, out of order or past the %llu pages of RAM", i,
+			    (unsigned long long)first, (unsigned long long)n, (unsigned long long)npages);
 			return -EINVAL;
 		}
 		w->range[i] = (struct wset_range){.first = first, .count = n};
@@ -102,8 +105,7 @@ static int parse_ranges(const uint8_t *b, struct wset *w, uint64_t npages, char 
 	return 0;
 }
 
-int wset_parse(const void *buf, size_t len, uint64_t crc, uint64_t mem_size, struct wset *out, char *err,
-	       size_t errlen)
+int wset_parse(const void *buf, size_t len, uint64_t crc, uint64_t mem_size, struct wset *out, char *err, size_t errlen)
 {
 	const uint8_t *b = buf;
 	uint32_t nr;
