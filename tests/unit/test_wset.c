@@ -18,9 +18,9 @@
 #include "brisk/snapshot.h"
 #include "brisk/wset.h"
 
-#define CRC	 0x1122334455667788ull
-#define MEM	 (64ull << 20)
-#define NPAGES	 (MEM / 4096)
+#define CRC    0x1122334455667788ull
+#define MEM    (64ull << 20)
+#define NPAGES (MEM / 4096)
 
 static char err[512];
 
@@ -84,13 +84,13 @@ static void test_stale(void **state)
 static void test_bad_ranges(void **state)
 {
 	static const struct wset_range bad[][2] = {
-	    {{0, 0}, {5, 1}},			   /* empty */
-	    {{0, 4}, {3, 1}},			   /* overlap */
-	    {{10, 1}, {5, 1}},			   /* out of order */
-	    {{0, 1}, {NPAGES, 1}},		   /* starts past RAM */
-	    {{0, 1}, {NPAGES - 1, 2}},		   /* ends past RAM */
-	    {{0, 1}, {5, UINT64_MAX}},		   /* wraps */
-	    {{UINT64_MAX, 1}, {0, 1}},		   /* far past */
+	    {{0, 0}, {5, 1}},	       /* empty */
+	    {{0, 4}, {3, 1}},	       /* overlap */
+	    {{10, 1}, {5, 1}},	       /* out of order */
+	    {{0, 1}, {NPAGES, 1}},     /* starts past RAM */
+	    {{0, 1}, {NPAGES - 1, 2}}, /* ends past RAM */
+	    {{0, 1}, {5, UINT64_MAX}}, /* wraps */
+	    {{UINT64_MAX, 1}, {0, 1}}, /* far past */
 	};
 	struct wset w;
 	size_t len;
@@ -187,7 +187,8 @@ static void test_uffd_json(void **state)
 	(void)state;
 	assert_int_equal(gmem_init(&m, 64ull << 20, 0), 0);
 	s = gmem_uffd_mappings_json(&m);
-	snprintf(want, sizeof(want), "[{\"base_host_virt_addr\":%llu,\"size\":67108864,\"offset\":0,\"page_size_kib\":4}]",
+	snprintf(want, sizeof(want),
+		 "[{\"base_host_virt_addr\":%llu,\"size\":67108864,\"offset\":0,\"page_size_kib\":4}]",
 		 (unsigned long long)(uintptr_t)m.base);
 	assert_string_equal(s, want);
 	free(s);
@@ -224,7 +225,7 @@ static void test_fill_page(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_round_trip), cmocka_unit_test(test_stale),	  cmocka_unit_test(test_bad_ranges),
+	    cmocka_unit_test(test_round_trip),	cmocka_unit_test(test_stale),	     cmocka_unit_test(test_bad_ranges),
 	    cmocka_unit_test(test_bad_framing), cmocka_unit_test(test_from_present), cmocka_unit_test(test_path),
 	    cmocka_unit_test(test_uffd_json),	cmocka_unit_test(test_fill_page),
 	};
