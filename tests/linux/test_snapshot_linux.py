@@ -197,6 +197,7 @@ class Run:
         self.errors = []  # vsock steps that failed; the run went on to stop the guest
         self.image = None
         self.t = {}  # host times (monotonic) of the steps
+        self.randoms = []  # _urandom_restores: per restore its mode, /dev/urandom's answer or the error
 
     def describe(self):
         parts = [f"step that failed: {self.failed}" if self.failed else "all steps completed"]
@@ -226,6 +227,8 @@ def snap_run(tmp_path_factory):
     r = Run()
     try:
         _run(r, tmp, sockdir)
+        if not r.failed_step:
+            _urandom_restores(r, tmp, sockdir)
     finally:
         for p in (r.p1, r.p2):
             if p:
@@ -278,6 +281,7 @@ def _run(r, tmp, sockdir):
         api.snapshot_create(state, mem)
         r.t["snapshotted"] = time.monotonic()
         r.p1.kill()
+        shutil.copy(r.image, tmp / "disk-snap.img")  # the disk as the snapshot saw it, for the restores below
         r.out1 = r.p1.out
         left = r.t["pause"] + PAUSED_S - time.monotonic()
         if left > 0:
@@ -352,6 +356,52 @@ def _run(r, tmp, sockdir):
             if r.p2.proc.poll() is None:
                 r.p2.kill()
             r.out2 = r.p2.out
+
+
+def _urandom_restores(r, tmp, sockdir):
+    """Two more restores of the one snapshot, each on a copy of the disk as the snapshot saw it (the main run's
+    final image is kept for its checks): each is asked over vsock for 32 bytes of /dev/urandom, then killed. The
+    second is a Uffd restore, its memory served by tests/uffd_handler.py (Firecracker's handshake). VMGenID must
+    make the two answers differ: the guest's RNG state is in the snapshot, and only the new generation ID (mixed
+    in by drivers/virt/vmgenid.c on the GED's notification) tells the two apart."""
+    uds = os.path.join(sockdir, "v.sock")
+    state, mem = tmp / "vm.state", tmp / "vm.mem"
+    final = tmp / "disk-final.img"
+    shutil.move(r.image, final)
+    r.image = final
+    handler = None
+    for i, mode in enumerate(("File", "Uffd")):
+        shutil.copy(tmp / "disk-snap.img", tmp / "disk.img")
+        api = os.path.join(sockdir, f"api-r{i}.sock")
+        args = ["restore", "--snapshot", state, "--api-sock", api, "--log-level", "info"]
+        if mode == "Uffd":
+            hsock = os.path.join(sockdir, "uffd.sock")
+            handler = subprocess.Popen([sys.executable, str(ROOT / "tests" / "uffd_handler.py"), hsock, str(mem),
+                                        "--chunk", "64", "--stats", str(tmp / "uffd-stats.json")],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + 60
+            while not os.path.exists(hsock) and handler.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            args += ["--uffd", hsock]
+        else:
+            args += ["--mem", mem]
+        p = Proc(args)
+        got = {"mode": mode, "random": None, "error": None, "ticks": 0}
+        try:
+            p.wait_for(r"^brisk-init: tick \d+ ", 240)
+            with command(uds, "random\n", timeout=120) as c:
+                got["random"] = read_line(c).strip()
+            got["ticks"] = len(ticks(p.out))
+        except Exception as e:  # noqa: BLE001 (reported by the tests)
+            got["error"] = f"{type(e).__name__}: {str(e)[:1500]}"
+        finally:
+            p.kill()
+            got["err"] = p.err[-3000:]
+            if handler:
+                handler.kill()
+                got["handler"] = handler.communicate()[1][-2000:]
+                handler = None
+        r.randoms.append(got)
 
 
 def ticks(text):
@@ -481,3 +531,19 @@ def test_restored_vm_ends_cleanly(snap_run):
     for p in (r.p1, r.p2):
         for marker in ("AddressSanitizer", "runtime error:", "UndefinedBehaviorSanitizer"):
             assert marker not in p.err, p.err[-3000:]
+
+
+def test_vmgenid_two_restores_draw_different_random_bytes(snap_run):
+    """Two restores of one snapshot, asked from inside the guest for 32 bytes of /dev/urandom, answer differently:
+    brisk gave each a new VM Generation ID and notified it through the GED, and Linux's vmgenid driver reseeded
+    the RNG (docs/acpi.md "VMGenID"). The second restore is a Uffd one: Debian's kernel runs on memory served by a
+    Firecracker-format page-fault handler."""
+    r = snap_run
+    r.need("stop")
+    assert len(r.randoms) == 2, r.randoms
+    for got in r.randoms:
+        assert got["random"] and re.fullmatch(r"[0-9a-f]{64}", got["random"]), got
+    a, b = r.randoms[0]["random"], r.randoms[1]["random"]
+    _report.append(f"vmgenid: /dev/urandom after two restores of one snapshot: {a[:16]}... (File), "
+                   f"{b[:16]}... (Uffd)")
+    assert a != b, f"both restores drew the same bytes: {a}"
