@@ -1,4 +1,5 @@
-/* vmgenid.c - the VM Generation ID from inside: found in the DSDT as Linux finds it, read before and after a restore. */
+/* vmgenid.c - the VM Generation ID from inside: found in the DSDT as Linux finds it, read before and after a restore.
+ */
 #include "guest.h"
 
 /*
@@ -15,15 +16,15 @@
  */
 #define NAME "vmgenid"
 
-#define GED_VECTOR	0x41
-#define SPURIOUS_VECTOR 0xff
-#define LAPIC_EOI	0x0b0
-#define IOAPIC_REGSEL	0x00
-#define IOAPIC_WIN	0x10
+#define GED_VECTOR	   0x41
+#define SPURIOUS_VECTOR	   0xff
+#define LAPIC_EOI	   0x0b0
+#define IOAPIC_REGSEL	   0x00
+#define IOAPIC_WIN	   0x10
 #define IOAPIC_REDTBL(pin) (0x10 + 2 * (pin))
-#define FADT_X_DSDT	140
-#define MAX_DEVICES	64
-#define NOTIFY_POLLS	(1u << 24)
+#define FADT_X_DSDT	   140
+#define MAX_DEVICES	   64
+#define NOTIFY_POLLS	   (1u << 24)
 
 static volatile uint32_t notified;
 
@@ -128,7 +129,8 @@ void guest_main(struct hvm_start_info *si)
 	dsdt = facp ? phys_read64((uintptr_t)facp + FADT_X_DSDT) : 0;
 	if (!dsdt || !acpi_table_ok(dsdt, "DSDT"))
 		guest_fail(NAME, "no FADT or DSDT");
-	ndev = acpi_aml_devices((const uint8_t *)(uintptr_t)dsdt + 36, acpi_table_len(dsdt) - 36, dev, MAX_DEVICES, &why);
+	ndev =
+	    acpi_aml_devices((const uint8_t *)(uintptr_t)dsdt + 36, acpi_table_len(dsdt) - 36, dev, MAX_DEVICES, &why);
 	if (ndev < 0)
 		guest_fail(NAME, why);
 	for (int i = 0; i < ndev && i < MAX_DEVICES; i++) {

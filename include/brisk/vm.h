@@ -206,6 +206,11 @@ int vm_finish(struct vm *vm);
  * gone with pages of RAM unserved ends the VM (EXIT_UFFD_HANDLER), else the VM runs on anonymous memory; a
  * window closed records the working set.
  */
+/*
+ * When a restore prefetched its working set (wset.h): true, with the pages listed and the microseconds its
+ * MADV_WILLNEED and MADV_POPULATE_READ passes took.
+ */
+bool vm_wset_prefetched(const struct vm *vm, uint64_t *pages, uint64_t *advise_us, uint64_t *populate_us);
 #define VM_WATCH_FDS 3
 struct pollfd;
 void vm_watch_fds(const struct vm *vm, struct pollfd *p);

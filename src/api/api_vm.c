@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "api_impl.h"
+#include "brisk/config.h"
 #include "brisk/fc_logger.h"
 #include "brisk/fc_metrics.h"
 #include "brisk/file.h"
@@ -288,16 +289,25 @@ static int load_options(const struct fcj *c, json_object *o, bool *resume)
 	return 0;
 }
 
-static void do_load(struct api *a, const char *state, const char *mem, bool uffd, bool resume, struct api_reply *r,
+/* What a load asks besides the files: the Uffd backend, resume_vm, brisk's working_set (wset.h). */
+struct load_opts {
+	bool uffd, resume;
+	struct vm_config ws; /* only ws_record_ms and ws_no_prefetch */
+};
+
+static void do_load(struct api *a, const char *state, const char *mem, const struct load_opts *lo, struct api_reply *r,
 		    uint64_t t0_us)
 {
 	struct vm_config base = a->base;
+	bool resume = lo->resume;
 	struct vm_error e;
 	uint64_t t1_us = now_us();
 	int ret;
 
 	timeline_mark(TL_API_REQUEST);
-	base.mem_uffd = uffd;
+	base.mem_uffd = lo->uffd;
+	base.ws_record_ms = lo->ws.ws_record_ms;
+	base.ws_no_prefetch = lo->ws.ws_no_prefetch;
 	if (a->dry_run)
 		return api_fault(r, 400, "Load snapshot error: dry run");
 	if (vm_restore(&base, state, mem, resume, &a->vm, &e))
@@ -316,26 +326,36 @@ static void do_load(struct api *a, const char *state, const char *mem, bool uffd
 void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_reply *r)
 {
 	static const char *const keys[] = {
-	    "snapshot_path",	 "mem_file_path", "mem_backend",       "enable_diff_snapshots",
-	    "track_dirty_pages", "resume_vm",	  "network_overrides", NULL};
+	    "snapshot_path",
+	    "mem_file_path",
+	    "mem_backend",
+	    "enable_diff_snapshots",
+	    "track_dirty_pages",
+	    "resume_vm",
+	    "network_overrides",
+	    "working_set", /* brisk's: "record=MS" or "off", as brisk restore --working-set */
+	    NULL};
 	char err[1024];
 	const struct fcj c = {.what = "snapshot/load", .err = err, .errlen = sizeof(err)};
 	json_object *o = parse_body("snapshot/load", body, len, keys, r);
-	const char *state = NULL, *mem = NULL;
-	bool resume, uffd;
+	const char *state = NULL, *mem = NULL, *ws = NULL;
+	struct load_opts lo = {0};
 	uint64_t t0_us = now_us();
 
 	if (!o)
 		return;
-	if (fcj_req_str(&c, o, "snapshot_path", 4095, &state) < 0 || load_mem_path(&c, o, &mem, &uffd) ||
-	    load_options(&c, o, &resume))
+	if (fcj_req_str(&c, o, "snapshot_path", 4095, &state) < 0 || load_mem_path(&c, o, &mem, &lo.uffd) ||
+	    load_options(&c, o, &lo.resume) || fcj_str(&c, o, "working_set", 1, 32, &ws) < 0)
 		api_fault(r, 400, "%s", err);
+	else if (ws && config_parse_working_set(ws, &lo.ws))
+		api_fault(r, 400, "snapshot/load: working_set '%s': expected record=MS (1..%u) or off", ws,
+			  WSET_RECORD_MAX_MS);
 	else if (a->state != API_NOT_STARTED)
 		api_not_after_start(r);
 	else if (a->configured)
 		api_fault(r, 400, "Loading a microVM snapshot not allowed after configuring boot-specific resources.");
 	else
-		do_load(a, state, mem, uffd, resume, r, t0_us);
+		do_load(a, state, mem, &lo, r, t0_us);
 	json_object_put(o);
 }
 

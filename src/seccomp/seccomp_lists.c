@@ -100,6 +100,8 @@ static const struct sc_call vcpu_calls[] = {BASE_CALLS,
 					    SC(close),
 					    SC(read),
 					    SC(timerfd_settime),
+					    /* its own page faults and kernel time, once, as it ends (exits.h) */
+					    SC(getrusage),
 					    {0, NULL}};
 static const struct sc_call io_calls[] = {BASE_CALLS, KICK_CALLS, IO_CALLS, BLK_CALLS, SPAWN_CALLS, {0, NULL}};
 static const struct sc_call blk_calls[] = {BASE_CALLS, BLK_CALLS, {0, NULL}};

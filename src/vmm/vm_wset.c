@@ -167,3 +167,13 @@ void vm_wset_destroy(struct vm *vm)
 	w->marker_fd = w->timer_fd = w->pagemap_fd = -1;
 	wset_free(&w->list);
 }
+
+bool vm_wset_prefetched(const struct vm *vm, uint64_t *pages, uint64_t *advise_us, uint64_t *populate_us)
+{
+	const struct vm_wset *w = &vm->ws;
+
+	*pages = w->st.pages;
+	*advise_us = w->st.ns_advise / 1000u;
+	*populate_us = w->st.ns_populate / 1000u;
+	return w->prefetching;
+}
