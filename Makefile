@@ -221,6 +221,7 @@ UNIT_TESTS := \
 	test_mptable \
 	test_aml \
 	test_wset \
+	test_mem_uffd \
 	test_acpi \
 	test_reports \
 	test_cpuid \
