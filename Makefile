@@ -222,6 +222,7 @@ UNIT_TESTS := \
 	test_aml \
 	test_wset \
 	test_mem_uffd \
+	test_vmgenid \
 	test_acpi \
 	test_reports \
 	test_cpuid \

@@ -82,8 +82,8 @@ static int vmgenid_restore(void *dev, struct snap_reader *r)
 
 	if (snap_version(r) != VMGENID_SECTION_VERSION)
 		return -EPROTONOSUPPORT;
-	if (snap_get_u64(r, &gpa) || snap_get_u32(r, &gsi))
-		return -EINVAL;
+	if (snap_get_u64(r, &gpa) || snap_get_u32(r, &gsi) || snap_remaining(r))
+		return -EINVAL; /* all checked before anything is written or raised */
 	/* The saved tables (in the snapshot's memory) point here: another address or line is not this brisk's. */
 	if (gpa != g->gpa || gsi != g->gsi) {
 		log_error("vmgenid: the snapshot's device is at 0x%llx on GSI %u; this brisk's at 0x%llx on GSI %u",

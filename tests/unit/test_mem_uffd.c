@@ -71,7 +71,8 @@ static void handler(int listen_fd, int report_fd)
 			_exit(0);
 		if (read(uffd, &m, sizeof(m)) != sizeof(m) || m.event != UFFD_EVENT_PAGEFAULT)
 			continue;
-		struct uffdio_copy cp = {.dst = m.arg.pagefault.address & ~4095ull, .src = (uintptr_t)page, .len = 4096};
+		struct uffdio_copy cp = {
+		    .dst = m.arg.pagefault.address & ~4095ull, .src = (uintptr_t)page, .len = 4096};
 		(void)ioctl(uffd, UFFDIO_COPY, &cp);
 	}
 }
