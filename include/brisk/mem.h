@@ -40,7 +40,8 @@ struct gmem {
 
 /*
  * Maps `size` bytes (MAP_NORESERVE) at a gmem_align(size)-aligned host address, transparent huge pages requested
- * (MADV_HUGEPAGE) for all of it but its first 2 MiB (all of it with GMEM_HUGEPAGES). Returns 0 or -errno.
+ * (MADV_HUGEPAGE) for all of it but its first 2 MiB, which are kept from them (MADV_NOHUGEPAGE); all of it with
+ * GMEM_HUGEPAGES. Returns 0 or -errno.
  */
 __attribute__((warn_unused_result)) int gmem_init(struct gmem *m, uint64_t size, unsigned flags);
 /*
