@@ -14,14 +14,16 @@ Usage: uffd_handler.py SOCKET MEMFILE [--mode MODE] [--stats FILE] [--chunk PAGE
 Modes (the hostile ones are docs/security.md cases 80-82):
   valid      serve faults as above (the default)
   fault_all  on the first fault copy every region whole (Firecracker's fault_all_handler)
-  close      accept and close the connection without reading it
+  close      accept, wait for brisk's message and close the connection without reading it
   noaccept   listen, never accept
   exit       receive the message, then exit (the handler "crashes")
   silent     receive the message and never serve a fault (stays alive)
   zero       serve every fault with zero pages (UFFDIO_ZEROPAGE)
   reply      write junk back on the socket, then serve as valid
+SIGUSR1 stops serving (the handler stays alive, reading nothing), a second SIGUSR1 resumes it.
 --stats FILE is rewritten with one JSON object (message, faults, pages copied, removes) after each
-event, for the tests to read. The handler exits when brisk's VM is gone (the userfaultfd's POLLHUP).
+event, for the tests to read. The handler exits when brisk's process is gone (a pidfd of the peer that
+SO_PEERCRED names, as Firecracker's documentation recommends).
 """
 
 import argparse
@@ -32,6 +34,7 @@ import json
 import mmap
 import os
 import select
+import signal
 import socket
 import struct
 import sys
@@ -57,6 +60,7 @@ class Handler:
         self.chunk = chunk
         self.stats_path = stats_path
         self.removed = set()
+        self.stalled = False  # SIGUSR1 toggles it
         self.stats = {"message": raw, "regions": regions, "faults": 0, "copied_pages": 0,
                       "zero_pages": 0, "removes": 0, "eexist": 0}
         self.write_stats()
@@ -126,12 +130,20 @@ class Handler:
             self.copy(page, self.backing_addr + r["offset"] + (page - base), self.page)
         self.stats["copied_pages"] += max(n, self.page) // self.page
 
-    def run(self):
+    def run(self, peer_pidfd=-1):
         p = select.poll()
         p.register(self.uffd, select.POLLIN)
+        if peer_pidfd >= 0:  # Firecracker's documented way to notice the VMM is gone: its pid (SO_PEERCRED)
+            p.register(peer_pidfd, select.POLLIN)
+        signal.signal(signal.SIGUSR1, lambda *_: setattr(self, "stalled", not self.stalled))
         while True:
-            for _, ev in p.poll():
-                if ev & (select.POLLHUP | select.POLLERR):
+            if self.stalled:  # serving nothing, only watching for brisk's end
+                if peer_pidfd >= 0 and select.select([peer_pidfd], [], [], 0.05)[0]:
+                    return
+                time.sleep(0.05)
+                continue
+            for fd, ev in p.poll(100):
+                if fd == peer_pidfd or ev & (select.POLLHUP | select.POLLERR):
                     return
                 if self.mode == "silent":
                     time.sleep(3600)
@@ -208,6 +220,8 @@ def main():
         return 0
     conn, _ = srv.accept()
     if args.mode == "close":
+        # Once brisk's message is there (so that its send succeeded, not raced an EPIPE), closed unread.
+        select.select([conn], [], [], 30)
         conn.close()
         time.sleep(3600)
         return 0
@@ -221,8 +235,13 @@ def main():
             conn.sendall(b'{"this": "is not what brisk expects"}\n' * 64)
         except OSError:
             pass
+    pid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        pidfd = -1
     h = Handler(uffd, regions, backing, backing_addr, page, args.mode, max(1, args.chunk), args.stats, raw)
-    h.run()
+    h.run(pidfd)
     return 0
 
 

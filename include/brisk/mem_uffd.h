@@ -14,12 +14,16 @@
  *
  * Where brisk goes further (docs/security.md cases 80-82): the connect and the send are bounded (5 s,
  * SO_SNDTIMEO), and the handler's process (SO_PEERCRED at connect) is watched through a pidfd, so that one that
- * exits leaves no vCPU waiting for ever: the VM is ended (status 20) instead. At teardown the regions are
- * unregistered first, which wakes every thread waiting for a page the handler never served.
+ * exits leaves no vCPU waiting for ever: the VM is ended (status 20) instead. A snapshot create fetches the pages
+ * not served yet on a thread of its own and gives up when none comes for UFFD_FETCH_STALL_MS
+ * (gmem_uffd_fetch_all). At teardown the regions are unregistered first, which wakes every thread waiting for a
+ * page the handler never served.
  */
 #ifndef BRISK_MEM_UFFD_H
 #define BRISK_MEM_UFFD_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,6 +32,8 @@
 
 /* How long connect() and sendmsg() to the handler's socket may block (a handler that never accepts). */
 #define UFFD_HANDSHAKE_TIMEOUT_MS 5000
+/* How long gmem_uffd_fetch_all waits for the handler to serve one more page before it gives up. */
+#define UFFD_FETCH_STALL_MS 5000
 
 /* The handler's process as brisk watches it. */
 struct uffd_peer {
@@ -67,5 +73,33 @@ __attribute__((warn_unused_result)) int gmem_fill_page(const struct gmem *m, uin
  * memory without a userfaultfd.
  */
 void gmem_uffd_release(struct gmem *m);
+
+/* The pages of RAM not in this process yet (mincore), i.e. still the handler's to serve. */
+uint64_t gmem_uffd_missing(const struct gmem *m);
+
+/*
+ * A thread that brings every page of a Uffd-backed RAM into this process (MADV_POPULATE_READ: each missing page
+ * a fault the handler serves), for a snapshot create, which reads all of RAM: the thread waits for the handler
+ * so that brisk's main thread does not (docs/security.md case 82).
+ */
+struct uffd_fetcher {
+	pthread_t thread;
+	bool started;	   /* a thread exists (joined by gmem_uffd_fetcher_join) */
+	_Atomic bool done; /* it returned: every page is there, or `error` */
+	int error;	   /* its -errno */
+	const struct gmem *m;
+};
+
+/*
+ * Every page of `m` (Uffd-backed) present before this returns 0: at once when none is missing, else the
+ * fetcher's thread (started here, or the one an earlier call left waiting) populates RAM while this thread
+ * watches the number missing; the handler serving no page for `stall_ms` gives -ETIMEDOUT with `err` saying how
+ * many are missing. The thread then stays waiting (a later call picks it up) until gmem_uffd_release wakes it.
+ * 0 or -errno.
+ */
+__attribute__((warn_unused_result)) int gmem_uffd_fetch_all(const struct gmem *m, struct uffd_fetcher *f,
+							    unsigned stall_ms, char *err, size_t errlen);
+/* After gmem_uffd_release (which wakes it), before the memory is unmapped: the fetcher's thread joined. */
+void gmem_uffd_fetcher_join(struct uffd_fetcher *f);
 
 #endif

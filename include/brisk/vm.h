@@ -200,17 +200,17 @@ int vm_wake_fd(const struct vm *vm);
 bool vm_exit_requested(const struct vm *vm);
 int vm_finish(struct vm *vm);
 /*
+ * When a restore prefetched its working set (wset.h): true, with the pages listed and the microseconds its
+ * MADV_WILLNEED and MADV_POPULATE_READ passes took.
+ */
+bool vm_wset_prefetched(const struct vm *vm, uint64_t *pages, uint64_t *advise_us, uint64_t *populate_us);
+/*
  * What the main thread polls beside vm_wake_fd, VM_WATCH_FDS entries (an fd of -1: nothing there): the
  * page-fault handler of a Uffd-restored VM's memory exiting (mem_uffd.h), a working-set recording's window
  * closing (its timer, the guest's boot marker: wset.h). vm_watch_events handles what poll reported: a handler
  * gone with pages of RAM unserved ends the VM (EXIT_UFFD_HANDLER), else the VM runs on anonymous memory; a
  * window closed records the working set.
  */
-/*
- * When a restore prefetched its working set (wset.h): true, with the pages listed and the microseconds its
- * MADV_WILLNEED and MADV_POPULATE_READ passes took.
- */
-bool vm_wset_prefetched(const struct vm *vm, uint64_t *pages, uint64_t *advise_us, uint64_t *populate_us);
 #define VM_WATCH_FDS 3
 struct pollfd;
 void vm_watch_fds(const struct vm *vm, struct pollfd *p);

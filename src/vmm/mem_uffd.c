@@ -13,12 +13,17 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "brisk/log.h"
 #include "brisk/mem_uffd.h"
 
 #define PAGE_4K 4096u
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
 
 /*
  * A userfaultfd, O_CLOEXEC | O_NONBLOCK, not UFFD_USER_MODE_ONLY (KVM's faults on guest RAM are the kernel's).
@@ -269,4 +274,107 @@ void gmem_uffd_release(struct gmem *m)
 		return;
 	if (ioctl(m->uffd, UFFDIO_UNREGISTER, &r) < 0 && errno != EINVAL)
 		log_warn("UFFDIO_UNREGISTER of guest RAM failed: %s", strerror(errno));
+}
+
+uint64_t gmem_uffd_missing(const struct gmem *m)
+{
+	unsigned char vec[1024];
+	const uint64_t span = sizeof(vec) * PAGE_4K;
+	uint64_t missing = 0;
+
+	for (uint64_t off = 0; off < m->size; off += span) {
+		size_t len = (size_t)(m->size - off < span ? m->size - off : span);
+
+		if (mincore(m->base + off, len, vec) < 0)
+			return m->size / PAGE_4K; /* cannot tell: as if nothing were there */
+		for (size_t i = 0; i < (len + PAGE_4K - 1) / PAGE_4K; i++)
+			missing += !(vec[i] & 1);
+	}
+	return missing;
+}
+
+/* The fetcher's thread: all of RAM populated, each missing page a read fault the handler serves. */
+static void *fetch_thread(void *arg)
+{
+	struct uffd_fetcher *f = arg;
+	const struct gmem *m = f->m;
+	int ret;
+
+	do
+		ret = madvise(m->base, (size_t)m->size, MADV_POPULATE_READ) ? -errno : 0;
+	while (ret == -EINTR);
+	if (ret == -EINVAL) { /* a kernel before 5.14: a read of each page faults it in the same way */
+		ret = 0;
+		for (uint64_t off = 0; off < m->size; off += PAGE_4K)
+			(void)*(volatile const uint8_t *)(m->base + off);
+	}
+	f->error = ret;
+	atomic_store(&f->done, true);
+	return NULL;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+int gmem_uffd_fetch_all(const struct gmem *m, struct uffd_fetcher *f, unsigned stall_ms, char *err, size_t errlen)
+{
+	const struct timespec tick = {.tv_nsec = 20 * 1000000L};
+	uint64_t missing = gmem_uffd_missing(m), now, deadline;
+	int ret;
+
+	if (!m->uffd_backed || (!missing && !f->started))
+		return 0;
+	if (!f->started) {
+		f->m = m;
+		f->error = 0;
+		atomic_store(&f->done, false);
+		ret = -pthread_create(&f->thread, NULL, fetch_thread, f);
+		if (ret) {
+			snprintf(err, errlen, "starting a thread to fetch guest memory from the page-fault handler: %s",
+				 strerror(-ret));
+			return ret;
+		}
+		f->started = true;
+	}
+	deadline = mono_ms() + stall_ms;
+	while (!atomic_load(&f->done)) {
+		uint64_t left;
+
+		(void)clock_nanosleep(CLOCK_MONOTONIC, 0, &tick, NULL);
+		left = gmem_uffd_missing(m);
+		now = mono_ms();
+		if (left < missing) { /* progress: the handler serves */
+			missing = left;
+			deadline = now + stall_ms;
+		} else if (now >= deadline && !atomic_load(&f->done)) {
+			snprintf(
+			    err, errlen,
+			    "the page-fault handler served no page of guest memory in %u ms; %llu pages (%.1f MiB) of "
+			    "%llu are still missing, and a snapshot needs all of them",
+			    stall_ms, (unsigned long long)missing, (double)missing * PAGE_4K / (1 << 20),
+			    (unsigned long long)(m->size / PAGE_4K));
+			return -ETIMEDOUT;
+		}
+	}
+	pthread_join(f->thread, NULL);
+	f->started = false;
+	if (f->error) {
+		snprintf(err, errlen, "fetching guest memory from the page-fault handler: madvise: %s",
+			 strerror(-f->error));
+		return f->error;
+	}
+	return 0;
+}
+
+void gmem_uffd_fetcher_join(struct uffd_fetcher *f)
+{
+	if (!f->started)
+		return;
+	pthread_join(f->thread, NULL);
+	f->started = false;
 }

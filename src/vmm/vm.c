@@ -518,31 +518,13 @@ void vm_watch_fds(const struct vm *vm, struct pollfd *p)
 	p[2] = (struct pollfd){.fd = vm->ws.recorded ? -1 : vm->ws.marker_fd, .events = POLLIN};
 }
 
-/* Whether every page of guest RAM is present in this process (mincore), so that no fault needs the handler. */
-static bool all_served(const struct gmem *m)
-{
-	unsigned char vec[1024];
-	const uint64_t span = sizeof(vec) * 4096;
-
-	for (uint64_t off = 0; off < m->size; off += span) {
-		size_t len = (size_t)(m->size - off < span ? m->size - off : span);
-
-		if (mincore(m->base + off, len, vec) < 0)
-			return false;
-		for (size_t i = 0; i < (len + 4095) / 4096; i++)
-			if (!(vec[i] & 1))
-				return false;
-	}
-	return true;
-}
-
 static void handler_exited(struct vm *vm)
 {
 	int pid = vm->uffd_peer.pid;
 
 	close(vm->uffd_peer.pidfd);
 	vm->uffd_peer.pidfd = -1;
-	if (all_served(&vm->mem)) {
+	if (gmem_uffd_missing(&vm->mem) == 0) {
 		/* Nothing is left for it to serve: later faults (after a balloon's discard) are anonymous zero pages.
 		 */
 		gmem_uffd_release(&vm->mem);
@@ -616,6 +598,7 @@ void vm_destroy(struct vm *vm)
 	if (!vm)
 		return;
 	gmem_uffd_release(&vm->mem);
+	gmem_uffd_fetcher_join(&vm->uffd_fetch); /* woken by the release: it returns with zero pages */
 	if (!vm->go)
 		stop_vcpu_threads(vm);
 	for (unsigned i = 0; vm->vcpus && i < vm->nr_vcpus; i++) {

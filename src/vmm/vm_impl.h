@@ -110,10 +110,11 @@ struct vm {
 	/* Restore (vm_restore): the state file being loaded, and what its configuration's strings point at. */
 	struct snap_reader *snap;
 	struct snap_config_strings snap_strings;
-	char *api_desc;		    /* the state file's api-config section (JSON text), or NULL */
-	int mem_file_fd;	    /* the memory file a restore maps, open for its mapped-lock (file.h); -1 */
-	bool restoring;		    /* the vCPUs get the saved state, not the boot entry state */
-	struct uffd_peer uffd_peer; /* with cfg.mem_uffd: the page-fault handler's process (mem_uffd.h) */
+	char *api_desc;			/* the state file's api-config section (JSON text), or NULL */
+	int mem_file_fd;		/* the memory file a restore maps, open for its mapped-lock (file.h); -1 */
+	bool restoring;			/* the vCPUs get the saved state, not the boot entry state */
+	struct uffd_peer uffd_peer;	/* with cfg.mem_uffd: the page-fault handler's process (mem_uffd.h) */
+	struct uffd_fetcher uffd_fetch; /* with cfg.mem_uffd: a snapshot create's fetch of all of RAM */
 	struct vm_wset ws;
 	_Atomic int exit_requested;
 	int exit_code;
