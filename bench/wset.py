@@ -9,8 +9,9 @@
      stdin: lazy and prefetch (`--working-set off` or not), each with the page cache cold (`echo 3 >
      /proc/sys/vm/drop_caches` first: needs root) and warm (the file read just before);
 and reports, medians (min-max): exec -> the guest's done marker (brisk's timeline, --report-json: the restore,
-the prefetch and the guest's touching of every page), the guest's own cycles for the touching (rdtsc), and the
-process's page faults (minor, major: wait4's rusage; the vCPU thread's KVM faults count there too).
+the prefetch and the guest's touching of every page), split at the first KVM_RUN (before it: the restore and the
+prefetch), the guest's own cycles for the touching (rdtsc), the process's page faults (minor, major: wait4's
+rusage; the vCPU thread's KVM faults count there too) and the prefetch's two phases (brisk's log).
 Standard library only.
 """
 
@@ -86,7 +87,8 @@ def warm(path):
 
 
 def restore(brisk, state, mem, report, extra):
-    """One restore; returns (exec -> done marker us, guest cycles, minor faults, major faults, brisk's stderr)."""
+    """One restore; returns (exec -> done marker us, exec -> first KVM_RUN us, guest cycles, minor faults, major
+    faults, brisk's stderr)."""
     p = subprocess.Popen([brisk, "restore", "--snapshot", state, "--mem", mem, "--report-json", report,
                           "--log-level", "info", *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
@@ -99,9 +101,10 @@ def restore(brisk, state, mem, report, extra):
     if p.returncode != 0 or not m:
         sys.exit(f"restore {extra} failed ({p.returncode}):\n{out.decode()[-1500:]}\n{err.decode()[-1500:]}")
     with open(report) as f:
-        markers = json.load(f)["markers"]
-    done = [x["us"] for x in markers if x["value"] == DONE]
-    return done[0], int(m.group(3)), ru.ru_minflt, ru.ru_majflt, err.decode(errors="replace")
+        rep = json.load(f)
+    done = [x["us"] for x in rep["markers"] if x["value"] == DONE]
+    run = [x["us"] for x in rep["phases"] if x["name"] == "first KVM_RUN"]
+    return done[0], run[0], int(m.group(3)), ru.ru_minflt, ru.ru_majflt, err.decode(errors="replace")
 
 
 def med(xs):
@@ -118,7 +121,7 @@ def main():
     os.makedirs(a.dir, exist_ok=True)
     state, mem = snapshot(a.brisk, a.dir, a.pages)
     report = os.path.join(a.dir, "report.json")
-    _, _, _, _, err = restore(a.brisk, state, mem, report, ["--working-set", "record=60000"])
+    _, _, _, _, _, err = restore(a.brisk, state, mem, report, ["--working-set", "record=60000"])
     rec = re.search(r"working set: .*recorded in \S+", err)
     print(rec.group(0) if rec else err[-1000:], flush=True)
     ways = [("lazy", "cold", ["--working-set", "off"]), ("prefetch", "cold", []),
@@ -130,20 +133,22 @@ def main():
                 drop_caches()
             else:
                 warm(mem)
-            done, cycles, minflt, majflt, err = restore(a.brisk, state, mem, report, extra)
+            done, run, cycles, minflt, majflt, err = restore(a.brisk, state, mem, report, extra)
             pf = re.search(r"reads started in ([\d.]+) ms, mapped in ([\d.]+) ms", err)
-            rows[(way, cache)].append((done, cycles, minflt, majflt,
+            rows[(way, cache)].append((done, run, done - run, cycles, minflt, majflt,
+                                       float(pf.group(1)) * 1000 if pf else 0.0,
                                        float(pf.group(2)) * 1000 if pf else 0.0))
-            print(f"round {r + 1} {way:8} {cache}: done at {done:,.0f} us, {cycles:,} cycles, faults "
-                  f"{minflt:,} minor {majflt:,} major" + (f", prefetch mapped in {pf.group(2)} ms" if pf else ""),
+            print(f"round {r + 1} {way:8} {cache}: first KVM_RUN at {run:,.0f} us, done at {done:,.0f} us, "
+                  f"{cycles:,} cycles, faults {minflt:,} minor {majflt:,} major" +
+                  (f", prefetch: reads started in {pf.group(1)} ms, mapped in {pf.group(2)} ms" if pf else ""),
                   flush=True)
-    print("\n| restore | page cache | exec -> done marker, us | guest's touch, cycles | minor faults | "
-          "major faults | prefetch populate, us |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("\n| restore | page cache | exec -> done marker, us | exec -> first KVM_RUN, us | first KVM_RUN -> "
+          "done, us | guest's touch, cycles | minor faults | major faults | prefetch advise, us | "
+          "prefetch populate, us |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for way, cache, _ in ways:
         v = rows[(way, cache)]
-        print(f"| {way} | {cache} | {med([x[0] for x in v])} | {med([x[1] for x in v])} | "
-              f"{med([x[2] for x in v])} | {med([x[3] for x in v])} | {med([x[4] for x in v])} |")
+        print(f"| {way} | {cache} | " + " | ".join(med([x[i] for x in v]) for i in range(8)) + " |")
     for cache in ("cold", "warm"):
         lazy = statistics.median(x[0] for x in rows[("lazy", cache)])
         pre = statistics.median(x[0] for x in rows[("prefetch", cache)])

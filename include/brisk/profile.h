@@ -357,10 +357,11 @@ struct ksyms_info;
 
 /* Inputs of the report that brisk profile knows and brisk trace does not. */
 /*
- * Page faults of a profiled run (report "page_faults", docs/profiler.md): the process's (getrusage RUSAGE_SELF)
- * and each vCPU thread's, read from /proc/self/task/TID/stat at the end; a vCPU thread's count includes the faults
- * KVM took on guest RAM for it (get_user_pages counts them to the task), and its kernel CPU time bounds the time
- * those took. For a restore that prefetched its working set (wset.h), how much and how long.
+ * Page faults of a profiled run (report "page_faults", docs/profiler.md): the process's (getrusage RUSAGE_SELF at
+ * the end) and each vCPU thread's (getrusage RUSAGE_THREAD as the thread ends: exits.h); a vCPU thread's count
+ * includes the faults KVM took on guest RAM for it (get_user_pages counts them to the task), and its kernel CPU
+ * time bounds the time those took. For a restore (brisk profile --snapshot) that prefetched its working set
+ * (wset.h), how much and how long.
  */
 struct profile_fault_vcpu {
 	uint64_t minor, major, system_us;

@@ -30,6 +30,12 @@
 #define WSET_HEADER_SIZE 40u
 #define WSET_MAX_FILE	 (64u << 20) /* a larger file is refused unread */
 #define WSET_SUFFIX	 ".ws"
+/*
+ * The prefetch's reads: listed ranges less than this many pages apart are one MADV_WILLNEED (128 KiB, the
+ * kernel's default readahead window: a lazy fault would read that much around the page anyway); a
+ * recording of scattered pages is thousands of ranges, and each call costs.
+ */
+#define WSET_ADVISE_GAP 32u
 
 struct wset_range {
 	uint64_t first; /* page index into the memory file */
@@ -79,15 +85,16 @@ __attribute__((warn_unused_result)) int wset_residency(const struct gmem *m, int
 /* The prefetch's outcome, for the log and the profile. */
 struct wset_prefetch_stats {
 	uint64_t pages;	      /* pages listed */
-	uint64_t ranges;      /* madvise calls made per phase */
+	uint64_t ranges;      /* madvise calls made by the last phase */
 	uint64_t ns_advise;   /* MADV_WILLNEED over every range: the reads started */
 	uint64_t ns_populate; /* MADV_POPULATE_READ over every range: mapped, waiting for the reads */
 	int error;	      /* the first madvise's -errno, 0 */
 };
 
 /*
- * Starts reading every listed page of a file-backed RAM mapping (MADV_WILLNEED: asynchronous readahead of each
- * range, one call per range), so that the I/O overlaps the rest of the restore. Ranges past RAM are skipped.
+ * Starts reading every listed page of a file-backed RAM mapping (MADV_WILLNEED: asynchronous readahead, one call
+ * per run of ranges less than WSET_ADVISE_GAP pages apart), so that the I/O overlaps the rest of the restore.
+ * Ranges past RAM are skipped.
  */
 void wset_prefetch_begin(const struct gmem *m, const struct wset *w, struct wset_prefetch_stats *st);
 /*

@@ -48,10 +48,11 @@ struct vm_wset {
 	char path[PATH_MAX]; /* the memory file's + ".ws" */
 	uint64_t crc;	     /* the state file's CRC-64 */
 	/* recording (cfg.ws_record_ms): */
-	int pagemap_fd; /* /proc/self/pagemap, or -1: mincore */
-	int timer_fd;	/* the window's end; -1 once recorded */
-	int marker_fd;	/* eventfd the boot marker writes (timeline_bootmark_notify) */
-	uint64_t t0_ns; /* the vCPUs released */
+	int pagemap_fd;	   /* /proc/self/pagemap, or -1: mincore */
+	int timer_fd;	   /* the window's end; -1 once recorded */
+	int marker_fd;	   /* eventfd the boot marker writes (timeline_bootmark_notify) */
+	uint64_t t0_ns;	   /* the vCPUs released */
+	bool no_readahead; /* MADV_RANDOM on guest RAM while recording (vm_wset.c) */
 	bool recorded;
 	/* prefetching: */
 	bool prefetching;

@@ -298,20 +298,34 @@ static uint64_t now_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* madvise(advice) over every range inside RAM; the first error stops it. */
-static void advise_all(const struct gmem *m, const struct wset *w, int advice, struct wset_prefetch_stats *st)
+/*
+ * madvise(advice) over every range inside RAM, ranges less than `gap` pages apart joined into one call (0: each
+ * range alone); the first error stops it.
+ */
+static void advise_all(const struct gmem *m, const struct wset *w, int advice, uint64_t gap,
+		       struct wset_prefetch_stats *st)
 {
-	uint64_t npages = m->size / WSET_PAGE;
+	uint64_t npages = m->size / WSET_PAGE, first = 0, end = 0;
 
 	st->ranges = 0;
-	for (uint32_t i = 0; i < w->nr && !st->error; i++) {
-		const struct wset_range *r = &w->range[i];
+	for (uint32_t i = 0; i <= w->nr && !st->error; i++) {
+		const struct wset_range *r = i < w->nr ? &w->range[i] : NULL;
 
-		if (r->first >= npages || r->count > npages - r->first)
+		if (r && (r->first >= npages || r->count > npages - r->first))
 			continue; /* wset_parse refused these; a list built for another size is skipped */
-		if (madvise(m->base + r->first * WSET_PAGE, (size_t)(r->count * WSET_PAGE), advice) < 0)
-			st->error = -errno;
-		st->ranges++;
+		if (r && end && r->first - end < gap) { /* sorted: r->first >= end */
+			end = r->first + r->count;
+			continue;
+		}
+		if (end) {
+			if (madvise(m->base + first * WSET_PAGE, (size_t)((end - first) * WSET_PAGE), advice) < 0)
+				st->error = -errno;
+			st->ranges++;
+		}
+		if (r) {
+			first = r->first;
+			end = r->first + r->count;
+		}
 	}
 }
 
@@ -321,7 +335,7 @@ void wset_prefetch_begin(const struct gmem *m, const struct wset *w, struct wset
 
 	memset(st, 0, sizeof(*st));
 	st->pages = w->pages;
-	advise_all(m, w, MADV_WILLNEED, st);
+	advise_all(m, w, MADV_WILLNEED, WSET_ADVISE_GAP, st);
 	st->ns_advise = now_ns() - t0;
 }
 
@@ -330,6 +344,6 @@ void wset_prefetch_end(const struct gmem *m, const struct wset *w, struct wset_p
 	uint64_t t0 = now_ns();
 
 	if (!st->error)
-		advise_all(m, w, MADV_POPULATE_READ, st);
+		advise_all(m, w, MADV_POPULATE_READ, 0, st);
 	st->ns_populate = now_ns() - t0;
 }

@@ -4,17 +4,20 @@ in a scattered order and checks each. `brisk restore --working-set record=MS` wr
 page the guest touched (computed here from the guest's LCG); a later restore prefetches it; `off` does not; a
 corrupt, truncated or foreign MEM.ws is refused with a warning and the restore is lazy (docs/security.md case 84).
 The timing comparison is bench/wset.py (nested harness). Needs KVM."""
+import json
 import os
 import re
 import shutil
 import struct
 import subprocess
+import tempfile
 
 import pytest
 
 from apiclient import BriskProcess
-from conftest import BRISK, EXIT_GUEST_OK, check_sanitizers, guest
+from conftest import BRISK, EXIT_GUEST_OK, KVM_REASON, check_sanitizers, guest
 from test_snapshot import Brisk
+from test_snapshot_fixture import crc64_jones
 
 pytestmark = pytest.mark.usefixtures("kvm")
 
@@ -43,23 +46,31 @@ def read_ws(path):
     return crc, mem, [struct.unpack_from("<QQ", b, 40 + 16 * i) for i in range(nr)]
 
 
-@pytest.fixture
-def snap(tmp_path, sockdir, procs):
+@pytest.fixture(scope="module")
+def snap(tmp_path_factory):
+    """One snapshot of the guest for the module's tests (each records its own MEM.ws first where it needs one)."""
+    if KVM_REASON:
+        pytest.skip(KVM_REASON)
+    tmp, sockdir = tmp_path_factory.mktemp("wset"), tempfile.mkdtemp(prefix="bsk", dir="/tmp")
     sock = os.path.join(sockdir, "w.sock")
     b = Brisk(["run", "--kernel", guest("wset"), "--memory", "320", "--cmdline", f"pages={PAGES}",
                "--api-sock", sock], sock=sock)
-    procs.append(b)
-    b.wait_for(r"^wset: ready", timeout=120)
-    b.api.pause()
-    state, mem = str(tmp_path / "w.state"), str(tmp_path / "w.mem")
-    assert b.api.snapshot_create(state, mem).status == 204
-    b.kill()
+    try:
+        b.wait_for(r"^wset: ready", timeout=120)
+        b.api.pause()
+        state, mem = str(tmp / "w.state"), str(tmp / "w.mem")
+        assert b.api.snapshot_create(state, mem).status == 204
+    finally:
+        b.kill()
+        check_sanitizers(b.err)
+        shutil.rmtree(sockdir, ignore_errors=True)
     return state, mem
 
 
-def restore(state, mem, *extra):
-    """`brisk restore` with "g" waiting on COM1: the guest touches its pages at once and passes."""
-    b = BriskProcess(BRISK, ["restore", "--snapshot", state, "--mem", mem, "--log-level", "info", *extra],
+def restore(state, mem, *extra, cmd=("restore",)):
+    """`brisk restore` (or `cmd`, e.g. brisk profile) with "g" waiting on COM1: the guest touches its pages at once
+    and passes."""
+    b = BriskProcess(BRISK, [*cmd, "--snapshot", state, "--mem", mem, "--log-level", "info", *extra],
                      stdin=subprocess.PIPE)
     b.proc.stdin.write(b"g")
     b.proc.stdin.flush()
@@ -70,10 +81,11 @@ def restore(state, mem, *extra):
     return b
 
 
-def test_record_then_prefetch(snap):
+def test_record_then_prefetch(snap, tmp_path):
     """Record (ended by the guest's boot marker): MEM.ws covers every page the guest touched, names this snapshot
     and its RAM; the next restore prefetches those pages (the log says how many, how fast) and the guest passes;
-    --working-set off restores lazily."""
+    --working-set off restores lazily. Both of those under `brisk profile`, whose page_faults show the prefetch and
+    what it saves: the vCPU thread, which takes KVM's faults on guest RAM, faults at least PAGES / 2 times fewer."""
     state, mem = snap
     b = restore(state, mem, "--working-set", "record=30000")
     m = RECORDED_RE.search(b.err)
@@ -86,15 +98,24 @@ def test_record_then_prefetch(snap):
     missing = [p for p in wset_pages(PAGES) if p not in covered]
     assert not missing, f"{len(missing)} touched pages not recorded, e.g. {missing[:5]}"
     assert len(covered) < (320 << 20) // 4096 // 4, "most of RAM recorded: the window saw more than the guest did"
-    b = restore(state, mem)
-    m = PREFETCH_RE.search(b.err)
-    assert m and int(m.group(1)) == len(covered), b.err
-    b = restore(state, mem, "--working-set", "off")
-    assert not PREFETCH_RE.search(b.err)
+    faults = {}
+    for way, extra in (("prefetch", []), ("lazy", ["--working-set", "off"])):
+        out = tmp_path / f"{way}.json"
+        b = restore(state, mem, *extra, cmd=("profile", "--no-trace", "--json", str(out)))
+        pf = json.loads(out.read_text())["page_faults"]
+        assert [v["vcpu"] for v in pf["vcpus"]] == [0], pf
+        faults[way] = pf["vcpus"][0]["minor"] + pf["vcpus"][0]["major"]
+        m = PREFETCH_RE.search(b.err)
+        if way == "prefetch":
+            assert m and int(m.group(1)) == len(covered), b.err
+            assert pf["working_set"]["pages"] == len(covered), pf
+        else:
+            assert not m and pf["working_set"] is None, (b.err, pf)
+    assert faults["lazy"] >= faults["prefetch"] + PAGES // 2, faults
 
 
 @pytest.mark.security
-def test_untrusted_working_set_file(snap, tmp_path):
+def test_untrusted_working_set_file(snap):
     """Case 84: MEM.ws corrupt (a flipped byte), truncated, a directory, or another snapshot's: a warning naming
     the file and the reason, a lazy restore, the guest unharmed."""
     state, mem = snap
@@ -112,10 +133,10 @@ def test_untrusted_working_set_file(snap, tmp_path):
         b = restore(state, mem)
         assert "working set:" in b.err and why in b.err and "restoring lazily" in b.err, b.err
         assert not PREFETCH_RE.search(b.err)
-    # Another snapshot's list (same RAM size): -ESTALE.
-    other = bytearray(good)
+    # Another snapshot's list (same RAM size), well-formed and checksummed: -ESTALE.
+    other = bytearray(good[:-8])
     other[16] ^= 0xFF
-    open(ws, "wb").write(bytes(other))
+    open(ws, "wb").write(bytes(other) + struct.pack("<Q", crc64_jones(bytes(other))))
     b = restore(state, mem)
     assert "recorded for another snapshot" in b.err and not PREFETCH_RE.search(b.err)
     os.unlink(ws)

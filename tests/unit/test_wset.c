@@ -1,9 +1,11 @@
 /*
  * test_wset.c - the working-set file (wset.h) as untrusted input: round trip, every refusal, the ranges built from
- * a residency vector; and the GuestRegionUffdMapping JSON brisk sends a page-fault handler (mem_uffd.h), byte for
- * byte Firecracker's serde output.
+ * a residency vector, the prefetch (its calls: near ranges read as one, mapped one by one; residency after it);
+ * and the GuestRegionUffdMapping JSON brisk sends a page-fault handler (mem_uffd.h), byte for byte Firecracker's
+ * serde output.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -222,12 +226,51 @@ static void test_fill_page(void **state)
 	gmem_destroy(&m);
 }
 
+/*
+ * The prefetch on a file-backed mapping (a memfd of 4 MiB): ranges less than WSET_ADVISE_GAP pages apart are one
+ * MADV_WILLNEED, the mapping is populated range by range, a range past RAM is skipped; afterwards every listed
+ * page is mapped (pagemap), a page far from all of them is not, and the mapping reads the file.
+ */
+static void test_prefetch(void **state)
+{
+	const uint64_t size = 4ull << 20;
+	struct wset_range r[] = {{0, 1}, {5, 2}, {5 + 2 + WSET_ADVISE_GAP, 1}, {900, 3}, {2000, 1}};
+	struct wset w = {.nr = 5, .range = r, .pages = 8};
+	struct wset_prefetch_stats st;
+	static uint8_t present[1024], buf[1 << 20];
+	struct gmem m;
+	int fd = memfd_create("wset", MFD_CLOEXEC), pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+
+	(void)state;
+	memset(buf, 0x3c, sizeof(buf));
+	for (unsigned i = 0; i < 4; i++)
+		assert_int_equal(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	assert_int_equal(gmem_init_file(&m, fd, size), 0);
+	wset_prefetch_begin(&m, &w, &st);
+	assert_int_equal(st.error, 0);
+	assert_int_equal(st.pages, 8);
+	assert_int_equal(st.ranges, 3); /* [0, 7), [39, 40) (the gap 32: not joined), [900, 903); 2000 is past RAM */
+	wset_prefetch_end(&m, &w, &st);
+	assert_int_equal(st.error, 0);
+	assert_int_equal(st.ranges, 4); /* each range inside RAM alone */
+	if (pm >= 0) {
+		assert_int_equal(wset_residency(&m, pm, present), 0);
+		assert_int_equal(present[0] & present[5] & present[6] & present[39], 1);
+		assert_int_equal(present[900] & present[901] & present[902], 1);
+		assert_int_equal(present[500], 0); /* nothing near it listed */
+		close(pm);
+	}
+	assert_int_equal(*(volatile uint8_t *)gmem_ptr(&m, 901 * 4096, 1), 0x3c);
+	gmem_destroy(&m);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_round_trip),	cmocka_unit_test(test_stale),	     cmocka_unit_test(test_bad_ranges),
 	    cmocka_unit_test(test_bad_framing), cmocka_unit_test(test_from_present), cmocka_unit_test(test_path),
-	    cmocka_unit_test(test_uffd_json),	cmocka_unit_test(test_fill_page),
+	    cmocka_unit_test(test_uffd_json),	cmocka_unit_test(test_fill_page),    cmocka_unit_test(test_prefetch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
