@@ -2,13 +2,16 @@
 does (_CID "VM_Gen_Counter", ADDR), routes the GED's interrupt, reads the ID, is snapshotted, and after a restore
 sees a new ID and the notification; two restores of one snapshot see two different IDs. Also: no device with
 --acpi off, KVM's irqchip, a Uffd restore (the ID's page placed with UFFDIO_COPY), and a snapshot from before the
-device (tests/fixtures/snapshot-v1, test_snapshot_fixture.py) still restoring without it. Needs KVM."""
+device (tests/fixtures/snapshot-v1, test_snapshot_fixture.py) still restoring without it. Two boots (one per irqchip)
+and their snapshots serve every test. Needs KVM."""
 import os
 import re
+import shutil
+import tempfile
 
 import pytest
 
-from conftest import EXIT_GUEST_OK, boot, guest
+from conftest import EXIT_GUEST_OK, KVM_REASON, boot, check_sanitizers, guest
 from test_snapshot import Brisk
 
 pytestmark = pytest.mark.usefixtures("kvm")
@@ -33,6 +36,26 @@ def snapshot_vmgenid(procs, sockdir, d, *run_args):
     return state, mem, m.group(3)
 
 
+@pytest.fixture(scope="module")
+def snaps(tmp_path_factory):
+    """{irqchip: (state, mem, boot ID)}: the guest booted with brisk's I/O APIC and with KVM's, snapshotted."""
+    if KVM_REASON:
+        pytest.skip(KVM_REASON)
+    procs, dirs, out = [], [], {}
+    try:
+        for irqchip in ("split", "kernel"):
+            dirs.append(tempfile.mkdtemp(prefix="bsk", dir="/tmp"))
+            d = str(tmp_path_factory.mktemp(irqchip))
+            out[irqchip] = snapshot_vmgenid(procs, dirs[-1], d, "--irqchip", irqchip)
+        yield out
+    finally:
+        for b in procs:
+            b.kill()
+            check_sanitizers(b.err)
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def restore(procs, state, mem, *extra):
     b = Brisk(["restore", "--snapshot", state, *(["--mem", mem] if mem else []), *extra])
     procs.append(b)
@@ -44,26 +67,18 @@ def restore(procs, state, mem, *extra):
     return changed.group(1), changed.group(2)
 
 
-@pytest.mark.parametrize("irqchip", ["split", "kernel"])
-def test_two_restores_two_generations(tmp_path, sockdir, procs, irqchip):
-    """The boot's ID is random and non-zero; each restore of the one snapshot gives the guest a new ID (not the
-    boot's, not the other restore's) and its GED interrupt arrives, with brisk's I/O APIC or KVM's."""
-    state, mem, boot_id = snapshot_vmgenid(procs, sockdir, str(tmp_path), "--irqchip", irqchip)
-    assert boot_id != "0" * 32
+def test_two_restores_two_generations(snaps, procs):
+    """A boot's ID is random and non-zero (two boots, two IDs); each restore of one snapshot gives the guest a new
+    ID (not the boot's, not the other restore's) and its GED interrupt arrives, with brisk's I/O APIC (two
+    restores) or KVM's (one)."""
+    state, mem, boot_id = snaps["split"]
+    state_k, mem_k, boot_k = snaps["kernel"]
+    assert "0" * 32 not in (boot_id, boot_k) and boot_id != boot_k
     before1, after1 = restore(procs, state, mem)
     before2, after2 = restore(procs, state, mem)
-    assert before1 == before2 == boot_id
-    assert len({boot_id, after1, after2}) == 3 and "0" * 32 not in (after1, after2)
-
-
-def test_two_boots_two_ids(tmp_path, sockdir, procs):
-    """A boot's ID is random too: two boots, two IDs."""
-    ids = []
-    for i in range(2):
-        d = tmp_path / str(i)
-        d.mkdir()
-        ids.append(snapshot_vmgenid(procs, sockdir, str(d))[2])
-    assert ids[0] != ids[1]
+    before3, after3 = restore(procs, state_k, mem_k)
+    assert before1 == before2 == boot_id and before3 == boot_k
+    assert len({boot_id, boot_k, after1, after2, after3}) == 5 and "0" * 32 not in (after1, after2, after3)
 
 
 def test_absent_without_acpi():
@@ -72,12 +87,12 @@ def test_absent_without_acpi():
     assert p.returncode == EXIT_GUEST_OK and "vmgenid: PASS" in p.stdout, p.stdout + p.stderr
 
 
-def test_uffd_restore_gets_a_new_generation(tmp_path, sockdir, procs):
+def test_uffd_restore_gets_a_new_generation(snaps, tmp_path, sockdir, procs):
     """A Uffd restore: brisk places the ID's page itself (UFFDIO_COPY) before any vCPU runs, never waiting for the
     handler, and the guest sees the new ID and the interrupt as with a memory file."""
     from test_uffd import Handler
 
-    state, mem, boot_id = snapshot_vmgenid(procs, sockdir, str(tmp_path))
+    state, mem, boot_id = snaps["split"]
     sock = os.path.join(sockdir, "uffd.sock")
     h = Handler(sock, mem, chunk=16, stats=str(tmp_path / "stats.json"))
     try:

@@ -131,7 +131,7 @@ static void test_refused_sections(void **state)
 	} bad[] = {
 	    {LAYOUT_VMGENID + 8, LAYOUT_GED_GSI, 1, 12}, /* another address */
 	    {0, LAYOUT_GED_GSI, 1, 12},
-	    {LAYOUT_VMGENID, 4, 1, 12}, /* another line */
+	    {LAYOUT_VMGENID, 4, 1, 12},		     /* another line */
 	    {LAYOUT_VMGENID, LAYOUT_GED_GSI, 2, 12}, /* a version this brisk does not read */
 	    {LAYOUT_VMGENID, LAYOUT_GED_GSI, 1, 11}, /* truncated */
 	    {LAYOUT_VMGENID, LAYOUT_GED_GSI, 1, 13}, /* too long */
