@@ -18,6 +18,8 @@
 #
 # Environment knobs:
 #   NESTED_KVM_TIMEOUT  seconds before QEMU is killed (default 1800)
+#   NESTED_KVM_IDLE     seconds without a byte from COMMAND (stdout or stderr) before QEMU is killed
+#                       as wedged (default 0: no such limit); give it more than COMMAND's longest silence
 #   NESTED_KVM_MEM      guest memory (default 4G)
 #   NESTED_KVM_SMP      guest vCPUs (default: host CPUs, at most 4, at least 2)
 #   NESTED_KVM_CPU      QEMU -cpu model (default qemu64,+svm,+npt,...)
@@ -55,6 +57,8 @@ if [[ $probe = 0 && $prepare_only = 0 && $# -eq 0 ]]; then
 fi
 
 TIMEOUT=${NESTED_KVM_TIMEOUT:-1800}
+IDLE=${NESTED_KVM_IDLE:-0}
+[[ $IDLE =~ ^[0-9]+$ ]] || die "NESTED_KVM_IDLE must be a number of seconds"
 MEM=${NESTED_KVM_MEM:-4G}
 ncpu=$(nproc 2>/dev/null || echo 2)
 SMP=${NESTED_KVM_SMP:-$(( ncpu < 2 ? 2 : (ncpu > 4 ? 4 : ncpu) ))}
@@ -300,10 +304,10 @@ fi
 mkdir -p "$NESTED/runs"
 RUN=$(mktemp -d "$NESTED/runs/run.XXXXXX")
 [[ $RUN =~ ^[A-Za-z0-9_./+-]+$ ]] || die "path $RUN contains characters the kernel command line cannot carry"
-qpid= outpid= errpid=
+qpid= outpid= errpid= wdpid=
 cleanup() {
 	local p
-	for p in $qpid $outpid $errpid; do kill "$p" 2>/dev/null || true; done
+	for p in $qpid $outpid $errpid $wdpid; do kill "$p" 2>/dev/null || true; done
 	if [[ -f $RUN/console.log ]]; then cp "$RUN/console.log" "$NESTED/last-console.log" 2>/dev/null || true; fi
 	if [[ -f $RUN/dmesg ]]; then cp "$RUN/dmesg" "$NESTED/last-dmesg.log" 2>/dev/null || true; fi
 	rm -rf "$RUN"
@@ -331,8 +335,9 @@ trap 'exit 143' TERM
 } > "$RUN/cmd.sh"
 
 mkfifo "$RUN/out.in" "$RUN/out.out" "$RUN/err.in" "$RUN/err.out"
-cat "$RUN/out.out" & outpid=$!
-cat "$RUN/err.out" >&2 & errpid=$!
+# tee, not cat: each chunk also lands in a file whose mtime the idle watchdog below reads
+tee "$RUN/out.seen" <"$RUN/out.out" & outpid=$!
+tee "$RUN/err.seen" <"$RUN/err.out" >&2 & errpid=$!
 
 append="console=ttyS0 quiet loglevel=${NESTED_KVM_LOGLEVEL:-4} panic=-1 rdinit=/init tsc=reliable mitigations=off nkvm.hold=${NESTED_KVM_HOLD:-1} nkvm.bpfjit=${NESTED_KVM_BPF_JIT:-0} ${NESTED_KVM_APPEND:-}"
 append+=" nkvm.run=$RUN nkvm.amd=${KVM_AMD_PARAMS// /,} nkvm.cache=$CACHE9P"
@@ -361,9 +366,28 @@ timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
 	-kernel "$KERNEL" -initrd "$INITRD" -append "$append" \
 	</dev/null 2>"$RUN/qemu.err" &
 qpid=$!
+if [[ $IDLE -gt 0 ]]; then
+	# The idle watchdog: a nested VM wedged by the emulator (scripts/nested-kvm.md "Known problems")
+	# prints nothing more, and would otherwise hold its caller for the whole NESTED_KVM_TIMEOUT.
+	(
+		last=$(date +%s)
+		while kill -0 "$qpid" 2>/dev/null; do
+			sleep 5
+			for f in "$RUN/out.seen" "$RUN/err.seen"; do
+				[[ -f $f ]] && m=$(stat -c %Y "$f") && [[ $m -gt $last ]] && last=$m
+			done
+			if [[ $(($(date +%s) - last)) -ge $IDLE ]]; then
+				echo "$IDLE" >"$RUN/idle"
+				kill "$qpid" 2>/dev/null
+				break
+			fi
+		done
+	) & wdpid=$!
+fi
 wait "$qpid"
 qrc=$?
 qpid=
+[[ -z $wdpid ]] || { kill "$wdpid" 2>/dev/null; wait "$wdpid" 2>/dev/null; wdpid=; }
 set -e
 t1=$(date +%s.%N)
 # Let the readers drain, and unblock them if QEMU never opened the pipes.
@@ -389,6 +413,9 @@ if [[ -f $RUN/error ]]; then
 	die "$(head -n1 "$RUN/error") [dmesg: build/nested/last-dmesg.log]"
 fi
 if [[ ! -f $RUN/status ]]; then
+	if [[ -f $RUN/idle ]]; then
+		die "timed out: no output for ${IDLE}s (NESTED_KVM_IDLE) [console: build/nested/last-console.log]"
+	fi
 	if [[ $qrc = 124 || $qrc = 137 ]]; then
 		die "timed out after ${TIMEOUT}s (NESTED_KVM_TIMEOUT) [console: build/nested/last-console.log]"
 	fi
