@@ -592,6 +592,72 @@ void net_mode(const char *cmdline)
 }
 
 /*
+ * ---- one HTTP answer (brisk.httpd=PORT: the disk stage, bench/linux_http.py) ----
+ *
+ * The boot's end as a service sees it: listen on TCP PORT, answer one request ("GET ..." gets 200 and a short
+ * body, anything else 400; Connection: close), then return. One line: "brisk-net: httpd port P: answered
+ * 'REQUEST LINE' STATUS" or "... FAIL (why)". The request is read until its blank line, at most 4 KiB and
+ * NET_ACCEPT_MS.
+ */
+void httpd_once(const char *cmdline)
+{
+	char v[16], req[4096];
+	if (!arg_value(cmdline, "brisk.httpd=", v, sizeof(v), NULL))
+		return;
+	char *end;
+	unsigned long port = strtoul(v, &end, 10);
+	if (*end || port == 0 || port > 65535) {
+		say("brisk-net: httpd: FAIL (port '%s')\n", v);
+		return;
+	}
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	if (s < 0 || setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+	    bind(s, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(s, 8) != 0) {
+		say("brisk-net: httpd port %lu: FAIL (%s)\n", port, strerror(errno));
+		if (s >= 0)
+			close(s);
+		return;
+	}
+	say("brisk-net: httpd listening on port %lu\n", port);
+	struct pollfd p = {.fd = s, .events = POLLIN};
+	long t0 = now_ms();
+	int c = -1;
+	while (c < 0 && now_ms() - t0 < NET_ACCEPT_MS)
+		if (poll(&p, 1, 1000) > 0)
+			c = accept4(s, NULL, NULL, SOCK_CLOEXEC);
+	close(s);
+	if (c < 0) {
+		say("brisk-net: httpd port %lu: FAIL (no request in %d s)\n", port, NET_ACCEPT_MS / 1000);
+		return;
+	}
+	size_t got = 0;
+	struct pollfd pc = {.fd = c, .events = POLLIN};
+	while (got < sizeof(req) - 1 && !memmem(req, got, "\r\n\r\n", 4) && now_ms() - t0 < NET_ACCEPT_MS &&
+	       poll(&pc, 1, 1000) >= 0) {
+		if (!(pc.revents & POLLIN))
+			continue;
+		ssize_t n = read(c, req + got, sizeof(req) - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	req[got] = 0;
+	req[strcspn(req, "\r\n")] = 0;
+	int ok = !strncmp(req, "GET ", 4);
+	static const char body[] = "brisk-init: ok\n";
+	char resp[256];
+	int len = snprintf(resp, sizeof(resp),
+			   "HTTP/1.1 %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+			   "Connection: close\r\n\r\n%s",
+			   ok ? "200 OK" : "400 Bad Request", ok ? sizeof(body) - 1 : (size_t)0, ok ? body : "");
+	int sent = write(c, resp, (size_t)len) == len;
+	close(c);
+	say("brisk-net: httpd port %lu: answered '%.80s' %s%s\n", port, req, ok ? "200" : "400",
+	    sent ? "" : " (FAIL: short write)");
+}
+
+/*
  * ---- snapshot mode (brisk.snapshot=1: tests/linux/test_snapshot_linux.py) ----
  *
  * Runs after the other virtio steps (init.c's virtio_mode) and returns when the host says "stop"; the init
