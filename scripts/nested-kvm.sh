@@ -140,6 +140,15 @@ why() { dmesg | grep -v -i 'command line' | grep -i -E 'kvm|svm' | tail -n 3 | t
 [ "$BPFJIT" = 1 ] || echo 0 > /proc/sys/net/core/bpf_jit_enable
 mount -t proc proc $H/proc
 mount -t sysfs sysfs $H/sys
+# The host's cgroup file systems, mounted as the host has them ($RUN/cgroups: "TYPE DIR OPTIONS" lines that
+# nested-kvm.sh took from the host's /proc/mounts): the jail and the jailer's tests find the hierarchies
+# they would find on the host.
+if [ -f "$H$RUN/cgroups" ]; then
+	while read -r t d o; do
+		mkdir -p "$H$d" 2>/dev/null
+		mount -t "$t" -o "$o" "$t" "$H$d" 2>/dev/console || log "cgroup: $t on $d not mounted"
+	done < "$H$RUN/cgroups"
+fi
 mount -t devtmpfs devtmpfs $H/dev
 mkdir -p $H/dev/pts $H/dev/shm
 ln -sf /proc/self/fd $H/dev/fd
@@ -334,6 +343,9 @@ trap 'exit 143' TERM
 	printf '\n'
 } > "$RUN/cmd.sh"
 
+# the host's cgroup mounts (cgroup, cgroup2, and the tmpfs that holds v1 hierarchies), for the VM's init
+awk '$2 ~ /^\/sys\/fs\/cgroup(\/|$)/ && ($3 == "cgroup" || $3 == "cgroup2" || $3 == "tmpfs") { print $3, $2, $4 }' \
+	/proc/mounts >"$RUN/cgroups" 2>/dev/null || true
 mkfifo "$RUN/out.in" "$RUN/out.out" "$RUN/err.in" "$RUN/err.out"
 # tee, not cat: each chunk also lands in a file whose mtime the idle watchdog below reads
 tee "$RUN/out.seen" <"$RUN/out.out" & outpid=$!
