@@ -134,6 +134,23 @@ why() { dmesg | grep -v -i 'command line' | grep -i -E 'kvm|svm' | tail -n 3 | t
 [ -c /dev/kvm ] || err "/dev/kvm did not appear ($(why))"
 # One idle VM held for the VM's life: no kernel text patching per test VM (scripts/kvm-hold.c).
 [ "$HOLD" = 0 ] || /bin/kvm-hold 2>/dev/console &
+# The same for tracepoints (`brisk profile`, scripts/kvm-diag.sh): a tracepoint's first probe flips a static
+# key and its second a static call, both by text_poke_bp(). Two idle trace instances, tracing off, each with
+# the kvm and sched events on and a pid filter (its sched probes), keep every such tracepoint at two probes
+# or more, so a profile's own instance adds and removes probes without patching kernel text.
+if [ "$HOLD" != 0 ] && mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; then
+	for i in 0 1; do
+		I=/sys/kernel/tracing/instances/nkvm-hold$i
+		mkdir $I 2>/dev/null || continue
+		echo 0 > $I/tracing_on
+		echo 4 > $I/buffer_size_kb
+		echo 1 > $I/events/kvm/enable
+		for e in sched_switch sched_wakeup sched_wakeup_new sched_process_fork sched_process_exit; do
+			echo 1 > $I/events/sched/$e/enable 2>/dev/null
+		done
+		echo 1 > $I/set_event_pid
+	done
+fi
 # BPF programs (every brisk thread's seccomp filter) run in the interpreter, as a precaution: the JIT writes them
 # into executable pages other CPUs are running, and QEMU 7.2's TCG can keep running a stale translation of such a
 # page (the int3 wedge of scripts/nested-kvm.md, "Known problems", where the measurements are).
