@@ -79,26 +79,38 @@ run_pytest() { # $1 = brisk binary, $2 = label
 # not finish: NESTED_KVM_IDLE catches a wedge in minutes (no test is silent for longer than its 300 s
 # limit), and the next VM runs the rest. The last verdict of each test counts: a brisk bug fails twice.
 run_nested_pytest() { # $1 = brisk binary, $2 = label, $3 = a name for its verdict files
-	local rc dl line n p f s
-	local -a logs
+	local rc dl line p f s n=0 bin=$1
+	local -a logs phase
 	dl=$(realpath -m "$BUILD/check/nested-$3")
 	rm -rf "$dl" && mkdir -p "$dl"
-	suite() { # $1 = attempt number, then VAR=value for the run; output in $log/py.out, status in rc
-		env "${@:2}" BRISK_DONE_LOG="$dl/$1.log" NESTED_KVM_MEM="${NESTED_KVM_MEM:-6G}" \
+	suite() { # VAR=value ... for the run; output in $log/py.out, status in rc, its log in logs and phase
+		n=$((n + 1))
+		env "$@" BRISK_DONE_LOG="$dl/$n.log" NESTED_KVM_MEM="${NESTED_KVM_MEM:-6G}" \
 			NESTED_KVM_TIMEOUT="${NESTED_KVM_TIMEOUT:-2400}" NESTED_KVM_IDLE="${NESTED_KVM_IDLE:-420}" \
 			scripts/nested-kvm.sh -- env BRISK="$bin" "$PYTHON" -m pytest -q -rs -p no:cacheprovider \
 			--timeout 300 ${BRISK_CHECK_TESTS:-tests/integration} 2>&1 | tee "$log/py.out"
 		rc=${PIPESTATUS[0]}
-		logs+=("$dl/$1.log")
+		logs+=("$dl/$n.log") phase+=("$dl/$n.log")
 	}
-	local bin=$1
+	# A phase's runs: after a VM that wedged or died (125), the phase's unfinished tests in a fresh one, while
+	# the last VM finished some and at most $1 VMs ran. VAR=value ... for every run of the phase.
+	phase_runs() {
+		local max=$1 tries=1 before after
+		shift
+		phase=()
+		suite "$@"
+		while [ $rc -eq 125 ] && [ $tries -lt "$max" ]; do
+			"$PYTHON" tests/donelog.py done "${phase[@]}" >"$dl/done"
+			after=$(wc -l <"$dl/done")
+			[ "$after" -gt "${before:--1}" ] || break
+			before=$after tries=$((tries + 1))
+			echo "== $label: the nested VM did not finish ($after done); the rest in a fresh one"
+			suite "$@" BRISK_DESELECT="$dl/done"
+		done
+	}
+	local label=$2
 	echo "== integration tests (pytest) with $2, nested KVM"
-	suite 1
-	if [ $rc -eq 125 ] && [ -s "$dl/1.log.collected" ]; then
-		"$PYTHON" tests/donelog.py done "${logs[@]}" >"$dl/done"
-		echo "== $2: the nested VM did not finish ($(wc -l <"$dl/done") of $(wc -l <"$dl/1.log.collected") tests done); the rest in a fresh one"
-		suite 2 BRISK_DESELECT="$dl/done"
-	fi
+	phase_runs 3
 	if [ ! -s "$dl/1.log.collected" ]; then
 		echo "check: nested pytest with $2 collected no tests (exit $rc)"
 		failed=$((failed + 1)) status=1
@@ -108,7 +120,7 @@ run_nested_pytest() { # $1 = brisk binary, $2 = label, $3 = a name for its verdi
 	if [ -s "$dl/failed" ]; then
 		cp "$dl/failed" "$dl/select"
 		echo "== $2: re-running the $(wc -l <"$dl/select") failed or unfinished tests once in a fresh nested VM"
-		suite 3 BRISK_SELECT="$dl/select"
+		phase_runs 2 BRISK_SELECT="$dl/select"
 	fi
 	line=$("$PYTHON" tests/donelog.py verdict "$dl/failed" "$dl/1.log.collected" "${logs[@]}")
 	echo "== $2, nested KVM: $line (each test's last verdict)"
