@@ -25,6 +25,8 @@
  *   smp=0|1       start the APs the MP table lists (default 1 when it lists
  *                 more than one CPU; smp=1 with one CPU is an error)
  *   stop=N        print "counter: PASS" after line N and reset (default: count forever)
+ *   spread=N      RAM pages spread over RAM, written and checked every line (default 8,
+ *                 at most 16384): a known number of pages a line dirties (Diff snapshots)
  */
 #define NAME "counter"
 
@@ -39,16 +41,17 @@
 #define TIMER_VECTOR	    0x40
 #define SPURIOUS_VECTOR	    0xff
 
-#define HIST_PAGES    64 /* history: one page per line, round robin */
-#define RAM_PAGES     8	 /* pages spread over RAM, the last one at the top */
-#define MAX_CPUS      16 /* slots: the BSP is slot 0 */
+#define HIST_PAGES    64     /* history: one page per line, round robin */
+#define RAM_PAGES     8	     /* pages spread over RAM by default, the last one at the top */
+#define MAX_RAM_PAGES 16384u /* spread=N at most */
+#define MAX_CPUS      16     /* slots: the BSP is slot 0 */
 #define ARRIVE_POLLS  (1u << 22)
 #define PAGE_WORDS    512
 #define FAR_RAM_START 0x400000 /* RAM pages: above the image (1 MiB + ~300 KiB) and its stacks */
 
 static volatile uint64_t hist[HIST_PAGES][PAGE_WORDS] __attribute__((aligned(4096)));
 static volatile uint64_t ap_page[MAX_CPUS][PAGE_WORDS] __attribute__((aligned(4096)));
-static volatile uint64_t *ram_page[RAM_PAGES];
+static volatile uint64_t *ram_page[MAX_RAM_PAGES];
 static unsigned int n_ram_pages;
 
 static volatile uint32_t ticks[256];	  /* timer interrupts taken, by xAPIC ID */
@@ -210,11 +213,11 @@ static unsigned int start_aps(const struct mp_info *mp, unsigned int bsp)
 /* ---- the BSP ------------------------------------------------------------------------------------- */
 
 /*
- * RAM_PAGES pages between FAR_RAM_START and the top of the highest RAM
+ * `want` pages between FAR_RAM_START and the top of the highest RAM
  * entry of the PVH memory map below 3 GiB, evenly spread, the last page of
  * RAM the last of them.
  */
-static void find_ram_pages(const struct hvm_start_info *si)
+static void find_ram_pages(const struct hvm_start_info *si, unsigned int want)
 {
 	const struct hvm_memmap_table_entry *t;
 	uint64_t top = 0;
@@ -228,17 +231,17 @@ static void find_ram_pages(const struct hvm_start_info *si)
 		if (t[i].type == 1 && t[i].addr <= FAR_RAM_START && end > top && end <= 0xc0000000ull)
 			top = end;
 	}
-	if (top < FAR_RAM_START + RAM_PAGES * 4096)
+	if (top < FAR_RAM_START + (uint64_t)want * 4096)
 		return;
-	for (unsigned int k = 0; k < RAM_PAGES; k++) {
-		uint64_t p = FAR_RAM_START + (top - FAR_RAM_START) / RAM_PAGES * (k + 1) - 4096;
+	for (unsigned int k = 0; k < want; k++) {
+		uint64_t p = FAR_RAM_START + (top - FAR_RAM_START) / want * (k + 1) - 4096;
 
 		ram_page[k] = (volatile uint64_t *)(uintptr_t)(p & ~0xfffull);
 		ram_page[k][0] = 0;
 	}
-	n_ram_pages = RAM_PAGES;
+	n_ram_pages = want;
 	gprintf("%s: history at 0x%llx, %u RAM pages up to 0x%llx\n", NAME, (unsigned long long)(uintptr_t)hist,
-		n_ram_pages, (unsigned long long)(uintptr_t)ram_page[RAM_PAGES - 1]);
+		n_ram_pages, (unsigned long long)(uintptr_t)ram_page[want - 1]);
 }
 
 /* Line n's memory work: check what line n-1 left, write n, return the history's sum. */
@@ -278,7 +281,7 @@ static void print_line(uint64_t n, uint64_t sum)
 void guest_main(struct hvm_start_info *si)
 {
 	const char *cmdline = guest_cmdline(si);
-	uint64_t period = 30, smp = 2, stop = 0;
+	uint64_t period = 30, smp = 2, stop = 0, spread = RAM_PAGES;
 	unsigned int bsp;
 	uint32_t seen;
 	struct mp_info mp;
@@ -288,10 +291,13 @@ void guest_main(struct hvm_start_info *si)
 	cmdline_get_u64(cmdline, "period_ms", &period);
 	cmdline_get_u64(cmdline, "smp", &smp);
 	cmdline_get_u64(cmdline, "stop", &stop);
+	cmdline_get_u64(cmdline, "spread", &spread);
 	if (period < 1 || period > 500)
 		guest_fail(NAME, "period_ms= out of 1..500");
+	if (spread < 1 || spread > MAX_RAM_PAGES)
+		guest_fail(NAME, "spread= out of 1..16384");
 	timer_count = (uint32_t)period * TIMER_COUNTS_PER_MS;
-	find_ram_pages(si);
+	find_ram_pages(si, (unsigned int)spread);
 
 	/* Only the LAPIC timer interrupts: the legacy PICs masked, as virtio.c does. */
 	outb(0x21, 0xff);
