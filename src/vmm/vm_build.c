@@ -838,6 +838,7 @@ int vm_restore(const struct vm_config *base, const char *state_path, const char 
 		goto fail;
 	snap_reader_free(vm->snap);
 	vm->snap = NULL;
+	vm->has_base = true;
 	if (!resume)
 		atomic_store(&vm->pause_req, 1);
 	*out = vm;

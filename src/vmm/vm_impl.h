@@ -94,6 +94,11 @@ struct vm {
 	char *api_desc;	 /* the state file's api-config section (JSON text), or NULL */
 	int mem_file_fd; /* the memory file a restore maps, open for its mapped-lock (file.h); -1 */
 	bool restoring;	 /* the vCPUs get the saved state, not the boot entry state */
+	/*
+	 * Whether a Diff has a base: the VM was restored, or a snapshot of it was taken. A VM booted with dirty
+	 * tracking and never snapshotted has none (its Diff holds every page it wrote: a complete memory file).
+	 */
+	bool has_base;
 	_Atomic int exit_requested;
 	int exit_code;
 	char exit_reason[128];

@@ -97,14 +97,16 @@ static int build_links(struct vm *vm, struct snap_writer *w, const struct file_r
 
 /*
  * The existing memory file at the target, when it has the guest's size: a Diff merges onto a copy of it
- * (Firecracker's snapshot_memory_to_file). Its fd (read-only), or -1: none, or another size (the layer alone).
+ * (Firecracker's snapshot_memory_to_file). Its fd (read-only), or -1: none, another size, or a VM with no base
+ * (booted and never snapshotted: its Diff is complete alone, and merging it onto whatever file is there would
+ * mix another memory in; Firecracker merges then too).
  */
 static int existing_base(const struct vm *vm, const struct file_replace *mem)
 {
 	struct stat st;
 	int fd;
 
-	if (!mem->target_exists || !S_ISREG(mem->target_st.st_mode) || (uint64_t)mem->target_st.st_size != vm->mem.size)
+	if (!vm->has_base || !mem->target_exists || !S_ISREG(mem->target_st.st_mode) || (uint64_t)mem->target_st.st_size != vm->mem.size)
 		return -1;
 	fd = openat(mem->dirfd, mem->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd >= 0 &&
@@ -275,6 +277,8 @@ static int create_and_settle(struct vm *vm, const char *state_path, const char *
 
 	if (ret && job->dirty.taken)
 		vm_dirty_giveback(vm, &job->dirty);
+	if (!ret)
+		vm->has_base = true; /* the next Diff is relative to this snapshot */
 	vm_dirty_free(&job->dirty);
 	return ret;
 }
