@@ -106,7 +106,8 @@ static int existing_base(const struct vm *vm, const struct file_replace *mem)
 	struct stat st;
 	int fd;
 
-	if (!vm->has_base || !mem->target_exists || !S_ISREG(mem->target_st.st_mode) || (uint64_t)mem->target_st.st_size != vm->mem.size)
+	if (!vm->has_base || !mem->target_exists || !S_ISREG(mem->target_st.st_mode) ||
+	    (uint64_t)mem->target_st.st_size != vm->mem.size)
 		return -1;
 	fd = openat(mem->dirfd, mem->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd >= 0 &&
