@@ -25,7 +25,7 @@ import pytest
 
 from apiclient import BriskProcess
 from conftest import BRISK, EXIT_USAGE, guest
-from test_snapshot import Brisk, api_brisk, check_continues, check_count_sequence, counts, snapshot_running
+from test_snapshot import Brisk, api_brisk, check_continues, counts, snapshot_running
 
 pytestmark = pytest.mark.usefixtures("kvm")
 
