@@ -123,13 +123,12 @@ static int existing_base(const struct vm *vm, const struct file_replace *mem)
  * against the Diff's samples: a file of another VM or another snapshot is refused, not merged into), then
  * every page the snapshot took, at its offset.
  */
-static int write_diff(struct vm *vm, struct file_replace *mem, struct job *job, const char *path, char *err,
+static int write_diff(struct vm *vm, struct file_replace *mem, struct job *job, int base, const char *path, char *err,
 		      size_t errlen)
 {
-	int base = existing_base(vm, mem), ret;
 	char why[512];
+	int ret;
 
-	job->m.kind = base >= 0 ? SNAP_MEM_MERGED : SNAP_MEM_DIFF;
 	if (ftruncate(mem->fd, 0) < 0 || ftruncate(mem->fd, (off_t)vm->mem.size) < 0) {
 		ret = -errno;
 		snprintf(err, errlen, "sizing the memory file: %s", strerror(-ret));
@@ -145,8 +144,6 @@ static int write_diff(struct vm *vm, struct file_replace *mem, struct job *job, 
 	} else if ((ret = vm_dirty_write(vm, &job->dirty, mem->fd, &job->pages))) {
 		snprintf(err, errlen, "writing the dirty pages: %s", strerror(-ret));
 	}
-	if (base >= 0)
-		close(base);
 	return ret;
 }
 
@@ -158,7 +155,7 @@ static int write_snapshot(struct vm *vm, struct file_replace *state, struct file
 			  struct job *job, const char *api_desc, char *err, size_t errlen)
 {
 	struct snap_writer *w = snap_writer_new();
-	int ret;
+	int ret, base = -1;
 
 	if (!w) {
 		snprintf(err, errlen, "out of memory for the state file");
@@ -167,12 +164,16 @@ static int write_snapshot(struct vm *vm, struct file_replace *state, struct file
 	ret = build_state(vm, w, err, errlen);
 	if (!ret && vm->cfg.track_dirty)
 		ret = vm_dirty_take(vm, &job->dirty, err, errlen);
-	if (!ret && job->diff)
+	/* a Diff's record (its kind, its samples) goes into the state file, so it is known before it is built */
+	if (!ret && job->diff) {
 		vm_dirty_samples(vm, &job->dirty, &job->m);
+		base = existing_base(vm, mem);
+		job->m.kind = base >= 0 ? SNAP_MEM_MERGED : SNAP_MEM_DIFF;
+	}
 	if (!ret && (ret = build_links(vm, w, mem, job, api_desc)))
 		snprintf(err, errlen, "building the state file: %s", strerror(-ret));
 	if (!ret && job->diff)
-		ret = write_diff(vm, mem, job, mem_path, err, errlen);
+		ret = write_diff(vm, mem, job, base, mem_path, err, errlen);
 	else if (!ret && (ret = gmem_save(&vm->mem, mem->fd, vm->mem_file_fd)))
 		snprintf(err, errlen, "writing guest memory: %s", strerror(-ret));
 	/* The memory durable before a state file that names it can be. */
@@ -181,6 +182,8 @@ static int write_snapshot(struct vm *vm, struct file_replace *state, struct file
 	if (!ret)
 		ret = snap_writer_finish(w, state->fd, false, err, errlen);
 	snap_writer_free(w);
+	if (base >= 0)
+		close(base);
 	return ret;
 }
 
