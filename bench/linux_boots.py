@@ -16,7 +16,11 @@ and the VMM exited 0 within the timeout; anything else is a failure, kept with i
 VMM goes first. Prints, per VMM: passed/failed, and exec -> "disk stage" line (median, min-max, of the passed).
 With BRISK_BASE=PATH an earlier brisk binary boots too ("base"), with the same options, in the same rounds.
 
-Usage: linux_boots.py [-n ROUNDS] [--timeout S] [--kernel vmlinux|vmlinuz]   (defaults 10 rounds, 300 s, vmlinux)
+With --quiet both get the kernel's `quiet` word (no kernel messages on the console: what a production boot
+prints), so the time measured is the boot's, not the UART's.
+
+Usage: linux_boots.py [-n ROUNDS] [--timeout S] [--kernel vmlinux|vmlinuz] [--quiet]
+       (defaults 10 rounds, 300 s, vmlinux)
 """
 import argparse
 import os
@@ -70,12 +74,13 @@ def main():
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--kernel", choices=("vmlinux", "vmlinuz"), default="vmlinux",
                     help="vmlinux: the PVH entry (default); vmlinuz: the bzImage, through its decompressor")
+    ap.add_argument("--quiet", action="store_true", help="the kernel's quiet word for both VMMs")
     a = ap.parse_args()
     kernel, initrd, init = LINUX / a.kernel, LINUX / "initramfs-virtio.cpio.gz", LINUX / "init"
     for f in (BRISK, kernel, initrd, init):
         if not f.exists():
             sys.exit(f"linux_boots: {f} missing: run make and tests/linux/run.sh first")
-    cmdline = default_cmdline() + " brisk.virtio=1 brisk.root=/dev/vda brisk.poweroff=auto"
+    cmdline = default_cmdline() + " brisk.virtio=1 brisk.root=/dev/vda brisk.poweroff=auto" + (" quiet" if a.quiet else "")
     out = BUILD / "bench" / "linux-boots" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="linux-boots.") as scratch:

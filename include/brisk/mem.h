@@ -48,11 +48,12 @@ struct gmem {
 
 /*
  * Maps `size` bytes (MAP_NORESERVE) at a gmem_align(size)-aligned host address, transparent huge pages requested
- * (MADV_HUGEPAGE) for all of it but its first 2 MiB (all of it with GMEM_HUGEPAGES). GMEM_HUGETLBFS: a memfd of
- * 2 MiB hugetlbfs pages instead (memfd_create MFD_HUGETLB | MFD_HUGE_2MB, as Firecracker's memfd_backed; size
- * sealed), mapped shared and reserved whole at the map (no MAP_NORESERVE: a pool too small is -ENOMEM now, not a
- * SIGBUS at the guest's first touch of a page the pool cannot give); `size` a multiple of GMEM_HUGE_PAGE, else
- * -EINVAL; no transparent huge pages asked. Returns 0 or -errno.
+ * (MADV_HUGEPAGE) for all of it but its first 2 MiB, which are kept from them (MADV_NOHUGEPAGE); all of it with
+ * GMEM_HUGEPAGES. GMEM_HUGETLBFS: a memfd of 2 MiB hugetlbfs pages instead (memfd_create MFD_HUGETLB |
+ * MFD_HUGE_2MB, as Firecracker's memfd_backed; size sealed), mapped shared and reserved whole at the map (no
+ * MAP_NORESERVE: a pool too small is -ENOMEM now, not a SIGBUS at the guest's first touch of a page the pool
+ * cannot give); `size` a multiple of GMEM_HUGE_PAGE, else -EINVAL; no transparent huge pages asked. Returns 0 or
+ * -errno.
  */
 __attribute__((warn_unused_result)) int gmem_init(struct gmem *m, uint64_t size, unsigned flags);
 /*

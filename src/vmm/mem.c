@@ -34,10 +34,14 @@ static void split_regions(struct gmem *m)
 /*
  * Transparent huge pages for guest RAM, as QEMU asks for them: with the host's THP in its usual "madvise" mode,
  * nothing else gives KVM 2 MiB pages to map a guest with, and a Linux guest on 4 KiB host pages takes a nested
- * page fault per 4 KiB it touches (docs/performance.md "Guest memory and huge pages"). Not the first 2 MiB unless
- * asked (GMEM_HUGEPAGES, --hugepages): that frame holds the legacy area, the boot structures brisk writes and a
- * small guest's whole image, and a huge page there would be a 2 MiB page zeroed on the start path for a guest that
- * touches a few 4 KiB pages of it. Best effort: a kernel without THP refuses (EINVAL); said only when asked for.
+ * page fault per 4 KiB it touches (docs/performance.md "Guest memory and huge pages"). Asked for, they are also
+ * allocated when the page is first touched, with compaction if need be (the default "defrag" mode), rather than
+ * collapsed later by khugepaged under the running guest (each collapse invalidates KVM's mappings of the range).
+ * Not the first 2 MiB unless asked (GMEM_HUGEPAGES, --hugepages): that frame holds the legacy area, the boot
+ * structures brisk writes and a small guest's whole image, and a huge page there would be a 2 MiB page zeroed
+ * on the start path for a guest that touches a few 4 KiB pages of it; MADV_NOHUGEPAGE keeps it 4 KiB on a host
+ * whose THP mode is "always" too, and out of khugepaged's scans. Best effort: a kernel without THP refuses
+ * (EINVAL); said only when asked for.
  */
 static void request_thp(const struct gmem *m, unsigned flags)
 {
@@ -45,6 +49,8 @@ static void request_thp(const struct gmem *m, unsigned flags)
 		return; /* hugetlbfs pages are 2 MiB already */
 	uint64_t skip = (flags & GMEM_HUGEPAGES) ? 0 : m->size < GMEM_ALIGN ? m->size : GMEM_ALIGN;
 
+	if (skip)
+		(void)madvise(m->base, skip, MADV_NOHUGEPAGE);
 	if (m->size > skip && madvise(m->base + skip, m->size - skip, MADV_HUGEPAGE) != 0 && (flags & GMEM_HUGEPAGES))
 		log_warn("madvise(MADV_HUGEPAGE) on guest RAM failed: %s", strerror(errno));
 }
