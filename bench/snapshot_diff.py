@@ -2,17 +2,19 @@
 """snapshot_diff.py - Diff snapshots and hugetlbfs restores, measured (docs/performance.md "Diff snapshots and
 hugetlbfs restores").
 
-1. Diff: boots build/guests/counter.elf through the API with track_dirty_pages, `--size` MiB of RAM and
-   `spread=N` (N = --dirty percent of its pages: the pages every line writes), takes a Full snapshot at line 5
-   (the base), lets it run 3 lines, pauses and takes a Diff and, at the same pause, a Full snapshot; times each
-   create (client side, request -> 204) and reports each memory file's apparent and allocated size
-   (st_blocks). Then merges the Diff onto a copy of the base with `brisk snapshot-editor edit-memory rebase`
-   (timed), checks the merge equals the second Full snapshot byte for byte, and restores both N times,
-   interleaved (`brisk restore --report-json`): exec -> first KVM_RUN and exec -> the guest's end (stop=).
+1. Diff: boots build/guests/counter.elf through the API with track_dirty_pages, `--size` MiB of RAM,
+   `spread=N` (N = --dirty percent of its pages: the pages every line writes) and `fill=F` (F = --fill percent
+   of its pages, written once at boot and checked every line: memory a Diff leaves to its base), takes a Full
+   snapshot at line 5 (the base), lets it run 3 lines, pauses and takes a Diff and, at the same pause, a Full
+   snapshot; times each create (client side, request -> 204) and reports each memory file's apparent and
+   allocated size (st_blocks). Then merges the Diff onto a copy of the base with `brisk snapshot-editor
+   edit-memory rebase` (timed), checks the merge equals the second Full snapshot byte for byte, and restores
+   both N times, interleaved (`brisk restore --report-json`): exec -> first KVM_RUN and exec -> the guest's end
+   (stop=).
 2. hugetlbfs (--huge-size MiB, 0: skipped; needs that many free 2 MiB pages twice, /proc/sys/vm/nr_hugepages):
-   the same guest booted with huge_pages "2M" and with None, a Full snapshot of each at line 5, then N restores
-   of each, interleaved: exec -> memory mapped (the hugetlbfs load copies the file's data there), exec -> first
-   KVM_RUN, exec -> the guest's end.
+   the same guest (--fill percent of its pages written at boot) booted with huge_pages "2M" and with None, a
+   Full snapshot of each at line 5, then N restores of each, interleaved: exec -> memory mapped (the hugetlbfs
+   load copies the file's data there), exec -> first KVM_RUN, exec -> the guest's end.
 Medians and min..max. Standard library only; reuses bench/restore.py's helpers.
 """
 
@@ -82,7 +84,9 @@ def same(a, b, chunk=1 << 22):
 def bench_diff(args, tmp):
     pages = args.size * 256
     spread = max(1, round(pages * args.dirty / 100))
-    p, sock = boot(args.brisk, args.guest, tmp, "diff", args.size, f"period_ms=30 spread={spread} stop=20",
+    fill = round(pages * args.fill / 100)
+    p, sock = boot(args.brisk, args.guest, tmp, "diff", args.size,
+                   f"period_ms=30 spread={spread} fill={fill} stop=20",
                    {"track_dirty_pages": True})
     f = {k: os.path.join(tmp, k) for k in ("base.state", "base.mem", "d.state", "d.mem", "f.state", "f.mem")}
     try:
@@ -108,7 +112,7 @@ def bench_diff(args, tmp):
     equal = same(merged, f["f.mem"])
     size = args.size << 20
     print(f"\n== Diff of a {args.size} MiB guest writing {spread} pages ({100 * spread / pages:.2f}% of its "
-          f"{pages} pages) per line, 3 lines after a Full base")
+          f"{pages} pages) per line, 3 lines after a Full base; {fill} pages ({args.fill:g}%) written once at boot")
     for name, key, ms in (("Full base (line 5)", "base.mem", t_base), ("Diff (line 8)", "d.mem", t_diff),
                           ("Full at the Diff's pause", "f.mem", t_full)):
         app, alloc = sizes(f[key])
@@ -134,7 +138,9 @@ def bench_huge(args, tmp):
         return
     snaps = {}
     for kind, machine in (("2M", {"huge_pages": "2M"}), ("4K", {})):
-        p, sock = boot(args.brisk, args.guest, tmp, f"h{kind}", args.huge_size, "period_ms=30 stop=12", machine)
+        fill = round(args.huge_size * 256 * args.fill / 100)
+        p, sock = boot(args.brisk, args.guest, tmp, f"h{kind}", args.huge_size, f"period_ms=30 fill={fill} stop=12",
+                       machine)
         st, mem = os.path.join(tmp, f"h{kind}.state"), os.path.join(tmp, f"h{kind}.mem")
         try:
             restore.wait_line(p, "count 5 ", timeout=300)
@@ -149,7 +155,7 @@ def bench_huge(args, tmp):
     for _ in range(args.rounds):
         for kind in runs:
             runs[kind].append(restore_once(args.brisk, snaps[kind][0], snaps[kind][1], report))
-    print(f"\n== hugetlbfs: a {args.huge_size} MiB guest, Full snapshots at line 5 "
+    print(f"\n== hugetlbfs: a {args.huge_size} MiB guest ({args.fill:g}% written at boot), Full snapshots at line 5 "
           f"(create: 2M {snaps['2M'][2]:.1f} ms, 4K {snaps['4K'][2]:.1f} ms; memory files "
           f"{mib(sizes(snaps['2M'][1])[1]):.2f} / {mib(sizes(snaps['4K'][1])[1]):.2f} MiB allocated)")
     restore.table(f"restores, {args.rounds} each, interleaved (µs since exec)", [
@@ -165,6 +171,8 @@ def main():
     ap.add_argument("-n", "--rounds", type=int, default=5)
     ap.add_argument("--size", type=int, default=1024, help="the Diff guest's memory in MiB (default 1024)")
     ap.add_argument("--dirty", type=float, default=1.0, help="percent of its pages a line writes (default 1)")
+    ap.add_argument("--fill", type=float, default=25.0,
+                    help="percent of its pages written once at boot, left to the base by the Diff (default 25)")
     ap.add_argument("--huge-size", type=int, default=256, help="the hugetlbfs guest's memory in MiB; 0: skip")
     args = ap.parse_args()
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):

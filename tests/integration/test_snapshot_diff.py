@@ -2,9 +2,10 @@
 
 The counter guest (guests/counter.c) checks its own memory every line: each line writes the line number into its
 history pages and into `spread=N` pages spread over all of RAM, after checking that they hold the previous line's
-value, so a restore that lost or zeroed a page it wrote prints "counter: FAIL" (test_snapshot.py's helpers read
-its output). Here:
-  - a Diff of a guest that dirtied ~1% of its RAM allocates ~1% of the RAM in its memory file (st_blocks);
+value, and checks the `fill=N` pages it wrote once at boot (memory a Diff leaves to its base), so a restore that
+lost or zeroed a page prints "counter: FAIL" (test_snapshot.py's helpers read its output). Here:
+  - a Diff of a guest that dirtied ~1% of its RAM allocates ~1% of the RAM in its memory file (st_blocks), the
+    Full snapshot of the same guest what it ever touched (6% more, written at boot);
   - a Full base plus two Diff layers, merged with `brisk snapshot-editor edit-memory rebase` (Firecracker's
     command), is byte for byte the Full snapshot taken at the same pause, and restores to a guest that counts on
     from exactly the next line;
@@ -41,10 +42,10 @@ def fault(r):
     return r.json["fault_message"]
 
 
-def boot_counter(procs, sockdir, name, mem_mib, spread=8, track=True, huge=None, extra=""):
+def boot_counter(procs, sockdir, name, mem_mib, spread=8, fill=0, track=True, huge=None, extra=""):
     """A counter guest over the API (1 vCPU), dirty tracking and huge pages as asked; returns the process."""
     b = api_brisk(procs, sockdir, name)
-    b.api.boot_source(guest("counter"), f"console=ttyS0 spread={spread} {extra}".strip())
+    b.api.boot_source(guest("counter"), f"console=ttyS0 spread={spread} fill={fill} {extra}".strip())
     mc = {"track_dirty_pages": track}
     if huge:
         mc["huge_pages"] = huge
@@ -113,11 +114,12 @@ def load_and_check(procs, sockdir, name, state, mem, before, more=4, **load):
 
 
 def test_diff_writes_only_dirtied_pages(tmp_path, sockdir, procs):
-    """A 256 MiB guest writing 1% of its pages (spread=655 of 65,536) every line: the Diff taken a few lines after
-    a Full snapshot allocates about that much (the pages, the guest's history, stack and page tables: well under
-    2% of RAM), the Full one all the guest ever touched; both files are the guest's size."""
-    mem_mib, spread = 256, 655
-    b = boot_counter(procs, sockdir, "d1pct", mem_mib, spread=spread)
+    """A 256 MiB guest writing 1% of its pages (spread=655 of 65,536) every line, and 6.25% (fill=4096) once at
+    boot: the Diff taken a few lines after a Full snapshot allocates about 1% (the pages, the guest's history,
+    stack and page tables: well under 2% of RAM), the Full one all the guest ever touched (over 7%); both files
+    are the guest's size."""
+    mem_mib, spread, fill = 256, 655, 4096
+    b = boot_counter(procs, sockdir, "d1pct", mem_mib, spread=spread, fill=fill)
     b.wait_for(r"^count 5 ")
     full_state, full_mem = tmp_path / "full.state", tmp_path / "full.mem"
     diff_state, diff_mem = tmp_path / "diff.state", tmp_path / "diff.mem"
@@ -134,7 +136,8 @@ def test_diff_writes_only_dirtied_pages(tmp_path, sockdir, procs):
           f"{spread} spread pages = {100 * spread / (size // PAGE):.2f}%), full: {full} bytes, pause+diff {took:.2f} s")
     assert dirty >= spread * PAGE, f"the Diff lacks the pages the guest wrote: {dirty} bytes"
     assert dirty <= size * 0.02, f"the Diff holds {dirty} bytes, {100 * dirty / size:.2f}% of RAM"
-    assert dirty < full
+    assert full >= fill * PAGE, f"the Full snapshot lacks the pages the guest wrote at boot: {full} bytes"
+    assert dirty < full / 3, (dirty, full)
 
 
 # ---- a chain restores to exactly the memory of a Full snapshot -----------------------------------------------
@@ -144,8 +147,9 @@ def test_base_plus_diff_chain_is_the_full_snapshot(tmp_path, sockdir, procs):
     """Full base at line 5, Diff d1 four lines on, Diff d2 and a Full f2 four lines later at the same pause.
     Merging d1 then d2 onto a copy of the base (brisk snapshot-editor, Firecracker's command) gives f2's bytes
     exactly; d2's state with the merged memory restores to a guest whose count goes on from the next line, with
-    every memory check passing; d2's layer alone is refused, naming its base."""
-    b = boot_counter(procs, sockdir, "chain", 128, spread=64)
+    every memory check passing (the 1,024 fill pages among them: written before the base, in no layer); d2's
+    layer alone is refused, naming its base."""
+    b = boot_counter(procs, sockdir, "chain", 128, spread=64, fill=1024)
     b.wait_for(r"^count 5 ")
     d = tmp_path
     pause_and(b, ("Full", d / "base.state", d / "base.mem"))
