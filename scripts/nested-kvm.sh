@@ -74,7 +74,8 @@ TCG_THREAD=${NESTED_KVM_TCG_THREAD:-multi}
 # Modules needed in the initramfs, in load order (dependencies are resolved
 # with modinfo and loaded first; built-in ones are simply skipped).
 WANT_MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci
-netfs fscache 9pnet 9pnet_virtio 9p irqbypass kvm ccp kvm-amd tun vhost_vsock"
+netfs fscache 9pnet 9pnet_virtio 9p irqbypass kvm ccp kvm-amd tun vhost_vsock
+unix_diag inet_diag tcp_diag"
 
 need_pkgs() { # pkg ...
 	local missing=() p
