@@ -107,8 +107,10 @@ LIB_SRCS := \
 	src/snapshot/snapfile.c \
 	src/snapshot/snap_config.c \
 	src/snapshot/snap_memfile.c \
+	src/snapshot/memlayer.c \
 	src/snapshot/snap_fields.c \
 	src/vmm/vm_snapshot.c \
+	src/vmm/vm_dirty.c \
 	src/seccomp/seccomp.c \
 	src/seccomp/seccomp_lists.c \
 	src/arch/x86/kvm_state.c \
@@ -179,6 +181,7 @@ MAIN_SRCS := \
 	src/cli/bench.c \
 	src/cli/compare.c \
 	src/cli/acpi.c \
+	src/cli/snapedit.c \
 	src/cli/jail.c \
 	src/jail/jail_fs.c \
 	src/jail/jail_cgroup.c \
@@ -243,7 +246,8 @@ UNIT_TESTS := \
 	test_init_modparams \
 	test_rate_limiter \
 	test_seccomp_bpf \
-	test_ioapic
+	test_ioapic \
+	test_memlayer
 
 # libraries a unit test needs beyond brisk's (by test name)
 TEST_LDLIBS_test_seccomp_bpf := -lseccomp

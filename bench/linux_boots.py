@@ -19,10 +19,22 @@ With BRISK_BASE=PATH an earlier brisk binary boots too ("base"), with the same o
 With --quiet both get the kernel's `quiet` word (no kernel messages on the console: what a production boot
 prints), so the time measured is the boot's, not the UART's.
 
-Usage: linux_boots.py [-n ROUNDS] [--timeout S] [--kernel vmlinux|vmlinuz] [--quiet]
+With --http the boot ends as a service's does: both also get a virtio-net interface on user-mode networking
+(libslirp; the same network, 10.0.2.0/24, and a host port forwarded to the guest's port 80):
+  brisk: --net user,net=10.0.2.0/24,hostfwd=tcp:127.0.0.1:HP-:80
+  QEMU:  -netdev user,id=n0,hostfwd=tcp:127.0.0.1:HP-:80 -device virtio-net-device,netdev=n0
+and the command line "brisk.ip=eth0,10.0.2.15/24,10.0.2.2 brisk.httpd=80": the root disk's init answers one
+HTTP request (tests/linux/init_net.c) before it writes its file. The host sends GET / to HP from exec on,
+every 20 ms (each try gives up after 2 s; the guest answers every request until none came for 2 s, so
+one its client gave up on costs one retry), and a boot's time is exec -> the first 200 response.
+
+Usage: linux_boots.py [-n ROUNDS] [--timeout S] [--kernel vmlinux|vmlinuz] [--quiet] [--http]
        (defaults 10 rounds, 300 s, vmlinux)
 """
 import argparse
+import http.client
+import socket
+import threading
 import os
 import statistics as st
 import subprocess
@@ -40,10 +52,35 @@ LINUX = Path(os.environ.get("BRISK_LINUX_DIR", BUILD / "linux"))
 DONE = "brisk-init: disk stage:"
 
 
-def boot(argv, timeout):
-    """Runs one boot; returns (passed, seconds from exec to the disk stage line or None, output)."""
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_poll(port, t0, stop, result):
+    """GET / on 127.0.0.1:port until a 200 answer (result[0] = seconds since t0) or stop is set."""
+    while not stop.is_set():
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/")
+            if c.getresponse().status == 200:
+                result[0] = time.monotonic() - t0
+                return
+        except (OSError, http.client.HTTPException):
+            pass
+        time.sleep(0.02)
+
+
+def boot(argv, timeout, http_port=None):
+    """Runs one boot; returns (passed, seconds from exec to the disk stage line, or with http_port to the first
+    HTTP 200 answer from it, or None, output)."""
     t0 = time.monotonic()
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    stop, answered, poller = threading.Event(), [None], None
+    if http_port:
+        poller = threading.Thread(target=http_poll, args=(http_port, t0, stop, answered), daemon=True)
+        poller.start()
     out, seen = bytearray(), None
     os.set_blocking(p.stdout.fileno(), False)
     while True:
@@ -63,6 +100,10 @@ def boot(argv, timeout):
             p.wait()
             break
         time.sleep(0.01)
+    stop.set()
+    if poller:
+        poller.join()
+        seen = answered[0]
     text = out.decode(errors="replace")
     ok = p.returncode == 0 and seen is not None and "brisk-init: wrote" in text
     return ok, seen, text
@@ -75,12 +116,16 @@ def main():
     ap.add_argument("--kernel", choices=("vmlinux", "vmlinuz"), default="vmlinux",
                     help="vmlinux: the PVH entry (default); vmlinuz: the bzImage, through its decompressor")
     ap.add_argument("--quiet", action="store_true", help="the kernel's quiet word for both VMMs")
+    ap.add_argument("--http", action="store_true", help="user networking; time exec -> the guest's first HTTP answer")
     a = ap.parse_args()
     kernel, initrd, init = LINUX / a.kernel, LINUX / "initramfs-virtio.cpio.gz", LINUX / "init"
     for f in (BRISK, kernel, initrd, init):
         if not f.exists():
             sys.exit(f"linux_boots: {f} missing: run make and tests/linux/run.sh first")
     cmdline = default_cmdline() + " brisk.virtio=1 brisk.root=/dev/vda brisk.poweroff=auto" + (" quiet" if a.quiet else "")
+    if a.http:
+        cmdline += " brisk.ip=eth0,10.0.2.15/24,10.0.2.2 brisk.httpd=80"
+    what = "exec -> first HTTP answer" if a.http else "exec -> disk stage"
     out = BUILD / "bench" / "linux-boots" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="linux-boots.") as scratch:
@@ -103,7 +148,14 @@ def main():
         for r in range(a.rounds):
             order = list(argv) if r % 2 == 0 else list(reversed(argv))
             for who in order:
-                ok, t, text = boot(argv[who], a.timeout)
+                hp, net = None, []
+                if a.http:
+                    hp = free_port()
+                    fwd = f"hostfwd=tcp:127.0.0.1:{hp}-:80"
+                    net = (["-netdev", f"user,id=n0,{fwd}", "-device", "virtio-net-device,netdev=n0"] if who == "qemu"
+                           else ["--net", f"user,net=10.0.2.0/24,{fwd}"])
+                ok, t, text = boot(argv[who][:-6] + net + argv[who][-6:] if who == "qemu" else argv[who] + net,
+                                   a.timeout, hp)
                 res[who].append((ok, t))
                 (out / f"round{r + 1}-{who}.out").write_text(text)
                 print(f"round {r + 1} {who:<5} {'pass' if ok else 'FAIL'} "
@@ -113,7 +165,7 @@ def main():
         times = [t for ok, t in rows if ok]
         fails = sum(1 for ok, _ in rows if not ok)
         span = f"{st.median(times):.2f} s ({min(times):.2f}-{max(times):.2f})" if times else "n/a"
-        print(f"{who:<5} passed {len(rows) - fails} of {len(rows)}, failed {fails}; exec -> disk stage {span}")
+        print(f"{who:<5} passed {len(rows) - fails} of {len(rows)}, failed {fails}; {what} {span}")
     b = [t for ok, t in res["brisk"] if ok]
     q = [t for ok, t in res["qemu"] if ok]
     if b and q:

@@ -25,6 +25,10 @@
  *   smp=0|1       start the APs the MP table lists (default 1 when it lists
  *                 more than one CPU; smp=1 with one CPU is an error)
  *   stop=N        print "counter: PASS" after line N and reset (default: count forever)
+ *   spread=N      RAM pages spread over RAM, written and checked every line (default 8,
+ *                 at most 16384): a known number of pages a line dirties (Diff snapshots)
+ *   fill=N        RAM pages spread over RAM, written once at boot and checked every line
+ *                 (default 0, at most 262144): memory a Diff snapshot leaves to its base
  */
 #define NAME "counter"
 
@@ -39,17 +43,21 @@
 #define TIMER_VECTOR	    0x40
 #define SPURIOUS_VECTOR	    0xff
 
-#define HIST_PAGES    64 /* history: one page per line, round robin */
-#define RAM_PAGES     8	 /* pages spread over RAM, the last one at the top */
-#define MAX_CPUS      16 /* slots: the BSP is slot 0 */
+#define HIST_PAGES    64      /* history: one page per line, round robin */
+#define RAM_PAGES     8	      /* pages spread over RAM by default, the last one at the top */
+#define MAX_RAM_PAGES 16384u  /* spread=N at most */
+#define MAX_FILL      262144u /* fill=N at most (1 GiB) */
+#define FILL_WORD     2	      /* the word of a fill page written (spread pages use word 0: they may share a page) */
+#define MAX_CPUS      16      /* slots: the BSP is slot 0 */
 #define ARRIVE_POLLS  (1u << 22)
 #define PAGE_WORDS    512
 #define FAR_RAM_START 0x400000 /* RAM pages: above the image (1 MiB + ~300 KiB) and its stacks */
 
 static volatile uint64_t hist[HIST_PAGES][PAGE_WORDS] __attribute__((aligned(4096)));
 static volatile uint64_t ap_page[MAX_CPUS][PAGE_WORDS] __attribute__((aligned(4096)));
-static volatile uint64_t *ram_page[RAM_PAGES];
+static volatile uint64_t *ram_page[MAX_RAM_PAGES];
 static unsigned int n_ram_pages;
+static uint64_t fill_base, fill_stride, n_fill; /* fill page k: fill_base + k * fill_stride */
 
 static volatile uint32_t ticks[256];	  /* timer interrupts taken, by xAPIC ID */
 static volatile uint64_t count[MAX_CPUS]; /* lines (BSP) or ticks seen (APs), by slot */
@@ -209,18 +217,14 @@ static unsigned int start_aps(const struct mp_info *mp, unsigned int bsp)
 
 /* ---- the BSP ------------------------------------------------------------------------------------- */
 
-/*
- * RAM_PAGES pages between FAR_RAM_START and the top of the highest RAM
- * entry of the PVH memory map below 3 GiB, evenly spread, the last page of
- * RAM the last of them.
- */
-static void find_ram_pages(const struct hvm_start_info *si)
+/* The top of the highest RAM entry of the PVH memory map below 3 GiB that starts at or below FAR_RAM_START; 0: none. */
+static uint64_t ram_top(const struct hvm_start_info *si)
 {
 	const struct hvm_memmap_table_entry *t;
 	uint64_t top = 0;
 
 	if (!si || si->magic != BRISK_PVH_START_MAGIC || si->version < 1 || !si->memmap_paddr)
-		return;
+		return 0;
 	t = (const void *)(uintptr_t)si->memmap_paddr;
 	for (uint32_t i = 0; i < si->memmap_entries && i < 64; i++) {
 		uint64_t end = t[i].addr + t[i].size;
@@ -228,17 +232,42 @@ static void find_ram_pages(const struct hvm_start_info *si)
 		if (t[i].type == 1 && t[i].addr <= FAR_RAM_START && end > top && end <= 0xc0000000ull)
 			top = end;
 	}
-	if (top < FAR_RAM_START + RAM_PAGES * 4096)
+	return top;
+}
+
+/*
+ * `want` pages between FAR_RAM_START and `top` (ram_top), evenly spread, the last page of RAM the last of
+ * them.
+ */
+static void find_ram_pages(uint64_t top, unsigned int want)
+{
+	if (top < FAR_RAM_START + (uint64_t)want * 4096)
 		return;
-	for (unsigned int k = 0; k < RAM_PAGES; k++) {
-		uint64_t p = FAR_RAM_START + (top - FAR_RAM_START) / RAM_PAGES * (k + 1) - 4096;
+	for (unsigned int k = 0; k < want; k++) {
+		uint64_t p = FAR_RAM_START + (top - FAR_RAM_START) / want * (k + 1) - 4096;
 
 		ram_page[k] = (volatile uint64_t *)(uintptr_t)(p & ~0xfffull);
 		ram_page[k][0] = 0;
 	}
-	n_ram_pages = RAM_PAGES;
+	n_ram_pages = want;
 	gprintf("%s: history at 0x%llx, %u RAM pages up to 0x%llx\n", NAME, (unsigned long long)(uintptr_t)hist,
-		n_ram_pages, (unsigned long long)(uintptr_t)ram_page[RAM_PAGES - 1]);
+		n_ram_pages, (unsigned long long)(uintptr_t)ram_page[want - 1]);
+}
+
+/* fill=N: `want` pages from FAR_RAM_START to `top`, evenly spread, each given its own value once. */
+static void fill_pages(uint64_t top, uint64_t want)
+{
+	if (!want)
+		return;
+	if (top < FAR_RAM_START + want * 4096)
+		guest_fail(NAME, "fill= more pages than RAM has above 4 MiB");
+	fill_base = FAR_RAM_START;
+	fill_stride = (top - FAR_RAM_START) / want & ~0xfffull;
+	n_fill = want;
+	for (uint64_t k = 0; k < n_fill; k++)
+		((volatile uint64_t *)(uintptr_t)(fill_base + k * fill_stride))[FILL_WORD] = ~k;
+	gprintf("%s: %llu fill pages every %llu KiB from 0x%llx\n", NAME, (unsigned long long)n_fill,
+		(unsigned long long)(fill_stride >> 10), (unsigned long long)fill_base);
 }
 
 /* Line n's memory work: check what line n-1 left, write n, return the history's sum. */
@@ -255,6 +284,12 @@ static uint64_t step(uint64_t n)
 		if (ram_page[k][0] != n - 1)
 			fail("RAM page", 0, n, ram_page[k][0], n - 1);
 		ram_page[k][0] = n;
+	}
+	for (uint64_t k = 0; k < n_fill; k++) {
+		uint64_t v = ((volatile uint64_t *)(uintptr_t)(fill_base + k * fill_stride))[FILL_WORD];
+
+		if (v != ~k)
+			fail("fill page", 0, n, v, ~k);
 	}
 	for (unsigned int p = 0; p < HIST_PAGES; p++) {
 		if (hist[p][0] && hist[p][PAGE_WORDS - 1] != ~hist[p][0])
@@ -278,7 +313,7 @@ static void print_line(uint64_t n, uint64_t sum)
 void guest_main(struct hvm_start_info *si)
 {
 	const char *cmdline = guest_cmdline(si);
-	uint64_t period = 30, smp = 2, stop = 0;
+	uint64_t period = 30, smp = 2, stop = 0, spread = RAM_PAGES, fill = 0;
 	unsigned int bsp;
 	uint32_t seen;
 	struct mp_info mp;
@@ -288,10 +323,17 @@ void guest_main(struct hvm_start_info *si)
 	cmdline_get_u64(cmdline, "period_ms", &period);
 	cmdline_get_u64(cmdline, "smp", &smp);
 	cmdline_get_u64(cmdline, "stop", &stop);
+	cmdline_get_u64(cmdline, "spread", &spread);
+	cmdline_get_u64(cmdline, "fill", &fill);
 	if (period < 1 || period > 500)
 		guest_fail(NAME, "period_ms= out of 1..500");
+	if (spread < 1 || spread > MAX_RAM_PAGES)
+		guest_fail(NAME, "spread= out of 1..16384");
+	if (fill > MAX_FILL)
+		guest_fail(NAME, "fill= out of 0..262144");
 	timer_count = (uint32_t)period * TIMER_COUNTS_PER_MS;
-	find_ram_pages(si);
+	find_ram_pages(ram_top(si), (unsigned int)spread);
+	fill_pages(ram_top(si), fill);
 
 	/* Only the LAPIC timer interrupts: the legacy PICs masked, as virtio.c does. */
 	outb(0x21, 0xff);

@@ -72,50 +72,70 @@ run_pytest() { # $1 = brisk binary, $2 = label
 	[ $rc -eq 0 ] || { echo "check: pytest with $2 failed (exit $rc)"; status=1; }
 }
 
-# One pytest run inside the nested KVM. The harness (an emulated SVM CPU under
-# multi-threaded TCG) has rare failures of its own (scripts/nested-kvm.md
-# "Known problems"); a test that fails there is run once more in a fresh nested
-# VM, and both results are shown. The second verdict counts: a brisk bug fails
-# both times.
-run_nested_pytest() { # $1 = brisk binary, $2 = label
-	local rc
-	local -x NESTED_KVM_TIMEOUT=${NESTED_KVM_TIMEOUT:-1200} # ~3x a normal suite run (~400 s with the net and vsock suites); this function only
-	suite() { # extra pytest arguments; output in $log/py.out, status in rc
-		NESTED_KVM_MEM=${NESTED_KVM_MEM:-6G} scripts/nested-kvm.sh -- env BRISK="$1" "$PYTHON" -m pytest -q -rs \
-			--timeout 300 "${@:2}" tests/integration 2>&1 | tee "$log/py.out"
+# The suite inside the nested KVM. The harness (an emulated SVM CPU under multi-threaded TCG) has rare
+# failures of its own (scripts/nested-kvm.md "Known problems"): a test that fails there, or that a wedged
+# or dead nested VM never finished, runs once more in a fresh nested VM, and both results are shown. Each
+# test's verdict is written down as it ends (tests/donelog.py), so a VM that wedges costs only what it did
+# not finish: NESTED_KVM_IDLE catches a wedge in minutes (no test is silent for longer than its 300 s
+# limit), and the next VM runs the rest. The last verdict of each test counts: a brisk bug fails twice.
+run_nested_pytest() { # $1 = brisk binary, $2 = label, $3 = a name for its verdict files
+	local rc dl line p f s n=0 bin=$1
+	local -a logs phase
+	dl=$(realpath -m "$BUILD/check/nested-$3")
+	rm -rf "$dl" && mkdir -p "$dl"
+	suite() { # VAR=value ... for the run; output in $log/py.out, status in rc, its log in logs and phase
+		n=$((n + 1))
+		env "$@" BRISK_DONE_LOG="$dl/$n.log" NESTED_KVM_MEM="${NESTED_KVM_MEM:-6G}" \
+			NESTED_KVM_TIMEOUT="${NESTED_KVM_TIMEOUT:-2400}" NESTED_KVM_IDLE="${NESTED_KVM_IDLE:-420}" \
+			scripts/nested-kvm.sh -- env BRISK="$bin" "$PYTHON" -m pytest -q -rs -p no:cacheprovider \
+			--timeout 300 ${BRISK_CHECK_TESTS:-tests/integration} 2>&1 | tee "$log/py.out"
 		rc=${PIPESTATUS[0]}
+		logs+=("$dl/$n.log") phase+=("$dl/$n.log")
 	}
+	# A phase's runs: after a VM that wedged or died (125), the phase's unfinished tests in a fresh one, while
+	# the last VM finished some and at most $1 VMs ran. VAR=value ... for every run of the phase.
+	phase_runs() {
+		local max=$1 tries=1 before after
+		shift
+		phase=()
+		suite "$@"
+		while [ $rc -eq 125 ] && [ $tries -lt "$max" ]; do
+			"$PYTHON" tests/donelog.py done "${phase[@]}" >"$dl/done"
+			after=$(wc -l <"$dl/done")
+			[ "$after" -gt "${before:--1}" ] || break
+			before=$after tries=$((tries + 1))
+			echo "== $label: the nested VM did not finish ($after done); the rest in a fresh one"
+			suite "$@" BRISK_DESELECT="$dl/done"
+		done
+	}
+	local label=$2
 	echo "== integration tests (pytest) with $2, nested KVM"
-	suite "$1"
-	if [ $rc -eq 125 ]; then
-		# 125: the nested VM itself failed or timed out (a wedged VM cannot time its tests out).
-		echo "== $2: the nested VM did not finish; running the suite once more in a fresh one"
-		suite "$1"
+	phase_runs 3
+	if [ ! -s "$dl/1.log.collected" ]; then
+		echo "check: nested pytest with $2 collected no tests (exit $rc)"
+		failed=$((failed + 1)) status=1
+		return
 	fi
-	if [ $rc -ne 0 ] && grep -qE '^[0-9]+ (failed|error)|^FAILED|^ERROR' "$log/py.out"; then
-		count_pytest_passed_only "$log/py.out"
-		echo "== $2: re-running the failed tests once in a fresh nested VM"
-		suite "$1" --last-failed --last-failed-no-failures none
+	"$PYTHON" tests/donelog.py verdict "$dl/failed" "$dl/1.log.collected" "${logs[@]}" >/dev/null
+	if [ -s "$dl/failed" ]; then
+		cp "$dl/failed" "$dl/select"
+		echo "== $2: re-running the $(wc -l <"$dl/select") failed or unfinished tests once in a fresh nested VM"
+		phase_runs 2 BRISK_SELECT="$dl/select"
 	fi
-	count_pytest "$log/py.out"
-	[ $rc -eq 0 ] || { echo "check: nested pytest with $2 failed (exit $rc)"; status=1; }
-}
-
-# Adds only the passed count of a pytest summary (the failures are re-run).
-count_pytest_passed_only() {
-	local n
-	n=$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error|errors)\b.* in [0-9.]+s' "$1" | tail -n 1 |
-		grep -oE '[0-9]+ passed' | awk '{print $1}')
-	passed=$((passed + ${n:-0}))
+	line=$("$PYTHON" tests/donelog.py verdict "$dl/failed" "$dl/1.log.collected" "${logs[@]}")
+	echo "== $2, nested KVM: $line (each test's last verdict)"
+	sed 's/^/   failed: /' "$dl/failed"
+	read -r p _ f _ s _ <<<"$line"
+	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+	[ "$f" -eq 0 ] || { echo "check: nested pytest with $2 failed"; status=1; }
 }
 
 if [ -n "${BRISK_NESTED_KVM:-}" ] || { [ ! -e /dev/kvm ] && [ -x scripts/nested-kvm.sh ] && [ -z "${BRISK_NO_NESTED:-}" ]; }; then
 	# No /dev/kvm here: run the suites inside a nested KVM (scripts/nested-kvm.md).
 	if scripts/nested-kvm.sh --probe >"$log/probe.out" 2>&1; then
 		echo "== /dev/kvm missing on this host: running the integration tiers in a nested KVM (scripts/nested-kvm.sh)"
-		for variant in "$BUILD/brisk:plain build" "$BUILD/asan/brisk:ASan+UBSan build"; do
-			run_nested_pytest "${variant%%:*}" "${variant#*:}"
-		done
+		run_nested_pytest "$BUILD/brisk" "plain build" plain
+		run_nested_pytest "$BUILD/asan/brisk" "ASan+UBSan build" asan
 	else
 		echo "== nested KVM unavailable: $(tail -n 1 "$log/probe.out")"
 		run_pytest "$BUILD/brisk" "plain build"

@@ -18,6 +18,8 @@
 #
 # Environment knobs:
 #   NESTED_KVM_TIMEOUT  seconds before QEMU is killed (default 1800)
+#   NESTED_KVM_IDLE     seconds without a byte from COMMAND (stdout or stderr) before QEMU is killed
+#                       as wedged (default 0: no such limit); give it more than COMMAND's longest silence
 #   NESTED_KVM_MEM      guest memory (default 4G)
 #   NESTED_KVM_SMP      guest vCPUs (default: host CPUs, at most 4, at least 2)
 #   NESTED_KVM_CPU      QEMU -cpu model (default qemu64,+svm,+npt,...)
@@ -55,6 +57,8 @@ if [[ $probe = 0 && $prepare_only = 0 && $# -eq 0 ]]; then
 fi
 
 TIMEOUT=${NESTED_KVM_TIMEOUT:-1800}
+IDLE=${NESTED_KVM_IDLE:-0}
+[[ $IDLE =~ ^[0-9]+$ ]] || die "NESTED_KVM_IDLE must be a number of seconds"
 MEM=${NESTED_KVM_MEM:-4G}
 ncpu=$(nproc 2>/dev/null || echo 2)
 SMP=${NESTED_KVM_SMP:-$(( ncpu < 2 ? 2 : (ncpu > 4 ? 4 : ncpu) ))}
@@ -70,7 +74,8 @@ TCG_THREAD=${NESTED_KVM_TCG_THREAD:-multi}
 # Modules needed in the initramfs, in load order (dependencies are resolved
 # with modinfo and loaded first; built-in ones are simply skipped).
 WANT_MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci
-netfs fscache 9pnet 9pnet_virtio 9p irqbypass kvm ccp kvm-amd tun vhost_vsock"
+netfs fscache 9pnet 9pnet_virtio 9p irqbypass kvm ccp kvm-amd tun vhost_vsock
+unix_diag inet_diag tcp_diag"
 
 need_pkgs() { # pkg ...
 	local missing=() p
@@ -130,12 +135,38 @@ why() { dmesg | grep -v -i 'command line' | grep -i -E 'kvm|svm' | tail -n 3 | t
 [ -c /dev/kvm ] || err "/dev/kvm did not appear ($(why))"
 # One idle VM held for the VM's life: no kernel text patching per test VM (scripts/kvm-hold.c).
 [ "$HOLD" = 0 ] || /bin/kvm-hold 2>/dev/console &
+# The same for tracepoints (`brisk profile`, scripts/kvm-diag.sh): a tracepoint's first probe flips a static
+# key and its second a static call, both by text_poke_bp(). Two idle trace instances, tracing off, each with
+# the kvm and sched events on and a pid filter (its sched probes), keep every such tracepoint at two probes
+# or more, so a profile's own instance adds and removes probes without patching kernel text.
+if [ "$HOLD" != 0 ] && mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; then
+	for i in 0 1; do
+		I=/sys/kernel/tracing/instances/nkvm-hold$i
+		mkdir $I 2>/dev/null || continue
+		echo 0 > $I/tracing_on
+		echo 4 > $I/buffer_size_kb
+		echo 1 > $I/events/kvm/enable
+		for e in sched_switch sched_wakeup sched_wakeup_new sched_process_fork sched_process_exit; do
+			echo 1 > $I/events/sched/$e/enable 2>/dev/null
+		done
+		echo 1 > $I/set_event_pid
+	done
+fi
 # BPF programs (every brisk thread's seccomp filter) run in the interpreter, as a precaution: the JIT writes them
 # into executable pages other CPUs are running, and QEMU 7.2's TCG can keep running a stale translation of such a
 # page (the int3 wedge of scripts/nested-kvm.md, "Known problems", where the measurements are).
 [ "$BPFJIT" = 1 ] || echo 0 > /proc/sys/net/core/bpf_jit_enable
 mount -t proc proc $H/proc
 mount -t sysfs sysfs $H/sys
+# The host's cgroup file systems, mounted as the host has them ($RUN/cgroups: "TYPE DIR OPTIONS" lines that
+# nested-kvm.sh took from the host's /proc/mounts): the jail and the jailer's tests find the hierarchies
+# they would find on the host.
+if [ -f "$H$RUN/cgroups" ]; then
+	while read -r t d o; do
+		mkdir -p "$H$d" 2>/dev/null
+		mount -t "$t" -o "$o" "$t" "$H$d" 2>/dev/console || log "cgroup: $t on $d not mounted"
+	done < "$H$RUN/cgroups"
+fi
 mount -t devtmpfs devtmpfs $H/dev
 mkdir -p $H/dev/pts $H/dev/shm
 ln -sf /proc/self/fd $H/dev/fd
@@ -300,10 +331,10 @@ fi
 mkdir -p "$NESTED/runs"
 RUN=$(mktemp -d "$NESTED/runs/run.XXXXXX")
 [[ $RUN =~ ^[A-Za-z0-9_./+-]+$ ]] || die "path $RUN contains characters the kernel command line cannot carry"
-qpid= outpid= errpid=
+qpid= outpid= errpid= wdpid=
 cleanup() {
 	local p
-	for p in $qpid $outpid $errpid; do kill "$p" 2>/dev/null || true; done
+	for p in $qpid $outpid $errpid $wdpid; do kill "$p" 2>/dev/null || true; done
 	if [[ -f $RUN/console.log ]]; then cp "$RUN/console.log" "$NESTED/last-console.log" 2>/dev/null || true; fi
 	if [[ -f $RUN/dmesg ]]; then cp "$RUN/dmesg" "$NESTED/last-dmesg.log" 2>/dev/null || true; fi
 	rm -rf "$RUN"
@@ -330,9 +361,13 @@ trap 'exit 143' TERM
 	printf '\n'
 } > "$RUN/cmd.sh"
 
+# the host's cgroup mounts (cgroup, cgroup2, and the tmpfs that holds v1 hierarchies), for the VM's init
+awk '$2 ~ /^\/sys\/fs\/cgroup(\/|$)/ && ($3 == "cgroup" || $3 == "cgroup2" || $3 == "tmpfs") { print $3, $2, $4 }' \
+	/proc/mounts >"$RUN/cgroups" 2>/dev/null || true
 mkfifo "$RUN/out.in" "$RUN/out.out" "$RUN/err.in" "$RUN/err.out"
-cat "$RUN/out.out" & outpid=$!
-cat "$RUN/err.out" >&2 & errpid=$!
+# tee, not cat: each chunk also lands in a file whose mtime the idle watchdog below reads
+tee "$RUN/out.seen" <"$RUN/out.out" & outpid=$!
+tee "$RUN/err.seen" <"$RUN/err.out" >&2 & errpid=$!
 
 append="console=ttyS0 quiet loglevel=${NESTED_KVM_LOGLEVEL:-4} panic=-1 rdinit=/init tsc=reliable mitigations=off nkvm.hold=${NESTED_KVM_HOLD:-1} nkvm.bpfjit=${NESTED_KVM_BPF_JIT:-0} ${NESTED_KVM_APPEND:-}"
 append+=" nkvm.run=$RUN nkvm.amd=${KVM_AMD_PARAMS// /,} nkvm.cache=$CACHE9P"
@@ -361,9 +396,28 @@ timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
 	-kernel "$KERNEL" -initrd "$INITRD" -append "$append" \
 	</dev/null 2>"$RUN/qemu.err" &
 qpid=$!
+if [[ $IDLE -gt 0 ]]; then
+	# The idle watchdog: a nested VM wedged by the emulator (scripts/nested-kvm.md "Known problems")
+	# prints nothing more, and would otherwise hold its caller for the whole NESTED_KVM_TIMEOUT.
+	(
+		last=$(date +%s)
+		while kill -0 "$qpid" 2>/dev/null; do
+			sleep 5
+			for f in "$RUN/out.seen" "$RUN/err.seen"; do
+				[[ -f $f ]] && m=$(stat -c %Y "$f") && [[ $m -gt $last ]] && last=$m
+			done
+			if [[ $(($(date +%s) - last)) -ge $IDLE ]]; then
+				echo "$IDLE" >"$RUN/idle"
+				kill "$qpid" 2>/dev/null
+				break
+			fi
+		done
+	) & wdpid=$!
+fi
 wait "$qpid"
 qrc=$?
 qpid=
+[[ -z $wdpid ]] || { kill "$wdpid" 2>/dev/null; wait "$wdpid" 2>/dev/null; wdpid=; }
 set -e
 t1=$(date +%s.%N)
 # Let the readers drain, and unblock them if QEMU never opened the pipes.
@@ -389,6 +443,9 @@ if [[ -f $RUN/error ]]; then
 	die "$(head -n1 "$RUN/error") [dmesg: build/nested/last-dmesg.log]"
 fi
 if [[ ! -f $RUN/status ]]; then
+	if [[ -f $RUN/idle ]]; then
+		die "timed out: no output for ${IDLE}s (NESTED_KVM_IDLE) [console: build/nested/last-console.log]"
+	fi
 	if [[ $qrc = 124 || $qrc = 137 ]]; then
 		die "timed out after ${TIMEOUT}s (NESTED_KVM_TIMEOUT) [console: build/nested/last-console.log]"
 	fi

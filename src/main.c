@@ -17,7 +17,7 @@ static const struct {
 } commands[] = {
     {"run", cmd_run},	  {"cpuid", cmd_cpuid},	    {"profile", cmd_profile}, {"trace", cmd_trace},
     {"bench", cmd_bench}, {"compare", cmd_compare}, {"acpi", cmd_acpi},	      {"restore", cmd_restore},
-    {"jail", cmd_jail},	  {"jailer", cmd_jailer},   {"help", cmd_help},
+    {"jail", cmd_jail},	  {"jailer", cmd_jailer},   {"help", cmd_help},	      {"snapshot-editor", cmd_snapshot_editor},
 };
 
 /*

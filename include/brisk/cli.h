@@ -10,6 +10,8 @@ int cmd_run(int argc, char **argv);
 int cmd_api(int argc, char **argv);
 /* `brisk restore --snapshot STATE --mem MEM`: a snapshot resumed in this process (docs/api.md). */
 int cmd_restore(int argc, char **argv);
+/* `brisk snapshot-editor edit-memory rebase --memory-path BASE --diff-path LAYER` (memlayer.h). */
+int cmd_snapshot_editor(int argc, char **argv);
 int cmd_help(int argc, char **argv);
 int cmd_cpuid(int argc, char **argv);
 int cmd_profile(int argc, char **argv);

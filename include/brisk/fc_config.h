@@ -16,8 +16,7 @@
  * Shapes follow Firecracker's API (src/firecracker/swagger/firecracker.yaml,
  * src/vmm/src/vmm_config/ *.rs): the same object and field names, required
  * fields and defaults. What brisk cannot do (vhost-user
- * drives, dirty page tracking, static CPU templates) is refused with a
- * message rather than ignored. Every value is untrusted: type, range and
+ * drives) is refused with a message rather than ignored. Every value is untrusted: type, range and
  * length are checked, unknown and duplicate keys refused.
  */
 
@@ -28,7 +27,7 @@
 enum fc_cache_type { FC_CACHE_UNSAFE = 0, FC_CACHE_WRITEBACK };
 /* Drive io_engine: kept for GET; brisk's block backend is the same for both. */
 enum fc_io_engine { FC_IO_SYNC = 0, FC_IO_ASYNC };
-/* machine-config huge_pages; both non-None values become cfg.hugepages (transparent huge pages). */
+/* machine-config huge_pages: "2M" is cfg.hugetlbfs (2 MiB hugetlbfs pages), "Transparent" cfg.hugepages (THP). */
 enum fc_huge_pages { FC_HUGE_NONE = 0, FC_HUGE_2M, FC_HUGE_TRANSPARENT };
 /* logger level, in Firecracker's spelling. */
 enum fc_log_level { FC_LOG_ERROR = 0, FC_LOG_WARNING, FC_LOG_INFO, FC_LOG_DEBUG, FC_LOG_TRACE, FC_LOG_OFF };
@@ -75,7 +74,7 @@ struct fc_vm {
 	/* PUT /cpu-config or --config-file's "cpu-config" (owned, cfg.fc_template); NULL: none. At most one of it
 	 * and a static template in cpu_template is set: the last one given wins, as in Firecracker. */
 	struct cpuid_fc_template *custom_template;
-	bool smt, track_dirty_pages; /* track_dirty_pages: as given (GET); snapshots are Full either way */
+	bool smt, track_dirty_pages; /* track_dirty_pages: as given (GET); cfg.track_dirty */
 	enum fc_huge_pages huge_pages;
 	struct fc_drive drive[VM_MAX_DISKS]; /* parallel to cfg.disk[], the root device first */
 	struct fc_net net[VM_MAX_NETS];	     /* parallel to cfg.net[] */
@@ -112,11 +111,11 @@ __attribute__((warn_unused_result)) int fc_put_boot_source(struct fc_vm *f, cons
  * PUT /machine-config replaces (vcpu_count and mem_size_mib required, the
  * rest back to defaults); PATCH updates the given fields (at least one).
  * vcpu_count 1..CONFIG_MAX_CPUS; smt: topology threads=2 (vcpu_count 1 or
- * even); track_dirty_pages kept (GET); cpu_template one of Firecracker's
+ * even); track_dirty_pages (cfg.track_dirty); cpu_template one of Firecracker's
  * static templates (C3, T2, T2S, T2CL, T2A: cfg.cpu_template, checked
  * against the host at InstanceStart) or "None" (no template, a custom one
- * dropped), absent: kept; huge_pages "None", "2M" or
- * "Transparent" (the last two: cfg.hugepages, mem_size_mib even).
+ * dropped), absent: kept; huge_pages "None", "2M" (cfg.hugetlbfs) or
+ * "Transparent" (cfg.hugepages); either needs an even mem_size_mib.
  */
 __attribute__((warn_unused_result)) int fc_put_machine_config(struct fc_vm *f, const char *body, size_t len, char *err,
 							      size_t errlen);
@@ -269,6 +268,39 @@ __attribute__((warn_unused_result)) int fc_vm_set_from_config(struct fc_vm *f, c
  */
 __attribute__((warn_unused_result)) int fc_vm_set_from_restore(struct fc_vm *f, const struct vm_config *cfg,
 							       const char *desc);
+
+/*
+ * PUT /snapshot/load's network_overrides (Firecracker 1.12's NetworkOverride: {iface_id, host_dev_name}, both
+ * required strings; other keys ignored, as serde without deny_unknown_fields): each gives the interface with that
+ * id in the snapshot another tap.
+ */
+#define FC_MAX_NET_OVERRIDES 64u
+struct fc_net_override {
+	char iface_id[FC_ID_MAX + 1];
+	bool unknown; /* an iface_id longer than any id can be: it names no interface */
+	char host_dev_name[VM_NET_IFNAME_MAX + 1];
+};
+struct fc_net_overrides {
+	unsigned nr;
+	struct fc_net_override ov[FC_MAX_NET_OVERRIDES];
+};
+/*
+ * Parses the array `arr` (NULL: none) into *out: at most FC_MAX_NET_OVERRIDES entries, host_dev_name a tap
+ * name as PUT /network-interfaces takes it. 0 or -EINVAL with c's message.
+ */
+int fc_parse_net_overrides(const struct fcj *c, json_object *arr, struct fc_net_overrides *out);
+/*
+ * Applies them to a snapshot's configuration `cfg` (vm_config.restore_adjust), the interfaces named by the ids
+ * the snapshot's API description `desc` (may be NULL: brisk's net0, net1, ...) gives them, in order (a later
+ * override of one interface wins, as Firecracker's loop). An id no interface has: -ENODEV, "Unknown Network
+ * Device." (Firecracker's SnapshotStateFromFileError::UnknownNetworkDevice); an interface of brisk's user-mode
+ * network (no tap): -EINVAL. 0, or -errno with `err`.
+ */
+int fc_apply_net_overrides(struct vm_config *cfg, const char *desc, const struct fc_net_overrides *o, char *err,
+			   size_t errlen);
+/* fc_vm_set_from_restore for a VM loaded with overrides `o` (NULL: none): its description read with them too. */
+__attribute__((warn_unused_result)) int fc_vm_set_from_restore_ov(struct fc_vm *f, const struct vm_config *cfg,
+								  const char *desc, const struct fc_net_overrides *o);
 
 /*
  * GET /vm/config: {"balloon", "drives", "boot-source", "logger",

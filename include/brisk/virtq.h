@@ -48,13 +48,14 @@ struct virtq_seg {
  * descriptor after a writable one is a malformed chain).
  */
 struct virtq_chain {
-	uint16_t head;	       /* what to return in the used ring */
-	unsigned nr_out;       /* seg[0 .. nr_out) are readable */
-	unsigned nr_in;	       /* seg[nr_out .. nr_out + nr_in) are writable */
-	uint64_t out_bytes;    /* sum of the readable lengths */
-	uint64_t in_bytes;     /* sum of the writable lengths */
-	struct virtq_seg *seg; /* the caller's array (virtq_pop's segs) */
-	unsigned fault;	       /* VIRTQ_BAD_CHAIN: what was wrong (an enum virtq_fault) */
+	uint16_t head;		/* what to return in the used ring */
+	unsigned nr_out;	/* seg[0 .. nr_out) are readable */
+	unsigned nr_in;		/* seg[nr_out .. nr_out + nr_in) are writable */
+	uint64_t out_bytes;	/* sum of the readable lengths */
+	uint64_t in_bytes;	/* sum of the writable lengths */
+	struct virtq_seg *seg;	/* the caller's array (virtq_pop's segs) */
+	unsigned fault;		/* VIRTQ_BAD_CHAIN: what was wrong (an enum virtq_fault) */
+	const struct gmem *mem; /* the queue's guest RAM (virtq_copy_to marks what it writes dirty) */
 };
 
 /* Why a chain or a queue was refused: counted per queue, for logs and tests. */

@@ -119,7 +119,9 @@ struct vm_config {
 	uint64_t memory;
 	enum serial_mode serial;
 	const char *serial_path; /* SERIAL_FILE */
-	bool hugepages;
+	bool hugepages;		 /* --hugepages, huge_pages "Transparent": transparent huge pages asked for RAM */
+	bool hugetlbfs;		 /* --hugetlbfs, huge_pages "2M": RAM of 2 MiB hugetlbfs pages (mem.h GMEM_HUGETLBFS) */
+	bool track_dirty;	 /* --track-dirty-pages, track_dirty_pages: KVM's dirty log on RAM, so Diff snapshots */
 	bool prefault;
 	bool timeline;
 	const char *cpu_template; /* "host", "baseline", Firecracker's "C3".."T2A" or a JSON file; NULL = host */
@@ -155,6 +157,14 @@ struct vm_config {
 	bool ws_no_prefetch;
 	/* Not an option: set when the VM is built, cpuid_template_digest of its --cpu-template file (0: none). */
 	uint64_t cpu_template_digest;
+	/*
+	 * vm_restore only (the base it is given): called once the state file's configuration is read, before any
+	 * device is created, with the API's description of the VM (NULL: none) to change what a load may change
+	 * (the API's network_overrides: an interface's tap). 0, or -errno with `err`: the load is refused. NULL:
+	 * nothing changes.
+	 */
+	int (*restore_adjust)(struct vm_config *cfg, const char *api_desc, void *ctx, char *err, size_t errlen);
+	void *restore_ctx;
 };
 
 struct bus;
@@ -236,6 +246,16 @@ bool vm_paused(const struct vm *vm);
  */
 int vm_snapshot_create(struct vm *vm, const char *state_path, const char *mem_path, const char *api_desc, char *err,
 		       size_t errlen);
+/*
+ * A Diff snapshot (docs/api.md "Diff snapshots"): as vm_snapshot_create, but the memory file holds only the pages
+ * written since the previous snapshot of this VM (or since it booted or was restored), at their offsets, holes
+ * elsewhere; an existing memory file of the guest's size at `mem_path` is taken as the previous snapshot's and
+ * the pages are merged onto a copy of it (Firecracker's snapshot_memory_to_file), else the file is the layer
+ * alone. -EOPNOTSUPP when the VM does not track dirty pages (vm_config.track_dirty). The pages are counted
+ * in *dirty_pages (may be NULL).
+ */
+int vm_snapshot_create_diff(struct vm *vm, const char *state_path, const char *mem_path, const char *api_desc,
+			    uint64_t *dirty_pages, char *err, size_t errlen);
 /*
  * Builds a VM from a snapshot: the configuration saved in `state_path` over `base` (which gives what a
  * snapshot does not hold: the serial, hooks, --timeline), guest memory mapped privately from

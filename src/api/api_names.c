@@ -17,6 +17,8 @@ static const struct {
     {"--memory", "mem_size_mib", "machine-config"},
     {"--topology", "the vCPU topology smt asks for", "machine-config"},
     {"--cpu-template", "cpu_template", "machine-config"},
+    {"--hugetlbfs", "huge_pages \"2M\"", "machine-config"},
+    {"--hugepages", "huge_pages \"Transparent\"", "machine-config"},
     {"--kernel", "kernel_image_path", "boot-source"},
     {"--initrd", "initrd_path", "boot-source"},
     {"--cmdline", "boot_args", "boot-source"},

@@ -196,21 +196,28 @@ void api_patch_vm(struct api *a, const char *body, size_t len, struct api_reply 
 	r->status = 204;
 }
 
-/* The snapshot, with GET /vm/config's description of the VM inside (its ids come back after a load). */
-static void do_create(struct api *a, const char *state, const char *mem, struct api_reply *r, uint64_t t0_us)
+/*
+ * The snapshot, Full or Diff, with GET /vm/config's description of the VM inside (its ids come back after a
+ * load); timed in latencies_us as Firecracker times each kind.
+ */
+static void do_create(struct api *a, const char *state, const char *mem, bool diff, struct api_reply *r, uint64_t t0_us)
 {
 	char err[1024];
 	char *desc = fc_vm_to_json(&a->fc);
 	uint64_t t1_us = now_us();
+	int ret;
 
 	if (!desc)
 		return api_fault(r, 400, "Create snapshot error: out of memory");
-	if (vm_snapshot_create(a->vm, state, mem, desc, err, sizeof(err))) {
+	ret = diff ? vm_snapshot_create_diff(a->vm, state, mem, desc, NULL, err, sizeof(err))
+		   : vm_snapshot_create(a->vm, state, mem, desc, err, sizeof(err));
+	if (ret) {
 		api_fault(r, 400, "Create snapshot error: %s", err);
 	} else {
 		r->status = 204;
-		store_latency(FCM_LATENCIES_vmm_full_create_snapshot, t1_us);
-		store_latency(FCM_LATENCIES_full_create_snapshot, t0_us);
+		store_latency(diff ? FCM_LATENCIES_vmm_diff_create_snapshot : FCM_LATENCIES_vmm_full_create_snapshot,
+			      t1_us);
+		store_latency(diff ? FCM_LATENCIES_diff_create_snapshot : FCM_LATENCIES_full_create_snapshot, t0_us);
 	}
 	free(desc);
 }
@@ -232,16 +239,18 @@ void api_snapshot_create(struct api *a, const char *body, size_t len, struct api
 	    fcj_req_str(&c, o, "snapshot_path", 4095, &state) < 0 ||
 	    fcj_req_str(&c, o, "mem_file_path", 4095, &mem) < 0 || fcj_str(&c, o, "version", 1, 64, &version) < 0)
 		api_fault(r, 400, "%s", err);
-	else if (type == 1)
-		api_fault(r, 400, "snapshot/create: snapshot_type Diff is not supported: brisk takes Full snapshots");
 	else if (a->state == API_NOT_STARTED)
 		api_not_before_start(r);
+	else if (type == 1 && !vm_config(a->vm)->track_dirty) /* v1.7.0 rpc_interface.rs create_snapshot */
+		api_fault(r, 400,
+			  "The requested operation is not supported: Diff snapshots are not allowed on uVMs with dirty "
+			  "page tracking disabled.");
 	else if (a->state != API_PAUSED)
 		api_fault(
 		    r, 400,
 		    "Create snapshot error: the microVM must be paused first (PATCH /vm {\"state\": \"Paused\"})");
 	else
-		do_create(a, state, mem, r, t0_us);
+		do_create(a, state, mem, type == 1, r, t0_us);
 	json_object_put(o);
 }
 
@@ -272,49 +281,61 @@ static int load_mem_path(const struct fcj *c, json_object *o, const char **mem, 
 	return fcj_req_str(c, b, "backend_path", 4095, mem) < 0 ? -EINVAL : 0;
 }
 
-static int load_options(const struct fcj *c, json_object *o, bool *resume)
+/*
+ * What a load asks besides the files: the Uffd backend, resume_vm, dirty tracking, network_overrides, brisk's
+ * working_set (wset.h).
+ */
+struct load_opts {
+	bool uffd, resume, track;
+	struct vm_config ws; /* only ws_record_ms and ws_no_prefetch */
+	struct fc_net_overrides ov;
+};
+
+/*
+ * enable_diff_snapshots (v1.7.0) and track_dirty_pages (its name from Firecracker 1.13, which keeps the old one
+ * as deprecated): either turns dirty tracking on, as 1.13's parse_put_snapshot_load ors them; network_overrides
+ * (Firecracker 1.12).
+ */
+static int load_options(const struct fcj *c, json_object *o, struct load_opts *l)
 {
 	bool diff = false, track = false;
-	json_object *ov = fcj_get(o, "network_overrides");
 
-	*resume = false;
-	if (fcj_bool(c, o, "resume_vm", resume) < 0 || fcj_bool(c, o, "enable_diff_snapshots", &diff) < 0 ||
-	    fcj_bool(c, o, "track_dirty_pages", &track) < 0)
+	if (fcj_bool(c, o, "resume_vm", &l->resume) < 0 || fcj_bool(c, o, "enable_diff_snapshots", &diff) < 0 ||
+	    fcj_bool(c, o, "track_dirty_pages", &track) < 0 ||
+	    fc_parse_net_overrides(c, fcj_get(o, "network_overrides"), &l->ov))
 		return -EINVAL;
-	if (diff || track)
-		return fcj_fail(c, "dirty page tracking is not supported: brisk takes Full snapshots");
-	if (ov && (!json_object_is_type(ov, json_type_array) || json_object_array_length(ov)))
-		return fcj_fail(c,
-				"network_overrides is not supported: the snapshot's interfaces are reopened by name");
+	l->track = diff || track;
 	return 0;
 }
 
-/* What a load asks besides the files: the Uffd backend, resume_vm, brisk's working_set (wset.h). */
-struct load_opts {
-	bool uffd, resume;
-	struct vm_config ws; /* only ws_record_ms and ws_no_prefetch */
-};
+/* vm_config.restore_adjust: the overrides onto the snapshot's interfaces. */
+static int adjust_nets(struct vm_config *cfg, const char *desc, void *ctx, char *err, size_t errlen)
+{
+	return fc_apply_net_overrides(cfg, desc, ctx, err, errlen);
+}
 
-static void do_load(struct api *a, const char *state, const char *mem, const struct load_opts *lo, struct api_reply *r,
+static void do_load(struct api *a, const char *state, const char *mem, const struct load_opts *l, struct api_reply *r,
 		    uint64_t t0_us)
 {
 	struct vm_config base = a->base;
-	bool resume = lo->resume;
 	struct vm_error e;
 	uint64_t t1_us = now_us();
 	int ret;
 
 	timeline_mark(TL_API_REQUEST);
-	base.mem_uffd = lo->uffd;
-	base.ws_record_ms = lo->ws.ws_record_ms;
-	base.ws_no_prefetch = lo->ws.ws_no_prefetch;
 	if (a->dry_run)
 		return api_fault(r, 400, "Load snapshot error: dry run");
-	if (vm_restore(&base, state, mem, resume, &a->vm, &e))
+	base.mem_uffd = l->uffd;
+	base.ws_record_ms = l->ws.ws_record_ms;
+	base.ws_no_prefetch = l->ws.ws_no_prefetch;
+	base.track_dirty = l->track;
+	base.restore_adjust = l->ov.nr ? adjust_nets : NULL;
+	base.restore_ctx = (void *)&l->ov;
+	if (vm_restore(&base, state, mem, l->resume, &a->vm, &e))
 		return vm_fault(a, r, "Load snapshot error", e.msg);
-	if (fc_vm_set_from_restore(&a->fc, vm_config(a->vm), vm_api_desc(a->vm)))
+	if (fc_vm_set_from_restore_ov(&a->fc, vm_config(a->vm), vm_api_desc(a->vm), &l->ov))
 		log_warn("GET /vm/config will not describe the restored VM: out of memory");
-	a->state = resume ? API_RUNNING : API_PAUSED;
+	a->state = l->resume ? API_RUNNING : API_PAUSED;
 	ret = vm_start(a->vm, &e);
 	if (ret)
 		return vcpus_fault(r, "Load snapshot error", &e, ret);
@@ -339,15 +360,21 @@ void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_r
 	const struct fcj c = {.what = "snapshot/load", .err = err, .errlen = sizeof(err)};
 	json_object *o = parse_body("snapshot/load", body, len, keys, r);
 	const char *state = NULL, *mem = NULL, *ws = NULL;
-	struct load_opts lo = {0};
+	struct load_opts *l = malloc(sizeof(*l)); /* 64 overrides: ~6 KiB, off the stack */
 	uint64_t t0_us = now_us();
 
-	if (!o)
+	if (!o || !l) {
+		free(l);
+		if (o)
+			api_fault(r, 400, "Load snapshot error: out of memory");
+		json_object_put(o);
 		return;
-	if (fcj_req_str(&c, o, "snapshot_path", 4095, &state) < 0 || load_mem_path(&c, o, &mem, &lo.uffd) ||
-	    load_options(&c, o, &lo.resume) || fcj_str(&c, o, "working_set", 1, 32, &ws) < 0)
+	}
+	memset(l, 0, sizeof(*l));
+	if (fcj_req_str(&c, o, "snapshot_path", 4095, &state) < 0 || load_mem_path(&c, o, &mem, &l->uffd) ||
+	    load_options(&c, o, l) || fcj_str(&c, o, "working_set", 1, 32, &ws) < 0)
 		api_fault(r, 400, "%s", err);
-	else if (ws && config_parse_working_set(ws, &lo.ws))
+	else if (ws && config_parse_working_set(ws, &l->ws))
 		api_fault(r, 400, "snapshot/load: working_set '%s': expected record=MS (1..%u) or off", ws,
 			  WSET_RECORD_MAX_MS);
 	else if (a->state != API_NOT_STARTED)
@@ -355,7 +382,8 @@ void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_r
 	else if (a->configured)
 		api_fault(r, 400, "Loading a microVM snapshot not allowed after configuring boot-specific resources.");
 	else
-		do_load(a, state, mem, &lo, r, t0_us);
+		do_load(a, state, mem, l, r, t0_us);
+	free(l);
 	json_object_put(o);
 }
 

@@ -130,7 +130,7 @@ int fc_apply_boot_source(struct fc_vm *f, const struct fcj *c, json_object *o)
 /* machine-config's values before they are committed. */
 struct machine {
 	uint64_t cpus, memory;
-	bool smt, dirty; /* track_dirty_pages: kept for GET; brisk's snapshots are Full either way */
+	bool smt, dirty; /* track_dirty_pages: KVM's dirty log on RAM, so Diff snapshots (cfg.track_dirty) */
 	unsigned huge;
 	const char *tmpl; /* cpu_template given: a static name or "None"; NULL: keep */
 };
@@ -252,9 +252,11 @@ int fc_apply_machine_config(struct fc_vm *f, const struct fcj *c, json_object *o
 	f->cfg.memory = m.memory;
 	f->smt = m.smt;
 	f->track_dirty_pages = m.dirty;
+	f->cfg.track_dirty = m.dirty;
 	f->huge_pages = (enum fc_huge_pages)m.huge;
-	/* brisk backs both "2M" and "Transparent" with transparent huge pages (madvise, mem.c), not hugetlbfs. */
-	f->cfg.hugepages = m.huge != FC_HUGE_NONE;
+	/* "2M": hugetlbfs pages, as Firecracker (mem.c GMEM_HUGETLBFS); "Transparent": brisk's THP request. */
+	f->cfg.hugetlbfs = m.huge == FC_HUGE_2M;
+	f->cfg.hugepages = m.huge == FC_HUGE_TRANSPARENT;
 	f->cfg.topology.sockets = m.smt && m.cpus > 1 ? 1 : 0;
 	f->cfg.topology.cores = m.smt && m.cpus > 1 ? (unsigned)m.cpus / 2 : 0;
 	f->cfg.topology.threads = m.smt && m.cpus > 1 ? 2 : 0;

@@ -270,6 +270,44 @@ static int tap_name(const struct fcj *c, json_object *o, char *out)
 	return 0;
 }
 
+/* One NetworkOverride: {iface_id, host_dev_name}, other keys ignored (no deny_unknown_fields in Firecracker). */
+static int net_override(const struct fcj *c, json_object *o, struct fc_net_override *ov)
+{
+	const char *id;
+
+	if (!json_object_is_type(o, json_type_object))
+		return fcj_fail(c, "expected an object {\"iface_id\", \"host_dev_name\"}");
+	if (fcj_req_str(c, o, "iface_id", 4095, &id) < 0 || tap_name(c, o, ov->host_dev_name))
+		return -EINVAL;
+	ov->unknown = strlen(id) > FC_ID_MAX;
+	snprintf(ov->iface_id, sizeof(ov->iface_id), "%s", ov->unknown ? "" : id);
+	return 0;
+}
+
+int fc_parse_net_overrides(const struct fcj *c, json_object *arr, struct fc_net_overrides *out)
+{
+	char err[512];
+
+	memset(out, 0, sizeof(*out));
+	if (!arr || json_object_is_type(arr, json_type_null))
+		return 0;
+	if (!json_object_is_type(arr, json_type_array))
+		return fcj_fail(c, "network_overrides: expected an array");
+	if (json_object_array_length(arr) > FC_MAX_NET_OVERRIDES)
+		return fcj_fail(c, "network_overrides: %zu entries, at most %u", json_object_array_length(arr),
+				FC_MAX_NET_OVERRIDES);
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		char what[48];
+		const struct fcj e = {.what = what, .err = err, .errlen = sizeof(err)};
+
+		snprintf(what, sizeof(what), "network_overrides[%zu]", i);
+		if (net_override(&e, json_object_array_get_idx(arr, i), &out->ov[i]))
+			return fcj_fail(c, "%s", err);
+		out->nr++;
+	}
+	return 0;
+}
+
 /* Firecracker's MacAddr::from_str (v1.7.0 src/utils/src/net/mac.rs): six ':'-separated pairs of hex digits. */
 static bool fc_mac(const char *s, uint8_t mac[6])
 {

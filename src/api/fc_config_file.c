@@ -10,6 +10,7 @@
 
 #include "brisk/config.h"
 #include "brisk/cpuid.h"
+#include "brisk/errmsg.h"
 #include "brisk/file.h"
 #include "brisk/log.h"
 #include "fc_config_internal.h"
@@ -327,7 +328,8 @@ int fc_vm_set_from_config(struct fc_vm *f, const struct vm_config *cfg)
 	}
 	tmp->boot_source_set = cfg->kernel != NULL; /* NULL: the built-in demo guest, no boot source */
 	tmp->smt = cfg->topology.threads > 1;
-	tmp->huge_pages = cfg->hugepages ? FC_HUGE_TRANSPARENT : FC_HUGE_NONE;
+	tmp->huge_pages = cfg->hugetlbfs ? FC_HUGE_2M : cfg->hugepages ? FC_HUGE_TRANSPARENT : FC_HUGE_NONE;
+	tmp->track_dirty_pages = cfg->track_dirty; /* a restored VM's: the load's, as Firecracker */
 	for (unsigned i = 0; i < cfg->nr_disks && i < VM_MAX_DISKS; i++) {
 		snprintf(tmp->drive[i].id, sizeof(tmp->drive[i].id), "drive%u", i);
 		tmp->drive[i].cache_type = FC_CACHE_WRITEBACK; /* brisk's writeback flushes on FLUSH */
@@ -375,9 +377,7 @@ static int take_identities(struct fc_vm *f, struct fc_vm *d)
 		if (cfg->net[i].kind == NET_TAP)
 			f->net[i] = d->net[tap++];
 	memcpy(f->vsock_id, d->vsock_id, sizeof(f->vsock_id));
-	f->smt = d->smt;
-	f->track_dirty_pages = d->track_dirty_pages;
-	f->huge_pages = d->huge_pages;
+	f->smt = d->smt; /* track_dirty_pages and huge_pages: the restored VM's (its load, its snapshot's RAM) */
 	f->cfg.rng_rl = d->cfg.rng_rl;
 	f->rng_size = d->rng_size;
 	f->rng_refill_ms = d->rng_refill_ms;
@@ -393,7 +393,22 @@ static int take_identities(struct fc_vm *f, struct fc_vm *d)
 	return 0;
 }
 
+/* The load's network_overrides applied to the description's interfaces too (by id), as to the configuration. */
+static void override_desc(struct fc_vm *d, const struct fc_net_overrides *o)
+{
+	for (unsigned k = 0; o && k < o->nr; k++)
+		for (unsigned i = 0; i < d->cfg.nr_nets; i++)
+			if (!o->ov[k].unknown && strcmp(d->net[i].id, o->ov[k].iface_id) == 0)
+				snprintf(d->cfg.net[i].tap, sizeof(d->cfg.net[i].tap), "%s", o->ov[k].host_dev_name);
+}
+
 int fc_vm_set_from_restore(struct fc_vm *f, const struct vm_config *cfg, const char *desc)
+{
+	return fc_vm_set_from_restore_ov(f, cfg, desc, NULL);
+}
+
+int fc_vm_set_from_restore_ov(struct fc_vm *f, const struct vm_config *cfg, const char *desc,
+			      const struct fc_net_overrides *o)
 {
 	struct fc_vm *d;
 	char err[512];
@@ -408,6 +423,7 @@ int fc_vm_set_from_restore(struct fc_vm *f, const struct vm_config *cfg, const c
 	ret = fc_vm_load_config_json(d, desc, strlen(desc), err, sizeof(err));
 	if (ret == -ENOMEM)
 		goto out;
+	override_desc(d, o);
 	if (ret)
 		log_warn("GET /vm/config: the snapshot's description of the VM is not readable (%s): ids are "
 			 "derived",
@@ -421,5 +437,46 @@ int fc_vm_set_from_restore(struct fc_vm *f, const struct vm_config *cfg, const c
 out:
 	fc_vm_free(d);
 	free(d);
+	return ret;
+}
+
+int fc_apply_net_overrides(struct vm_config *cfg, const char *desc, const struct fc_net_overrides *o, char *err,
+			   size_t errlen)
+{
+	struct fc_vm *v;
+	int ret = 0;
+
+	if (!o || !o->nr)
+		return 0;
+	v = malloc(sizeof(*v));
+	if (!v)
+		return err_set(err, errlen, -ENOMEM, "out of memory");
+	fc_vm_init(v);
+	/* the ids a client sees for this snapshot's interfaces: the ones GET /vm/config gives after the load */
+	if (fc_vm_set_from_restore(v, cfg, desc)) {
+		ret = err_set(err, errlen, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (unsigned k = 0; k < o->nr && !ret; k++) {
+		const struct fc_net_override *ov = &o->ov[k];
+		unsigned i = 0;
+
+		while (i < cfg->nr_nets && (ov->unknown || strcmp(v->net[i].id, ov->iface_id) != 0))
+			i++;
+		if (i == cfg->nr_nets)
+			ret =
+			    err_set(err, errlen, -ENODEV,
+				    "Failed to restore from snapshot: Failed to get snapshot state from file: Unknown "
+				    "Network Device.");
+		else if (cfg->net[i].kind != NET_TAP)
+			ret = err_set(err, errlen, -EINVAL,
+				      "network_overrides: interface %s uses brisk's user-mode network, not a tap",
+				      ov->iface_id);
+		else
+			snprintf(cfg->net[i].tap, sizeof(cfg->net[i].tap), "%s", ov->host_dev_name);
+	}
+out:
+	fc_vm_free(v);
+	free(v);
 	return ret;
 }

@@ -22,6 +22,7 @@ static const char overview[] =
     "  compare    boot two configurations interleaved; per phase ratio, U test, verdict\n"
     "  acpi       write the ACPI tables a VM would get, one file each, without booting\n"
     "  restore    resume a snapshot (taken through the API) in this process\n"
+    "  snapshot-editor  merge a Diff snapshot's memory onto its base (Firecracker's command)\n"
     "  jail       run brisk in a chroot, new namespaces and cgroup, as an unprivileged user\n"
     "  jailer     Firecracker's jailer (also as build/brisk-jailer; 'brisk jailer --help')\n"
     "  help       show help for a command\n"
@@ -66,6 +67,10 @@ static const char run_usage_tail[] =
     "                         PIT; kernel: KVM's PIC, I/O APIC and PIT (a guest that needs a PIT)\n"
     "                         and reset; off: MP table and virtio_mmio.device= words only\n"
     "      --hugepages        back guest RAM with transparent huge pages\n"
+    "      --hugetlbfs        back guest RAM with 2 MiB hugetlbfs pages (--memory in 2 MiB\n"
+    "                         steps; reserved from /proc/sys/vm/nr_hugepages at start)\n"
+    "      --track-dirty-pages  log the pages the guest writes, so that PUT /snapshot/create\n"
+    "                         can take Diff snapshots (docs/api.md)\n"
     "      --prefault         populate all guest RAM before boot\n"
     "      --timeline         after the VM ends, print the boot timeline, exit counts\n"
     "                         and KVM ioctl counts to stdout\n"
@@ -227,8 +232,21 @@ static const char restore_usage[] =
     "      --mem MEM          the guest memory file (mem_file_path)\n"
     "      --paused           stay paused until PATCH /vm {\"state\": \"Resumed\"} (needs --api-sock)\n"
     "      --api-sock PATH    serve the Firecracker-compatible API beside the VM\n"
+    "      --track-dirty-pages  log the pages the guest writes from now on, for Diff snapshots\n"
+    "                         (the API's enable_diff_snapshots)\n"
+    "A Diff snapshot's MEM holds only the pages it changed: merge it onto its base first\n"
+    "('brisk help snapshot-editor') and give the merged file here.\n"
     "PROCESS-OPTIONS: --serial, --timeline, --report-json, --log-level, --seccomp (see 'brisk help run');\n"
     "the snapshot holds the devices, so every device option (--console too) is refused (exit status 2).\n";
+
+static const char snapshot_editor_usage[] =
+    "usage: brisk snapshot-editor edit-memory rebase --memory-path BASE --diff-path LAYER\n"
+    "\n"
+    "Firecracker's snapshot-editor command: writes every page a Diff snapshot's memory file LAYER\n"
+    "holds (its data; its holes are the pages it left to its base) into BASE, in place. Merge the\n"
+    "layers onto the base in the order they were taken, then load the last layer's state file with\n"
+    "BASE. Refused, BASE untouched: files of different sizes, BASE mapped by a running VM restored\n"
+    "from it. A merge that stopped half way can be run again. Exit status 0, 2 (refused), 4 (I/O).\n";
 
 static const char acpi_usage[] =
     "usage: brisk acpi --dump DIR [RUN-OPTIONS...]\n"
@@ -322,6 +340,10 @@ int cli_usage(FILE *f, const char *command)
 	}
 	if (strcmp(command, "acpi") == 0) {
 		fputs(acpi_usage, f);
+		return 0;
+	}
+	if (strcmp(command, "snapshot-editor") == 0) {
+		fputs(snapshot_editor_usage, f);
 		return 0;
 	}
 	if (strcmp(command, "jail") == 0) {

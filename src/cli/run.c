@@ -104,6 +104,12 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 	case OPT_HUGEPAGES:
 		cfg->hugepages = true;
 		return 0;
+	case OPT_HUGETLBFS:
+		cfg->hugetlbfs = true;
+		return 0;
+	case OPT_TRACK_DIRTY:
+		cfg->track_dirty = true;
+		return 0;
 	case OPT_PREFAULT:
 		cfg->prefault = true;
 		return 0;
@@ -186,6 +192,8 @@ static bool is_vm_option(int c)
 	case OPT_CPU_TEMPLATE:
 	case OPT_ACPI:
 	case OPT_HUGEPAGES:
+	case OPT_HUGETLBFS:
+	case OPT_TRACK_DIRTY:
 		return true;
 	default:
 		return devkind_by_opt(c) && !devkind_by_opt(c)->process_option;
@@ -198,6 +206,8 @@ static bool is_vm_option(int c)
  */
 static bool is_snapshot_option(int c)
 {
+	if (c == OPT_TRACK_DIRTY) /* the load's choice, as the API's enable_diff_snapshots */
+		return false;
 	return is_vm_option(c) || devkind_by_opt(c) || c == OPT_IRQCHIP;
 }
 
@@ -217,6 +227,8 @@ bool cli_is_process_option(int c)
 		return false;
 	case OPT_IRQCHIP:
 		return true;
+	case OPT_TRACK_DIRTY: /* machine-config's track_dirty_pages in that mode */
+		return false;
 	default:
 		return !is_snapshot_option(c);
 	}

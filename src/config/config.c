@@ -245,6 +245,31 @@ static int check_topology(const struct vm_config *cfg, char *err, size_t errlen)
 	return -EINVAL;
 }
 
+/*
+ * Firecracker's rules for huge_pages "2M" (v1.7.0 vmm_config/machine_config.rs, resources.rs): the memory a whole
+ * number of 2 MiB pages, no balloon (its 4 KiB page reports cannot give a huge page back); and not with
+ * transparent huge pages asked as well.
+ */
+static int check_hugetlbfs(const struct vm_config *cfg, char *err, size_t errlen)
+{
+	if (cfg->memory % (2ull << 20)) {
+		snprintf(err, errlen, "--hugetlbfs needs --memory in whole 2 MiB pages, got %llu KiB",
+			 (unsigned long long)(cfg->memory >> 10));
+		return -EINVAL;
+	}
+	if (cfg->balloon.enabled) {
+		snprintf(err, errlen,
+			 "--hugetlbfs and --balloon are exclusive: huge pages support is incompatible with "
+			 "memory ballooning");
+		return -EINVAL;
+	}
+	if (cfg->hugepages) {
+		snprintf(err, errlen, "--hugetlbfs and --hugepages are exclusive: hugetlbfs pages or transparent ones");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int config_validate(const struct vm_config *cfg, unsigned max_cpus, uint64_t host_mem, char *err, size_t errlen)
 {
 	if (cfg->cpus < 1 || cfg->cpus > max_cpus) {
@@ -279,6 +304,8 @@ int config_validate(const struct vm_config *cfg, unsigned max_cpus, uint64_t hos
 			 (unsigned long long)cfg->memory);
 		return -EINVAL;
 	}
+	if (cfg->hugetlbfs && check_hugetlbfs(cfg, err, errlen))
+		return -EINVAL;
 	if (devkinds_check_windows(cfg, err, errlen))
 		return -EINVAL;
 	if (config_vsock_check(cfg, err, errlen))

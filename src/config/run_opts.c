@@ -15,6 +15,8 @@ static const struct option head[] = {
     {"memory", required_argument, NULL, 'm'},
     {"serial", required_argument, NULL, OPT_SERIAL},
     {"hugepages", no_argument, NULL, OPT_HUGEPAGES},
+    {"hugetlbfs", no_argument, NULL, OPT_HUGETLBFS},
+    {"track-dirty-pages", no_argument, NULL, OPT_TRACK_DIRTY},
     {"prefault", no_argument, NULL, OPT_PREFAULT},
     {"timeline", no_argument, NULL, OPT_TIMELINE},
     {"boot-timer", no_argument, NULL, OPT_BOOT_TIMER},

@@ -15,9 +15,10 @@
  * driver's register write triggers (an IRQ line, a queue's ioeventfd and
  * irqfd, the tap's offloads once the driver chose its features; with the split irqchip, the I/O APIC's message
  * and the routing table a redirection entry rewrites). The main thread: the state a snapshot reads (VM and
- * vCPUs), the same device wiring (a device reset or stopped there; SendCtrlAltDel's interrupt), and the terminal
- * restored at exit; a Uffd-restored VM's memory unregistered from its userfaultfd at teardown (UFFDIO_UNREGISTER:
- * wakes a vCPU waiting for a page its handler never serves). brisk-slirp: libslirp's non-blocking switch and queue
+ * vCPUs; the memory slots' dirty logs, for a Diff), the same device wiring (a device reset or stopped there;
+ * SendCtrlAltDel's interrupt), and the terminal restored at exit; a Uffd-restored VM's memory unregistered from
+ * its userfaultfd at teardown (UFFDIO_UNREGISTER: wakes a vCPU waiting for a page its handler never serves).
+ * brisk-slirp: libslirp's non-blocking switch and queue
  * size.
  */
 static const unsigned long vcpu_ioctls[] = {KVM_RUN,   KVM_GET_REGS,  KVM_GET_SREGS,  KVM_IRQ_LINE,	  KVM_IOEVENTFD,
@@ -27,7 +28,8 @@ static const unsigned long main_ioctls[] = {
     KVM_GET_SREGS,	 KVM_GET_FPU,	  KVM_GET_MSRS,	    KVM_GET_XSAVE,	 KVM_GET_XSAVE2,
     KVM_GET_XCRS,	 KVM_GET_LAPIC,	  KVM_GET_MP_STATE, KVM_GET_VCPU_EVENTS, KVM_GET_DEBUGREGS,
     KVM_GET_CPUID2,	 KVM_GET_TSC_KHZ, KVM_IRQ_LINE,	    KVM_SIGNAL_MSI,	 KVM_IOEVENTFD,
-    KVM_IRQFD,		 TCSETS,	  TCGETS,	    BLKGETSIZE64,	 UFFDIO_UNREGISTER};
+    KVM_IRQFD,		 TCSETS,	  TCGETS,	    BLKGETSIZE64,	 UFFDIO_UNREGISTER,
+    KVM_GET_DIRTY_LOG};
 static const unsigned long slirp_ioctls[] = {FIONBIO, FIONREAD};
 
 #define IOCTLS(a)                                                                                                      \
@@ -139,43 +141,46 @@ static const struct sc_call in_calls[] = {BASE_CALLS, KICK_CALLS, SC(poll), SC(r
  * re-armed: timerfd_settime); PATCH /balloon/statistics (the balloon's statistics timer: timerfd_settime). The I/O
  * loop's thread is parked and woken around a snapshot, not recreated.
  */
-static const struct sc_call main_calls[] = {BASE_CALLS,
-					    KICK_CALLS,
-					    SPAWN_CALLS,
-					    SC(poll),
-					    SC(read),
-					    SC(close),
-					    SC(ioctl),
-					    SC(recvfrom),
-					    SC(timerfd_settime),
-					    SC(openat),
-					    SC(newfstatat),
-					    SC(fcntl),
-					    SC(ftruncate),
-					    SC(pwrite64),
-					    SC(fsync),
-					    SC(unlink),
-					    SC(unlinkat),
-					    SC(rename),
-					    SC(renameat),
-					    SC(renameat2),
-					    SC(fchmod),
-					    SC(dup),
-					    SC(readlink),
-					    SC(readlinkat),
-					    SC(lseek),
-					    SC(mincore),
-					    SC(wait4),
-					    SC(kill),
-					    SC(clock_nanosleep),
-					    SC(gettid),
-					    SC(getrandom),
-					    SC(fstatfs),
-					    SC(statx),
-					    SC(fallocate),
-					    SC(timerfd_settime),
-					    SANITIZER_EXIT_CALLS,
-					    {0, NULL}};
+static const struct sc_call main_calls[] = {
+    BASE_CALLS,
+    KICK_CALLS,
+    SPAWN_CALLS,
+    SC(poll),
+    SC(read),
+    SC(close),
+    SC(ioctl),
+    SC(recvfrom),
+    SC(timerfd_settime),
+    SC(openat),
+    SC(newfstatat),
+    SC(fcntl),
+    SC(ftruncate),
+    SC(pwrite64),
+    SC(fsync),
+    SC(unlink),
+    SC(unlinkat),
+    SC(rename),
+    SC(renameat),
+    SC(renameat2),
+    SC(fchmod),
+    SC(dup),
+    SC(readlink),
+    SC(readlinkat),
+    SC(lseek),
+    SC(mincore),
+    SC(wait4),
+    SC(kill),
+    SC(clock_nanosleep),
+    SC(gettid),
+    SC(getrandom),
+    SC(fstatfs),
+    SC(statx),
+    SC(fallocate),
+    SC(timerfd_settime),
+    /* a Diff snapshot merged onto the memory file at its path: the copy (memlayer.c) */
+    SC(copy_file_range),
+    SANITIZER_EXIT_CALLS,
+    {0, NULL}};
 /* brisk-api (src/api/api_http.c), once it serves: one thread polling the listening socket, the link to brisk and
  * its clients' connections (recv/send are recvfrom/sendto); getpid and tgkill for abort. */
 static const struct sc_call api_calls[] = {BASE_CALLS,	 SC(poll),   SC(accept4), SC(recvfrom),		SC(close),

@@ -9,6 +9,7 @@
 #define SNAP_OPT_FC_TEMPLATE 0x10u
 #define SNAP_OPT_BALLOON     0x11u
 #define SNAP_OPT_IRQCHIP     0x12u /* absent: KVM's in-kernel irqchip, the only one before brisk's I/O APIC */
+#define SNAP_OPT_HUGETLBFS   0x13u /* RAM of 2 MiB hugetlbfs pages (huge_pages "2M"); absent: not */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +115,9 @@ int snap_config_save(const struct vm_config *cfg, struct snap_writer *w)
 		      snap_put_u8(w, cfg->balloon.deflate_on_oom) || snap_put_u16(w, cfg->balloon.stats_interval_s);
 	if (!ret && cfg->irqchip != IRQCHIP_KERNEL)
 		ret = snap_put_u8(w, SNAP_OPT_IRQCHIP) || snap_put_u8(w, (uint8_t)cfg->irqchip);
+	/* a snapshot of hugetlbfs RAM restores onto hugetlbfs RAM (Firecracker: no flipping page sizes on load) */
+	if (!ret && cfg->hugetlbfs)
+		ret = snap_put_u8(w, SNAP_OPT_HUGETLBFS);
 	if (ret)
 		return -ENOMEM;
 	return snap_section_end(w);
@@ -219,14 +223,15 @@ static int get_irqchip(struct snap_reader *sec, struct vm_config *cfg, bool *see
 
 /*
  * The optional last fields: what the --cpu-template file asked for (snap_config.h); after it the tagged
- * ones, each at most once: a custom CPU template, a balloon's configuration, the irqchip. An unknown tag:
- * malformed.
+ * ones, each at most once: a custom CPU template, a balloon's configuration, the irqchip, hugetlbfs RAM. An unknown
+ * tag: malformed.
  */
 static int get_template_digest(struct snap_reader *sec, struct snap_config_strings *s, struct vm_config *cfg)
 {
 	bool irqchip = false;
 
 	cfg->irqchip = IRQCHIP_KERNEL;
+	cfg->hugetlbfs = false;
 	s->has_cpu_template_digest = snap_remaining(sec) != 0;
 	s->cpu_template_digest = 0;
 	s->fc_template = NULL;
@@ -243,6 +248,10 @@ static int get_template_digest(struct snap_reader *sec, struct snap_config_strin
 			continue;
 		if (tag == SNAP_OPT_IRQCHIP && !get_irqchip(sec, cfg, &irqchip))
 			continue;
+		if (tag == SNAP_OPT_HUGETLBFS && !cfg->hugetlbfs) {
+			cfg->hugetlbfs = true;
+			continue;
+		}
 		return -EINVAL;
 	}
 	return 0;

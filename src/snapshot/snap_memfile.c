@@ -12,19 +12,55 @@
 #include "brisk/snap_memfile.h"
 #include "brisk/snapshot.h"
 
-#define SNAP_MEMFILE_VERSION 1u /* the section's (snapshot.h); a change to its layout bumps it */
+/*
+ * The section's versions (snapshot.h): 1, the file's identity; 2 adds, after it, the kind (u8) and the samples
+ * (u32 count, then each u64 offset, u64 CRC-64). A Full snapshot still writes version 1.
+ */
+#define SNAP_MEMFILE_VERSION 2u
+
+static int put_diff(struct snap_writer *w, const struct snap_memfile *m)
+{
+	int ret = snap_put_u8(w, (uint8_t)m->kind) || snap_put_u32(w, m->nr_samples);
+
+	for (unsigned i = 0; !ret && i < m->nr_samples && i < SNAP_MEMFILE_SAMPLES; i++)
+		ret = snap_put_u64(w, m->sample[i].off) || snap_put_u64(w, m->sample[i].crc);
+	return ret ? -ENOMEM : 0;
+}
 
 int snap_memfile_save(struct snap_writer *w, const struct snap_memfile *m)
 {
 	size_t len = strlen(m->tmp);
-	int ret = snap_section_begin(w, SNAP_TAG_MEMFILE, 0, "memfile") ?: snap_set_version(w, SNAP_MEMFILE_VERSION);
+	uint32_t version = m->kind == SNAP_MEM_FULL ? 1u : 2u;
+	int ret = snap_section_begin(w, SNAP_TAG_MEMFILE, 0, "memfile") ?: snap_set_version(w, version);
 
 	if (ret)
 		return ret;
 	if (snap_put_u64(w, m->dev) || snap_put_u64(w, m->ino) || snap_put_u64(w, m->size) ||
 	    snap_put_u64(w, (uint64_t)m->ctime_ns) || snap_put_u32(w, (uint32_t)len) || snap_put(w, m->tmp, len))
 		return -ENOMEM;
+	if (version >= 2 && (ret = put_diff(w, m)))
+		return ret;
 	return snap_section_end(w);
+}
+
+/* Version 2's fields: the kind, and samples that lie on whole pages inside the file. */
+static int get_diff(struct snap_reader *sec, struct snap_memfile *m)
+{
+	uint8_t kind;
+	uint32_t n;
+
+	if (snap_get_u8(sec, &kind) || kind > SNAP_MEM_MERGED || snap_get_u32(sec, &n) || n > SNAP_MEMFILE_SAMPLES)
+		return -EINVAL;
+	m->kind = (enum snap_mem_kind)kind;
+	m->nr_samples = n;
+	for (unsigned i = 0; i < n; i++) {
+		struct snap_mem_sample *s = &m->sample[i];
+
+		if (snap_get_u64(sec, &s->off) || snap_get_u64(sec, &s->crc) || s->off % 4096 || m->size < 4096 ||
+		    s->off > m->size - 4096)
+			return -EINVAL;
+	}
+	return 0;
 }
 
 int snap_memfile_load(struct snap_reader *r, struct snap_memfile *m, bool *present)
@@ -39,11 +75,11 @@ int snap_memfile_load(struct snap_reader *r, struct snap_memfile *m, bool *prese
 	ret = snap_section(r, SNAP_TAG_MEMFILE, 0, "memfile", &sec);
 	if (ret == -ENOENT)
 		return 0;
-	if (!ret && snap_version(sec) != SNAP_MEMFILE_VERSION)
+	if (!ret && (snap_version(sec) < 1 || snap_version(sec) > SNAP_MEMFILE_VERSION))
 		return -EPROTONOSUPPORT;
 	if (ret || snap_get_u64(sec, &m->dev) || snap_get_u64(sec, &m->ino) || snap_get_u64(sec, &m->size) ||
 	    snap_get_u64(sec, &ctime) || snap_get_u32(sec, &len) || len == 0 || len > NAME_MAX ||
-	    snap_get(sec, m->tmp, len) || snap_remaining(sec))
+	    snap_get(sec, m->tmp, len) || (snap_version(sec) >= 2 && get_diff(sec, m)) || snap_remaining(sec))
 		return -EINVAL;
 	m->tmp[len] = 0;
 	/* A name in the memory file's directory, nothing else: no path, no NUL, not "." or "..". */
@@ -122,4 +158,47 @@ int snap_memfile_open(const struct snap_memfile *m, const char *path, struct sta
 			       path);
 	}
 	return fd;
+}
+
+int snap_memfile_check_samples(const struct snap_memfile *m, int fd, const char *path, char *err, size_t errlen)
+{
+	uint8_t page[4096];
+
+	for (unsigned i = 0; i < m->nr_samples; i++) {
+		const struct snap_mem_sample *s = &m->sample[i];
+		ssize_t n;
+		bool zero = true;
+
+		/* lseek and read, not pread: a create checks its base on the main thread, under its seccomp list */
+		if (lseek(fd, (off_t)s->off, SEEK_SET) < 0)
+			return err_set(err, errlen, -errno, "mem_file_path %s: seeking to 0x%llx: %s", path,
+				       (unsigned long long)s->off, strerror(errno));
+		do
+			n = read(fd, page, sizeof(page));
+		while (n < 0 && errno == EINTR);
+		if (n < 0)
+			return err_set(err, errlen, -errno, "mem_file_path %s: reading the page at 0x%llx: %s", path,
+				       (unsigned long long)s->off, strerror(errno));
+		if (n != (ssize_t)sizeof(page))
+			return err_set(err, errlen, -EINVAL, "mem_file_path %s: truncated at 0x%llx", path,
+				       (unsigned long long)s->off);
+		if (snap_crc64(0, page, sizeof(page)) == s->crc)
+			continue;
+		for (size_t j = 0; j < sizeof(page) && zero; j++)
+			zero = page[j] == 0;
+		if (zero)
+			return err_set(
+			    err, errlen, -EINVAL,
+			    "mem_file_path %s is a Diff snapshot's memory without its base: the page at "
+			    "0x%llx, which the Diff left to the previous snapshot, reads as zeros; merge the "
+			    "layer onto the previous snapshot's memory file first (brisk snapshot-editor "
+			    "edit-memory rebase --memory-path BASE --diff-path LAYER) and load that",
+			    path, (unsigned long long)s->off);
+		return err_set(err, errlen, -EINVAL,
+			       "mem_file_path %s does not hold this Diff snapshot's memory: the page at 0x%llx, which "
+			       "the Diff left to the previous snapshot, differs from it; merge onto the base this "
+			       "VM's previous snapshot wrote, every layer in the order they were taken",
+			       path, (unsigned long long)s->off);
+	}
+	return 0;
 }

@@ -96,6 +96,7 @@ static bool load_avail_idx(const struct virtq *q, uint16_t *idx)
 	return true;
 }
 
+/* A 16-bit field of the device area (used ring): written, and marked for a Diff snapshot (mem.h). */
 static bool store16(const struct virtq *q, uint64_t gpa, uint16_t v, int order)
 {
 	uint16_t *p = field16(q, gpa);
@@ -103,6 +104,7 @@ static bool store16(const struct virtq *q, uint64_t gpa, uint16_t v, int order)
 	if (!p)
 		return false;
 	__atomic_store_n(p, v, order);
+	gmem_mark_dirty_host(q->mem, p, 2);
 	return true;
 }
 
@@ -187,6 +189,8 @@ static enum virtq_fault add_buffer(struct walk *w, const struct desc *d)
 		return VIRTQ_FAULT_SEGS;
 	c->seg[c->nr_out + c->nr_in] = (struct virtq_seg){.ptr = ptr, .len = d->len};
 	if (writable) {
+		/* the device may write all of it from now on: a Diff snapshot saves it (mem.h gmem_mark_dirty) */
+		gmem_mark_dirty_host(w->mem, ptr, d->len);
 		c->nr_in++;
 		c->in_bytes += d->len;
 	} else {
@@ -356,7 +360,7 @@ enum virtq_pop_result virtq_pop(struct virtq *q, struct virtq_chain *c, struct v
 	uint16_t idx, *entry, head;
 	enum virtq_fault f;
 
-	*c = (struct virtq_chain){.seg = segs};
+	*c = (struct virtq_chain){.seg = segs, .mem = q->mem};
 	if (q->broken)
 		return VIRTQ_BROKEN;
 	if (!q->mem)
@@ -394,6 +398,7 @@ void virtq_push(struct virtq *q, uint16_t head, uint32_t written)
 	/* Section 2.7.8.2: id and len are set before used.idx (virtq_publish's release store). */
 	__atomic_store_n(&elem[0], head, __ATOMIC_RELAXED);
 	__atomic_store_n(&elem[1], written, __ATOMIC_RELAXED);
+	gmem_mark_dirty_host(q->mem, elem, USED_ELEM);
 	q->used_idx++;
 }
 
@@ -658,6 +663,20 @@ uint64_t virtq_copy_to(const struct virtq_chain *c, uint64_t offset, const void 
 	virtq_writer(&w, c);
 	if (virtq_cursor_skip(&w, offset) != offset)
 		return 0;
+	/*
+	 * A chain a device keeps across a snapshot (virtio-net's first buffer of a merged frame, written once the
+	 * frame's last buffer is in) is written after the pop that marked it: marked again here.
+	 */
+	if (c->mem) {
+		struct virtq_cursor m = w;
+		uint64_t left = len, n;
+		uint8_t *p;
+
+		while (left && (n = virtq_cursor_span(&m, left, &p)) != 0) {
+			gmem_mark_dirty_host(c->mem, p, n);
+			left -= n;
+		}
+	}
 	return virtq_cursor_write(&w, src, len);
 }
 

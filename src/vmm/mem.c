@@ -1,7 +1,11 @@
 /* mem.c - guest RAM: one anonymous mapping split around the 32-bit MMIO hole, and the checked accessor. */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/memfd.h> /* MFD_HUGE_2MB: glibc's sys/mman.h has MFD_HUGETLB only */
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -41,6 +45,8 @@ static void split_regions(struct gmem *m)
  */
 static void request_thp(const struct gmem *m, unsigned flags)
 {
+	if (m->hugetlbfs)
+		return; /* hugetlbfs pages are 2 MiB already */
 	uint64_t skip = (flags & GMEM_HUGEPAGES) ? 0 : m->size < GMEM_ALIGN ? m->size : GMEM_ALIGN;
 
 	if (skip)
@@ -69,13 +75,15 @@ uint64_t gmem_align(uint64_t size)
  * placed over its aligned part (MAP_FIXED), the slack either side returned. The host address and the guest
  * address of RAM then agree modulo 2 MiB, which KVM needs before it maps a guest page with a huge page
  * (arch/x86/kvm/mmu: the host's huge page must cover the same 2 MiB frame the guest's does); mmap alone
- * gives 4 KiB alignment. `fd` -1: anonymous memory. Returns the address or MAP_FAILED with errno.
+ * gives 4 KiB alignment. `fd` -1: anonymous memory. `shared`: a shared mapping of `fd`, reserved (a hugetlbfs
+ * memfd: its pages are set aside at the map, hugetlb_reserve_pages). Returns the address or MAP_FAILED with errno.
  */
-static uint8_t *map_aligned(size_t size, int fd)
+static uint8_t *map_aligned(size_t size, int fd, bool shared)
 {
 	size_t align = (size_t)gmem_align(size), span = size + align, head, tail;
 	uint8_t *res = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0), *at, *p;
-	int flags = MAP_PRIVATE | MAP_NORESERVE | MAP_FIXED | (fd < 0 ? MAP_ANONYMOUS : 0);
+	int flags =
+	    shared ? MAP_SHARED | MAP_FIXED : MAP_PRIVATE | MAP_NORESERVE | MAP_FIXED | (fd < 0 ? MAP_ANONYMOUS : 0);
 
 	if (res == MAP_FAILED)
 		return res;
@@ -97,6 +105,49 @@ static uint8_t *map_aligned(size_t size, int fd)
 	return at;
 }
 
+/*
+ * A memfd of `size` bytes of 2 MiB hugetlbfs pages, its size sealed, as Firecracker's create_memfd
+ * (vstate/memory.rs): mapped, it needs no file system mounted and leaves nothing behind. Returns the fd or -errno.
+ */
+static int hugetlb_memfd(uint64_t size)
+{
+	int fd = memfd_create("guest_mem", MFD_CLOEXEC | MFD_HUGETLB | MFD_HUGE_2MB | MFD_ALLOW_SEALING), ret;
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)size) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+/* RAM's mapping: anonymous (MAP_NORESERVE: pages are committed when the guest touches them) or hugetlbfs. */
+static uint8_t *map_ram(struct gmem *m, uint64_t size, unsigned flags)
+{
+	uint8_t *p;
+	int fd, e;
+
+	if (!(flags & GMEM_HUGETLBFS))
+		return map_aligned((size_t)size, -1, false);
+	if (size % GMEM_HUGE_PAGE) {
+		errno = EINVAL;
+		return MAP_FAILED;
+	}
+	fd = hugetlb_memfd(size);
+	if (fd < 0) {
+		errno = -fd;
+		return MAP_FAILED;
+	}
+	p = map_aligned((size_t)size, fd, true);
+	e = errno;
+	close(fd); /* the mapping holds the file */
+	errno = e;
+	m->hugetlbfs = p != MAP_FAILED;
+	return p;
+}
+
 int gmem_init(struct gmem *m, uint64_t size, unsigned flags)
 {
 	int ret;
@@ -104,8 +155,7 @@ int gmem_init(struct gmem *m, uint64_t size, unsigned flags)
 	memset(m, 0, sizeof(*m));
 	if (size == 0 || size > SIZE_MAX - GMEM_ALIGN_1G)
 		return -EINVAL;
-	/* MAP_NORESERVE: pages are committed when the guest touches them. */
-	m->base = map_aligned((size_t)size, -1);
+	m->base = map_ram(m, size, flags);
 	if (m->base == MAP_FAILED) {
 		ret = -errno;
 		m->base = NULL;
@@ -132,7 +182,7 @@ int gmem_init_file(struct gmem *m, int fd, uint64_t size)
 	if ((uint64_t)st.st_size != size || size == 0 || size > SIZE_MAX - GMEM_ALIGN_1G)
 		return -ERANGE;
 	/* Private: the guest's writes never reach the file; pages are read on first touch, nothing is copied now. */
-	m->base = map_aligned((size_t)size, fd);
+	m->base = map_aligned((size_t)size, fd, false);
 	if (m->base == MAP_FAILED) {
 		ret = -errno;
 		m->base = NULL;
@@ -196,11 +246,12 @@ static bool skippable(const struct gmem *m, struct save_src *s, uint64_t off)
 {
 	const uint64_t span = sizeof(s->vec) * 4096;
 
-	if (s->fd < 0)
+	/* hugetlbfs RAM is never swapped: a page not present was never touched, and reads as zero */
+	if (s->fd < 0 && !m->hugetlbfs)
 		return false;
-	if (off < s->start || off >= s->end)
+	if (s->fd >= 0 && (off < s->start || off >= s->end))
 		src_extent(s, off, m->size);
-	if (!s->hole)
+	if (s->fd >= 0 && !s->hole)
 		return false;
 	if (!s->vvalid || off < s->vbase || off >= s->vbase + span) {
 		s->vbase = off & ~(span - 1);
@@ -253,7 +304,116 @@ void gmem_destroy(struct gmem *m)
 		close(m->uffd);
 	if (m->base)
 		munmap(m->base, (size_t)m->size);
+	free(m->dirty);
 	memset(m, 0, sizeof(*m));
+}
+
+/* The data extent of `fd` at or after `off` (SEEK_DATA/SEEK_HOLE; without them, the rest is data). */
+static bool data_extent(int fd, uint64_t off, uint64_t size, uint64_t *start, uint64_t *end)
+{
+	off_t d = lseek(fd, (off_t)off, SEEK_DATA), h;
+
+	if (d < 0) {
+		*start = off;
+		*end = size;
+		return errno != ENXIO && off < size;
+	}
+	if ((uint64_t)d >= size)
+		return false;
+	h = lseek(fd, d, SEEK_HOLE);
+	*start = (uint64_t)d;
+	*end = h < 0 || (uint64_t)h > size ? size : (uint64_t)h;
+	return true;
+}
+
+int gmem_load_file(const struct gmem *m, int fd)
+{
+	struct stat st;
+	uint64_t off = 0, start, end;
+
+	if (fstat(fd, &st) != 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != m->size)
+		return -ERANGE;
+	while (off < m->size && data_extent(fd, off, m->size, &start, &end)) {
+		for (off = start; off < end;) {
+			ssize_t n = pread(fd, m->base + off, (size_t)(end - off), (off_t)off);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				return n < 0 ? -errno : -EIO;
+			off += (uint64_t)n;
+		}
+	}
+	return 0;
+}
+
+/* ---- dirty tracking ---------------------------------------------------------------------------------------- */
+
+int gmem_dirty_enable(struct gmem *m)
+{
+	uint64_t words = (m->size / 4096 + 63) / 64;
+
+	if (m->dirty)
+		return 0;
+	m->dirty = calloc(words ? words : 1, sizeof(*m->dirty));
+	if (!m->dirty)
+		return -ENOMEM;
+	m->dirty_words = words;
+	return 0;
+}
+
+/* Pages [off, off+len) of the mapping, off + len <= m->size. */
+static void mark_range(const struct gmem *m, uint64_t off, uint64_t len)
+{
+	uint64_t first = off / 4096, last = (off + len - 1) / 4096;
+
+	for (uint64_t p = first; p <= last; p++) {
+		_Atomic uint64_t *w = (_Atomic uint64_t *)&m->dirty[p / 64];
+		uint64_t bit = 1ull << (p % 64);
+
+		/* most writes land on a page already marked: a plain load first keeps the cache line shared */
+		if (!(atomic_load_explicit(w, memory_order_relaxed) & bit))
+			atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
+	}
+}
+
+void gmem_mark_dirty(const struct gmem *m, uint64_t gpa, uint64_t len)
+{
+	const uint8_t *p;
+
+	if (!m->dirty || !len || !(p = gmem_ptr(m, gpa, len)))
+		return;
+	mark_range(m, (uint64_t)(p - m->base), len);
+}
+
+void gmem_mark_dirty_host(const struct gmem *m, const void *p, uint64_t len)
+{
+	const uint8_t *b = p;
+
+	if (!m->dirty || !len || b < m->base || (uint64_t)(b - m->base) > m->size ||
+	    len > m->size - (uint64_t)(b - m->base))
+		return;
+	mark_range(m, (uint64_t)(b - m->base), len);
+}
+
+int gmem_dirty_take(const struct gmem *m, uint64_t *out)
+{
+	if (!m->dirty)
+		return -EINVAL;
+	for (uint64_t i = 0; i < m->dirty_words; i++)
+		out[i] = atomic_exchange_explicit((_Atomic uint64_t *)&m->dirty[i], 0, memory_order_relaxed);
+	return 0;
+}
+
+void gmem_dirty_restore(const struct gmem *m, const uint64_t *bits)
+{
+	if (!m->dirty)
+		return;
+	for (uint64_t i = 0; i < m->dirty_words; i++)
+		if (bits[i])
+			atomic_fetch_or_explicit((_Atomic uint64_t *)&m->dirty[i], bits[i], memory_order_relaxed);
 }
 
 void *gmem_ptr(const struct gmem *m, uint64_t gpa, uint64_t len)
@@ -279,6 +439,7 @@ int gmem_write(const struct gmem *m, uint64_t gpa, const void *src, uint64_t len
 	if (!p)
 		return -EFAULT;
 	memcpy(p, src, (size_t)len);
+	gmem_mark_dirty(m, gpa, len);
 	return 0;
 }
 
@@ -298,6 +459,7 @@ int gmem_discard(const struct gmem *m, uint64_t gpa, uint64_t len)
 
 	if (!p || !len || (gpa | len) & 4095)
 		return -EINVAL;
+	gmem_mark_dirty(m, gpa, len); /* now zero: a Diff must say so over its base's page */
 	if (m->file_backed && mmap(p, (size_t)len, PROT_READ | PROT_WRITE,
 				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
 		return -errno;

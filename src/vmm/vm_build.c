@@ -210,25 +210,57 @@ static int write_acpi(struct vm *vm, struct vm_error *e)
 	return 0;
 }
 
+/*
+ * Dirty tracking on (--track-dirty-pages, track_dirty_pages, a load's enable_diff_snapshots): brisk's own writes
+ * recorded from now on (the kernel's copy into RAM among them), the vCPUs' by KVM's log (map_memory).
+ */
+static int start_tracking(struct vm *vm, struct vm_error *e)
+{
+	int ret = vm->cfg.track_dirty ? gmem_dirty_enable(&vm->mem) : 0;
+
+	return ret ? fail(e, VM_ERR_HOST, ret, "out of memory for the dirty page bitmap") : 0;
+}
+
+/* The message of a failed map of hugetlbfs RAM: the pool, which the host's administrator sizes. */
+static int hugetlbfs_failed(struct vm_error *e, uint64_t size, int ret)
+{
+	if (ret == -ENOMEM)
+		return fail(e, VM_ERR_HOST, ret,
+			    "--hugetlbfs: reserving %llu 2 MiB hugetlbfs pages for %llu MiB of guest RAM failed: the "
+			    "host's pool has too few free pages (raise /proc/sys/vm/nr_hugepages)",
+			    (unsigned long long)(size / GMEM_HUGE_PAGE), (unsigned long long)(size >> 20));
+	return fail(e, VM_ERR_HOST, ret,
+		    "--hugetlbfs: a memfd of 2 MiB hugetlbfs pages for %llu MiB of guest RAM failed: %s (a kernel "
+		    "without CONFIG_HUGETLBFS, or no 2 MiB page size)",
+		    (unsigned long long)(size >> 20), strerror(-ret));
+}
+
 /* Step 3: guest RAM, one anonymous mapping (no KVM needed yet); the kernel is copied into it in step 5. */
 static int alloc_memory(struct vm *vm, struct vm_error *e)
 {
-	unsigned flags = (vm->cfg.hugepages ? GMEM_HUGEPAGES : 0) | (vm->cfg.prefault ? GMEM_PREFAULT : 0);
+	unsigned flags = (vm->cfg.hugepages ? GMEM_HUGEPAGES : 0) | (vm->cfg.prefault ? GMEM_PREFAULT : 0) |
+			 (vm->cfg.hugetlbfs ? GMEM_HUGETLBFS : 0);
 	int ret = gmem_init(&vm->mem, vm->cfg.memory, flags);
 
+	if (ret && vm->cfg.hugetlbfs)
+		return hugetlbfs_failed(e, vm->cfg.memory, ret);
 	if (ret)
 		return fail(e, VM_ERR_HOST, ret, "%s %llu bytes of guest RAM failed: %s",
 			    vm->cfg.prefault ? "mapping and prefaulting" : "mapping",
 			    (unsigned long long)vm->cfg.memory, strerror(-ret));
-	return 0;
+	return start_tracking(vm, e);
 }
 
-/* Step 8: guest RAM registered, one slot per region around the 32-bit MMIO hole. */
+/*
+ * Step 8: guest RAM registered, one slot per region around the 32-bit MMIO hole; with dirty tracking, KVM logs
+ * the guest's writes to each (KVM_MEM_LOG_DIRTY_PAGES, api.rst 4.35: KVM maps the slot with 4 KiB pages then).
+ */
 static int map_memory(struct vm *vm, struct vm_error *e)
 {
 	for (unsigned i = 0; i < vm->mem.nr; i++) {
 		struct kvm_userspace_memory_region r = {
 		    .slot = i,
+		    .flags = vm->cfg.track_dirty ? KVM_MEM_LOG_DIRTY_PAGES : 0,
 		    .guest_phys_addr = vm->mem.region[i].gpa,
 		    .memory_size = vm->mem.region[i].size,
 		    .userspace_addr = (uintptr_t)vm->mem.region[i].host,
@@ -656,9 +688,28 @@ static int check_cpu_template(struct vm *vm, const char *path, struct vm_error *
 }
 
 /*
+ * hugetlbfs RAM cannot be a private mapping of a regular file: it is reserved and filled from the memory
+ * file's data extents now (Firecracker refuses such a load with a File backend: "Cannot restore hugetlbfs
+ * backed snapshot by mapping the memory file. Please use uffd."; docs/api.md says why brisk copies).
+ */
+static int load_hugetlbfs(struct vm *vm, int fd, const char *path, struct vm_error *e)
+{
+	int ret = gmem_init(&vm->mem, vm->cfg.memory, GMEM_HUGETLBFS);
+
+	if (ret)
+		return hugetlbfs_failed(e, vm->cfg.memory, ret);
+	ret = gmem_load_file(&vm->mem, fd);
+	if (ret)
+		return fail(e, VM_ERR_HOST, ret, "reading mem_file_path %s into hugetlbfs RAM failed: %s", path,
+			    strerror(-ret));
+	return 0;
+}
+
+/*
  * Restore step R2: guest RAM mapped privately from the memory file the state file names (snap_memfile.h:
- * an interrupted create is completed, the previous snapshot's memory refused): no page is read until
- * touched. The file stays open with its mapped-lock (file.h) so that no brisk's output overwrites it.
+ * an interrupted create is completed, the previous snapshot's memory refused; a Diff's memory checked against
+ * its samples: a layer without its base is refused): no page is read until touched (hugetlbfs RAM: copied).
+ * The file stays open with its mapped-lock (file.h) so that no brisk's output overwrites it.
  */
 static int map_snapshot_memory(struct vm *vm, const char *path, struct vm_error *e)
 {
@@ -670,20 +721,28 @@ static int map_snapshot_memory(struct vm *vm, const char *path, struct vm_error 
 
 	if (ret == -EPROTONOSUPPORT)
 		return fail(e, VM_ERR_USAGE, -EINVAL,
-			    "the state file's section memfile is version %u; this brisk reads version 1",
+			    "the state file's section memfile is version %u; this brisk reads versions 1 to 2",
 			    snap_section_version(vm->snap, SNAP_TAG_MEMFILE, 0));
 	if (ret)
 		return fail(e, VM_ERR_USAGE, ret, "the state file's memfile section is malformed");
 	fd = snap_memfile_open(present ? &m : NULL, path, &st, err, sizeof(err));
 	if (fd < 0)
 		return fail(e, kind_of(fd, VM_ERR_USAGE), fd, "%s", err);
-	ret = gmem_init_file(&vm->mem, fd, vm->cfg.memory);
-	if (ret) {
+	if ((uint64_t)st.st_size != vm->cfg.memory) {
 		close(fd);
-		if (ret == -ERANGE)
-			return fail(e, VM_ERR_USAGE, ret,
-				    "mem_file_path %s: %lld bytes, but the snapshot's guest has %llu", path,
-				    (long long)st.st_size, (unsigned long long)vm->cfg.memory);
+		return fail(e, VM_ERR_USAGE, -ERANGE, "mem_file_path %s: %lld bytes, but the snapshot's guest has %llu",
+			    path, (long long)st.st_size, (unsigned long long)vm->cfg.memory);
+	}
+	if (present && (ret = snap_memfile_check_samples(&m, fd, path, err, sizeof(err)))) {
+		close(fd);
+		return fail(e, kind_of(ret, VM_ERR_USAGE), ret, "%s", err);
+	}
+	if (vm->cfg.hugetlbfs && (ret = load_hugetlbfs(vm, fd, path, e))) {
+		close(fd);
+		return ret;
+	}
+	if (!vm->cfg.hugetlbfs && (ret = gmem_init_file(&vm->mem, fd, vm->cfg.memory))) {
+		close(fd);
 		return fail(e, kind_of(ret, VM_ERR_HOST), ret, "mapping mem_file_path %s failed: %s", path,
 			    strerror(-ret));
 	}
@@ -691,7 +750,25 @@ static int map_snapshot_memory(struct vm *vm, const char *path, struct vm_error 
 	(void)file_lock_mapped(fd); /* a file system without locks: the guard still protects it in this process */
 	vm->mem_file_fd = fd;
 	timeline_mark(TL_SNAPSHOT_READ);
-	return 0;
+	return start_tracking(vm, e);
+}
+
+/* Restore step R1c: what the load may change in the saved configuration (the API's network_overrides). */
+static int adjust_config(struct vm *vm, struct vm_error *e)
+{
+	char err[512] = "";
+	int ret;
+
+	if (!vm->cfg.restore_adjust)
+		return 0;
+	ret = vm->cfg.restore_adjust(&vm->cfg, vm->api_desc, vm->cfg.restore_ctx, err, sizeof(err));
+	vm->cfg.restore_adjust = NULL; /* the caller's context is not the VM's to keep */
+	vm->cfg.restore_ctx = NULL;
+	if (ret)
+		return fail(e, kind_of(ret, VM_ERR_USAGE), ret, "%s", err);
+	return config_validate(&vm->cfg, CONFIG_MAX_CPUS, 0, err, sizeof(err))
+		   ? fail(e, VM_ERR_USAGE, -EINVAL, "%s", err)
+		   : 0;
 }
 
 /*
@@ -785,7 +862,7 @@ int vm_restore(const struct vm_config *base, const char *state_path, const char 
 		goto fail;
 	}
 	/* The same recipe as a boot, less the kernel, ACPI and MP tables: they are in the saved memory. */
-	if ((ret = read_snapshot(vm, state_path, e)) ||
+	if ((ret = read_snapshot(vm, state_path, e)) || (ret = adjust_config(vm, e)) ||
 	    (ret = (vm->cfg.mem_uffd ? map_uffd_memory : map_snapshot_memory)(vm, mem_path, e)) ||
 	    (ret = vm_wset_prepare(vm, mem_path, e)) || (ret = open_outputs(vm, e)) || (ret = plan_cpus(vm, e)))
 		goto fail;
@@ -802,6 +879,7 @@ int vm_restore(const struct vm_config *base, const char *state_path, const char 
 	snap_reader_free(vm->snap);
 	vm->snap = NULL;
 	vm_wset_restored(vm); /* the listed pages mapped before any vCPU runs */
+	vm->has_base = true;
 	if (!resume)
 		atomic_store(&vm->pause_req, 1);
 	*out = vm;

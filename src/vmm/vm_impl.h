@@ -117,10 +117,37 @@ struct vm {
 	struct uffd_peer uffd_peer;	/* with cfg.mem_uffd: the page-fault handler's process (mem_uffd.h) */
 	struct uffd_fetcher uffd_fetch; /* with cfg.mem_uffd: a snapshot create's fetch of all of RAM */
 	struct vm_wset ws;
+	/*
+	 * Whether a Diff has a base: the VM was restored, or a snapshot of it was taken. A VM booted with dirty
+	 * tracking and never snapshotted has none (its Diff holds every page it wrote: a complete memory file).
+	 */
+	bool has_base;
 	_Atomic int exit_requested;
 	int exit_code;
 	char exit_reason[128];
 };
+
+/* The dirty pages a snapshot took (vm_dirty.c): each slot's KVM log (indexed by the slot's page) and brisk's own
+ * writes (gmem's bitmap, indexed by file page). */
+struct vm_dirty {
+	uint64_t *kvm[2];
+	uint64_t *vmm;
+	bool taken;
+};
+
+/*
+ * vm_dirty.c, with every vCPU parked and the I/O loop stopped: takes (and so clears) each slot's KVM dirty log
+ * and brisk's bitmap into *d. 0, or -errno with `err` (nothing lost: what was taken is given back).
+ */
+int vm_dirty_take(struct vm *vm, struct vm_dirty *d, char *err, size_t errlen);
+/* Gives the pages of `d` back to brisk's bitmap (a snapshot that failed): the next take sees them again. */
+void vm_dirty_giveback(struct vm *vm, const struct vm_dirty *d);
+void vm_dirty_free(struct vm_dirty *d);
+/* Writes the pages of `d` to `fd` at their file offsets (pwrite, runs coalesced). 0 or -errno; *pages counted. */
+int vm_dirty_write(struct vm *vm, const struct vm_dirty *d, int fd, uint64_t *pages);
+struct snap_memfile;
+/* Samples of pages not in `d` into m->sample (snap_memfile.h): what a load checks its memory file against. */
+void vm_dirty_samples(const struct vm *vm, const struct vm_dirty *d, struct snap_memfile *m);
 
 /* vcpu.c */
 void *vcpu_thread(void *arg);

@@ -82,6 +82,12 @@ int vm_snapshot_create(struct vm *vm, const char *state_path, const char *mem_pa
 	(void)vm, (void)state_path, (void)mem_path, (void)api_desc, (void)err, (void)errlen;
 	NEVER("vm_snapshot_create");
 }
+int vm_snapshot_create_diff(struct vm *vm, const char *state_path, const char *mem_path, const char *api_desc,
+			    uint64_t *dirty_pages, char *err, size_t errlen)
+{
+	(void)vm, (void)state_path, (void)mem_path, (void)api_desc, (void)dirty_pages, (void)err, (void)errlen;
+	NEVER("vm_snapshot_create_diff");
+}
 const char *vm_api_desc(const struct vm *vm)
 {
 	(void)vm;

@@ -63,15 +63,24 @@ static void walk_tag(struct snap_reader *r, enum snap_tag tag)
 	}
 }
 
-/* The memfile record (snap_memfile.h): accepted only as a bare name in the memory file's directory. */
+/*
+ * The memfile record (snap_memfile.h): accepted only as a bare name in the memory file's directory; a Diff's
+ * kind known, at most SNAP_MEMFILE_SAMPLES samples, each a whole page inside the file.
+ */
 static void check_memfile(struct snap_reader *r)
 {
 	struct snap_memfile m;
 	bool present;
 
-	if (snap_memfile_load(r, &m, &present) == 0 && present &&
-	    (!m.tmp[0] || strchr(m.tmp, '/') || strlen(m.tmp) > NAME_MAX || strcmp(m.tmp, "..") == 0))
+	if (snap_memfile_load(r, &m, &present) != 0 || !present)
+		return;
+	if (!m.tmp[0] || strchr(m.tmp, '/') || strlen(m.tmp) > NAME_MAX || strcmp(m.tmp, "..") == 0)
 		abort();
+	if (m.kind > SNAP_MEM_MERGED || m.nr_samples > SNAP_MEMFILE_SAMPLES)
+		abort();
+	for (unsigned i = 0; i < m.nr_samples; i++)
+		if (m.sample[i].off % 4096 || m.size < 4096 || m.sample[i].off > m.size - 4096)
+			abort();
 }
 
 static void try_open(const uint8_t *data, size_t size)

@@ -11,6 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
+import donelog  # noqa: E402  (tests/donelog.py: verdicts kept as they come, for scripts/check.sh)
 import hangdiag  # noqa: E402  (tests/hangdiag.py: a timed-out run is looked at before it is killed)
 
 BUILD = ROOT / os.environ.get("BUILD", "build")
@@ -95,12 +96,18 @@ def boot(name, *args, **kw):
     return run_brisk("run", "--kernel", guest(name), *args, **kw)
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     """Test groups (pytest.ini): a test marked neither `security` nor `endurance` is `functional`, so
-    `-m functional`, `-m security` and `-m endurance` split the suite as Firecracker's groups do."""
+    `-m functional`, `-m security` and `-m endurance` split the suite as Firecracker's groups do. Then
+    tests/donelog.py's selection (BRISK_SELECT, BRISK_DESELECT) and its record of what was collected."""
     for item in items:
         if item.get_closest_marker("security") is None and item.get_closest_marker("endurance") is None:
             item.add_marker(pytest.mark.functional)
+    donelog.collection_modifyitems(config, items)
+
+
+def pytest_runtest_logreport(report):
+    donelog.runtest_logreport(report)
 
 
 @pytest.fixture

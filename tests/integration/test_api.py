@@ -726,8 +726,10 @@ MALFORMED = [
     ("/snapshot/load", "PUT", b'{"snapshot_path": "/s"}', "mem_backend or mem_file_path is required"),
     ("/snapshot/load", "PUT", b'{"snapshot_path": "/s", "mem_backend": {"backend_type": "Uffd", '
      b'"backend_path": "/u"}}', "Uffd"),
-    ("/snapshot/load", "PUT", b'{"snapshot_path": "/s", "mem_file_path": "/m", "enable_diff_snapshots": true}',
-     "dirty page tracking"),
+    ("/snapshot/load", "PUT", b'{"snapshot_path": "/s", "mem_file_path": "/m", "enable_diff_snapshots": 1}',
+     "enable_diff_snapshots"),
+    ("/snapshot/load", "PUT", b'{"snapshot_path": "/s", "mem_file_path": "/m", "network_overrides": [{}]}',
+     "network_overrides[0]: iface_id is required"),
     ("/logger", "PUT", b'{"level": 3}', "level"),
     ("/metrics", "PUT", b'{"metrics_path": []}', "metrics_path"),
 ]

@@ -131,7 +131,9 @@ class Holder:
         return os.path.join(f"/proc/{self.proc.pid}/root", self.path.lstrip("/"), name)
 
     def argv(self, *args):
-        return ["nsenter", "-t", str(self.proc.pid), "-m", "--", *args]
+        # -r -w: the holder's root and working directory too (entering a mount namespace alone resets both to
+        # the namespace's root, which under a chroot, such as the nested harness's, is not the caller's)
+        return ["nsenter", "-t", str(self.proc.pid), "-m", "-r", "-w", "--", *args]
 
     def close(self):
         self.proc.kill()
@@ -142,7 +144,7 @@ class NsBrisk(Brisk):
     """`brisk --api-sock SOCK` started inside the holder's mount namespace."""
 
     def __init__(self, holder, sock):
-        BriskProcess.__init__(self, "nsenter", ["-t", str(holder.proc.pid), "-m", "--", str(BRISK),
+        BriskProcess.__init__(self, "nsenter", ["-t", str(holder.proc.pid), "-m", "-r", "-w", "--", str(BRISK),
                                                 "--api-sock", sock], sock=sock)
 
 

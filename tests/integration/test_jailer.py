@@ -154,12 +154,15 @@ def test_go_sdk_naive_chroot(kvm, base, exec_file):
     jid = "go-sdk-1"
     root = base / "firecracker" / jid / "root"
     root.mkdir(parents=True)
+    # the SDK hard-links the kernel: its user keeps it on the chroot base's file system
+    kernel = base / "counter.elf"
+    shutil.copy(guest("counter"), kernel)
     proc = subprocess.Popen([str(JAILER), *map(str, go_sdk_argv(jid, exec_file, base))],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         sock = root / "run" / "firecracker.socket"
         wait_for_socket(sock, proc, timeout=20)
-        os.link(guest("counter"), root / "vmlinux")  # LinkFilesHandler, after the VMM started
+        os.link(kernel, root / "vmlinux")  # LinkFilesHandler, after the VMM started
         boot_counter(ApiClient(sock))
         pid = int((root / "firecracker.pid").read_text())
         assert pid == proc.pid  # no --daemonize, no --new-pid-ns: the jailer became the VMM

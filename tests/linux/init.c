@@ -74,6 +74,8 @@
  *        (tests/linux/test_disk_swap_linux.py)
  *     3f. brisk.balloon=MIB: balloon mode (tests/linux/test_balloon_linux.py, init_balloon.c)
  *   brisk.id=TOKEN    the token the disk stage writes (default "none")
+ *   brisk.httpd=PORT  the disk stage first answers one HTTP request on TCP PORT
+ *                     (init_net.c; bench/linux_http.py times exec -> that answer)
  *   brisk.blkbench.mib=N   MiB the sequential rows move (default 64, at most
  *                     the device's size)
  *   brisk.blkbench.rand=N  4 KiB random reads (default 4096)
@@ -829,6 +831,7 @@ __attribute__((noreturn)) static void disk_stage(void)
 	if (m)
 		fclose(m);
 	say("brisk-init: disk stage: pid %d, / is %s\n", (int)getpid(), mnt);
+	httpd_once(cmdline); /* brisk.httpd=PORT: bench/linux_http.py's first response */
 
 	char content[192];
 	int len = snprintf(content, sizeof(content), "brisk-wrote id=%s\n", id);

@@ -24,6 +24,8 @@ int module_params(const char *cmdline, const char *module, char *out, size_t siz
 
 /* Network and vsock mode (init_net.c): the brisk.ip/tcp/vsock words. */
 void net_mode(const char *cmdline);
+/* brisk.httpd=PORT (init_net.c): answer one HTTP request on TCP PORT, then return (the disk stage). */
+void httpd_once(const char *cmdline);
 /* Snapshot mode (init_net.c): brisk.snapshot=1 and its brisk.snapshot.* words; returns on the host's "stop". */
 void snapshot_mode(const char *cmdline);
 

@@ -54,14 +54,16 @@
 
 #include "init.h"
 
-#define NET_ACCEPT_MS  120000 /* the host connects after it saw the "listening" line; a nested boot is slow */
-#define NET_IO_TIMEOUT 60     /* seconds a read or write may block: a stuck peer ends the test, not the VM */
-#define NET_MAX_BYTES  (1ull << 30)
-#define NET_CHUNK      65536
-#define PING_BYTES     64
-#define PING_MAX       100000
-#define SEED_CONNECTOR 0x11
-#define SEED_ACCEPTOR  0x22
+#define HTTPD_LINGER_MS 2000   /* brisk.httpd: how long it waits for another request after answering one */
+#define HTTPD_MAX	16     /* brisk.httpd: requests answered at most */
+#define NET_ACCEPT_MS	120000 /* the host connects after it saw the "listening" line; a nested boot is slow */
+#define NET_IO_TIMEOUT	60     /* seconds a read or write may block: a stuck peer ends the test, not the VM */
+#define NET_MAX_BYTES	(1ull << 30)
+#define NET_CHUNK	65536
+#define PING_BYTES	64
+#define PING_MAX	100000
+#define SEED_CONNECTOR	0x11
+#define SEED_ACCEPTOR	0x22
 
 static uint8_t pat(uint64_t i, uint8_t seed)
 {
@@ -589,6 +591,88 @@ void net_mode(const char *cmdline)
 			    (unsigned long long)left[i], NET_ACCEPT_MS / 1000);
 			close(p[i].fd);
 		}
+}
+
+/*
+ * ---- one HTTP answer (brisk.httpd=PORT: the disk stage, bench/linux_http.py) ----
+ *
+ * The boot's end as a service sees it: listen on TCP PORT, answer requests ("GET ..." gets 200 and a short
+ * body, anything else 400; Connection: close) until none came for HTTPD_LINGER_MS after one was answered, then
+ * return. One line per request: "brisk-net: httpd port P: answered 'REQUEST LINE' STATUS", or "... FAIL (why)".
+ * A request is read until its blank line, at most 4 KiB and NET_ACCEPT_MS.
+ */
+/* One request on connection c: read until its blank line (at most 4 KiB, until deadline), answer, close.
+ * Returns whether it answered 200; says what it answered. */
+static int http_answer(int c, unsigned long port, long deadline)
+{
+	char req[4096];
+	size_t got = 0;
+	struct pollfd pc = {.fd = c, .events = POLLIN};
+	while (got < sizeof(req) - 1 && !memmem(req, got, "\r\n\r\n", 4) && now_ms() < deadline &&
+	       poll(&pc, 1, 1000) >= 0) {
+		if (!(pc.revents & POLLIN))
+			continue;
+		ssize_t n = read(c, req + got, sizeof(req) - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	req[got] = 0;
+	req[strcspn(req, "\r\n")] = 0;
+	int ok = !strncmp(req, "GET ", 4);
+	static const char body[] = "brisk-init: ok\n";
+	char resp[256];
+	int len = snprintf(resp, sizeof(resp),
+			   "HTTP/1.1 %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+			   "Connection: close\r\n\r\n%s",
+			   ok ? "200 OK" : "400 Bad Request", ok ? sizeof(body) - 1 : (size_t)0, ok ? body : "");
+	int sent = write(c, resp, (size_t)len) == len;
+	close(c);
+	say("brisk-net: httpd port %lu: answered '%.80s' %s%s\n", port, req, ok ? "200" : "400",
+	    sent ? "" : " (FAIL: short write)");
+	return ok && sent;
+}
+
+void httpd_once(const char *cmdline)
+{
+	char v[16];
+	if (!arg_value(cmdline, "brisk.httpd=", v, sizeof(v), NULL))
+		return;
+	char *end;
+	unsigned long port = strtoul(v, &end, 10);
+	if (*end || port == 0 || port > 65535) {
+		say("brisk-net: httpd: FAIL (port '%s')\n", v);
+		return;
+	}
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	if (s < 0 || setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+	    bind(s, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(s, 8) != 0) {
+		say("brisk-net: httpd port %lu: FAIL (%s)\n", port, strerror(errno));
+		if (s >= 0)
+			close(s);
+		return;
+	}
+	say("brisk-net: httpd listening on port %lu\n", port);
+	/* The first request may be one its client gave up on while the guest was not yet listening (user-mode
+	 * networking accepts on the host at once): so after the first answer, every further request within
+	 * HTTPD_LINGER_MS of the last is answered too. */
+	struct pollfd p = {.fd = s, .events = POLLIN};
+	long deadline = now_ms() + NET_ACCEPT_MS;
+	int answered = 0;
+	while (answered < HTTPD_MAX && now_ms() < deadline) {
+		int n = poll(&p, 1, answered ? HTTPD_LINGER_MS : 1000);
+		if (n == 0 && answered)
+			break;
+		int c = n > 0 ? accept4(s, NULL, NULL, SOCK_CLOEXEC) : -1;
+		if (c >= 0) {
+			http_answer(c, port, deadline);
+			answered++;
+		}
+	}
+	close(s);
+	if (!answered)
+		say("brisk-net: httpd port %lu: FAIL (no request in %d s)\n", port, NET_ACCEPT_MS / 1000);
 }
 
 /*

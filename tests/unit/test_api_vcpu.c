@@ -82,6 +82,13 @@ int vm_snapshot_create(struct vm *vm, const char *state_path, const char *mem_pa
 	return -EBUSY;
 }
 
+int vm_snapshot_create_diff(struct vm *vm, const char *state_path, const char *mem_path, const char *api_desc,
+			    uint64_t *dirty_pages, char *err, size_t errlen)
+{
+	(void)dirty_pages;
+	return vm_snapshot_create(vm, state_path, mem_path, api_desc, err, errlen);
+}
+
 const char *vm_api_desc(const struct vm *vm)
 {
 	(void)vm;

@@ -179,7 +179,8 @@ static void test_machine_config_put(void **state)
 	assert_int_equal(f->cfg.topology.sockets, 1);
 	assert_int_equal(f->cfg.topology.cores, 2);
 	assert_int_equal(f->cfg.topology.threads, 2);
-	assert_true(f->cfg.hugepages);
+	assert_true(f->cfg.hugetlbfs); /* "2M": hugetlbfs pages, as Firecracker */
+	assert_false(f->cfg.hugepages);
 	assert_null(f->cfg.cpu_template);
 	/* PUT replaces: smt and huge_pages back to their defaults. */
 	EXPECT_OK(PUT(fc_put_machine_config, f, "{\"vcpu_count\": 3, \"mem_size_mib\": 129}"));
@@ -188,12 +189,14 @@ static void test_machine_config_put(void **state)
 	assert_false(f->smt);
 	assert_int_equal(f->cfg.topology.threads, 0);
 	assert_false(f->cfg.hugepages);
+	assert_false(f->cfg.hugetlbfs);
 	EXPECT_OK(PUT(fc_put_machine_config, f, "{\"vcpu_count\": 1, \"mem_size_mib\": 128, \"smt\": true}"));
 	assert_int_equal(f->cfg.topology.threads, 0); /* one vCPU: nothing to pair */
 	EXPECT_OK(PUT(fc_put_machine_config, f,
 		      "{\"vcpu_count\": 254, \"mem_size_mib\": 16, \"huge_pages\": "
 		      "\"Transparent\"}"));
-	assert_true(f->cfg.hugepages);
+	assert_true(f->cfg.hugepages); /* "Transparent": brisk's THP request */
+	assert_false(f->cfg.hugetlbfs);
 
 	EXPECT_ERR(f, PUT(fc_put_machine_config, f, "{\"mem_size_mib\": 128}"),
 		   "machine-config: vcpu_count is required");
@@ -220,12 +223,14 @@ static void test_machine_config_put(void **state)
 		   "smt: true needs vcpu_count 1 or an even number, got 3");
 	EXPECT_ERR(f, PUT(fc_put_machine_config, f, "{\"vcpu_count\": 2, \"mem_size_mib\": 128, \"smt\": 1}"),
 		   "smt: expected true or false, got int");
-	/* track_dirty_pages: accepted and kept, as Firecracker (machine_config.rs); brisk's snapshots stay Full */
+	/* track_dirty_pages: KVM's dirty log on the VM's RAM (cfg.track_dirty), kept for GET, as Firecracker */
 	EXPECT_OK(
 	    PUT(fc_put_machine_config, f, "{\"vcpu_count\": 2, \"mem_size_mib\": 128, \"track_dirty_pages\": true}"));
 	assert_true(f->track_dirty_pages);
+	assert_true(f->cfg.track_dirty);
 	EXPECT_OK(PUT(fc_put_machine_config, f, "{\"vcpu_count\": 2, \"mem_size_mib\": 128}"));
 	assert_false(f->track_dirty_pages);
+	assert_false(f->cfg.track_dirty);
 	EXPECT_ERR(f,
 		   PUT(fc_put_machine_config, f,
 		       "{\"vcpu_count\": 2, \"mem_size_mib\": 128, \"cpu_template\": "
@@ -256,7 +261,7 @@ static void test_machine_config_patch(void **state)
 	assert_int_equal(f->cfg.memory, 256 * MiB);
 	assert_true(f->smt);
 	assert_int_equal(f->cfg.topology.cores, 3);
-	assert_true(f->cfg.hugepages);
+	assert_true(f->cfg.hugetlbfs);
 	EXPECT_OK(PUT(fc_patch_machine_config, f, "{\"mem_size_mib\": 1024, \"smt\": false}"));
 	assert_int_equal(f->cfg.cpus, 6);
 	assert_int_equal(f->cfg.memory, 1024 * MiB);
@@ -725,7 +730,7 @@ static void test_config_file_sections(void **state)
 	assert_int_equal(f->cfg.cpus, 2);
 	assert_int_equal(f->cfg.memory, 256 * MiB);
 	assert_int_equal(f->cfg.topology.threads, 2);
-	assert_true(f->cfg.hugepages);
+	assert_true(f->cfg.hugetlbfs);
 	assert_int_equal(f->cfg.nr_nets, 2);
 	assert_string_equal(f->net[1].id, "eth1");
 	assert_int_equal(f->cfg.vsock.cid, 7);
@@ -827,6 +832,8 @@ static void assert_same_cfg(const struct fc_vm *a, const struct fc_vm *b)
 	assert_int_equal(a->cfg.memory, b->cfg.memory);
 	assert_memory_equal(&a->cfg.topology, &b->cfg.topology, sizeof(a->cfg.topology));
 	assert_int_equal(a->cfg.hugepages, b->cfg.hugepages);
+	assert_int_equal(a->cfg.hugetlbfs, b->cfg.hugetlbfs);
+	assert_int_equal(a->cfg.track_dirty, b->cfg.track_dirty);
 	assert_int_equal(a->cfg.nr_disks, b->cfg.nr_disks);
 	assert_memory_equal(a->cfg.disk, b->cfg.disk, sizeof(a->cfg.disk[0]) * a->cfg.nr_disks);
 	assert_memory_equal(a->drive, b->drive, sizeof(a->drive[0]) * a->cfg.nr_disks);
@@ -890,10 +897,107 @@ static void test_round_trip(void **state)
 	free(json);
 }
 
+/* PUT /snapshot/load's network_overrides: parsed as Firecracker 1.12's NetworkOverride, every bad shape refused. */
+static void test_net_overrides_parse(void **state)
+{
+	struct fc_net_overrides *o = calloc(1, sizeof(*o));
+	const struct fcj c = {"snapshot/load", err, sizeof(err)};
+	static const char *const bad[][2] = {
+	    {"{}", "network_overrides: expected an array"},
+	    {"[1]", "network_overrides[0]: expected an object"},
+	    {"[{\"host_dev_name\": \"tap0\"}]", "network_overrides[0]: iface_id is required"},
+	    {"[{\"iface_id\": \"eth0\"}]", "network_overrides[0]: host_dev_name is required"},
+	    {"[{\"iface_id\": \"eth0\", \"host_dev_name\": \"a/b\"}]", "is not an interface name"},
+	    {"[{\"iface_id\": \"eth0\", \"host_dev_name\": \"sixteen-chars-xx\"}]", "host_dev_name"},
+	    {"[{\"iface_id\": 7, \"host_dev_name\": \"tap0\"}]", "iface_id"},
+	};
+	json_object *a;
+
+	(void)state;
+	assert_non_null(o);
+	assert_int_equal(fc_parse_net_overrides(&c, NULL, o), 0);
+	assert_int_equal(o->nr, 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		a = json_tokener_parse(bad[i][0]);
+		err[0] = 0;
+		assert_int_equal(fc_parse_net_overrides(&c, a, o), -EINVAL);
+		if (!strstr(err, bad[i][1]))
+			fail_msg("%s: got \"%s\", expected \"%s\"", bad[i][0], err, bad[i][1]);
+		json_object_put(a);
+	}
+	/* other keys ignored (no deny_unknown_fields in Firecracker's struct); an over-long id names nothing */
+	a = json_tokener_parse("[{\"iface_id\": \"eth0\", \"host_dev_name\": \"tap9\", \"x\": 1}, "
+			       "{\"iface_id\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\", "
+			       "\"host_dev_name\": \"tap8\"}]");
+	assert_int_equal(fc_parse_net_overrides(&c, a, o), 0);
+	json_object_put(a);
+	assert_int_equal(o->nr, 2);
+	assert_string_equal(o->ov[0].iface_id, "eth0");
+	assert_string_equal(o->ov[0].host_dev_name, "tap9");
+	assert_true(o->ov[1].unknown);
+	/* at most FC_MAX_NET_OVERRIDES */
+	a = json_object_new_array();
+	for (unsigned i = 0; i <= FC_MAX_NET_OVERRIDES; i++)
+		json_object_array_add(a, json_tokener_parse("{\"iface_id\": \"eth0\", \"host_dev_name\": \"t\"}"));
+	assert_int_equal(fc_parse_net_overrides(&c, a, o), -EINVAL);
+	assert_non_null(strstr(err, "at most 64"));
+	json_object_put(a);
+	free(o);
+}
+
+/*
+ * The overrides onto a snapshot's configuration: the interface named by the id its API description gives it gets
+ * the new tap; an unknown id is Firecracker's "Unknown Network Device."; the restored VM's GET /vm/config keeps the
+ * ids (the description read with the same overrides).
+ */
+static void test_net_overrides_apply(void **state)
+{
+	struct fc_vm *f = *state, *r = calloc(1, sizeof(*r));
+	struct fc_net_overrides o = {.nr = 1};
+	struct vm_config cfg;
+	char *desc, why[256];
+
+	assert_non_null(r);
+	EXPECT_OK(PUT(fc_put_boot_source, f, "{\"kernel_image_path\": \"/k\"}"));
+	EXPECT_OK(PUT(fc_put_machine_config, f, "{\"vcpu_count\": 1, \"mem_size_mib\": 64}"));
+	EXPECT_OK(PUT_ID(fc_put_net, f, "eth0", "{\"iface_id\": \"eth0\", \"host_dev_name\": \"tap0\"}"));
+	EXPECT_OK(PUT_ID(fc_put_net, f, "wan", "{\"iface_id\": \"wan\", \"host_dev_name\": \"tap1\"}"));
+	desc = fc_vm_to_json(f);
+	assert_non_null(desc);
+	cfg = f->cfg;
+	o.ov[0] = (struct fc_net_override){.iface_id = "wan", .host_dev_name = "tapB"};
+	assert_int_equal(fc_apply_net_overrides(&cfg, desc, &o, why, sizeof(why)), 0);
+	assert_string_equal(cfg.net[0].tap, "tap0");
+	assert_string_equal(cfg.net[1].tap, "tapB");
+	fc_vm_init(r);
+	assert_int_equal(fc_vm_set_from_restore_ov(r, &cfg, desc, &o), 0);
+	assert_string_equal(r->net[1].id, "wan"); /* the description still matches: ids kept */
+	assert_string_equal(r->cfg.net[1].tap, "tapB");
+	fc_vm_free(r);
+	/* an id the snapshot has not: Firecracker's message, the configuration unchanged */
+	o.ov[0] = (struct fc_net_override){.iface_id = "eth1", .host_dev_name = "tapC"};
+	assert_int_equal(fc_apply_net_overrides(&cfg, desc, &o, why, sizeof(why)), -ENODEV);
+	assert_string_equal(why, "Failed to restore from snapshot: Failed to get snapshot state from file: Unknown "
+				 "Network Device.");
+	o.ov[0] = (struct fc_net_override){.unknown = true, .host_dev_name = "tapC"};
+	assert_int_equal(fc_apply_net_overrides(&cfg, desc, &o, why, sizeof(why)), -ENODEV);
+	/* no description (a VM of brisk's options): the ids GET /vm/config gives, net0, net1, ... */
+	o.ov[0] = (struct fc_net_override){.iface_id = "net0", .host_dev_name = "tapD"};
+	assert_int_equal(fc_apply_net_overrides(&cfg, NULL, &o, why, sizeof(why)), 0);
+	assert_string_equal(cfg.net[0].tap, "tapD");
+	/* an interface of the user-mode network has no tap to change */
+	cfg.net[0].kind = NET_USER;
+	assert_int_equal(fc_apply_net_overrides(&cfg, NULL, &o, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "user-mode network"));
+	free(r);
+	free(desc);
+}
+
 /* brisk run --api-sock: GET /vm/config describes the command line's VM. */
 /*
  * A restored VM's GET /vm/config: the snapshot's description gives back the ids, the root device, each
- * drive's cache type and I/O engine, smt and track_dirty_pages (the restored cfg alone knows none of them).
+ * drive's cache type and I/O engine and smt (the restored cfg alone knows none of them); track_dirty_pages is
+ * the load's (enable_diff_snapshots), as Firecracker's restore sets it, whatever the snapshot's VM had.
  */
 static void test_set_from_restore(void **state)
 {
@@ -923,6 +1027,11 @@ static void test_set_from_restore(void **state)
 	assert_int_equal(r->drive[1].io_engine, FC_IO_ASYNC);
 	assert_true(r->smt);
 	assert_true(r->track_dirty_pages);
+	fc_vm_free(r);
+	cfg.track_dirty = false; /* loaded without enable_diff_snapshots */
+	fc_vm_init(r);
+	assert_int_equal(fc_vm_set_from_restore(r, &cfg, desc), 0);
+	assert_false(r->track_dirty_pages);
 	fc_vm_free(r);
 	free(r);
 	free(desc);
@@ -1119,6 +1228,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_bad_json, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_machine_config_put, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_machine_config_patch, setup, teardown),
+	    cmocka_unit_test(test_net_overrides_parse),
+	    cmocka_unit_test_setup_teardown(test_net_overrides_apply, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_drives, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_drive_errors, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_finalize_root, setup, teardown),

@@ -156,9 +156,81 @@ static void test_thp_requested(void **state)
 	gmem_destroy(&m);
 }
 
+/* Free 2 MiB hugetlbfs pages on this host (sysfs), -1 when it has no such page size. */
+static long free_huge_pages(void)
+{
+	FILE *f = fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "r");
+	long n = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &n) != 1)
+			n = -1;
+		fclose(f);
+	}
+	return n;
+}
+
+/*
+ * GMEM_HUGETLBFS: a size that is not whole 2 MiB pages is refused; with the pool empty the map is refused at
+ * once (-ENOMEM: reserved at the map, never a SIGBUS later); with pages free, RAM is hugetlbfs, aligned, usable.
+ * Which of the last two runs depends on the host (the integration tests reserve pages: test_snapshot_diff.py).
+ */
+static void test_hugetlbfs(void **state)
+{
+	long avail = free_huge_pages();
+	struct gmem m;
+	int ret;
+
+	(void)state;
+	assert_int_equal(gmem_init(&m, 3 * MiB, GMEM_HUGETLBFS), -EINVAL);
+	if (avail < 0)
+		skip();
+	ret = gmem_init(&m, 4 * MiB, GMEM_HUGETLBFS);
+	if (avail < 2) {
+		assert_int_equal(ret, -ENOMEM);
+		return;
+	}
+	assert_int_equal(ret, 0);
+	assert_true(m.hugetlbfs);
+	assert_int_equal((uintptr_t)m.base % GMEM_ALIGN, 0);
+	*(volatile uint8_t *)(m.base + 4 * MiB - 1) = 7;
+	assert_int_equal(*(volatile uint8_t *)(m.base + 4 * MiB - 1), 7);
+	gmem_destroy(&m);
+}
+
+/* gmem_load_file: a memory file's data read into RAM, its holes left zero; a file of another size refused. */
+static void test_load_file(void **state)
+{
+	char path[] = "/tmp/test_mem.XXXXXX";
+	int fd = mkstemp(path);
+	uint8_t page[4096];
+	struct gmem m;
+
+	(void)state;
+	assert_true(fd >= 0);
+	unlink(path);
+	assert_int_equal(ftruncate(fd, 8 * MiB), 0);
+	memset(page, 0x5a, sizeof(page));
+	assert_int_equal(pwrite(fd, page, sizeof(page), 5 * 4096), 4096);
+	assert_int_equal(pwrite(fd, page, sizeof(page), 8 * MiB - 4096), 4096);
+	assert_int_equal(gmem_init(&m, 8 * MiB, 0), 0);
+	assert_int_equal(gmem_load_file(&m, fd), 0);
+	assert_int_equal(m.base[5 * 4096], 0x5a);
+	assert_int_equal(m.base[6 * 4096 - 1], 0x5a);
+	assert_int_equal(m.base[6 * 4096], 0);
+	assert_int_equal(m.base[8 * MiB - 1], 0x5a);
+	gmem_destroy(&m);
+	assert_int_equal(gmem_init(&m, 4 * MiB, 0), 0);
+	assert_int_equal(gmem_load_file(&m, fd), -ERANGE);
+	gmem_destroy(&m);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_hugetlbfs),
+	    cmocka_unit_test(test_load_file),
 	    cmocka_unit_test(test_small),
 	    cmocka_unit_test(test_hole),
 	    cmocka_unit_test(test_flags_and_errors),

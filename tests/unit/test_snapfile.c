@@ -483,6 +483,40 @@ static void test_config_balloon(void **state)
 }
 
 /*
+ * hugetlbfs RAM (huge_pages "2M") is a tag after the digest, one byte; absent: not; a state file that says
+ * hugetlbfs and has a balloon is refused (Firecracker's rule, config_validate), as is a repeated tag.
+ */
+static void test_config_hugetlbfs(void **state)
+{
+	static struct vm_config cfg, back;
+	static struct snap_config_strings strs;
+	size_t len, plain;
+	uint8_t *b;
+
+	(void)state;
+	config_defaults(&cfg);
+	free(config_file(&cfg, &plain));
+	cfg.hugetlbfs = true;
+	b = config_file(&cfg, &len);
+	assert_int_equal(len, plain + 1);
+	back.hugetlbfs = false;
+	assert_int_equal(load_config(b, len, &back, &strs), 0);
+	assert_true(back.hugetlbfs);
+	free(b);
+	cfg.hugetlbfs = false;
+	b = config_file(&cfg, &len);
+	back.hugetlbfs = true; /* the base's value never survives a file without the tag */
+	assert_int_equal(load_config(b, len, &back, &strs), 0);
+	assert_false(back.hugetlbfs);
+	free(b);
+	cfg.hugetlbfs = true;
+	cfg.balloon = (struct vm_balloon){.enabled = true, .amount_mib = 8};
+	b = config_file(&cfg, &len);
+	assert_int_equal(load_config(b, len, &back, &strs), -EINVAL);
+	free(b);
+}
+
+/*
  * The irqchip: a split one (the default) is a tag after the digest, KVM's in-kernel one no tag (as every file
  * before brisk had its own I/O APIC); a repeated tag or another value is refused.
  */
@@ -558,8 +592,8 @@ int main(void)
 	    cmocka_unit_test(test_framing),	    cmocka_unit_test(test_too_many_sections),
 	    cmocka_unit_test(test_too_large),	    cmocka_unit_test(test_writer_rules),
 	    cmocka_unit_test(test_file_round_trip), cmocka_unit_test(test_config_template_digest),
-	    cmocka_unit_test(test_config_balloon),  cmocka_unit_test(test_template_digest),
-	    cmocka_unit_test(test_config_irqchip),
+	    cmocka_unit_test(test_config_balloon),  cmocka_unit_test(test_config_hugetlbfs),
+	    cmocka_unit_test(test_template_digest), cmocka_unit_test(test_config_irqchip),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

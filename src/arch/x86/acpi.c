@@ -634,6 +634,7 @@ int acpi_write(const struct gmem *mem, const struct acpi_machine *m, uint64_t *r
 	ret = acpi_build(m, LAYOUT_ACPI, p, LAYOUT_ACPI_TABLES, &l, err, errlen); /* below the VMGenID page */
 	if (ret)
 		return ret;
+	gmem_mark_dirty(mem, LAYOUT_ACPI, LAYOUT_ACPI_SIZE);
 	*rsdp_gpa = LAYOUT_ACPI + l.off[ACPI_RSDP];
 	return 0;
 }

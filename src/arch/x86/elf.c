@@ -377,6 +377,7 @@ int elf_load(const struct elf_info *info, const uint8_t *img, size_t size, const
 		if (s->filesz)
 			memcpy(dst, img + s->offset, (size_t)s->filesz);
 		memset(dst + s->filesz, 0, (size_t)(s->memsz - s->filesz));
+		gmem_mark_dirty(mem, s->paddr, s->memsz);
 	}
 	return 0;
 }

@@ -72,6 +72,7 @@ int x86_build_identity_map(const struct gmem *mem)
 
 	if (!t)
 		return -EFAULT;
+	gmem_mark_dirty(mem, LAYOUT_PAGETABLES, LAYOUT_PAGETABLES_SIZE);
 	memset(t, 0, LAYOUT_PAGETABLES_SIZE);
 	pml4[0] = LAYOUT_PDPT | PTE_P | PTE_RW;
 	for (unsigned i = 0; i < PD_COUNT; i++)
