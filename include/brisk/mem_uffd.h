@@ -42,16 +42,17 @@ struct uffd_peer {
 };
 
 /*
- * Guest RAM of `size` bytes (gmem_init's mapping and alignment, no huge pages: 4 KiB pages, page_size_kib 4)
- * whose missing pages are served by the handler listening on `sock_path`; `remove_events`: ask for
- * UFFD_FEATURE_EVENT_REMOVE (the VM has a balloon). On success m->uffd holds brisk's copy of the userfaultfd and
- * `peer` the handler's process. On failure nothing is left mapped or open, and `err` names the step, the path
- * and the reason (-ENOENT/-ECONNREFUSED/-ENAMETOOLONG/-EPIPE/-ETIMEDOUT: the socket, the user's input; others:
- * the host). Returns 0 or -errno.
+ * Guest RAM of `size` bytes (gmem_init's mapping and alignment, no huge pages: 4 KiB pages, page_size_kib 4;
+ * `hugetlbfs`: GMEM_HUGETLBFS's memfd, page_size_kib 2048, as Firecracker for a "2M" snapshot) whose missing
+ * pages are served by the handler listening on `sock_path`; `remove_events`: ask for UFFD_FEATURE_EVENT_REMOVE (the VM
+ * has a balloon). On success m->uffd holds brisk's copy of the userfaultfd and `peer` the handler's process. On failure
+ * nothing is left mapped or open, and `err` names the step, the path and the reason
+ * (-ENOENT/-ECONNREFUSED/-ENAMETOOLONG/-EPIPE/-ETIMEDOUT: the socket, the user's input; others: the host). Returns 0 or
+ * -errno.
  */
-__attribute__((warn_unused_result)) int gmem_init_uffd(struct gmem *m, uint64_t size, const char *sock_path,
-						       bool remove_events, struct uffd_peer *peer, char *err,
-						       size_t errlen);
+__attribute__((warn_unused_result)) int gmem_init_uffd(struct gmem *m, uint64_t size, bool hugetlbfs,
+						       const char *sock_path, bool remove_events,
+						       struct uffd_peer *peer, char *err, size_t errlen);
 
 /*
  * The JSON brisk sends for `m` (Firecracker's serde_json::to_string of Vec<GuestRegionUffdMapping>): one object

@@ -98,7 +98,7 @@ char *gmem_uffd_mappings_json(const struct gmem *m)
 		json_object_object_add(o, "base_host_virt_addr", json_object_new_int64((int64_t)(uintptr_t)r->host));
 		json_object_object_add(o, "size", json_object_new_int64((int64_t)r->size));
 		json_object_object_add(o, "offset", json_object_new_int64((int64_t)(r->host - m->base)));
-		json_object_object_add(o, "page_size_kib", json_object_new_int64(PAGE_4K / 1024));
+		json_object_object_add(o, "page_size_kib", json_object_new_int64(m->hugetlbfs ? 2048 : PAGE_4K / 1024));
 	}
 	s = strdup(json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN));
 out:
@@ -216,19 +216,25 @@ static int handshake(struct gmem *m, const char *path, struct uffd_peer *peer, c
 	return ret;
 }
 
-int gmem_init_uffd(struct gmem *m, uint64_t size, const char *sock_path, bool remove_events, struct uffd_peer *peer,
-		   char *err, size_t errlen)
+int gmem_init_uffd(struct gmem *m, uint64_t size, bool hugetlbfs, const char *sock_path, bool remove_events,
+		   struct uffd_peer *peer, char *err, size_t errlen)
 {
-	int ret = gmem_init(m, size, 0), fd;
+	int ret = gmem_init(m, size, hugetlbfs ? GMEM_HUGETLBFS : 0), fd;
 
 	*peer = (struct uffd_peer){.pidfd = -1};
 	if (ret) {
-		snprintf(err, errlen, "mapping %llu bytes of guest RAM failed: %s", (unsigned long long)size,
-			 strerror(-ret));
+		snprintf(err, errlen, "mapping %llu bytes of %sguest RAM failed: %s%s", (unsigned long long)size,
+			 hugetlbfs ? "hugetlbfs " : "", strerror(-ret),
+			 hugetlbfs && ret == -ENOMEM ? " (the host's pool of 2 MiB pages: /proc/sys/vm/nr_hugepages)"
+						     : "");
 		return ret;
 	}
-	/* page_size_kib 4: the handler copies 4 KiB pages; no transparent huge page is made behind its back. */
-	(void)madvise(m->base, (size_t)m->size, MADV_NOHUGEPAGE);
+	/*
+	 * page_size_kib 4: the handler copies 4 KiB pages; no transparent huge page is made behind its back.
+	 * hugetlbfs RAM (the snapshot's VM had huge_pages "2M"): page_size_kib 2048, as Firecracker's.
+	 */
+	if (!m->hugetlbfs)
+		(void)madvise(m->base, (size_t)m->size, MADV_NOHUGEPAGE);
 	fd = uffd_create();
 	if (fd < 0) {
 		snprintf(err, errlen, "creating a userfaultfd failed (/dev/userfaultfd and the system call): %s",
@@ -253,7 +259,12 @@ int gmem_fill_page(const struct gmem *m, uint64_t gpa, const void *page)
 
 	if (!p || (gpa & (PAGE_4K - 1)))
 		return -EINVAL;
-	if (!m->uffd_backed) {
+	gmem_mark_dirty(m, gpa, PAGE_4K); /* brisk's own write, which KVM's dirty log does not see (a Diff's) */
+	/*
+	 * hugetlbfs RAM is filled 2 MiB at a time (UFFDIO_COPY of a whole huge page), and the rest of this one is
+	 * the handler's: the write faults and waits for it to serve the page, as every write of Firecracker's does.
+	 */
+	if (!m->uffd_backed || m->hugetlbfs) {
 		memcpy(p, page, PAGE_4K);
 		return 0;
 	}

@@ -774,13 +774,15 @@ static int adjust_config(struct vm *vm, struct vm_error *e)
 /*
  * Restore step R2 with mem_backend Uffd: anonymous guest RAM registered with a userfaultfd that the
  * page-fault handler at `sock` gets, Firecracker's handshake (mem_uffd.h); the handler reads the memory file.
- * UFFD_FEATURE_EVENT_REMOVE when the snapshot's VM has a balloon, as Firecracker (persist.rs).
+ * UFFD_FEATURE_EVENT_REMOVE when the snapshot's VM has a balloon, as Firecracker (persist.rs). A "2M" snapshot's
+ * RAM is hugetlbfs here too, served 2 MiB at a time (page_size_kib 2048: Firecracker's guest_memory_from_uffd);
+ * dirty tracking as with a File backend.
  */
 static int map_uffd_memory(struct vm *vm, const char *sock, struct vm_error *e)
 {
 	char err[768];
-	int ret =
-	    gmem_init_uffd(&vm->mem, vm->cfg.memory, sock, vm->cfg.balloon.enabled, &vm->uffd_peer, err, sizeof(err));
+	int ret = gmem_init_uffd(&vm->mem, vm->cfg.memory, vm->cfg.hugetlbfs, sock, vm->cfg.balloon.enabled,
+				 &vm->uffd_peer, err, sizeof(err));
 
 	if (ret) {
 		bool user = ret == -ENOENT || ret == -ECONNREFUSED || ret == -ENAMETOOLONG || ret == -ENOTSOCK ||
@@ -788,9 +790,10 @@ static int map_uffd_memory(struct vm *vm, const char *sock, struct vm_error *e)
 
 		return fail(e, user ? VM_ERR_USAGE : VM_ERR_HOST, ret, "%s", err);
 	}
-	log_info("guest RAM served by the page-fault handler at %s (pid %d)", sock, vm->uffd_peer.pid);
+	log_info("guest RAM%s served by the page-fault handler at %s (pid %d)", vm->mem.hugetlbfs ? " (hugetlbfs)" : "",
+		 sock, vm->uffd_peer.pid);
 	timeline_mark(TL_SNAPSHOT_READ);
-	return 0;
+	return start_tracking(vm, e); /* a load's dirty tracking, with this backend too (Firecracker's) */
 }
 
 /* Restore step R3: the VM-wide KVM state (irqchip, PIT, clock), before the vCPUs get theirs. */

@@ -90,6 +90,12 @@ int vm_wset_prepare(struct vm *vm, const char *mem_path, struct vm_error *e)
 
 	if (!vm->cfg.ws_record_ms && (vm->cfg.ws_no_prefetch || vm->cfg.mem_uffd))
 		return 0; /* with Uffd, fetching is the page-fault handler's */
+	if (vm->mem.hugetlbfs && !vm->cfg.mem_uffd) {
+		/* a "2M" snapshot's memory file was read whole into hugetlbfs RAM: every page is there already */
+		log_info("working set: hugetlbfs RAM, copied whole at the load: nothing to %s",
+			 vm->cfg.ws_record_ms ? "record" : "prefetch");
+		return 0;
+	}
 	if (wset_path(mem_path, w->path, sizeof(w->path))) {
 		snprintf(e->msg, sizeof(e->msg), "working set: %s%s: path too long", mem_path, WSET_SUFFIX);
 		e->kind = VM_ERR_USAGE;

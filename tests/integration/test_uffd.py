@@ -18,6 +18,8 @@ import pytest
 
 from conftest import EXIT_GUEST_OK, EXIT_STOPPED, KVM_REASON, check_sanitizers
 from test_snapshot import Brisk, api_brisk, check_continues, counts, make_counter_snapshot
+from test_snapshot_diff import huge_pool  # noqa: F401 (a fixture, for the "2M" case)
+from test_snapshot_diff import boot_counter, load_and_check, next_lines, pause_and, rebase, same_bytes
 
 pytestmark = pytest.mark.usefixtures("kvm")
 
@@ -274,3 +276,44 @@ def test_uffd_handler_serves_zeros(snap, sockdir, procs, handlers):
     assert rc != EXIT_GUEST_OK, f"exit {rc}\n{b.out[-1000:]}\n{b.err[-2000:]}"
     assert counts(b.out) == [] or "FAIL" in b.out
     check_sanitizers(b.err)
+
+
+# ---- with main's Diff snapshots and hugetlbfs --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("huge", [None, "2M"])
+def test_uffd_restore_tracks_dirty_pages(tmp_path, sockdir, procs, handlers, request, huge):
+    """As Firecracker v1.7.0 (persist.rs guest_memory_from_uffd takes track_dirty_pages and huge_pages): a Uffd
+    load with track_dirty_pages gives a VM that takes Diffs, and a "2M" snapshot restores onto hugetlbfs RAM that
+    the handler serves 2 MiB at a time (page_size_kib 2048). The Diff of the Uffd-restored VM, merged onto its
+    base, is byte for byte the Full snapshot taken at the same pause, and a File load of it counts on."""
+    if huge:
+        request.getfixturevalue("huge_pool")
+    b = boot_counter(procs, sockdir, "boot", 64, spread=16, huge=huge)
+    b.wait_for(r"^count 5 ")
+    base_state, base_mem = tmp_path / "b.state", tmp_path / "b.mem"
+    before = pause_and(b, ("Full", base_state, base_mem))
+    b.kill()
+    sock = os.path.join(sockdir, "uffd.sock")
+    h = Handler(sock, str(base_mem), stats=str(tmp_path / "stats.json"))
+    handlers.append(h)
+    c = api_brisk(procs, sockdir, "uffd-track", "--log-level", "info")
+    r = c.api.put("/snapshot/load", {"snapshot_path": str(base_state), "resume_vm": True, "track_dirty_pages": True,
+                                     "mem_backend": {"backend_type": "Uffd", "backend_path": sock}})
+    assert r.status == 204, f"{r}\n{c.err[-2000:]}"
+    last = counts(before)[-1][0]
+    c.wait_for(rf"^count {last + 3} ", timeout=60)
+    check_continues(before, c.out, more=3)
+    assert f'"page_size_kib":{2048 if huge else 4}' in h.stats()["message"], h.stats()["message"]
+    cfg = c.api.get("/vm/config").json["machine-config"]
+    assert cfg["track_dirty_pages"] is True and cfg.get("huge_pages", "None") == (huge or "None"), cfg
+    next_lines(c, 2)
+    diff_state, diff_mem, full_mem = tmp_path / "d.state", tmp_path / "d.mem", tmp_path / "f.mem"
+    before2 = pause_and(c, ("Diff", diff_state, diff_mem), ("Full", tmp_path / "f.state", full_mem))
+    c.kill()
+    merged = tmp_path / "m.mem"
+    shutil.copy(base_mem, merged)
+    p = rebase(merged, diff_mem)
+    assert p.returncode == 0, p.stderr
+    assert same_bytes(merged, full_mem) is None, f"the merge differs from the Full at {same_bytes(merged, full_mem)}"
+    load_and_check(procs, sockdir, "merged", diff_state, merged, before2)

@@ -143,7 +143,7 @@ static void test_handshake_and_faults(void **state)
 		skip();
 	report = start_handler(0);
 	pid = child;
-	assert_int_equal(gmem_init_uffd(&m, MEM, sock_path, false, &peer, err, sizeof(err)), 0);
+	assert_int_equal(gmem_init_uffd(&m, MEM, false, sock_path, false, &peer, err, sizeof(err)), 0);
 	assert_true(m.uffd_backed);
 	assert_int_equal(peer.pid, pid);
 	assert_true(peer.pidfd >= 0);
@@ -200,7 +200,7 @@ static void test_fetch_gives_up(void **state)
 	if (!have_uffd())
 		skip();
 	report = start_handler(3);
-	assert_int_equal(gmem_init_uffd(&m, MEM, sock_path, false, &peer, err, sizeof(err)), 0);
+	assert_int_equal(gmem_init_uffd(&m, MEM, false, sock_path, false, &peer, err, sizeof(err)), 0);
 	assert_int_equal(gmem_uffd_fetch_all(&m, &f, 300, err, sizeof(err)), -ETIMEDOUT);
 	assert_non_null(strstr(err, "served no page of guest memory in 300 ms"));
 	assert_non_null(strstr(err, "are still missing"));
@@ -230,18 +230,18 @@ static void test_refused_sockets(void **state)
 		skip();
 	snprintf(path, sizeof(path), "/tmp/brisk-uffd-none-%d.sock", (int)getpid());
 	unlink(path);
-	assert_int_equal(gmem_init_uffd(&m, MEM, path, false, &peer, err, sizeof(err)), -ENOENT);
+	assert_int_equal(gmem_init_uffd(&m, MEM, false, path, false, &peer, err, sizeof(err)), -ENOENT);
 	assert_non_null(strstr(err, path));
 	assert_null(m.base); /* nothing left mapped */
 	assert_int_equal(peer.pidfd, -1);
 	fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
 	close(fd);
-	assert_int_equal(gmem_init_uffd(&m, MEM, path, false, &peer, err, sizeof(err)), -ECONNREFUSED);
+	assert_int_equal(gmem_init_uffd(&m, MEM, false, path, false, &peer, err, sizeof(err)), -ECONNREFUSED);
 	unlink(path);
 	memset(path, 'x', sizeof(path) - 1);
 	path[0] = '/';
 	path[sizeof(path) - 1] = 0;
-	assert_int_equal(gmem_init_uffd(&m, MEM, path, false, &peer, err, sizeof(err)), -ENAMETOOLONG);
+	assert_int_equal(gmem_init_uffd(&m, MEM, false, path, false, &peer, err, sizeof(err)), -ENAMETOOLONG);
 	assert_non_null(strstr(err, "longer than a Unix socket path"));
 }
 
