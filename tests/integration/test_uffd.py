@@ -316,4 +316,4 @@ def test_uffd_restore_tracks_dirty_pages(tmp_path, sockdir, procs, handlers, req
     p = rebase(merged, diff_mem)
     assert p.returncode == 0, p.stderr
     assert same_bytes(merged, full_mem) is None, f"the merge differs from the Full at {same_bytes(merged, full_mem)}"
-    load_and_check(procs, sockdir, "merged", diff_state, merged, before2)
+    load_and_check(procs, sockdir, "merged", diff_state, merged, before + before2)  # counts 1.. across both
