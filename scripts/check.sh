@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # check.sh - run every test tier this machine can run, plain and under ASan+UBSan; print one summary.
 # Called by `make check` after the builds. Exit status: 0 only if every tier passed.
+# BRISK_CHECK_TESTS: the integration tests to run in the nested VM (default tests/integration; e.g. one file).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
