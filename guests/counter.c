@@ -332,8 +332,10 @@ void guest_main(struct hvm_start_info *si)
 	if (fill > MAX_FILL)
 		guest_fail(NAME, "fill= out of 0..262144");
 	timer_count = (uint32_t)period * TIMER_COUNTS_PER_MS;
-	find_ram_pages(ram_top(si), (unsigned int)spread);
-	fill_pages(ram_top(si), fill);
+	uint64_t top = ram_top(si);
+
+	find_ram_pages(top, (unsigned int)spread);
+	fill_pages(top, fill);
 
 	/* Only the LAPIC timer interrupts: the legacy PICs masked, as virtio.c does. */
 	outb(0x21, 0xff);

@@ -35,8 +35,9 @@ def collection_modifyitems(config, items):
     keep = _ids(os.environ["BRISK_SELECT"]) if os.environ.get("BRISK_SELECT") else None
     drop = _ids(os.environ["BRISK_DESELECT"]) if os.environ.get("BRISK_DESELECT") else set()
     if keep is not None or drop:
-        chosen = [i for i in items if (keep is None or i.nodeid in keep) and i.nodeid not in drop]
-        gone = [i for i in items if i not in chosen]
+        chosen, gone = [], []
+        for i in items:
+            (chosen if (keep is None or i.nodeid in keep) and i.nodeid not in drop else gone).append(i)
         if gone:
             config.hook.pytest_deselected(items=gone)
             items[:] = chosen

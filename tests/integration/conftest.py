@@ -114,7 +114,9 @@ def pytest_runtest_logreport(report):
 def sockdir():
     """A short directory for Unix sockets (sun_path holds 108 bytes with "_<port>" added; pytest's tmp_path can
     be longer), removed at the end."""
-    d = tempfile.mkdtemp(prefix="bsk", dir="/tmp")
+    # TMPDIR where it is set: the nested harness, run from a clone under /tmp, shares the host's /tmp over 9p,
+    # where Unix sockets do not work, and points TMPDIR at a tmpfs (scripts/nested-kvm.md)
+    d = tempfile.mkdtemp(prefix="bsk", dir=os.environ.get("TMPDIR") or "/tmp")
     yield d
     shutil.rmtree(d, ignore_errors=True)
 

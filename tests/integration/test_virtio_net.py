@@ -223,17 +223,39 @@ def test_user_custom_network_and_two_interfaces():
     assert len(COUNTERS.findall(p.stderr)) == 2, p.stderr
 
 
-def helper_pid(brisk_pid):
-    """The brisk-slirp child of brisk (spawned by its main thread)."""
-    for _ in range(100):
+POLL_SYSCALLS = {7, 232, 271, 281}  # x86-64 poll, epoll_wait, ppoll, epoll_pwait
+
+
+def waits_in_poll(pid):
+    """Whether the process sleeps in poll or epoll (/proc/PID/syscall; where that is not available, whether it
+    sleeps at all, a second after it was first seen asleep)."""
+    asleep = False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            asleep = f.read().rsplit(")", 1)[1].split()[0] == "S"
+        with open(f"/proc/{pid}/syscall") as f:
+            return asleep and int(f.read().split()[0]) in POLL_SYSCALLS
+    except (OSError, ValueError, IndexError):
+        if not asleep:
+            return False
+        time.sleep(1)
+        return True
+
+
+def helper_pid(brisk_pid, timeout=30):
+    """The brisk-slirp child of brisk (spawned by its main thread), once it runs brisk-slirp and waits in its
+    event loop: stopped before that (a slow host: an emulated KVM), the helper never starts the network."""
+    deadline, kid = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
         try:
             kids = open(f"/proc/{brisk_pid}/task/{brisk_pid}/children").read().split()
-        except OSError:
-            kids = []
-        if kids:
-            return int(kids[0])
+            kid = int(kids[0]) if kids else None
+            if kid and open(f"/proc/{kid}/comm").read().strip() == "brisk-slirp" and waits_in_poll(kid):
+                return kid
+        except (OSError, ValueError):
+            pass
         time.sleep(0.05)
-    raise AssertionError("no brisk-slirp child")
+    raise AssertionError(f"no brisk-slirp child waiting in its loop (child {kid})")
 
 
 def helper_recv_q(helper):

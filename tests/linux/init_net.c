@@ -594,16 +594,16 @@ void net_mode(const char *cmdline)
 }
 
 /*
- * ---- one HTTP answer (brisk.httpd=PORT: the disk stage, bench/linux_http.py) ----
+ * ---- HTTP answers (brisk.httpd=PORT: the disk stage, bench/linux_boots.py --http) ----
  *
  * The boot's end as a service sees it: listen on TCP PORT, answer requests ("GET ..." gets 200 and a short
  * body, anything else 400; Connection: close) until none came for HTTPD_LINGER_MS after one was answered, then
  * return. One line per request: "brisk-net: httpd port P: answered 'REQUEST LINE' STATUS", or "... FAIL (why)".
  * A request is read until its blank line, at most 4 KiB and NET_ACCEPT_MS.
  */
-/* One request on connection c: read until its blank line (at most 4 KiB, until deadline), answer, close.
- * Returns whether it answered 200; says what it answered. */
-static int http_answer(int c, unsigned long port, long deadline)
+/* One request on connection c: read until its blank line (at most 4 KiB, until deadline), answer, close; says
+ * what it answered. */
+static void http_answer(int c, unsigned long port, long deadline)
 {
 	char req[4096];
 	size_t got = 0;
@@ -630,7 +630,6 @@ static int http_answer(int c, unsigned long port, long deadline)
 	close(c);
 	say("brisk-net: httpd port %lu: answered '%.80s' %s%s\n", port, req, ok ? "200" : "400",
 	    sent ? "" : " (FAIL: short write)");
-	return ok && sent;
 }
 
 void httpd_once(const char *cmdline)
