@@ -37,6 +37,9 @@ ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-s
 LIB_SRCS := \
 	src/vmm/bus.c \
 	src/vmm/mem.c \
+	src/vmm/mem_uffd.c \
+	src/vmm/wset.c \
+	src/vmm/vm_wset.c \
 	src/vmm/kvm.c \
 	src/vmm/vm.c \
 	src/vmm/vm_build.c \
@@ -119,6 +122,7 @@ LIB_SRCS := \
 	src/devices/boot_timer.c \
 	src/devices/cmos.c \
 	src/devices/acpi_pm.c \
+	src/devices/vmgenid.c \
 	src/devices/ioapic.c \
 	src/devices/legacy_absent.c \
 	src/virtio/queue.c \
@@ -219,6 +223,9 @@ UNIT_TESTS := \
 	test_kernel \
 	test_mptable \
 	test_aml \
+	test_wset \
+	test_mem_uffd \
+	test_vmgenid \
 	test_acpi \
 	test_reports \
 	test_cpuid \

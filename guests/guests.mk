@@ -4,7 +4,7 @@
 BUILD    ?= build
 GUEST_CC ?= gcc
 
-GUEST_NAMES := demo hello ioapic echo reset exitcode triple unhandled smp flood markers int3probe serialirq smpboot conf-pvh cpuid cpuid-storm cpuid-helper msr-storm virtio-rng virtio-blk virtio-net virtio-console virtio-vsock virtio-balloon virtio-hostile-ring virtio-hostile-mmio virtio-hostile-storm acpi counter blk-counter blk-limit kbd internal-error boot-timer mmds
+GUEST_NAMES := demo hello ioapic echo reset exitcode triple unhandled smp flood markers int3probe serialirq smpboot conf-pvh cpuid cpuid-storm cpuid-helper msr-storm virtio-rng virtio-blk virtio-net virtio-console virtio-vsock virtio-balloon virtio-hostile-ring virtio-hostile-mmio virtio-hostile-storm acpi vmgenid wset counter blk-counter blk-limit kbd internal-error boot-timer mmds
 GUEST_LIB   := entry lib idt ap mp conf virtio acpi
 
 GUEST_DIR := $(BUILD)/guests

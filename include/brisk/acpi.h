@@ -50,6 +50,8 @@ struct acpi_machine {
 	unsigned nr_virtio;		    /* 0..LAYOUT_VIRTIO_WINDOWS */
 	const struct devmgr_window *virtio; /* [nr_virtio]: the device manager's windows, in its order */
 	unsigned legacy;		    /* ACPI_DEV_* */
+	uint64_t vmgenid;		    /* guest-physical address of the VM Generation ID (VGEN, GED); 0: none */
+	uint32_t ged_gsi;		    /* the GED's interrupt, which notifies VGEN (with vmgenid) */
 };
 
 #define ACPI_SCRATCH 16 /* Scope > Device > Buffer: (4 - 1) + (4 - 1) + (9 - 3) bytes reserved at most */

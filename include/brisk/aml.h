@@ -80,7 +80,15 @@ size_t aml_device_begin(struct aml *a, const char *path);
 size_t aml_method_begin(struct aml *a, const char *path, unsigned nargs, bool serialized);
 /* Package(count) { ... }: the caller appends `count` (0..255) elements. */
 size_t aml_package_begin(struct aml *a, unsigned count);
-/* Closes a Scope, Device, Method or Package opened at `mark`. */
+/* If (predicate) { ... } (19.6.60): the caller appends the predicate, then the body; closed by aml_end. */
+size_t aml_if_begin(struct aml *a);
+/* LEqual (x, y) (19.6.69): LEqualOp; the caller appends both operands. */
+void aml_lequal(struct aml *a);
+/* ArgN, n 0..6 (20.2.6.1). */
+void aml_arg(struct aml *a, unsigned n);
+/* Notify (object, value) (19.6.92): NotifyOp; the caller appends the object's NameString and the value. */
+void aml_notify(struct aml *a);
+/* Closes a Scope, Device, Method, If or Package opened at `mark`. */
 void aml_end(struct aml *a, size_t mark);
 
 /* Buffer() { bytes }: the size is the number of bytes appended before aml_buffer_end. */

@@ -79,6 +79,11 @@ __attribute__((warn_unused_result)) int config_parse_rng(const char *s, struct v
 
 /* Parses --acpi: "on" or "off". Returns 0 or -EINVAL. */
 __attribute__((warn_unused_result)) int config_parse_acpi(const char *s, struct vm_config *cfg);
+/*
+ * brisk restore --working-set: "record=MS" (MS 1..WSET_RECORD_MAX_MS: record the pages the guest touches in its
+ * first MS ms or until its boot marker) or "off" (no prefetch from a recorded file). 0 or -EINVAL.
+ */
+__attribute__((warn_unused_result)) int config_parse_working_set(const char *s, struct vm_config *cfg);
 /* --irqchip split|kernel. 0 or -EINVAL. */
 __attribute__((warn_unused_result)) int config_parse_irqchip(const char *s, struct vm_config *cfg);
 

@@ -175,6 +175,13 @@ __attribute__((warn_unused_result)) int cmos_create(struct bus *bus);
  * VM with status 0. Only where the VM has ACPI tables.
  */
 __attribute__((warn_unused_result)) int acpi_pm_create(const struct devctx *ctx, struct bus *bus);
+/*
+ * The VM Generation ID (vmgenid.c, docs/acpi.md): 16 bytes at LAYOUT_VMGENID that the DSDT's VGEN device names,
+ * and the GED's line LAYOUT_GED_GSI that notifies it. A boot writes a random ID now (`restoring` false); a
+ * restore writes a new one when the device's section is restored, and raises the line. Only where the VM has
+ * ACPI tables. 0 or -errno.
+ */
+__attribute__((warn_unused_result)) int vmgenid_create(const struct devctx *ctx, struct bus *bus, bool restoring);
 
 /*
  * The I/O APIC of a split irqchip (ioapic.c): 24 pins at BRISK_IOAPIC_BASE, the ID register reading `id` after

@@ -18,6 +18,7 @@ enum brisk_exit {
 	EXIT_UNKNOWN_EXIT = 14,	  /* an exit reason brisk does not handle (K) */
 	EXIT_STOPPED = 16,	  /* SIGINT, SIGTERM or Ctrl-A x from the host (K) */
 	EXIT_SECCOMP = 18,	  /* a thread made a syscall its seccomp filter denies (K; include/brisk/seccomp.h) */
+	EXIT_UFFD_HANDLER = 20,	  /* the page-fault handler serving guest RAM exited with pages unserved (K) */
 };
 
 #endif

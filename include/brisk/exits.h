@@ -49,6 +49,13 @@ struct exit_stats {
 	 * handling latency in us, and failures. Stored with relaxed atomics: the metrics flush reads them.
 	 */
 	uint64_t fc[FCM_VCPU_N];
+	/*
+	 * The vCPU thread's own rusage as it ended (getrusage RUSAGE_THREAD): page faults, minor and major (KVM's
+	 * faults on guest RAM for this vCPU among them: get_user_pages counts them to the task), and kernel CPU
+	 * time. ru_valid 0: not ended yet, or the call failed.
+	 */
+	uint64_t ru_minflt, ru_majflt, ru_stime_us;
+	int ru_valid;
 };
 
 /*

@@ -77,9 +77,20 @@
  * and DSDT. Inside [EBDA, 1 MiB), reserved in the memory map; 254 vCPUs
  * and every virtio window need about 4 KiB of the 64.
  */
-#define LAYOUT_ACPI	     0xe0000UL
-#define LAYOUT_ACPI_SIZE     0x10000UL
-#define LAYOUT_ACPI_SCAN     0xe0000UL /* the legacy RSDP scan window (ACPI 6.3 section 5.2.5.1) */
+#define LAYOUT_ACPI	 0xe0000UL
+#define LAYOUT_ACPI_SIZE 0x10000UL
+#define LAYOUT_ACPI_SCAN 0xe0000UL /* the legacy RSDP scan window (ACPI 6.3 section 5.2.5.1) */
+/*
+ * The VM Generation ID (Microsoft's "Virtual Machine Generation ID" specification; src/devices/vmgenid.c): 16
+ * bytes at the start of the ACPI region's last page, which holds nothing else (so that a restore can write the
+ * page whole: mem_uffd.h gmem_fill_page). The tables end below it. The DSDT's VGEN device names it (ADDR), and
+ * its GED device's interrupt, GSI LAYOUT_GED_GSI (I/O APIC pin 3: COM2's, which brisk has not), is how a restore
+ * tells the guest it changed (Notify 0x80).
+ */
+#define LAYOUT_VMGENID	     0xef000UL
+#define LAYOUT_VMGENID_SIZE  16UL
+#define LAYOUT_ACPI_TABLES   (LAYOUT_VMGENID - LAYOUT_ACPI) /* bytes the tables may take */
+#define LAYOUT_GED_GSI	     3u
 #define LAYOUT_ACPI_SCAN_END 0x100000UL
 
 /*
@@ -146,6 +157,9 @@ _Static_assert(LAYOUT_HIGH_RAM == BRISK_GUEST_LOAD_ADDR, "test guests load at hi
 _Static_assert(LAYOUT_END(LAYOUT_EBDA, LAYOUT_EBDA_SIZE) <= LAYOUT_ACPI &&
 		   LAYOUT_END(LAYOUT_ACPI, LAYOUT_ACPI_SIZE) <= LAYOUT_MPTABLE_BIOS,
 	       "ACPI tables between the EBDA and the MP table BIOS area, inside the reserved legacy window");
+_Static_assert(LAYOUT_VMGENID > LAYOUT_ACPI && LAYOUT_VMGENID % 0x1000 == 0 &&
+		   LAYOUT_END(LAYOUT_VMGENID, 0x1000) == LAYOUT_END(LAYOUT_ACPI, LAYOUT_ACPI_SIZE),
+	       "the VMGenID page is the ACPI region's last, apart from the tables");
 _Static_assert(LAYOUT_ACPI >= LAYOUT_ACPI_SCAN && LAYOUT_ACPI % 16 == 0 &&
 		   LAYOUT_END(LAYOUT_ACPI, 36) <= LAYOUT_ACPI_SCAN_END,
 	       "the RSDP where the legacy scan finds it");

@@ -35,8 +35,10 @@ struct gmem {
 	uint64_t size;
 	unsigned nr;
 	struct gmem_region region[2];
-	int file_backed; /* gmem_init_file: a MAP_PRIVATE mapping of a snapshot's memory file */
-	bool hugetlbfs;	 /* GMEM_HUGETLBFS: a shared mapping of a hugetlbfs memfd, never swapped */
+	int file_backed;  /* gmem_init_file: a MAP_PRIVATE mapping of a snapshot's memory file */
+	bool uffd_backed; /* gmem_init_uffd (mem_uffd.h): anonymous, missing pages served by a page-fault handler */
+	int uffd;	  /* then brisk's copy of the userfaultfd, closed by gmem_destroy */
+	bool hugetlbfs;	  /* GMEM_HUGETLBFS: a shared mapping of a hugetlbfs memfd, never swapped */
 	/*
 	 * Dirty tracking (gmem_dirty_enable; NULL: off): the pages brisk itself wrote (devices, the loader, the
 	 * balloon), one bit per 4 KiB page by offset from `base`, which KVM's dirty log of the vCPUs' writes does

@@ -356,6 +356,24 @@ struct probes;
 struct ksyms_info;
 
 /* Inputs of the report that brisk profile knows and brisk trace does not. */
+/*
+ * Page faults of a profiled run (report "page_faults", docs/profiler.md): the process's (getrusage RUSAGE_SELF at
+ * the end) and each vCPU thread's (getrusage RUSAGE_THREAD as the thread ends: exits.h); a vCPU thread's count
+ * includes the faults KVM took on guest RAM for it (get_user_pages counts them to the task), and its kernel CPU
+ * time bounds the time those took. For a restore (brisk profile --snapshot) that prefetched its working set
+ * (wset.h), how much and how long.
+ */
+struct profile_fault_vcpu {
+	uint64_t minor, major, system_us;
+	int ok; /* 0: the thread's stat could not be read */
+};
+struct profile_faults {
+	uint64_t minor, major;		       /* the process */
+	const struct profile_fault_vcpu *vcpu; /* [profile_inputs.nr_vcpus] */
+	int prefetched;			       /* a working set was prefetched: */
+	uint64_t wset_pages, wset_advise_us, wset_populate_us;
+};
+
 struct profile_inputs {
 	const char *command;	  /* "profile" or "trace" */
 	const char *user_symbols; /* --user-symbols FILE (its symbols are in syms too), NULL when none */
@@ -387,6 +405,7 @@ struct profile_inputs {
 	const char *const *warnings;
 	unsigned nwarnings;
 	uint64_t bucket_ns;
+	const struct profile_faults *faults; /* brisk profile only; NULL: none */
 };
 
 /* Builds the brisk-profile/1 object (docs/profiler.md); NULL on out of memory. Caller puts it. */

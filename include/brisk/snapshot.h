@@ -82,6 +82,8 @@ int snap_reader_open(int fd, struct snap_reader **out, char *err, size_t errlen)
 /* The same from a buffer (unit tests, the fuzz target); the buffer is copied. */
 int snap_reader_open_mem(const void *buf, size_t len, struct snap_reader **out, char *err, size_t errlen);
 void snap_reader_free(struct snap_reader *r);
+/* The file's CRC-64 trailer (checked by snap_reader_open): which snapshot this is, e.g. for wset.h. */
+uint64_t snap_reader_checksum(const struct snap_reader *r);
 /* Number of sections with `tag`. */
 unsigned snap_count(const struct snap_reader *r, enum snap_tag tag);
 /*

@@ -35,6 +35,11 @@ uint64_t timeline_now_ns(void);
 void timeline_mark(enum tl_event ev);
 /* Records a boot-marker value now; beyond TL_MAX_MARKERS values are counted only. */
 void timeline_bootmark(uint32_t value);
+/*
+ * Has timeline_bootmark, after recording, write 1 to eventfd `fd` too (-1: nothing), from the vCPU thread that
+ * wrote the marker: how a working-set recording learns the guest said it is done (wset.h). One per process.
+ */
+void timeline_bootmark_notify(int fd);
 /* ns since TL_EXEC of event `ev`, or -1 when it did not happen. */
 int64_t timeline_get(enum tl_event ev);
 const char *timeline_name(enum tl_event ev);

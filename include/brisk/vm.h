@@ -108,6 +108,8 @@ struct vm_hooks {
 	void *ctx;
 };
 
+#define WSET_RECORD_MAX_MS 60000u /* --working-set record=MS: at most a minute */
+
 struct vm_config {
 	const char *kernel;	    /* path; NULL = the built-in demo guest */
 	const char *initrd;	    /* path or NULL */
@@ -140,6 +142,19 @@ struct vm_config {
 	enum irqchip_mode irqchip;	/* --irqchip */
 	bool boot_timer;		/* --boot-timer: Firecracker's boot timer on the boot marker's MMIO page */
 	const struct vm_hooks *hooks;	/* NULL: none */
+	/*
+	 * Restore only: where guest RAM comes from. false: vm_restore's mem_path is the memory file, mapped
+	 * MAP_PRIVATE. true: mem_path is the Unix socket of a Firecracker-format page-fault handler (mem_uffd.h;
+	 * PUT /snapshot/load's mem_backend Uffd, brisk restore --uffd).
+	 */
+	bool mem_uffd;
+	/*
+	 * Restore only: the working set (include/brisk/wset.h). ws_record_ms > 0: record the pages the restored
+	 * guest touches in its first ws_record_ms ms, or until it writes its boot marker, into the file beside
+	 * the memory file; ws_no_prefetch: do not prefetch the pages such a file lists (lazy, as without one).
+	 */
+	unsigned ws_record_ms; /* 1..WSET_RECORD_MAX_MS */
+	bool ws_no_prefetch;
 	/* Not an option: set when the VM is built, cpuid_template_digest of its --cpu-template file (0: none). */
 	uint64_t cpu_template_digest;
 	/*
@@ -194,6 +209,22 @@ int vm_start(struct vm *vm, struct vm_error *e);
 int vm_wake_fd(const struct vm *vm);
 bool vm_exit_requested(const struct vm *vm);
 int vm_finish(struct vm *vm);
+/*
+ * When a restore prefetched its working set (wset.h): true, with the pages listed and the microseconds its
+ * MADV_WILLNEED and MADV_POPULATE_READ passes took.
+ */
+bool vm_wset_prefetched(const struct vm *vm, uint64_t *pages, uint64_t *advise_us, uint64_t *populate_us);
+/*
+ * What the main thread polls beside vm_wake_fd, VM_WATCH_FDS entries (an fd of -1: nothing there): the
+ * page-fault handler of a Uffd-restored VM's memory exiting (mem_uffd.h), a working-set recording's window
+ * closing (its timer, the guest's boot marker: wset.h). vm_watch_events handles what poll reported: a handler
+ * gone with pages of RAM unserved ends the VM (EXIT_UFFD_HANDLER), else the VM runs on anonymous memory; a
+ * window closed records the working set.
+ */
+#define VM_WATCH_FDS 3
+struct pollfd;
+void vm_watch_fds(const struct vm *vm, struct pollfd *p);
+void vm_watch_events(struct vm *vm, const struct pollfd *p);
 /*
  * Pauses every vCPU: each leaves KVM_RUN at a point where its state is
  * consistent (api.rst 4.10) and waits. Returns 0 once all are parked,

@@ -121,7 +121,7 @@ static int finish(struct api *a)
 
 int api_serve(struct api *a, struct api_link *link, int sig_fd)
 {
-	struct pollfd p[4];
+	struct pollfd p[4 + VM_WATCH_FDS];
 	char why[96];
 
 	fc_metrics_report_process_times(); /* Firecracker's ApiServer::run, as its API starts serving */
@@ -132,9 +132,13 @@ int api_serve(struct api *a, struct api_link *link, int sig_fd)
 		p[1] = (struct pollfd){.fd = sig_fd, .events = POLLIN};
 		p[2] = (struct pollfd){.fd = a->vm ? vm_wake_fd(a->vm) : -1, .events = POLLIN};
 		p[3] = (struct pollfd){.fd = fc_metrics_rest_fd(), .events = POLLOUT}; /* a line's rest, FIFO */
+		for (unsigned i = 4; i < 4 + VM_WATCH_FDS; i++)
+			p[i] = (struct pollfd){.fd = -1};
+		if (a->vm)
+			vm_watch_fds(a->vm, p + 4); /* a Uffd handler's exit, a working set's window */
 		if (a->vm && vm_exit_requested(a->vm))
 			return finish(a);
-		if (poll(p, 4, fc_metrics_timeout_ms()) < 0) {
+		if (poll(p, 4 + VM_WATCH_FDS, fc_metrics_timeout_ms()) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_error("API: poll: %s", strerror(errno));
@@ -142,6 +146,8 @@ int api_serve(struct api *a, struct api_link *link, int sig_fd)
 		}
 		if ((p[1].revents & POLLIN) && on_signal(a, sig_fd))
 			return EXIT_STOPPED;
+		if (a->vm)
+			vm_watch_events(a->vm, p + 4);
 		if (p[3].revents & POLLOUT)
 			fc_metrics_write_rest();
 		api_metrics_tick(a);

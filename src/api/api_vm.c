@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "api_impl.h"
+#include "brisk/config.h"
 #include "brisk/fc_logger.h"
 #include "brisk/fc_metrics.h"
 #include "brisk/file.h"
@@ -253,8 +254,11 @@ void api_snapshot_create(struct api *a, const char *body, size_t len, struct api
 	json_object_put(o);
 }
 
-/* snapshot/load's memory file: mem_backend {backend_type File, backend_path}, or the older mem_file_path. */
-static int load_mem_path(const struct fcj *c, json_object *o, const char **mem)
+/*
+ * snapshot/load's memory: mem_backend {backend_type File, backend_path} or the older mem_file_path (a memory
+ * file), or mem_backend {backend_type Uffd, backend_path} (a page-fault handler's socket: *uffd set).
+ */
+static int load_mem_path(const struct fcj *c, json_object *o, const char **mem, bool *uffd)
 {
 	static const char *const keys[] = {"backend_type", "backend_path", NULL};
 	static const char *const types[] = {"File", "Uffd", NULL};
@@ -262,6 +266,7 @@ static int load_mem_path(const struct fcj *c, json_object *o, const char **mem)
 	int has_file = fcj_str(c, o, "mem_file_path", 1, 4095, mem);
 	unsigned type = 0;
 
+	*uffd = false;
 	if (has_file < 0)
 		return -EINVAL;
 	if (!b)
@@ -272,15 +277,17 @@ static int load_mem_path(const struct fcj *c, json_object *o, const char **mem)
 		return fcj_fail(c, "mem_backend: expected an object");
 	if (fcj_keys(c, b, keys) || fcj_enum(c, b, "backend_type", types, false, &type) <= 0)
 		return fcj_fail(c, "mem_backend: backend_type File or Uffd is required");
-	if (type == 1)
-		return fcj_fail(c,
-				"mem_backend: backend_type Uffd is not supported: brisk maps the File lazily itself");
+	*uffd = type == 1;
 	return fcj_req_str(c, b, "backend_path", 4095, mem) < 0 ? -EINVAL : 0;
 }
 
-/* What a load may set besides its files: resume_vm, dirty tracking, network_overrides. */
+/*
+ * What a load asks besides the files: the Uffd backend, resume_vm, dirty tracking, network_overrides, brisk's
+ * working_set (wset.h).
+ */
 struct load_opts {
-	bool resume, track;
+	bool uffd, resume, track;
+	struct vm_config ws; /* only ws_record_ms and ws_no_prefetch */
 	struct fc_net_overrides ov;
 };
 
@@ -293,7 +300,6 @@ static int load_options(const struct fcj *c, json_object *o, struct load_opts *l
 {
 	bool diff = false, track = false;
 
-	memset(l, 0, sizeof(*l));
 	if (fcj_bool(c, o, "resume_vm", &l->resume) < 0 || fcj_bool(c, o, "enable_diff_snapshots", &diff) < 0 ||
 	    fcj_bool(c, o, "track_dirty_pages", &track) < 0 ||
 	    fc_parse_net_overrides(c, fcj_get(o, "network_overrides"), &l->ov))
@@ -319,6 +325,9 @@ static void do_load(struct api *a, const char *state, const char *mem, const str
 	timeline_mark(TL_API_REQUEST);
 	if (a->dry_run)
 		return api_fault(r, 400, "Load snapshot error: dry run");
+	base.mem_uffd = l->uffd;
+	base.ws_record_ms = l->ws.ws_record_ms;
+	base.ws_no_prefetch = l->ws.ws_no_prefetch;
 	base.track_dirty = l->track;
 	base.restore_adjust = l->ov.nr ? adjust_nets : NULL;
 	base.restore_ctx = (void *)&l->ov;
@@ -338,12 +347,19 @@ static void do_load(struct api *a, const char *state, const char *mem, const str
 void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_reply *r)
 {
 	static const char *const keys[] = {
-	    "snapshot_path",	 "mem_file_path", "mem_backend",       "enable_diff_snapshots",
-	    "track_dirty_pages", "resume_vm",	  "network_overrides", NULL};
+	    "snapshot_path",
+	    "mem_file_path",
+	    "mem_backend",
+	    "enable_diff_snapshots",
+	    "track_dirty_pages",
+	    "resume_vm",
+	    "network_overrides",
+	    "working_set", /* brisk's: "record=MS" or "off", as brisk restore --working-set */
+	    NULL};
 	char err[1024];
 	const struct fcj c = {.what = "snapshot/load", .err = err, .errlen = sizeof(err)};
 	json_object *o = parse_body("snapshot/load", body, len, keys, r);
-	const char *state = NULL, *mem = NULL;
+	const char *state = NULL, *mem = NULL, *ws = NULL;
 	struct load_opts *l = malloc(sizeof(*l)); /* 64 overrides: ~6 KiB, off the stack */
 	uint64_t t0_us = now_us();
 
@@ -354,9 +370,13 @@ void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_r
 		json_object_put(o);
 		return;
 	}
-	if (fcj_req_str(&c, o, "snapshot_path", 4095, &state) < 0 || load_mem_path(&c, o, &mem) ||
-	    load_options(&c, o, l))
+	memset(l, 0, sizeof(*l));
+	if (fcj_req_str(&c, o, "snapshot_path", 4095, &state) < 0 || load_mem_path(&c, o, &mem, &l->uffd) ||
+	    load_options(&c, o, l) || fcj_str(&c, o, "working_set", 1, 32, &ws) < 0)
 		api_fault(r, 400, "%s", err);
+	else if (ws && config_parse_working_set(ws, &l->ws))
+		api_fault(r, 400, "snapshot/load: working_set '%s': expected record=MS (1..%u) or off", ws,
+			  WSET_RECORD_MAX_MS);
 	else if (a->state != API_NOT_STARTED)
 		api_not_after_start(r);
 	else if (a->configured)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "brisk/cli.h"
@@ -357,6 +358,24 @@ static const struct symtab *physical_aliases(struct prof *p, struct vm *vm, cons
 	return &p->phys;
 }
 
+static void collect_faults(struct vm *vm, unsigned nr, struct profile_fault_vcpu *v, struct profile_faults *f)
+{
+	struct rusage ru;
+
+	*f = (struct profile_faults){.vcpu = v};
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
+		f->minor = (uint64_t)ru.ru_minflt;
+		f->major = (uint64_t)ru.ru_majflt;
+	}
+	for (unsigned i = 0; v && i < nr; i++) {
+		const struct exit_stats *s = vm_vcpu_exit_stats(vm, i);
+
+		v[i] = (struct profile_fault_vcpu){
+		    .minor = s->ru_minflt, .major = s->ru_majflt, .system_us = s->ru_stime_us, .ok = s->ru_valid};
+	}
+	f->prefetched = vm_wset_prefetched(vm, &f->wset_pages, &f->wset_advise_us, &f->wset_populate_us);
+}
+
 /* After the run: last snapshot, trace stopped, report built and emitted. */
 static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, const struct symtab *syms,
 		  const char *sym_why)
@@ -364,6 +383,8 @@ static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, co
 	uint64_t before, end;
 	const struct exit_stats **exits = calloc(p->nr_vcpus + 1, sizeof(*exits));
 	int *tids = calloc(p->nr_vcpus + 1, sizeof(*tids));
+	struct profile_fault_vcpu *fv = calloc(p->nr_vcpus + 1, sizeof(*fv));
+	struct profile_faults faults;
 	struct profile_inputs in;
 	struct json_object *r;
 	int ret = -ENOMEM;
@@ -385,6 +406,7 @@ static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, co
 		exits[i] = vm_vcpu_exit_stats(vm, i);
 		tids[i] = vm_vcpu_tid(vm, i);
 	}
+	collect_faults(vm, p->nr_vcpus, fv, &faults);
 	in = (struct profile_inputs){
 	    .command = "profile",
 	    .user_symbols = p->user_syms.n ? p->opt.user_symbols : NULL,
@@ -415,6 +437,7 @@ static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, co
 	    .warnings = p->warnings,
 	    .nwarnings = p->nwarn,
 	    .bucket_ns = p->opt.bucket_ns,
+	    .faults = &faults,
 	};
 	r = exits && tids ? report_json_build(&in) : NULL;
 	if (r)
@@ -422,6 +445,7 @@ static int finish(struct prof *p, struct vm *vm, const struct vm_config *cfg, co
 	json_object_put(r);
 	free(exits);
 	free(tids);
+	free(fv);
 	return ret;
 }
 

@@ -42,6 +42,8 @@ static size_t api_max_payload;
  */
 static const char *snapshot_path, *mem_path, *vm_option, *snapshot_option;
 static bool paused;
+/* brisk restore --working-set SPEC (--uffd SOCK sets mem_path and vm_config's mem_uffd). */
+static const char *working_set;
 /*
  * --seccomp on|off: the per-thread filters (docs/security.md, "Seccomp"); off is for debugging. Without the
  * option, BRISK_SECCOMP=off in the environment means off (to compare runs without changing command lines).
@@ -137,7 +139,18 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 		snapshot_path = arg;
 		return 0;
 	case OPT_MEM:
+	case OPT_UFFD:
+		if (mem_path) {
+			fprintf(stderr, "brisk restore: --mem and --uffd are exclusive, and each is given once\n");
+			return EXIT_USAGE;
+		}
 		mem_path = arg;
+		cfg->mem_uffd = c == OPT_UFFD;
+		return 0;
+	case OPT_WORKING_SET:
+		if (config_parse_working_set(arg, cfg))
+			return bad_value("--working-set", arg, "record=MS (1..60000) or off");
+		working_set = arg;
 		return 0;
 	case OPT_PAUSED:
 		paused = true;
@@ -207,6 +220,8 @@ bool cli_is_process_option(int c)
 	case OPT_NO_API:
 	case OPT_SNAPSHOT: /* brisk restore's */
 	case OPT_MEM:
+	case OPT_UFFD:
+	case OPT_WORKING_SET:
 	case OPT_PAUSED:
 	case 'h':
 		return false;
@@ -604,7 +619,9 @@ static int check_mode(enum run_mode mode)
 		return EXIT_USAGE;
 	}
 	if (mode == MODE_RESTORE && (!snapshot_path || !mem_path)) {
-		fprintf(stderr, "%s: --snapshot STATE and --mem MEM are required; try 'brisk help restore'\n", me);
+		fprintf(stderr,
+			"%s: --snapshot STATE and --mem MEM (or --uffd SOCK) are required; try 'brisk help restore'\n",
+			me);
 		return EXIT_USAGE;
 	}
 	if (mode == MODE_RESTORE && (snapshot_option || config_file)) {
@@ -616,8 +633,9 @@ static int check_mode(enum run_mode mode)
 		fprintf(stderr, "%s: --paused needs --api-sock: nothing else could resume the VM\n", me);
 		return EXIT_USAGE;
 	}
-	if (mode != MODE_RESTORE && (snapshot_path || mem_path || paused)) {
-		fprintf(stderr, "%s: --snapshot, --mem and --paused belong to 'brisk restore'\n", me);
+	if (mode != MODE_RESTORE && (snapshot_path || mem_path || paused || working_set)) {
+		fprintf(stderr, "%s: --snapshot, --mem, --uffd, --working-set and --paused belong to 'brisk restore'\n",
+			me);
 		return EXIT_USAGE;
 	}
 	if (mode == MODE_API && !config_file && vm_option) {

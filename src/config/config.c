@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/sysinfo.h>
 
@@ -178,6 +179,25 @@ int config_parse_acpi(const char *s, struct vm_config *cfg)
 		cfg->no_acpi = true;
 	else
 		return -EINVAL;
+	return 0;
+}
+
+int config_parse_working_set(const char *s, struct vm_config *cfg)
+{
+	char *end;
+	unsigned long ms;
+
+	if (strcmp(s, "off") == 0) {
+		cfg->ws_no_prefetch = true;
+		return 0;
+	}
+	if (strncmp(s, "record=", 7) != 0 || s[7] < '0' || s[7] > '9')
+		return -EINVAL;
+	errno = 0;
+	ms = strtoul(s + 7, &end, 10);
+	if (errno || *end || ms == 0 || ms > WSET_RECORD_MAX_MS)
+		return -EINVAL;
+	cfg->ws_record_ms = (unsigned)ms;
 	return 0;
 }
 

@@ -33,6 +33,8 @@ static const struct option tail[] = {
     {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
     {"mem", required_argument, NULL, OPT_MEM},
     {"paused", no_argument, NULL, OPT_PAUSED},
+    {"uffd", required_argument, NULL, OPT_UFFD},
+    {"working-set", required_argument, NULL, OPT_WORKING_SET},
     {"seccomp", required_argument, NULL, OPT_SECCOMP},
     {"help", no_argument, NULL, 'h'},
 };

@@ -608,6 +608,42 @@ static jo *warnings_json(const struct profile_inputs *in)
 	return a;
 }
 
+/* "page_faults": {minor, major, vcpus: [{vcpu, minor, major, system_us}], working_set: {...} or null}. */
+static jo *faults_json(const struct profile_inputs *in)
+{
+	const struct profile_faults *f = in->faults;
+	jo *o, *v, *ws;
+
+	if (!f)
+		return NULL;
+	o = json_object_new_object();
+	v = json_object_new_array();
+	add_member(o, "minor", json_object_new_int64((int64_t)f->minor));
+	add_member(o, "major", json_object_new_int64((int64_t)f->major));
+	for (unsigned i = 0; f->vcpu && i < in->nr_vcpus; i++) {
+		jo *e;
+
+		if (!f->vcpu[i].ok)
+			continue;
+		e = json_object_new_object();
+		add_member(e, "vcpu", json_object_new_int((int)i));
+		add_member(e, "minor", json_object_new_int64((int64_t)f->vcpu[i].minor));
+		add_member(e, "major", json_object_new_int64((int64_t)f->vcpu[i].major));
+		add_member(e, "system_us", json_object_new_int64((int64_t)f->vcpu[i].system_us));
+		json_object_array_add(v, e);
+	}
+	add_member(o, "vcpus", v);
+	ws = NULL;
+	if (f->prefetched) {
+		ws = json_object_new_object();
+		add_member(ws, "pages", json_object_new_int64((int64_t)f->wset_pages));
+		add_member(ws, "advise_us", json_object_new_int64((int64_t)f->wset_advise_us));
+		add_member(ws, "populate_us", json_object_new_int64((int64_t)f->wset_populate_us));
+	}
+	add_member(o, "working_set", ws);
+	return o;
+}
+
 jo *report_json_build(const struct profile_inputs *in)
 {
 	static struct trace_agg empty;
@@ -636,6 +672,7 @@ jo *report_json_build(const struct profile_inputs *in)
 	add_member(r, "user", report_user_json(in));
 	add_member(r, "findings", report_findings_json(in));
 	ioctls_json(r, profile);
+	add_member(r, "page_faults", faults_json(in));
 	add_member(r, "series", series_json(in, series_start(in)));
 	add_member(r, "warnings", warnings_json(in));
 	return r;

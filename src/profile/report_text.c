@@ -317,6 +317,30 @@ static void ioctls(jo *r, FILE *f)
 	fprintf(f, "%-32s %8lld\n", "total", total);
 }
 
+static void page_faults(jo *r, FILE *f)
+{
+	jo *pf = get(r, "page_faults"), *v, *ws;
+
+	if (!pf)
+		return;
+	section(f, "Page faults (host)");
+	fprintf(f, "process: %lld minor, %lld major\n", (long long)json_object_get_int64(get(pf, "minor")),
+		(long long)json_object_get_int64(get(pf, "major")));
+	v = get(pf, "vcpus");
+	for (size_t i = 0; i < len(v); i++)
+		fprintf(f, "vCPU %lld: %lld minor, %lld major, %lld us in the kernel (its faults included)\n",
+			(long long)json_object_get_int64(get(at(v, i), "vcpu")),
+			(long long)json_object_get_int64(get(at(v, i), "minor")),
+			(long long)json_object_get_int64(get(at(v, i), "major")),
+			(long long)json_object_get_int64(get(at(v, i), "system_us")));
+	ws = get(pf, "working_set");
+	if (ws)
+		fprintf(f, "working set prefetched: %lld pages, reads started in %lld us, mapped in %lld us\n",
+			(long long)json_object_get_int64(get(ws, "pages")),
+			(long long)json_object_get_int64(get(ws, "advise_us")),
+			(long long)json_object_get_int64(get(ws, "populate_us")));
+}
+
 void report_text_print(jo *r, FILE *f)
 {
 	jo *w = get(r, "warnings");
@@ -335,6 +359,7 @@ void report_text_print(jo *r, FILE *f)
 	redundant(r, f);
 	user(r, f);
 	ioctls(r, f);
+	page_faults(r, f);
 	if (len(w)) {
 		section(f, "Warnings");
 		for (size_t i = 0; i < len(w); i++)

@@ -1,6 +1,7 @@
 /* timeline.c - boot timeline: lock-free first-wins timestamps of phases and a bounded list of boot markers. */
 #include <stdatomic.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "brisk/timeline.h"
 
@@ -26,6 +27,7 @@ static const char *const names[TL__COUNT] = {
 /* Absolute CLOCK_MONOTONIC ns; 0 = not recorded. */
 static _Atomic uint64_t stamp[TL__COUNT];
 static _Atomic unsigned nr_markers; /* values recorded or attempted */
+static _Atomic int notify_fd = -1;  /* timeline_bootmark_notify's eventfd */
 static struct {
 	_Atomic uint64_t ns; /* written after value; 0 while being filled */
 	uint32_t value;
@@ -74,8 +76,12 @@ void timeline_mark(enum tl_event ev)
 
 void timeline_bootmark(uint32_t value)
 {
-	uint64_t now = timeline_now_ns();
+	uint64_t now = timeline_now_ns(), one = 1;
 	unsigned i = atomic_fetch_add(&nr_markers, 1);
+	int fd = atomic_load(&notify_fd);
+
+	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0) /* a full eventfd was notified already */
+		(void)0;
 
 	if (i >= TL_MAX_MARKERS) {
 		/* Keep the counter from wrapping under a hostile flood. */
@@ -84,6 +90,11 @@ void timeline_bootmark(uint32_t value)
 	}
 	markers[i].value = value;
 	atomic_store(&markers[i].ns, now);
+}
+
+void timeline_bootmark_notify(int fd)
+{
+	atomic_store(&notify_fd, fd);
 }
 
 int64_t timeline_get(enum tl_event ev)

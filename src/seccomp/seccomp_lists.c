@@ -1,6 +1,7 @@
 /* seccomp_lists.c - the allow-list of each thread role (include/brisk/seccomp.h, docs/security.md "Seccomp"). */
 #include <linux/if_tun.h>
 #include <linux/kvm.h>
+#include <linux/userfaultfd.h>
 #include <stddef.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h> /* BLKGETSIZE64 */
@@ -15,17 +16,19 @@
  * irqfd, the tap's offloads once the driver chose its features; with the split irqchip, the I/O APIC's message
  * and the routing table a redirection entry rewrites). The main thread: the state a snapshot reads (VM and
  * vCPUs; the memory slots' dirty logs, for a Diff), the same device wiring (a device reset or stopped there;
- * SendCtrlAltDel's interrupt), and the terminal restored at exit. brisk-slirp: libslirp's non-blocking switch and queue
+ * SendCtrlAltDel's interrupt), and the terminal restored at exit; a Uffd-restored VM's memory unregistered from
+ * its userfaultfd at teardown (UFFDIO_UNREGISTER: wakes a vCPU waiting for a page its handler never serves).
+ * brisk-slirp: libslirp's non-blocking switch and queue
  * size.
  */
 static const unsigned long vcpu_ioctls[] = {KVM_RUN,   KVM_GET_REGS,  KVM_GET_SREGS,  KVM_IRQ_LINE,	  KVM_IOEVENTFD,
 					    KVM_IRQFD, TUNSETOFFLOAD, KVM_SIGNAL_MSI, KVM_SET_GSI_ROUTING};
 static const unsigned long main_ioctls[] = {
-    KVM_CHECK_EXTENSION, KVM_GET_CLOCK,	  KVM_GET_IRQCHIP,  KVM_GET_PIT2,	 KVM_GET_REGS,
-    KVM_GET_SREGS,	 KVM_GET_FPU,	  KVM_GET_MSRS,	    KVM_GET_XSAVE,	 KVM_GET_XSAVE2,
-    KVM_GET_XCRS,	 KVM_GET_LAPIC,	  KVM_GET_MP_STATE, KVM_GET_VCPU_EVENTS, KVM_GET_DEBUGREGS,
-    KVM_GET_CPUID2,	 KVM_GET_TSC_KHZ, KVM_IRQ_LINE,	    KVM_SIGNAL_MSI,	 KVM_IOEVENTFD,
-    KVM_IRQFD,		 TCSETS,	  TCGETS,	    BLKGETSIZE64,	 KVM_GET_DIRTY_LOG};
+    KVM_CHECK_EXTENSION, KVM_GET_CLOCK,	      KVM_GET_IRQCHIP,	 KVM_GET_PIT2,	 KVM_GET_REGS,	  KVM_GET_SREGS,
+    KVM_GET_FPU,	 KVM_GET_MSRS,	      KVM_GET_XSAVE,	 KVM_GET_XSAVE2, KVM_GET_XCRS,	  KVM_GET_LAPIC,
+    KVM_GET_MP_STATE,	 KVM_GET_VCPU_EVENTS, KVM_GET_DEBUGREGS, KVM_GET_CPUID2, KVM_GET_TSC_KHZ, KVM_IRQ_LINE,
+    KVM_SIGNAL_MSI,	 KVM_IOEVENTFD,	      KVM_IRQFD,	 TCSETS,	 TCGETS,	  BLKGETSIZE64,
+    UFFDIO_UNREGISTER,	 KVM_GET_DIRTY_LOG};
 static const unsigned long slirp_ioctls[] = {FIONBIO, FIONREAD};
 
 #define IOCTLS(a)                                                                                                      \
@@ -98,6 +101,8 @@ static const struct sc_call vcpu_calls[] = {BASE_CALLS,
 					    SC(close),
 					    SC(read),
 					    SC(timerfd_settime),
+					    /* its own page faults and kernel time, once, as it ends (exits.h) */
+					    SC(getrusage),
 					    {0, NULL}};
 static const struct sc_call io_calls[] = {BASE_CALLS, KICK_CALLS, IO_CALLS, BLK_CALLS, SPAWN_CALLS, {0, NULL}};
 static const struct sc_call blk_calls[] = {BASE_CALLS, BLK_CALLS, {0, NULL}};

@@ -389,6 +389,15 @@ struct snap_reader {
 	struct snap_reader *cur; /* the section reader handed out by snap_section */
 };
 
+uint64_t snap_reader_checksum(const struct snap_reader *r)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; r->size >= 8 && i >= 0; i--)
+		v = v << 8 | r->buf[r->size - 8 + (size_t)i];
+	return v;
+}
+
 void snap_reader_free(struct snap_reader *r)
 {
 	if (!r)

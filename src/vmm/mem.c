@@ -300,6 +300,8 @@ int gmem_save(const struct gmem *m, int fd, int src_fd)
 
 void gmem_destroy(struct gmem *m)
 {
+	if (m->uffd_backed)
+		close(m->uffd);
 	if (m->base)
 		munmap(m->base, (size_t)m->size);
 	free(m->dirty);

@@ -35,6 +35,8 @@ void vm_init(struct vm *vm, const struct vm_config *cfg)
 	vm->kvm.fd = -1;
 	vm->serial_out_fd = -1;
 	vm->mem_file_fd = -1;
+	vm->uffd_peer.pidfd = -1;
+	vm->ws.pagemap_fd = vm->ws.timer_fd = vm->ws.marker_fd = -1;
 	vm->wake_fd = -1;
 	pthread_mutex_init(&vm->go_lock, NULL);
 	pthread_cond_init(&vm->go_cond, NULL);
@@ -210,6 +212,10 @@ int vm_pause(struct vm *vm)
 				vcpu_kick(&vm->vcpus[i]);
 	}
 	pthread_mutex_unlock(&vm->pause_lock);
+	if (ret == -ETIMEDOUT && vm->mem.uffd_backed)
+		log_error("a vCPU did not stop within 2 s: it may be waiting for the page-fault handler (pid %d) to "
+			  "serve a page of guest memory",
+			  vm->uffd_peer.pid);
 	if (!ret && atomic_load(&vm->exit_requested))
 		ret = -ESHUTDOWN;
 	if (ret)
@@ -406,11 +412,16 @@ const struct devctx_ops vm_devctx_ops = {
 /* Blocks until an exit is requested or SIGINT/SIGTERM/SIGHUP arrives. */
 static void wait_for_exit(struct vm *vm, int sig_fd)
 {
-	struct pollfd p[2] = {{.fd = vm->wake_fd, .events = POLLIN}, {.fd = sig_fd, .events = POLLIN}};
+	struct pollfd p[2 + VM_WATCH_FDS] = {{.fd = vm->wake_fd, .events = POLLIN}, {.fd = sig_fd, .events = POLLIN}};
 
 	while (!atomic_load(&vm->exit_requested)) {
-		if (poll(p, sig_fd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
-			break;
+		vm_watch_fds(vm, p + 2);
+		if (poll(p, 2 + VM_WATCH_FDS, -1) < 0) {
+			if (errno != EINTR)
+				break;
+			continue;
+		}
+		vm_watch_events(vm, p + 2);
 		if (p[1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
@@ -484,6 +495,7 @@ int vm_start(struct vm *vm, struct vm_error *e)
 	if (vm->cfg.hooks && vm->cfg.hooks->vcpus_ready && !atomic_load(&vm->exit_requested))
 		vm->cfg.hooks->vcpus_ready(vm, vm->cfg.hooks->ctx);
 	release_vcpus(vm);
+	vm_wset_started(vm);
 	late_start_devices(vm);
 	/* Only a set-up failure: a guest may well have ended already, which is its own business. */
 	return failed;
@@ -499,8 +511,43 @@ bool vm_exit_requested(const struct vm *vm)
 	return atomic_load(&vm->exit_requested) != 0;
 }
 
+void vm_watch_fds(const struct vm *vm, struct pollfd *p)
+{
+	p[0] = (struct pollfd){.fd = vm->uffd_peer.pidfd, .events = POLLIN};
+	p[1] = (struct pollfd){.fd = vm->ws.timer_fd, .events = POLLIN};
+	p[2] = (struct pollfd){.fd = vm->ws.recorded ? -1 : vm->ws.marker_fd, .events = POLLIN};
+}
+
+static void handler_exited(struct vm *vm)
+{
+	int pid = vm->uffd_peer.pid;
+
+	close(vm->uffd_peer.pidfd);
+	vm->uffd_peer.pidfd = -1;
+	if (gmem_uffd_missing(&vm->mem) == 0) {
+		/* Nothing is left for it to serve: later faults (after a balloon's discard) are anonymous zero pages.
+		 */
+		gmem_uffd_release(&vm->mem);
+		log_info("the page-fault handler (pid %d) exited after serving every page; the VM runs on", pid);
+		return;
+	}
+	log_error("the page-fault handler (pid %d) serving this VM's memory exited with pages unserved; a vCPU "
+		  "touching one would wait for ever: ending the VM",
+		  pid);
+	vm_request_exit(vm, EXIT_UFFD_HANDLER, "the page-fault handler exited");
+}
+
+void vm_watch_events(struct vm *vm, const struct pollfd *p)
+{
+	if (p[0].fd >= 0 && (p[0].revents & POLLIN))
+		handler_exited(vm);
+	if ((p[1].fd >= 0 && (p[1].revents & POLLIN)) || (p[2].fd >= 0 && (p[2].revents & POLLIN)))
+		vm_wset_record(vm, p[2].revents & POLLIN);
+}
+
 int vm_finish(struct vm *vm)
 {
+	gmem_uffd_release(&vm->mem); /* a vCPU waiting for a page nobody serves can stop */
 	join_vcpus(vm);
 	evloop_stop(vm->loop); /* no device callback runs while the devices stop */
 	bus_stop(&vm->bus);
@@ -550,6 +597,8 @@ void vm_destroy(struct vm *vm)
 {
 	if (!vm)
 		return;
+	gmem_uffd_release(&vm->mem);
+	gmem_uffd_fetcher_join(&vm->uffd_fetch); /* woken by the release: it returns with zero pages */
 	if (!vm->go)
 		stop_vcpu_threads(vm);
 	for (unsigned i = 0; vm->vcpus && i < vm->nr_vcpus; i++) {
@@ -567,10 +616,13 @@ void vm_destroy(struct vm *vm)
 	free(vm->cmdline);
 	snap_reader_free(vm->snap);
 	cpuid_fc_free(vm->snap_strings.fc_template);
+	vm_wset_destroy(vm);
 	gmem_destroy(&vm->mem);
 	if (vm->mem_file_fd >= 0)
 		close(vm->mem_file_fd);
 	free(vm->api_desc);
+	if (vm->uffd_peer.pidfd >= 0)
+		close(vm->uffd_peer.pidfd);
 	if (vm->fd >= 0)
 		close(vm->fd);
 	kvm_close(&vm->kvm);

@@ -432,6 +432,22 @@ static int create_ioapic(struct vm *vm, const struct devctx *ctx, struct vm_erro
 	return 0;
 }
 
+/*
+ * The VM Generation ID with the ACPI tables that describe it; a restore has it only when the snapshot's VM had it
+ * (its section next in bus order): a snapshot from before it restores as it was, its DSDT without the device.
+ */
+static bool want_vmgenid(const struct vm *vm)
+{
+	const char *next;
+
+	if (vm->cfg.no_acpi)
+		return false;
+	if (!vm->restoring)
+		return true;
+	next = snap_section_name(vm->snap, SNAP_TAG_DEVICE, vm->bus.nr_devices);
+	return next && strcmp(next, "vmgenid") == 0;
+}
+
 /* Step 11: the devices, each added to the one bus, which owns them. */
 static int create_devices(struct vm *vm, struct vm_error *e)
 {
@@ -451,7 +467,8 @@ static int create_devices(struct vm *vm, struct vm_error *e)
 	if ((err = serial8250_create(&ctx, &vm->bus, &so, NULL)) || (err = i8042_create(&ctx, &vm->bus)) ||
 	    (err = debugexit_create(&ctx, &vm->bus)) ||
 	    (err = bootmark_create(&vm->bus, vm->cfg.boot_timer ? &vm->boot_timer : NULL)) ||
-	    (err = cmos_create(&vm->bus)) || (!vm->cfg.no_acpi && (err = acpi_pm_create(&ctx, &vm->bus))))
+	    (err = cmos_create(&vm->bus)) || (!vm->cfg.no_acpi && (err = acpi_pm_create(&ctx, &vm->bus))) ||
+	    (want_vmgenid(vm) && (err = vmgenid_create(&ctx, &vm->bus, vm->restoring))))
 		return fail(e, VM_ERR_HOST, err, "creating the platform devices failed: %s", strerror(-err));
 	return create_virtio(vm, &ctx, e);
 }
@@ -754,6 +771,31 @@ static int adjust_config(struct vm *vm, struct vm_error *e)
 		   : 0;
 }
 
+/*
+ * Restore step R2 with mem_backend Uffd: anonymous guest RAM registered with a userfaultfd that the
+ * page-fault handler at `sock` gets, Firecracker's handshake (mem_uffd.h); the handler reads the memory file.
+ * UFFD_FEATURE_EVENT_REMOVE when the snapshot's VM has a balloon, as Firecracker (persist.rs). A "2M" snapshot's
+ * RAM is hugetlbfs here too, served 2 MiB at a time (page_size_kib 2048: Firecracker's guest_memory_from_uffd);
+ * dirty tracking as with a File backend.
+ */
+static int map_uffd_memory(struct vm *vm, const char *sock, struct vm_error *e)
+{
+	char err[768];
+	int ret = gmem_init_uffd(&vm->mem, vm->cfg.memory, vm->cfg.hugetlbfs, sock, vm->cfg.balloon.enabled,
+				 &vm->uffd_peer, err, sizeof(err));
+
+	if (ret) {
+		bool user = ret == -ENOENT || ret == -ECONNREFUSED || ret == -ENAMETOOLONG || ret == -ENOTSOCK ||
+			    ret == -EPIPE || ret == -ECONNRESET || ret == -ETIMEDOUT || ret == -EACCES;
+
+		return fail(e, user ? VM_ERR_USAGE : VM_ERR_HOST, ret, "%s", err);
+	}
+	log_info("guest RAM%s served by the page-fault handler at %s (pid %d)", vm->mem.hugetlbfs ? " (hugetlbfs)" : "",
+		 sock, vm->uffd_peer.pid);
+	timeline_mark(TL_SNAPSHOT_READ);
+	return start_tracking(vm, e); /* a load's dirty tracking, with this backend too (Firecracker's) */
+}
+
 /* Restore step R3: the VM-wide KVM state (irqchip, PIT, clock), before the vCPUs get theirs. */
 static int restore_kvm_vm(struct vm *vm, struct vm_error *e)
 {
@@ -824,7 +866,8 @@ int vm_restore(const struct vm_config *base, const char *state_path, const char 
 	}
 	/* The same recipe as a boot, less the kernel, ACPI and MP tables: they are in the saved memory. */
 	if ((ret = read_snapshot(vm, state_path, e)) || (ret = adjust_config(vm, e)) ||
-	    (ret = map_snapshot_memory(vm, mem_path, e)) || (ret = open_outputs(vm, e)) || (ret = plan_cpus(vm, e)))
+	    (ret = (vm->cfg.mem_uffd ? map_uffd_memory : map_snapshot_memory)(vm, mem_path, e)) ||
+	    (ret = vm_wset_prepare(vm, mem_path, e)) || (ret = open_outputs(vm, e)) || (ret = plan_cpus(vm, e)))
 		goto fail;
 	devmgr_plan(&vm->devmgr, &vm->cfg);
 	open_kvm(vm);
@@ -838,6 +881,7 @@ int vm_restore(const struct vm_config *base, const char *state_path, const char 
 		goto fail;
 	snap_reader_free(vm->snap);
 	vm->snap = NULL;
+	vm_wset_restored(vm); /* the listed pages mapped before any vCPU runs */
 	vm->has_base = true;
 	if (!resume)
 		atomic_store(&vm->pause_req, 1);

@@ -2,6 +2,7 @@
 #ifndef BRISK_VM_IMPL_H
 #define BRISK_VM_IMPL_H
 
+#include <limits.h>
 #include <linux/kvm.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,8 +18,10 @@
 #include "brisk/kernel.h"
 #include "brisk/kvm.h"
 #include "brisk/mem.h"
+#include "brisk/mem_uffd.h"
 #include "brisk/snap_config.h"
 #include "brisk/vm.h"
+#include "brisk/wset.h"
 
 enum vm_config_state { VM_CONFIG_PENDING = 0, VM_CONFIG_PUBLISHED, VM_CONFIG_ABORTED };
 
@@ -38,6 +41,23 @@ struct vcpu {
 	pid_t tid; /* the thread's id (gettid), for the profiler's trace filter */
 	/* Cheap exit counters, always on (brisk run --timeline, brisk profile). */
 	struct exit_stats stats;
+};
+
+/* A restore's working set (wset.h, vm_wset.c). */
+struct vm_wset {
+	char path[PATH_MAX]; /* the memory file's + ".ws" */
+	uint64_t crc;	     /* the state file's CRC-64 */
+	/* recording (cfg.ws_record_ms): */
+	int pagemap_fd;	   /* /proc/self/pagemap, or -1: mincore */
+	int timer_fd;	   /* the window's end; -1 once recorded */
+	int marker_fd;	   /* eventfd the boot marker writes (timeline_bootmark_notify) */
+	uint64_t t0_ns;	   /* the vCPUs released */
+	bool no_readahead; /* MADV_RANDOM on guest RAM while recording (vm_wset.c) */
+	bool recorded;
+	/* prefetching: */
+	bool prefetching;
+	struct wset list;
+	struct wset_prefetch_stats st;
 };
 
 struct vm {
@@ -91,9 +111,12 @@ struct vm {
 	/* Restore (vm_restore): the state file being loaded, and what its configuration's strings point at. */
 	struct snap_reader *snap;
 	struct snap_config_strings snap_strings;
-	char *api_desc;	 /* the state file's api-config section (JSON text), or NULL */
-	int mem_file_fd; /* the memory file a restore maps, open for its mapped-lock (file.h); -1 */
-	bool restoring;	 /* the vCPUs get the saved state, not the boot entry state */
+	char *api_desc;			/* the state file's api-config section (JSON text), or NULL */
+	int mem_file_fd;		/* the memory file a restore maps, open for its mapped-lock (file.h); -1 */
+	bool restoring;			/* the vCPUs get the saved state, not the boot entry state */
+	struct uffd_peer uffd_peer;	/* with cfg.mem_uffd: the page-fault handler's process (mem_uffd.h) */
+	struct uffd_fetcher uffd_fetch; /* with cfg.mem_uffd: a snapshot create's fetch of all of RAM */
+	struct vm_wset ws;
 	/*
 	 * Whether a Diff has a base: the VM was restored, or a snapshot of it was taken. A VM booted with dirty
 	 * tracking and never snapshotted has none (its Diff holds every page it wrote: a complete memory file).
@@ -155,5 +178,18 @@ void vm_wait_vcpus_ready(struct vm *vm, unsigned started);
 int vm_restore_vcpus(struct vm *vm, struct snap_reader *r, char *err, size_t errlen);
 /* vm.c: called by a vCPU thread whose state is consistent while a pause is requested: waits until resumed. */
 void vm_vcpu_park(struct vcpu *v);
+
+/*
+ * The working set (vm_wset.c). prepare: restore step R2b, after guest RAM is mapped (the state file still
+ * open): with --working-set record=MS the pagemap, timer and marker eventfd; else, unless off or Uffd, the list
+ * beside the memory file checked and its reads started (a bad list: a warning, a lazy restore). 0 or -errno
+ * with e. restored: the end of the restore, the listed pages mapped. started: the vCPUs released, the window
+ * opens. record: the window closed (the main thread, from vm_watch_events). destroy: after the vCPUs stopped.
+ */
+int vm_wset_prepare(struct vm *vm, const char *mem_path, struct vm_error *e);
+void vm_wset_restored(struct vm *vm);
+void vm_wset_started(struct vm *vm);
+void vm_wset_record(struct vm *vm, bool at_marker);
+void vm_wset_destroy(struct vm *vm);
 
 #endif

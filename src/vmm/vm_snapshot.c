@@ -249,6 +249,9 @@ static int create(struct vm *vm, const char *state_path, const char *mem_path, c
 		snprintf(err, errlen, "the VM must be paused first");
 		return -EBUSY;
 	}
+	/* Memory a page-fault handler serves: all of it here first, waited for off this thread (mem_uffd.h). */
+	if ((ret = gmem_uffd_fetch_all(&vm->mem, &vm->uffd_fetch, UFFD_FETCH_STALL_MS, err, errlen)))
+		return ret;
 	if ((ret = open_outputs(state_path, mem_path, &state, &mem, err, errlen)))
 		return ret;
 	ret = bus_quiesce(&vm->bus, &dev);

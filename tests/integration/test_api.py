@@ -724,8 +724,9 @@ MALFORMED = [
     ("/vm", "PATCH", b'not json', "bad JSON"),
     ("/snapshot/create", "PUT", b'{"snapshot_path": "/s"}', "mem_file_path is required"),
     ("/snapshot/load", "PUT", b'{"snapshot_path": "/s"}', "mem_backend or mem_file_path is required"),
-    ("/snapshot/load", "PUT", b'{"snapshot_path": "/s", "mem_backend": {"backend_type": "Uffd", '
-     b'"backend_path": "/u"}}', "Uffd"),
+    ("/snapshot/load", "PUT", b'{"snapshot_path": "/s", "mem_backend": {"backend_type": "Uffd"}}', "backend_path"),
+    ("/snapshot/load", "PUT", b'{"snapshot_path": "/s", "mem_backend": {"backend_type": "Mmap", '
+     b'"backend_path": "/u"}}', "backend_type File or Uffd"),
     ("/snapshot/load", "PUT", b'{"snapshot_path": "/s", "mem_file_path": "/m", "enable_diff_snapshots": 1}',
      "enable_diff_snapshots"),
     ("/snapshot/load", "PUT", b'{"snapshot_path": "/s", "mem_file_path": "/m", "network_overrides": [{}]}',

@@ -213,6 +213,10 @@ def test_profile_without_tracing_reports_the_rest(tmp_path):
     assert (0x3F8, "write") in ports
     assert rep["ioctls"]["KVM_RUN"] >= 1 and rep["phases"][0]["id"] == "exec"
     assert "unavailable: --no-trace given" in p.stdout
+    # the host's page faults: the process's, and the one vCPU thread's as it ended (KVM's faults for it count)
+    pf = rep["page_faults"]
+    assert pf["minor"] > 0 and [v["vcpu"] for v in pf["vcpus"]] == [0], pf
+    assert pf["vcpus"][0]["minor"] <= pf["minor"] and "Page faults (host)" in p.stdout
 
 
 # ---- bad input (no KVM needed) -------------------------------------------------------------------

@@ -693,6 +693,8 @@ void httpd_once(const char *cmdline)
  * or "disk FAIL (what)". A connection to the listening port starts with one command line:
  *   "exchange\n"          then the exchange of init_net.c's header comment, the init as the acceptor
  *   "dial PORT BYTES\n"   answered "ok\n"; the init then connects to the host port PORT and exchanges BYTES
+ *   "random\n"            answered with 32 bytes of /dev/urandom in hex and "\n", also printed as
+ *                         "brisk-snap: random HEX" (two restores of one snapshot must differ: VMGenID)
  *   "stop\n"              answered "ok\n"; the init closes its files, unmounts /mnt and returns
  * Ctrl-Alt-Del (the API's SendCtrlAltDel) stops it the same way, for when vsock does not work: the mode turns
  * the kernel's immediate reboot off (RB_DISABLE_CAD), so the kernel sends PID 1 a SIGINT instead.
@@ -797,6 +799,29 @@ static int snap_hold(unsigned port)
 	return fd;
 }
 
+/* "random": 32 bytes read from /dev/urandom, as a userspace program draws them, in hex. */
+static void snap_random(int c)
+{
+	unsigned char b[32];
+	char hex[2 * sizeof(b) + 2];
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, b, sizeof(b)) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n != (ssize_t)sizeof(b)) {
+		(void)!write(c, "error\n", 6);
+		close(c);
+		return;
+	}
+	for (size_t i = 0; i < sizeof(b); i++)
+		snprintf(hex + 2 * i, 3, "%02x", b[i]);
+	say("brisk-snap: random %s\n", hex);
+	hex[2 * sizeof(b)] = '\n';
+	(void)!write(c, hex, 2 * sizeof(b) + 1);
+	close(c);
+}
+
 /* One command connection; returns 1 for "stop". */
 static int snap_command(int c, unsigned port)
 {
@@ -811,6 +836,10 @@ static int snap_command(int c, unsigned port)
 	snprintf(where, sizeof(where), "port %u", port);
 	if (!strcmp(cmd, "exchange")) {
 		exchange_acceptor(c, "vsock accept", where);
+		return 0;
+	}
+	if (!strcmp(cmd, "random")) {
+		snap_random(c);
 		return 0;
 	}
 	if (sscanf(cmd, "dial %u %llu", &dport, &bytes) == 2) {

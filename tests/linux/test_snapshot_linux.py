@@ -1,9 +1,10 @@
 """Snapshot and restore of Debian's stock kernel in the real-kernel tier, from a Diff chain: the guest's uptime
 continues, its disk and vsock work after restore, and the chain is byte for byte the Full snapshot of the moment.
 
-One boot and one restore check everything. vmlinuz with build/linux/initramfs-virtio.cpio.gz, an ext4 disk from
-tests/linux/mkrootfs.sh (--disk), --vsock cid=7,uds=DIR/v.sock and --api-sock, the command line brisk's default
-(less acpi=off: Debian's kernel finds virtio-mmio in the DSDT) plus
+One boot, one restore and a second (Uffd) restore check everything. vmlinuz with
+build/linux/initramfs-virtio.cpio.gz, an ext4 disk from tests/linux/mkrootfs.sh (--disk), --vsock
+cid=7,uds=DIR/v.sock and --api-sock, the command line brisk's default (less acpi=off: Debian's kernel finds
+virtio-mmio in the DSDT) plus
   brisk.virtio=1 brisk.poweroff=auto brisk.snapshot=1 brisk.snapshot.hold=HOLD brisk.snapshot.listen=LISTEN
 The init's snapshot mode (tests/linux/init_net.c) mounts the disk on /mnt, connects to the host's DIR/v.sock_HOLD
 and keeps that connection open, listens on vsock LISTEN, and every 200 ms of guest time prints
@@ -19,15 +20,19 @@ the device) the same line in /mnt/brisk-tick. The VM runs with --track-dirty-pag
      TICKS_AFTER ticks,
   3. over vsock, after the restore: the host connects to the guest ("CONNECT LISTEN" on DIR/v.sock) and
      exchanges BYTES each way ("exchange", netpeer's protocol); it asks the guest to connect out ("dial") to
-     DIR/v.sock_DIAL and exchanges BYTES each way there; then says "stop": the init unmounts /mnt and
-     powers off (ACPI S5), which ends the restored brisk with status 0;
+     DIR/v.sock_DIAL and exchanges BYTES each way there; asks for 32 bytes of the guest's /dev/urandom
+     ("random"); then says "stop": the init unmounts /mnt and powers off (ACPI S5), which ends the restored
+     brisk with status 0;
+  4. restores the snapshot once more, its memory served by tests/uffd_handler.py (`brisk restore --uffd`), on a
+     copy of the disk as the snapshot saw it, asks it for 32 bytes of /dev/urandom too, and kills it;
 and checks: the tick sequence of both processes' output joined is 1, 2, 3, ... with no gap or repeat and the
 restored process printed no line of a new boot; the guest's uptime and monotonic clock across the snapshot
 advance by less than MAX_JUMP_S although the VM was paused for at least PAUSED_S; every tick's disk step said
 ok; the held connection (open at snapshot time) ended with a reset (ECONNRESET) after the restore by itself,
 before any new vsock traffic, not hung; both fresh vsock exchanges are right byte for byte on both sides; the
 image is clean (e2fsck -fn) and /brisk-ticks on it holds every tick 1..last in order (debugfs), the first ones
-written by the first process, the rest by the restored one.
+written by the first process, the rest by the restored one; the two restores' random bytes differ and each
+restored kernel said it reseeded for a VM fork (VMGenID).
 A vsock step that fails is recorded and the run goes on; when the "stop" command cannot be sent over vsock the
 guest is stopped with the API's SendCtrlAltDel instead (the init turns it into the same stop), so the disk checks
 still run.
@@ -74,6 +79,7 @@ TICK_RE = re.compile(r"^brisk-init: tick (\d+) uptime ([0-9.]+) mono ([0-9.]+) d
 KMSG_RE = re.compile(r"\[ *\d+\.\d+\] [^\n]*\n")
 STEPS = ["mkrootfs", "boot", "base snapshot", "pause and snapshot", "merge", "restore", "ticks after the vsock checks",
          "stop"]
+RESEED = "crng reseeded due to virtual machine fork"  # drivers/char/random.c add_vmfork_randomness
 NEW_BOOT_RE = re.compile(r"Linux version|Command line:|brisk-init: started as pid|brisk-init: kernel ")
 
 
@@ -208,6 +214,7 @@ class Run:
         self.image = None
         self.chain = {}  # the Diff chain: file sizes (allocated bytes), where the merge differs from the Full
         self.t = {}  # host times (monotonic) of the steps
+        self.randoms = []  # the restore's and _uffd_restore's: mode, /dev/urandom's answer or the error, output
 
     def describe(self):
         parts = [f"step that failed: {self.failed}" if self.failed else "all steps completed"]
@@ -237,6 +244,8 @@ def snap_run(tmp_path_factory):
     r = Run()
     try:
         _run(r, tmp, sockdir)
+        if not r.failed_step:
+            _uffd_restore(r, tmp, sockdir)
     finally:
         for p in (r.p1, r.p2):
             if p:
@@ -326,6 +335,7 @@ def _run(r, tmp, sockdir):
         r.t["snapshotted"] = time.monotonic()
         api.snapshot_create(tmp / "full.state", tmp / "full.mem")
         r.p1.kill()
+        shutil.copy(r.image, tmp / "disk-snap.img")  # the disk as the snapshot saw it, for the restores below
         r.out1 = r.p1.out
 
         step = "merge"
@@ -373,6 +383,15 @@ def _run(r, tmp, sockdir):
         except Exception as e:  # noqa: BLE001
             r.errors.append(f"{step}: {type(e).__name__}: {str(e)[:300]}")
 
+        # not a step: 32 bytes of the restored guest's /dev/urandom, for test_vmgenid_... (a failure is its)
+        got = {"mode": "File", "random": None, "error": None}
+        try:
+            with command(uds, "random\n") as c:
+                got["random"] = read_line(c).strip()
+        except Exception as e:  # noqa: BLE001
+            got["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        r.randoms.append(got)
+
         step = "ticks after the vsock checks"
         last = max(int(m.group(1)) for m in TICK_RE.finditer(r.p2.out))
         r.p2.wait_for(rf"^brisk-init: tick {last + 3} ", 60)
@@ -403,6 +422,43 @@ def _run(r, tmp, sockdir):
             if r.p2.proc.poll() is None:
                 r.p2.kill()
             r.out2 = r.p2.out
+
+
+def _uffd_restore(r, tmp, sockdir):
+    """One more restore of the snapshot, a Uffd one: its memory served by tests/uffd_handler.py (Firecracker's
+    handshake), on a copy of the disk as the snapshot saw it (the main run's final image is kept for its checks).
+    The guest is asked over vsock for 32 bytes of /dev/urandom, as the main restore was, then killed. The guest's
+    RNG state is in the snapshot: the new VM Generation ID of each restore, mixed in by Linux's vmgenid driver on
+    the GED's notification, is what makes the two answers differ."""
+    uds = os.path.join(sockdir, "v.sock")
+    state, mem = tmp / "vm.state", tmp / "vm.mem"
+    final = tmp / "disk-final.img"
+    shutil.move(r.image, final)
+    r.image = final
+    shutil.copy(tmp / "disk-snap.img", tmp / "disk.img")
+    hsock = os.path.join(sockdir, "uffd.sock")
+    handler = subprocess.Popen([sys.executable, str(ROOT / "tests" / "uffd_handler.py"), hsock, str(mem),
+                                "--chunk", "64"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    got = {"mode": "Uffd", "random": None, "error": None}
+    p = None
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(hsock) and handler.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        p = Proc(["restore", "--snapshot", state, "--uffd", hsock, "--api-sock", os.path.join(sockdir, "api3.sock"),
+                  "--log-level", "info"])
+        p.wait_for(r"^brisk-init: tick \d+ ", 240)
+        with command(uds, "random\n", timeout=120) as c:
+            got["random"] = read_line(c).strip()
+    except Exception as e:  # noqa: BLE001 (reported by the test)
+        got["error"] = f"{type(e).__name__}: {str(e)[:1500]}"
+    finally:
+        if p:
+            p.kill()
+            got["out"], got["err"] = p.out, p.err[-3000:]
+        handler.kill()
+        got["handler"] = handler.communicate()[1][-2000:]
+    r.randoms.append(got)
 
 
 def ticks(text):
@@ -545,3 +601,22 @@ def test_restored_vm_ends_cleanly(snap_run):
     for p in (r.p1, r.p2):
         for marker in ("AddressSanitizer", "runtime error:", "UndefinedBehaviorSanitizer"):
             assert marker not in p.err, p.err[-3000:]
+
+
+def test_vmgenid_two_restores_draw_different_random_bytes(snap_run):
+    """Two restores of one snapshot, asked from inside the guest for 32 bytes of /dev/urandom, answer differently:
+    brisk gave each a new VM Generation ID and notified it through the GED, and Linux's vmgenid driver reseeded
+    the RNG (docs/acpi.md "VMGenID"; random.c says so on the console). The second restore is a Uffd one: Debian's
+    kernel runs on memory served by a Firecracker-format page-fault handler."""
+    r = snap_run
+    r.need("stop")
+    assert len(r.randoms) == 2, r.randoms
+    for got in r.randoms:
+        assert got["random"] and re.fullmatch(r"[0-9a-f]{64}", got["random"]), got
+    a, b = r.randoms[0]["random"], r.randoms[1]["random"]
+    reseeded = [RESEED in out for out in (r.out2, r.randoms[1].get("out", ""))]
+    _report.append(f"vmgenid: /dev/urandom after two restores of one snapshot: {a[:16]}... (File), "
+                   f"{b[:16]}... (Uffd); the kernel said '{RESEED}': {reseeded}")
+    assert a != b, f"both restores drew the same bytes: {a}"
+    assert RESEED not in r.out1, "a reseed for a VM fork before any restore"
+    assert all(reseeded), f"restores whose kernel did not reseed for the new generation: {reseeded}"

@@ -302,6 +302,56 @@ static void test_dsdt_golden(void **state)
 	assert_memory_equal(d + 36, gold_dsdt2, sizeof(gold_dsdt2));
 }
 
+/*
+ * The VM Generation ID and its GED (no legacy device, no virtio), byte for byte what iasl 20200925 compiles from:
+ *   Name (_S5, Package (0x04) { 0x05, Zero, Zero, Zero })
+ *   Scope (\_SB)
+ *   {
+ *       Device (VGEN) { Name (_HID, "BRSK0001") Name (_CID, "VM_Gen_Counter") Name (_DDN, "VM_Gen_Counter")
+ *           Name (ADDR, Package (0x02) { 0x000EF000, Zero }) }
+ *       Device (GED) { Name (_HID, "ACPI0013")
+ *           Name (_CRS, ResourceTemplate () { Interrupt (ResourceConsumer, Edge, ActiveHigh, Exclusive, ,, ) {3} })
+ *           Method (_EVT, 1, Serialized) { If (LEqual (Arg0, 0x03)) { Notify (\_SB.VGEN, 0x80) } } }
+ *   }
+ * (iasl writes \_SB.VGEN as the relative VGEN.)
+ */
+static const uint8_t gold_dsdt_vmgenid[] = {
+    0x08, 0x5f, 0x53, 0x35, 0x5f, 0x12, 0x07, 0x04, 0x0a, 0x05, 0x00, 0x00, 0x00, 0x10, 0x43, 0x09, 0x5f, 0x53,
+    0x42, 0x5f, 0x5b, 0x82, 0x4d, 0x04, 0x56, 0x47, 0x45, 0x4e, 0x08, 0x5f, 0x48, 0x49, 0x44, 0x0d, 0x42, 0x52,
+    0x53, 0x4b, 0x30, 0x30, 0x30, 0x31, 0x00, 0x08, 0x5f, 0x43, 0x49, 0x44, 0x0d, 0x56, 0x4d, 0x5f, 0x47, 0x65,
+    0x6e, 0x5f, 0x43, 0x6f, 0x75, 0x6e, 0x74, 0x65, 0x72, 0x00, 0x08, 0x5f, 0x44, 0x44, 0x4e, 0x0d, 0x56, 0x4d,
+    0x5f, 0x47, 0x65, 0x6e, 0x5f, 0x43, 0x6f, 0x75, 0x6e, 0x74, 0x65, 0x72, 0x00, 0x08, 0x41, 0x44, 0x44, 0x52,
+    0x12, 0x08, 0x02, 0x0c, 0x00, 0xf0, 0x0e, 0x00, 0x00, 0x5b, 0x82, 0x3c, 0x47, 0x45, 0x44, 0x5f, 0x08, 0x5f,
+    0x48, 0x49, 0x44, 0x0d, 0x41, 0x43, 0x50, 0x49, 0x30, 0x30, 0x31, 0x33, 0x00, 0x08, 0x5f, 0x43, 0x52, 0x53,
+    0x11, 0x0e, 0x0a, 0x0b, 0x89, 0x06, 0x00, 0x03, 0x01, 0x03, 0x00, 0x00, 0x00, 0x79, 0x00, 0x14, 0x13, 0x5f,
+    0x45, 0x56, 0x54, 0x09, 0xa0, 0x0c, 0x93, 0x68, 0x0a, 0x03, 0x86, 0x56, 0x47, 0x45, 0x4e, 0x0a, 0x80,
+};
+
+static void test_dsdt_vmgenid(void **state)
+{
+	const struct gmem *mem = *state;
+	uint32_t id = 0;
+	struct devmgr dm;
+	struct acpi_machine m = machine(1, &id, &dm, 0);
+	uint64_t rsdp;
+	const uint8_t *d;
+
+	m.legacy = 0;
+	m.vmgenid = LAYOUT_VMGENID;
+	m.ged_gsi = LAYOUT_GED_GSI;
+	assert_int_equal(acpi_write(mem, &m, &rsdp, err, sizeof(err)), 0);
+	d = walk(mem, rsdp).dsdt;
+	assert_int_equal(le32(d + 4), 36 + sizeof(gold_dsdt_vmgenid));
+	assert_memory_equal(d + 36, gold_dsdt_vmgenid, sizeof(gold_dsdt_vmgenid));
+	/* A GED on a virtio device's line, or past the I/O APIC's pins, is refused. */
+	m = machine(1, &id, &dm, 1);
+	m.vmgenid = LAYOUT_VMGENID;
+	m.ged_gsi = dm.win[0].irq;
+	assert_int_equal(acpi_write(mem, &m, &rsdp, err, sizeof(err)), -EINVAL);
+	m.ged_gsi = LAYOUT_IOAPIC_PINS;
+	assert_int_equal(acpi_write(mem, &m, &rsdp, err, sizeof(err)), -EINVAL);
+}
+
 /* Every window the device manager hands out is named: VRnn, "LNRO0005", its base and its line. */
 static void test_dsdt_names_each_window(void **state)
 {
@@ -473,6 +523,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_no_legacy, guest_ram_setup, guest_ram_teardown),
 	    cmocka_unit_test_setup_teardown(test_madt_topologies, guest_ram_setup, guest_ram_teardown),
 	    cmocka_unit_test_setup_teardown(test_dsdt_golden, guest_ram_setup, guest_ram_teardown),
+	    cmocka_unit_test_setup_teardown(test_dsdt_vmgenid, guest_ram_setup, guest_ram_teardown),
 	    cmocka_unit_test_setup_teardown(test_dsdt_names_each_window, guest_ram_setup, guest_ram_teardown),
 	    cmocka_unit_test(test_build_bounds),
 	    cmocka_unit_test(test_refuses),

@@ -312,6 +312,38 @@ static void test_method(void **state)
 	expect(&a, gold_method, sizeof(gold_method));
 }
 
+/*
+ *  Method (_EVT, 1, Serialized) { If ((Arg0 == 0x03)) { Notify (VGEN, 0x80) } }
+ * (inside Device (GED) beside Device (VGEN) in \_SB: iasl writes the relative VGEN)
+ */
+static const uint8_t gold_if_notify[] = {
+    0x14, 0x13, 0x5f, 0x45, 0x56, 0x54, 0x09, 0xa0, 0x0c, 0x93,
+    0x68, 0x0a, 0x03, 0x86, 0x56, 0x47, 0x45, 0x4e, 0x0a, 0x80,
+};
+
+static void test_if_notify(void **state)
+{
+	struct aml a;
+	size_t m, c;
+
+	(void)state;
+	aml_init(&a, out, sizeof(out));
+	m = aml_method_begin(&a, "_EVT", 1, true);
+	c = aml_if_begin(&a);
+	aml_lequal(&a);
+	aml_arg(&a, 0);
+	aml_int(&a, 3);
+	aml_notify(&a);
+	aml_name_string(&a, "VGEN");
+	aml_int(&a, 0x80);
+	aml_end(&a, c);
+	aml_end(&a, m);
+	expect(&a, gold_if_notify, sizeof(gold_if_notify));
+	aml_init(&a, out, sizeof(out));
+	aml_arg(&a, 7); /* Arg0..Arg6 only */
+	assert_int_equal(aml_status(&a), -EINVAL);
+}
+
 static void test_package(void **state)
 {
 	struct aml a;
@@ -523,20 +555,11 @@ static void test_sticky(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_ints),
-	    cmocka_unit_test(test_strings),
-	    cmocka_unit_test(test_eisaid),
-	    cmocka_unit_test(test_names),
-	    cmocka_unit_test(test_bad_names),
-	    cmocka_unit_test(test_device),
-	    cmocka_unit_test(test_method),
-	    cmocka_unit_test(test_package),
-	    cmocka_unit_test(test_buffer),
-	    cmocka_unit_test(test_resources),
-	    cmocka_unit_test(test_pkglen_boundaries),
-	    cmocka_unit_test(test_enospc),
-	    cmocka_unit_test(test_bad_args),
-	    cmocka_unit_test(test_sticky),
+	    cmocka_unit_test(test_ints),   cmocka_unit_test(test_strings),   cmocka_unit_test(test_eisaid),
+	    cmocka_unit_test(test_names),  cmocka_unit_test(test_bad_names), cmocka_unit_test(test_device),
+	    cmocka_unit_test(test_method), cmocka_unit_test(test_if_notify), cmocka_unit_test(test_package),
+	    cmocka_unit_test(test_buffer), cmocka_unit_test(test_resources), cmocka_unit_test(test_pkglen_boundaries),
+	    cmocka_unit_test(test_enospc), cmocka_unit_test(test_bad_args),  cmocka_unit_test(test_sticky),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -253,12 +253,61 @@ static void report_schema(void **state)
 	free(a);
 }
 
+/*
+ * brisk profile's "page_faults": the process's counts, one row per vCPU whose counts were read (0 skipped), and a
+ * restore's working-set prefetch (null without one).
+ */
+static void page_faults(void **state)
+{
+	static const struct profile_fault_vcpu vcpus[2] = {{.minor = 120, .major = 3, .system_us = 4500, .ok = 1},
+							   {.ok = 0}};
+	struct profile_faults faults = {.minor = 5000, .major = 7, .vcpu = vcpus};
+	struct profile_inputs in = {
+	    .command = "profile", .origin_ns = 1000, .end_ns = 2000, .nr_vcpus = 2, .faults = &faults};
+	jo *r, *pf, *v, *v0;
+
+	(void)state;
+	r = report_json_build(&in);
+	assert_non_null(r);
+	pf = need(r, "page_faults", json_type_object);
+	assert_int_equal(json_object_get_int64(need(pf, "minor", json_type_int)), 5000);
+	assert_int_equal(json_object_get_int64(need(pf, "major", json_type_int)), 7);
+	v = need(pf, "vcpus", json_type_array);
+	assert_int_equal(json_object_array_length(v), 1);
+	v0 = json_object_array_get_idx(v, 0);
+	assert_int_equal(json_object_get_int(need(v0, "vcpu", json_type_int)), 0);
+	assert_int_equal(json_object_get_int64(need(v0, "minor", json_type_int)), 120);
+	assert_int_equal(json_object_get_int64(need(v0, "major", json_type_int)), 3);
+	assert_int_equal(json_object_get_int64(need(v0, "system_us", json_type_int)), 4500);
+	assert_true(json_object_object_get_ex(pf, "working_set", &v) && v == NULL); /* no prefetch: null */
+	json_object_put(r);
+	/* A restore that prefetched its working set: how much and how long. */
+	faults.prefetched = 1;
+	faults.wset_pages = 1024;
+	faults.wset_advise_us = 80;
+	faults.wset_populate_us = 2500;
+	r = report_json_build(&in);
+	assert_non_null(r);
+	v = need(need(r, "page_faults", json_type_object), "working_set", json_type_object);
+	assert_int_equal(json_object_get_int64(need(v, "pages", json_type_int)), 1024);
+	assert_int_equal(json_object_get_int64(need(v, "advise_us", json_type_int)), 80);
+	assert_int_equal(json_object_get_int64(need(v, "populate_us", json_type_int)), 2500);
+	json_object_put(r);
+	/* brisk trace has none: the member is null. */
+	in.faults = NULL;
+	r = report_json_build(&in);
+	assert_non_null(r);
+	assert_true(json_object_object_get_ex(r, "page_faults", &pf) && pf == NULL);
+	json_object_put(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(kstats_descriptors),
 	    cmocka_unit_test(kstats_garbage),
 	    cmocka_unit_test(report_schema),
+	    cmocka_unit_test(page_faults),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -251,7 +251,13 @@ static int check_virtio(const struct acpi_machine *m, char *err, size_t errlen)
 				       "ACPI: virtio device %u at 0x%llx IRQ %u: the DSDT takes 32-bit windows and "
 				       "IRQs 0..%u",
 				       i, (unsigned long long)s->base, s->irq, LAYOUT_IOAPIC_PINS - 1);
+		if (m->vmgenid && s->irq == m->ged_gsi)
+			return err_set(err, errlen, -EINVAL, "ACPI: virtio device %u and the GED share GSI %u", i,
+				       s->irq);
 	}
+	if (m->vmgenid && (m->ged_gsi >= LAYOUT_IOAPIC_PINS || m->vmgenid > UINT64_MAX - LAYOUT_VMGENID_SIZE))
+		return err_set(err, errlen, -EINVAL, "ACPI: the GED's GSI %u (0..%u) or VMGenID at 0x%llx", m->ged_gsi,
+			       LAYOUT_IOAPIC_PINS - 1, (unsigned long long)m->vmgenid);
 	return 0;
 }
 
@@ -471,6 +477,60 @@ static void dsdt_s5(struct aml *a)
 	aml_end(a, pkg);
 }
 
+/*
+ * The VM Generation ID device (Microsoft's "Virtual Machine Generation ID", QEMU's hw/acpi/vmgenid.c, Firecracker
+ * 1.9's devices/acpi/vmgenid.rs): _CID "VM_Gen_Counter", which Linux's drivers/virt/vmgenid.c matches as
+ * "VM_GEN_COUNTER" (ACPICA upper-cases _HID and _CID strings: nsrepair2.c acpi_ns_repair_HID), and ADDR, a
+ * package of the 16 bytes' address, low and high 32 bits. _HID is brisk's own "BRSK0001": Linux's other ID,
+ * "VMGENCTR", is no valid ACPI ID (iasl refuses its non-hex suffix: error 6035), and every table brisk writes must
+ * compile back with iasl.
+ */
+static void dsdt_vmgenid(struct aml *a, uint64_t gpa)
+{
+	size_t dev = aml_device_begin(a, "VGEN"), pkg;
+
+	aml_name(a, "_HID");
+	aml_string(a, "BRSK0001");
+	aml_name(a, "_CID");
+	aml_string(a, "VM_Gen_Counter");
+	aml_name(a, "_DDN");
+	aml_string(a, "VM_Gen_Counter");
+	aml_name(a, "ADDR");
+	pkg = aml_package_begin(a, 2);
+	aml_int(a, gpa & 0xffffffffu);
+	aml_int(a, gpa >> 32);
+	aml_end(a, pkg);
+	aml_end(a, dev);
+}
+
+/*
+ * The Generic Event Device (ACPI 6.3 section 5.6.9, "ACPI0013"): how a hardware-reduced machine raises an ACPI
+ * event. Its interrupt (edge, active high) makes the OS run _EVT with the GSI, which notifies VGEN (0x80: the
+ * generation changed), as Firecracker's acpi.rs and QEMU's microvm write it. VGEN is named relative: the
+ * namespace search from \_SB.GED_._EVT finds \_SB.VGEN, and iasl writes it so.
+ */
+static void dsdt_ged(struct aml *a, uint32_t gsi)
+{
+	size_t dev = aml_device_begin(a, "GED"), res, m, cond;
+
+	aml_name(a, "_HID");
+	aml_string(a, "ACPI0013");
+	res = crs_begin(a);
+	aml_interrupt(a, AML_INT_CONSUMER | AML_INT_EDGE, gsi);
+	aml_resource_end(a, res);
+	m = aml_method_begin(a, "_EVT", 1, true);
+	cond = aml_if_begin(a);
+	aml_lequal(a);
+	aml_arg(a, 0);
+	aml_int(a, gsi);
+	aml_notify(a);
+	aml_name_string(a, "VGEN");
+	aml_int(a, 0x80);
+	aml_end(a, cond);
+	aml_end(a, m);
+	aml_end(a, dev);
+}
+
 /* The DSDT at p (cap bytes): header, \_S5, then \_SB with the legacy and virtio devices. Returns its length. */
 static int put_dsdt(uint8_t *p, size_t cap, const struct acpi_machine *m, size_t *len)
 {
@@ -492,6 +552,10 @@ static int put_dsdt(uint8_t *p, size_t cap, const struct acpi_machine *m, size_t
 		dsdt_rtc(&a);
 	for (unsigned i = 0; i < m->nr_virtio; i++)
 		dsdt_virtio(&a, i, &m->virtio[i]);
+	if (m->vmgenid) {
+		dsdt_vmgenid(&a, m->vmgenid);
+		dsdt_ged(&a, m->ged_gsi);
+	}
 	aml_end(&a, sb);
 	ret = aml_status(&a);
 	if (ret)
@@ -567,7 +631,7 @@ int acpi_write(const struct gmem *mem, const struct acpi_machine *m, uint64_t *r
 	if (!p)
 		return err_set(err, errlen, -EFAULT, "ACPI: guest RAM does not cover 0x%lx..0x%lx", LAYOUT_ACPI,
 			       LAYOUT_ACPI + LAYOUT_ACPI_SIZE);
-	ret = acpi_build(m, LAYOUT_ACPI, p, LAYOUT_ACPI_SIZE, &l, err, errlen);
+	ret = acpi_build(m, LAYOUT_ACPI, p, LAYOUT_ACPI_TABLES, &l, err, errlen); /* below the VMGenID page */
 	if (ret)
 		return ret;
 	gmem_mark_dirty(mem, LAYOUT_ACPI, LAYOUT_ACPI_SIZE);

@@ -24,6 +24,10 @@
 #define ROOT_CHAR	  0x5c
 #define PARENT_PREFIX	  0x5e
 #define RETURN_OP	  0xa4
+#define IF_OP		  0xa0
+#define LEQUAL_OP	  0x93
+#define NOTIFY_OP	  0x86
+#define ARG0_OP		  0x68
 #define ONES_OP		  0xff
 #define NULL_NAME	  0x00
 
@@ -422,6 +426,31 @@ void aml_end(struct aml *a, size_t mark)
 }
 
 /* DefBuffer := BufferOp PkgLength BufferSize ByteList; BufferSize is an integer term, written at the end. */
+size_t aml_if_begin(struct aml *a)
+{
+	put8(a, IF_OP);
+	return reserve(a, PKGLEN_RESERVE);
+}
+
+void aml_lequal(struct aml *a)
+{
+	put8(a, LEQUAL_OP);
+}
+
+void aml_arg(struct aml *a, unsigned n)
+{
+	if (n > 6) {
+		aml_fail(a, -EINVAL);
+		return;
+	}
+	put8(a, (uint8_t)(ARG0_OP + n));
+}
+
+void aml_notify(struct aml *a)
+{
+	put8(a, NOTIFY_OP);
+}
+
 size_t aml_buffer_begin(struct aml *a)
 {
 	put8(a, BUFFER_OP);

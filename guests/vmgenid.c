@@ -1,0 +1,182 @@
+/* vmgenid.c - the VM Generation ID from inside: found in the DSDT as Linux finds it, read before and after a restore.
+ */
+#include "guest.h"
+
+/*
+ * What Linux's drivers/virt/vmgenid.c and drivers/acpi/evged.c do, in a test guest (docs/acpi.md "VMGenID"):
+ * walk RSDP -> XSDT -> FADT -> DSDT, find the device whose _CID is "VM_Gen_Counter" (case-insensitively: ACPICA
+ * upper-cases it to the "VM_GEN_COUNTER" Linux matches), read its ADDR package (the 16 bytes' address, low and high
+ * halves), find the Generic Event Device (_HID "ACPI0013") and its interrupt in _CRS, and route that GSI through
+ * the I/O APIC to a vector of its own. Then it prints the ID and "vmgenid: waiting", and spins until the ID
+ * changes, which only a restore does. Then, with the new ID:
+ *   vmgenid: CHECK changed: PASS|FAIL (before ID, after ID)
+ *   vmgenid: CHECK notified: PASS|FAIL (N interrupts on GSI G)
+ *   vmgenid: PASS                           (exit status 0, i8042 reset)
+ * Command-line words: absent=1: expect no VGEN device (--acpi off): PASS when there is none.
+ */
+#define NAME "vmgenid"
+
+#define GED_VECTOR	   0x41
+#define SPURIOUS_VECTOR	   0xff
+#define LAPIC_EOI	   0x0b0
+#define IOAPIC_REGSEL	   0x00
+#define IOAPIC_WIN	   0x10
+#define IOAPIC_REDTBL(pin) (0x10 + 2 * (pin))
+#define FADT_X_DSDT	   140
+#define MAX_DEVICES	   64
+#define NOTIFY_POLLS	   (1u << 24)
+
+static volatile uint32_t notified;
+
+static GUEST_ISR void ged_isr(struct interrupt_frame *frame)
+{
+	(void)frame;
+	notified = notified + 1;
+	mmio_write32(BRISK_LAPIC_BASE + LAPIC_EOI, 0);
+}
+
+static GUEST_ISR void spurious_isr(struct interrupt_frame *frame)
+{
+	(void)frame;
+}
+
+static int upper(int c)
+{
+	return c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c;
+}
+
+/* Whether the data object `o` (objlen bytes) is the string `s`, compared as ACPICA's repair leaves _HID/_CID. */
+static int is_string(const uint8_t *o, size_t objlen, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (!o || objlen != n + 2 || o[0] != 0x0d || o[n + 1] != 0)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (upper(o[1 + i]) != upper(s[i]))
+			return 0;
+	return 1;
+}
+
+/* ADDR: Package (2) { low, high }: the ID's guest-physical address, or 0. */
+static uint64_t addr_of(const struct acpi_aml_device *d)
+{
+	size_t objlen, k, v, at;
+	const uint8_t *o = acpi_aml_find_name(d->body, d->len, "ADDR", &objlen);
+	uint64_t lo, hi;
+
+	if (!o || o[0] != 0x12 || !(k = acpi_aml_pkglen(o + 1, objlen - 1, &v)) || 1 + k >= objlen || o[1 + k] != 2)
+		return 0;
+	at = 2 + k;
+	if (!(v = acpi_aml_int(o + at, objlen - at, &lo)))
+		return 0;
+	at += v;
+	if (!acpi_aml_int(o + at, objlen - at, &hi) || lo > 0xffffffffu || hi > 0xffffffffu)
+		return 0;
+	return hi << 32 | lo;
+}
+
+/* The GED's _CRS: a Buffer holding one Extended Interrupt descriptor (6.4.3.6); its GSI, or -1. */
+static long ged_gsi(const struct acpi_aml_device *d)
+{
+	size_t objlen, k, v, n;
+	const uint8_t *o = acpi_aml_find_name(d->body, d->len, "_CRS", &objlen);
+	uint64_t size;
+
+	if (!o || o[0] != 0x11 || !(k = acpi_aml_pkglen(o + 1, objlen - 1, &v)) ||
+	    !(n = acpi_aml_int(o + 1 + k, objlen - 1 - k, &size)))
+		return -1;
+	o += 1 + k + n;
+	objlen -= 1 + k + n;
+	if (size > objlen || size < 9 || o[0] != 0x89 || o[4] != 1)
+		return -1;
+	return (long)((uint32_t)o[5] | (uint32_t)o[6] << 8 | (uint32_t)o[7] << 16 | (uint32_t)o[8] << 24);
+}
+
+static void route(unsigned int gsi)
+{
+	/* Fixed delivery, physical destination this CPU, edge, active high, unmasked (82093AA 3.2.4). */
+	mmio_write32(BRISK_IOAPIC_BASE + IOAPIC_REGSEL, IOAPIC_REDTBL(gsi) + 1);
+	mmio_write32(BRISK_IOAPIC_BASE + IOAPIC_WIN, lapic_id() << 24);
+	mmio_write32(BRISK_IOAPIC_BASE + IOAPIC_REGSEL, IOAPIC_REDTBL(gsi));
+	mmio_write32(BRISK_IOAPIC_BASE + IOAPIC_WIN, GED_VECTOR);
+}
+
+static void read_id(uint64_t addr, uint64_t id[2])
+{
+	id[0] = phys_read64((uintptr_t)addr);
+	id[1] = phys_read64((uintptr_t)addr + 8);
+}
+
+void guest_main(struct hvm_start_info *si)
+{
+	static struct acpi_aml_device dev[MAX_DEVICES];
+	const char *cmdline = guest_cmdline(si), *why = "";
+	uint64_t rsdp, facp, dsdt, addr = 0, absent = 0, before[2], now[2];
+	unsigned int nfacp = 0;
+	long gsi = -1;
+	int ndev;
+
+	serial_init();
+	cmdline_get_u64(cmdline, "absent", &absent);
+	rsdp = acpi_find_rsdp();
+	if (!rsdp) {
+		if (absent)
+			guest_pass(NAME);
+		guest_fail(NAME, "no RSDP");
+	}
+	facp = acpi_xsdt_find(phys_read64((uintptr_t)rsdp + 24), "FACP", &nfacp);
+	dsdt = facp ? phys_read64((uintptr_t)facp + FADT_X_DSDT) : 0;
+	if (!dsdt || !acpi_table_ok(dsdt, "DSDT"))
+		guest_fail(NAME, "no FADT or DSDT");
+	ndev =
+	    acpi_aml_devices((const uint8_t *)(uintptr_t)dsdt + 36, acpi_table_len(dsdt) - 36, dev, MAX_DEVICES, &why);
+	if (ndev < 0)
+		guest_fail(NAME, why);
+	for (int i = 0; i < ndev && i < MAX_DEVICES; i++) {
+		size_t ol;
+		const uint8_t *cid = acpi_aml_find_name(dev[i].body, dev[i].len, "_CID", &ol);
+
+		if (is_string(cid, ol, "VM_GEN_COUNTER"))
+			addr = addr_of(&dev[i]);
+		cid = acpi_aml_find_name(dev[i].body, dev[i].len, "_HID", &ol);
+		if (is_string(cid, ol, "ACPI0013"))
+			gsi = ged_gsi(&dev[i]);
+	}
+	if (absent) {
+		gprintf("%s: CHECK absent: %s (ADDR 0x%llx, GED GSI %ld)\n", NAME, addr || gsi >= 0 ? "FAIL" : "PASS",
+			(unsigned long long)addr, gsi);
+		if (addr || gsi >= 0)
+			guest_fail(NAME, "a VM Generation ID without ACPI");
+		guest_pass(NAME);
+	}
+	if (!addr || addr % 8 || gsi < 0 || gsi > 23)
+		guest_fail(NAME, "no VM_Gen_Counter device with an 8-byte aligned ADDR, or no GED with an interrupt");
+
+	outb(0x21, 0xff); /* only the GED's interrupt: the legacy PICs masked, as virtio.c does */
+	outb(0xa1, 0xff);
+	idt_set_gate(GED_VECTOR, ged_isr);
+	idt_set_gate(SPURIOUS_VECTOR, spurious_isr);
+	idt_load();
+	lapic_enable();
+	route((unsigned int)gsi);
+	irq_enable();
+
+	read_id(addr, before);
+	gprintf("%s: device at 0x%llx, GED GSI %ld, id %016llx%016llx\n", NAME, (unsigned long long)addr, gsi,
+		(unsigned long long)before[1], (unsigned long long)before[0]);
+	gprintf("%s: waiting\n", NAME);
+	do {
+		cpu_relax();
+		read_id(addr, now);
+	} while (now[0] == before[0] && now[1] == before[1]);
+	for (uint32_t i = 0; i < NOTIFY_POLLS && !notified; i++)
+		cpu_relax();
+	gprintf("%s: CHECK changed: PASS (before %016llx%016llx, after %016llx%016llx)\n", NAME,
+		(unsigned long long)before[1], (unsigned long long)before[0], (unsigned long long)now[1],
+		(unsigned long long)now[0]);
+	gprintf("%s: CHECK notified: %s (%u interrupts on GSI %ld)\n", NAME, notified ? "PASS" : "FAIL", notified, gsi);
+	if (!notified)
+		guest_fail(NAME, "the ID changed without the GED's interrupt");
+	guest_pass(NAME);
+}

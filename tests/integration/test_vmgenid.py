@@ -1,0 +1,103 @@
+"""The VM Generation ID, from inside the guest (guests/vmgenid.c): it finds the VGEN device in the DSDT as Linux
+does (_CID "VM_Gen_Counter", ADDR), routes the GED's interrupt, reads the ID, is snapshotted, and after a restore
+sees a new ID and the notification; two restores of one snapshot see two different IDs. Also: no device with
+--acpi off, KVM's irqchip, a Uffd restore (the ID's page placed with UFFDIO_COPY), and a snapshot from before the
+device (tests/fixtures/snapshot-v1, test_snapshot_fixture.py) still restoring without it. Two boots (one per irqchip)
+and their snapshots serve every test. Needs KVM."""
+import os
+import re
+import shutil
+import tempfile
+
+import pytest
+
+from conftest import EXIT_GUEST_OK, KVM_REASON, boot, check_sanitizers, guest
+from test_snapshot import Brisk
+
+pytestmark = pytest.mark.usefixtures("kvm")
+
+ID_RE = re.compile(r"^vmgenid: device at (0x[0-9a-f]+), GED GSI (\d+), id ([0-9a-f]{32})$", re.M)
+CHANGED_RE = re.compile(r"^vmgenid: CHECK changed: PASS \(before ([0-9a-f]{32}), after ([0-9a-f]{32})\)$", re.M)
+NOTIFIED_RE = re.compile(r"^vmgenid: CHECK notified: PASS \((\d+) interrupts on GSI 3\)$", re.M)
+
+
+def snapshot_vmgenid(procs, sockdir, d, *run_args):
+    """Boots the guest with the API beside it, snapshots it while it waits; returns (state, mem, boot ID)."""
+    sock = os.path.join(sockdir, "g.sock")
+    b = Brisk(["run", "--kernel", guest("vmgenid"), "--memory", "64", *run_args, "--api-sock", sock], sock=sock)
+    procs.append(b)
+    b.wait_for(r"^vmgenid: waiting$", timeout=60)
+    m = ID_RE.search(b.out)
+    assert m and m.group(1) == "0xef000" and m.group(2) == "3", b.out
+    b.api.pause()
+    state, mem = os.path.join(d, "v.state"), os.path.join(d, "v.mem")
+    assert b.api.snapshot_create(state, mem).status == 204
+    b.kill()
+    return state, mem, m.group(3)
+
+
+@pytest.fixture(scope="module")
+def snaps(tmp_path_factory):
+    """{irqchip: (state, mem, boot ID)}: the guest booted with brisk's I/O APIC and with KVM's, snapshotted."""
+    if KVM_REASON:
+        pytest.skip(KVM_REASON)
+    procs, dirs, out = [], [], {}
+    try:
+        for irqchip in ("split", "kernel"):
+            dirs.append(tempfile.mkdtemp(prefix="bsk", dir="/tmp"))
+            d = str(tmp_path_factory.mktemp(irqchip))
+            out[irqchip] = snapshot_vmgenid(procs, dirs[-1], d, "--irqchip", irqchip)
+        yield out
+    finally:
+        for b in procs:
+            b.kill()
+            check_sanitizers(b.err)
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def restore(procs, state, mem, *extra):
+    b = Brisk(["restore", "--snapshot", state, *(["--mem", mem] if mem else []), *extra])
+    procs.append(b)
+    rc = b.wait(timeout=60)
+    assert rc == EXIT_GUEST_OK, f"exit {rc}\n{b.out[-2000:]}\n{b.err[-2000:]}"
+    assert "vmgenid: PASS" in b.out
+    changed, notified = CHANGED_RE.search(b.out), NOTIFIED_RE.search(b.out)
+    assert changed and notified, b.out
+    return changed.group(1), changed.group(2)
+
+
+def test_two_restores_two_generations(snaps, procs):
+    """A boot's ID is random and non-zero (two boots, two IDs); each restore of one snapshot gives the guest a new
+    ID (not the boot's, not the other restore's) and its GED interrupt arrives, with brisk's I/O APIC (two
+    restores) or KVM's (one)."""
+    state, mem, boot_id = snaps["split"]
+    state_k, mem_k, boot_k = snaps["kernel"]
+    assert "0" * 32 not in (boot_id, boot_k) and boot_id != boot_k
+    before1, after1 = restore(procs, state, mem)
+    before2, after2 = restore(procs, state, mem)
+    before3, after3 = restore(procs, state_k, mem_k)
+    assert before1 == before2 == boot_id and before3 == boot_k
+    assert len({boot_id, boot_k, after1, after2, after3}) == 5 and "0" * 32 not in (after1, after2, after3)
+
+
+def test_absent_without_acpi():
+    """--acpi off: no tables, hence no VGEN and no GED (the guest checks there are none)."""
+    p = boot("vmgenid", "--acpi", "off", "--cmdline", "absent=1", timeout=60)
+    assert p.returncode == EXIT_GUEST_OK and "vmgenid: PASS" in p.stdout, p.stdout + p.stderr
+
+
+def test_uffd_restore_gets_a_new_generation(snaps, tmp_path, sockdir, procs):
+    """A Uffd restore: brisk places the ID's page itself (UFFDIO_COPY) before any vCPU runs, never waiting for the
+    handler, and the guest sees the new ID and the interrupt as with a memory file."""
+    from test_uffd import Handler
+
+    state, mem, boot_id = snaps["split"]
+    sock = os.path.join(sockdir, "uffd.sock")
+    h = Handler(sock, mem, chunk=16, stats=str(tmp_path / "stats.json"))
+    try:
+        before, after = restore(procs, state, None, "--uffd", sock)
+        assert before == boot_id and after != boot_id
+        assert h.stats()["faults"] > 0
+    finally:
+        h.stop()
