@@ -11,8 +11,14 @@
  * changes, which only a restore does. Then, with the new ID:
  *   vmgenid: CHECK changed: PASS|FAIL (before ID, after ID)
  *   vmgenid: CHECK notified: PASS|FAIL (N interrupts on GSI G)
+ * Then what a clone writes stays its own: the new ID is written over CLONE_PAGES pages from CLONE_BASE,
+ *   vmgenid: written: N pages from 0x800000
+ * (hold=1: then it waits for a byte on COM1, so that a sibling restored from the same snapshot writes its own ID
+ * meanwhile), and each page is read back:
+ *   vmgenid: CHECK private: PASS|FAIL (N of N pages hold this generation's ID)
  *   vmgenid: PASS                           (exit status 0, i8042 reset)
- * Command-line words: absent=1: expect no VGEN device (--acpi off): PASS when there is none.
+ * Command-line words: absent=1: expect no VGEN device (--acpi off): PASS when there is none; hold=1: as above.
+ * The guest needs 9 MiB of RAM at least.
  */
 #define NAME "vmgenid"
 
@@ -25,6 +31,8 @@
 #define FADT_X_DSDT	   140
 #define MAX_DEVICES	   64
 #define NOTIFY_POLLS	   (1u << 24)
+#define CLONE_BASE	   (8ull << 20)
+#define CLONE_PAGES	   256u
 
 static volatile uint32_t notified;
 
@@ -102,6 +110,29 @@ static void route(unsigned int gsi)
 	mmio_write32(BRISK_IOAPIC_BASE + IOAPIC_WIN, GED_VECTOR);
 }
 
+static volatile uint64_t *clone_page(uint32_t i)
+{
+	return (volatile uint64_t *)(uintptr_t)(CLONE_BASE + (uint64_t)i * 4096);
+}
+
+/* Writes id over the clone pages, waits for a byte on COM1 when hold is set, reads them back: the pages that still
+ * hold id. */
+static uint32_t private_pages(const uint64_t id[2], uint64_t hold)
+{
+	uint32_t kept = 0;
+
+	for (uint32_t i = 0; i < CLONE_PAGES; i++) {
+		clone_page(i)[0] = id[0];
+		clone_page(i)[1] = id[1];
+	}
+	gprintf("%s: written: %u pages from 0x%llx\n", NAME, CLONE_PAGES, (unsigned long long)CLONE_BASE);
+	if (hold)
+		serial_getc();
+	for (uint32_t i = 0; i < CLONE_PAGES; i++)
+		kept += clone_page(i)[0] == id[0] && clone_page(i)[1] == id[1];
+	return kept;
+}
+
 static void read_id(uint64_t addr, uint64_t id[2])
 {
 	id[0] = phys_read64((uintptr_t)addr);
@@ -112,13 +143,15 @@ void guest_main(struct hvm_start_info *si)
 {
 	static struct acpi_aml_device dev[MAX_DEVICES];
 	const char *cmdline = guest_cmdline(si), *why = "";
-	uint64_t rsdp, facp, dsdt, addr = 0, absent = 0, before[2], now[2];
+	uint64_t rsdp, facp, dsdt, addr = 0, absent = 0, hold = 0, before[2], now[2];
 	unsigned int nfacp = 0;
+	uint32_t kept;
 	long gsi = -1;
 	int ndev;
 
 	serial_init();
 	cmdline_get_u64(cmdline, "absent", &absent);
+	cmdline_get_u64(cmdline, "hold", &hold);
 	rsdp = acpi_find_rsdp();
 	if (!rsdp) {
 		if (absent)
@@ -178,5 +211,10 @@ void guest_main(struct hvm_start_info *si)
 	gprintf("%s: CHECK notified: %s (%u interrupts on GSI %ld)\n", NAME, notified ? "PASS" : "FAIL", notified, gsi);
 	if (!notified)
 		guest_fail(NAME, "the ID changed without the GED's interrupt");
+	kept = private_pages(now, hold);
+	gprintf("%s: CHECK private: %s (%u of %u pages hold this generation's ID)\n", NAME,
+		kept == CLONE_PAGES ? "PASS" : "FAIL", kept, CLONE_PAGES);
+	if (kept != CLONE_PAGES)
+		guest_fail(NAME, "a page written after the restore changed under the guest");
 	guest_pass(NAME);
 }

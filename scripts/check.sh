@@ -77,8 +77,9 @@ run_pytest() { # $1 = brisk binary, $2 = label
 # failures of its own (scripts/nested-kvm.md "Known problems"): a test that fails there, or that a wedged
 # or dead nested VM never finished, runs once more in a fresh nested VM, and both results are shown. Each
 # test's verdict is written down as it ends (tests/donelog.py), so a VM that wedges costs only what it did
-# not finish: NESTED_KVM_IDLE catches a wedge in minutes (no test is silent for longer than its 300 s
-# limit), and the next VM runs the rest. The last verdict of each test counts: a brisk bug fails twice.
+# not finish: NESTED_KVM_ALIVE catches a wedge in 90 s (the VM's kernel stops its heartbeat), NESTED_KVM_IDLE
+# anything else that hangs it (no test is silent for longer than its 300 s limit), and the next VM runs the
+# rest. The last verdict of each test counts: a brisk bug fails twice.
 #
 # It writes "P passed F failed S skipped" to $BUILD/check/nested-$3/result (it may run in a subshell, beside
 # the other build's: nested_result adds that line to the totals).
@@ -91,6 +92,7 @@ run_nested_pytest() { # $1 = brisk binary, $2 = label, $3 = a name for its verdi
 		n=$((n + 1))
 		env "$@" BRISK_DONE_LOG="$dl/$n.log" NESTED_KVM_MEM="${NESTED_KVM_MEM:-6G}" \
 			NESTED_KVM_TIMEOUT="${NESTED_KVM_TIMEOUT:-2400}" NESTED_KVM_IDLE="${NESTED_KVM_IDLE:-420}" \
+			NESTED_KVM_ALIVE="${NESTED_KVM_ALIVE:-90}" \
 			BRISK_ENDURANCE_RUNS="${BRISK_ENDURANCE_RUNS:-300}" \
 			scripts/nested-kvm.sh -- env BRISK="$bin" "$PYTHON" -m pytest -q -rs -p no:cacheprovider \
 			--timeout 300 ${BRISK_CHECK_TESTS:-tests/integration} 2>&1 | tee "$dl/py.out"

@@ -20,6 +20,9 @@
 #   NESTED_KVM_TIMEOUT  seconds before QEMU is killed (default 1800)
 #   NESTED_KVM_IDLE     seconds without a byte from COMMAND (stdout or stderr) before QEMU is killed
 #                       as wedged (default 0: no such limit); give it more than COMMAND's longest silence
+#   NESTED_KVM_ALIVE    seconds without the VM kernel's heartbeat (a byte every 5 s from its init, on a
+#                       serial port of its own) before QEMU is killed as wedged (default 0: no such limit):
+#                       a wedge stops the whole VM, a test that is merely long does not
 #   NESTED_KVM_MEM      guest memory (default 4G)
 #   NESTED_KVM_SMP      guest vCPUs (default: host CPUs, at most 4, at least 2)
 #   NESTED_KVM_CPU      QEMU -cpu model (default qemu64,+svm,+npt,...)
@@ -59,6 +62,8 @@ fi
 TIMEOUT=${NESTED_KVM_TIMEOUT:-1800}
 IDLE=${NESTED_KVM_IDLE:-0}
 [[ $IDLE =~ ^[0-9]+$ ]] || die "NESTED_KVM_IDLE must be a number of seconds"
+ALIVE=${NESTED_KVM_ALIVE:-0}
+[[ $ALIVE =~ ^[0-9]+$ ]] || die "NESTED_KVM_ALIVE must be a number of seconds"
 MEM=${NESTED_KVM_MEM:-4G}
 ncpu=$(nproc 2>/dev/null || echo 2)
 SMP=${NESTED_KVM_SMP:-$(( ncpu < 2 ? 2 : (ncpu > 4 ? 4 : ncpu) ))}
@@ -193,6 +198,8 @@ case $TTYS in 0?) mkfifo /fo; cat /fo > /dev/ttyS1 & pids="$pids $!"; o=/fo ;; e
 case $TTYS in ?0) mkfifo /fe; cat /fe > /dev/ttyS2 & pids="$pids $!"; e=/fe ;; esac
 cut -d' ' -f1 /proc/uptime > "$H$RUN/booted"
 sync # (cache=loose: make the marker, and its mtime, reach the host now)
+# The heartbeat (NESTED_KVM_ALIVE): a byte every 5 s on ttyS3, a file on the host; a wedged VM sends none.
+( while :; do printf . || exit; sleep 5; done ) >/dev/ttyS3 2>/dev/null &
 env -i $TMPV /bin/chroot $H /bin/bash --noprofile --norc "$RUN/cmd.sh" </dev/null >$o 2>$e 7>&- 8>&-
 rc=$?
 if [ -n "$pids" ]; then
@@ -391,23 +398,32 @@ timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
 	-chardev file,id=con,path="$RUN/console.log" -serial chardev:con \
 	-chardev pipe,id=out,path="$RUN/out" -serial chardev:out \
 	-chardev pipe,id=err,path="$RUN/err" -serial chardev:err \
+	-chardev file,id=alive,path="$RUN/alive" -serial chardev:alive \
 	-fsdev local,id=hostroot,path=/,security_model=passthrough,multidevs=remap \
 	-device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
 	-kernel "$KERNEL" -initrd "$INITRD" -append "$append" \
 	</dev/null 2>"$RUN/qemu.err" &
 qpid=$!
-if [[ $IDLE -gt 0 ]]; then
-	# The idle watchdog: a nested VM wedged by the emulator (scripts/nested-kvm.md "Known problems")
-	# prints nothing more, and would otherwise hold its caller for the whole NESTED_KVM_TIMEOUT.
+if [[ $IDLE -gt 0 || $ALIVE -gt 0 ]]; then
+	# The watchdogs: a nested VM wedged by the emulator (scripts/nested-kvm.md "Known problems") prints
+	# nothing more and sends no heartbeat, and would otherwise hold its caller for the whole
+	# NESTED_KVM_TIMEOUT. The heartbeat is watched once it has started (the VM has booted).
 	(
-		last=$(date +%s)
+		last=$(date +%s) beat=
 		while kill -0 "$qpid" 2>/dev/null; do
 			sleep 5
+			now=$(date +%s)
 			for f in "$RUN/out.seen" "$RUN/err.seen"; do
 				[[ -f $f ]] && m=$(stat -c %Y "$f") && [[ $m -gt $last ]] && last=$m
 			done
-			if [[ $(($(date +%s) - last)) -ge $IDLE ]]; then
+			[[ -s $RUN/alive ]] && beat=$(stat -c %Y "$RUN/alive")
+			if [[ $IDLE -gt 0 && $((now - last)) -ge $IDLE ]]; then
 				echo "$IDLE" >"$RUN/idle"
+				kill "$qpid" 2>/dev/null
+				break
+			fi
+			if [[ $ALIVE -gt 0 && -n $beat && $((now - beat)) -ge $ALIVE ]]; then
+				echo "$ALIVE" >"$RUN/wedged"
 				kill "$qpid" 2>/dev/null
 				break
 			fi
@@ -443,6 +459,9 @@ if [[ -f $RUN/error ]]; then
 	die "$(head -n1 "$RUN/error") [dmesg: build/nested/last-dmesg.log]"
 fi
 if [[ ! -f $RUN/status ]]; then
+	if [[ -f $RUN/wedged ]]; then
+		die "timed out: no heartbeat from the VM for ${ALIVE}s (NESTED_KVM_ALIVE: wedged) [console: build/nested/last-console.log]"
+	fi
 	if [[ -f $RUN/idle ]]; then
 		die "timed out: no output for ${IDLE}s (NESTED_KVM_IDLE) [console: build/nested/last-console.log]"
 	fi

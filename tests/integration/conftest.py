@@ -110,13 +110,18 @@ def pytest_runtest_logreport(report):
     donelog.runtest_logreport(report)
 
 
+def short_tmpdir(prefix="bsk"):
+    """A new directory with a short path, for Unix sockets (sun_path holds 108 bytes with "_<port>" added; pytest's
+    tmp_path can be longer): in $TMPDIR where it is set, else /tmp. The nested harness, run from a clone under /tmp,
+    shares the host's /tmp over 9p, where Unix sockets do not work, and points TMPDIR at a tmpfs
+    (scripts/nested-kvm.md)."""
+    return tempfile.mkdtemp(prefix=prefix, dir=os.environ.get("TMPDIR") or "/tmp")
+
+
 @pytest.fixture
 def sockdir():
-    """A short directory for Unix sockets (sun_path holds 108 bytes with "_<port>" added; pytest's tmp_path can
-    be longer), removed at the end."""
-    # TMPDIR where it is set: the nested harness, run from a clone under /tmp, shares the host's /tmp over 9p,
-    # where Unix sockets do not work, and points TMPDIR at a tmpfs (scripts/nested-kvm.md)
-    d = tempfile.mkdtemp(prefix="bsk", dir=os.environ.get("TMPDIR") or "/tmp")
+    """A short_tmpdir for Unix sockets, removed at the end."""
+    d = short_tmpdir()
     yield d
     shutil.rmtree(d, ignore_errors=True)
 

@@ -17,7 +17,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from apiclient import BriskProcess
-from conftest import BRISK, EXIT_HOST, EXIT_STOPPED, EXIT_USAGE, check_sanitizers, debug_exit_status, guest
+from conftest import BRISK, EXIT_HOST, EXIT_STOPPED, EXIT_USAGE, check_sanitizers, debug_exit_status, guest, short_tmpdir
 
 NOT_AFTER = "The requested operation is not supported after starting the microVM."
 NOT_BEFORE = "The requested operation is not supported before starting the microVM."
@@ -613,7 +612,7 @@ def test_unknown_path(fresh, method, path):
 # ---- pre-boot / post-boot rules ---------------------------------------------------------------------------
 
 # a kernel and a drive file the PUTs can open (they open what they name, as Firecracker's)
-_FILES = tempfile.mkdtemp(prefix="bskapi", dir="/tmp")
+_FILES = short_tmpdir("bskapi")
 atexit.register(shutil.rmtree, _FILES, True)
 K, D = os.path.join(_FILES, "k"), os.path.join(_FILES, "d")
 for _p in (K, D):

@@ -132,7 +132,9 @@ def test_default_socket_is_firecrackers(tmp_path):
     cfg = write_json(tmp_path / "vm.json", {"boot-source": {"kernel_image_path": guest("counter"),
                                                             "boot_args": "stop=100000000"},
                                             "machine-config": {"vcpu_count": 1, "mem_size_mib": 64}})
-    script = (f"mount -t tmpfs none /run || exit 9; {BRISK} --config-file {cfg} --serial none & pid=$!; "
+    # the configuration is copied into the new /run: tmp_path may be under /run (TMPDIR=/run/tmp, nested-kvm.md)
+    script = (f"c=$(cat {cfg}) || exit 8; mount -t tmpfs none /run || exit 9; printf '%s' \"$c\" >/run/vm.json; "
+              f"{BRISK} --config-file /run/vm.json --serial none & pid=$!; "
               "for i in $(seq 200); do [ -S /run/firecracker.socket ] && echo SOCKET && break; sleep 0.05; done; "
               "kill $pid; wait $pid; [ ! -e /run/firecracker.socket ] && echo REMOVED")
     p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],

@@ -7,13 +7,12 @@ import signal
 import stat
 import struct
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 from apiclient import ApiClient, wait_for_socket
-from conftest import BRISK, EXIT_HOST, EXIT_STOPPED, EXIT_USAGE, KVM_REASON, check_sanitizers, guest
+from conftest import BRISK, EXIT_HOST, EXIT_STOPPED, EXIT_USAGE, KVM_REASON, check_sanitizers, guest, short_tmpdir
 
 NOBODY = 65534
 HELLO_LINE = "Hello from brisk test guest"
@@ -683,7 +682,7 @@ def test_helper_library_missing_refused(base, tmp_path):
 def test_helper_interpreter_not_roots_refused(base):
     """A program interpreter that is not root's is never run as root: exit 2, before anything is created."""
     real = elf_interp(dynamic_helper("brisk-slirp"))
-    d = Path(tempfile.mkdtemp(prefix="bj", dir="/tmp"))
+    d = Path(short_tmpdir("bj"))
     try:
         fake = d / ("x" * (len(real) - len(str(d)) - 1))
         assert len(str(fake)) == len(real)

@@ -15,13 +15,12 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 from apiclient import ApiClient, wait_for_socket
-from conftest import BRISK, ROOT, check_sanitizers, guest
+from conftest import BRISK, ROOT, check_sanitizers, guest, short_tmpdir
 
 JAILER = BRISK.parent / "brisk-jailer"
 VMM = ROOT / "build" / "brisk"  # static: the one a chroot can run
@@ -44,7 +43,7 @@ def exec_file(tmp_path):
 @pytest.fixture
 def base():
     """A short chroot base: the host's path to <root>/run/firecracker.socket must fit sun_path (108 bytes)."""
-    b = Path(tempfile.mkdtemp(prefix="fcj", dir="/tmp"))
+    b = Path(short_tmpdir("fcj"))
     os.chmod(b, 0o755)
     yield b
     for m in reversed(mounts_under(b)):

@@ -14,13 +14,12 @@ import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 
 import pytest
 
 from apiclient import BriskProcess
-from conftest import BRISK, EXIT_GUEST_OK, EXIT_USAGE, boot, check_sanitizers, debug_exit_status, guest
+from conftest import BRISK, EXIT_GUEST_OK, EXIT_USAGE, boot, check_sanitizers, debug_exit_status, guest, short_tmpdir
 
 pytestmark = pytest.mark.usefixtures("kvm")
 
@@ -42,8 +41,8 @@ RESTORE_PHASES = ["process start", "snapshot read", "memory mapped", "vCPUs read
 class Brisk(BriskProcess):
     """One brisk process (apiclient.BriskProcess), with helpers to read the counter's serial."""
 
-    def __init__(self, args, sock=None):
-        super().__init__(BRISK, args, sock)
+    def __init__(self, args, sock=None, stdin=subprocess.DEVNULL):
+        super().__init__(BRISK, args, sock, stdin=stdin)
 
     def wait_for(self, regex, timeout=30.0, start=0):
         """Waits until a complete line of stdout (from character `start` on) matches regex; returns the match."""
@@ -479,7 +478,7 @@ def test_restore_refuses_a_changed_cpu_template(tmp_path, sockdir, procs):
 def good_snapshot(tmp_path_factory):
     """One counter snapshot (32 MiB, stop=20) for the tests that only read or corrupt copies of it."""
     d = tmp_path_factory.mktemp("snap")
-    sockdir = tempfile.mkdtemp(prefix="bsnap", dir="/tmp")
+    sockdir = short_tmpdir("bsnap")
     started = []
     try:
         state, mem, before = make_counter_snapshot(started, sockdir, str(d), "good", boot_args="stop=20",

@@ -11,12 +11,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
 
-from conftest import EXIT_GUEST_OK, EXIT_STOPPED, KVM_REASON, check_sanitizers
+from conftest import EXIT_GUEST_OK, EXIT_STOPPED, KVM_REASON, check_sanitizers, short_tmpdir
 from test_snapshot import Brisk, api_brisk, check_continues, counts, make_counter_snapshot
 from test_snapshot_diff import huge_pool  # noqa: F401 (a fixture, for the "2M" case)
 from test_snapshot_diff import boot_counter, load_and_check, next_lines, pause_and, rebase, same_bytes
@@ -79,7 +78,7 @@ def snap(tmp_path_factory):
     """(state, mem, output before the snapshot) of the counter guest with 64 MiB, paused at count 5."""
     if KVM_REASON:
         pytest.skip(KVM_REASON)
-    d, sockdir, procs = tmp_path_factory.mktemp("uffd"), tempfile.mkdtemp(prefix="bsk", dir="/tmp"), []
+    d, sockdir, procs = tmp_path_factory.mktemp("uffd"), short_tmpdir("bsk"), []
     try:
         yield make_counter_snapshot(procs, sockdir, str(d), "c", mem_mib=64)
     finally:

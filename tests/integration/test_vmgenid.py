@@ -1,17 +1,19 @@
 """The VM Generation ID, from inside the guest (guests/vmgenid.c): it finds the VGEN device in the DSDT as Linux
 does (_CID "VM_Gen_Counter", ADDR), routes the GED's interrupt, reads the ID, is snapshotted, and after a restore
-sees a new ID and the notification; two restores of one snapshot see two different IDs. Also: no device with
+sees a new ID and the notification; two restores of one snapshot see two different IDs, and two clones restored at
+once keep what each writes to itself (the memory file unchanged). Also: no device with
 --acpi off, KVM's irqchip, a Uffd restore (the ID's page placed with UFFDIO_COPY), and a snapshot from before the
 device (tests/fixtures/snapshot-v1, test_snapshot_fixture.py) still restoring without it. Two boots (one per irqchip)
 and their snapshots serve every test. Needs KVM."""
+import hashlib
 import os
 import re
 import shutil
-import tempfile
+import subprocess
 
 import pytest
 
-from conftest import EXIT_GUEST_OK, KVM_REASON, boot, check_sanitizers, guest
+from conftest import EXIT_GUEST_OK, KVM_REASON, boot, check_sanitizers, guest, short_tmpdir
 from test_snapshot import Brisk
 
 pytestmark = pytest.mark.usefixtures("kvm")
@@ -19,6 +21,7 @@ pytestmark = pytest.mark.usefixtures("kvm")
 ID_RE = re.compile(r"^vmgenid: device at (0x[0-9a-f]+), GED GSI (\d+), id ([0-9a-f]{32})$", re.M)
 CHANGED_RE = re.compile(r"^vmgenid: CHECK changed: PASS \(before ([0-9a-f]{32}), after ([0-9a-f]{32})\)$", re.M)
 NOTIFIED_RE = re.compile(r"^vmgenid: CHECK notified: PASS \((\d+) interrupts on GSI 3\)$", re.M)
+PRIVATE_RE = re.compile(r"^vmgenid: CHECK private: PASS \(256 of 256 pages hold this generation's ID\)$", re.M)
 
 
 def snapshot_vmgenid(procs, sockdir, d, *run_args):
@@ -44,7 +47,7 @@ def snaps(tmp_path_factory):
     procs, dirs, out = [], [], {}
     try:
         for irqchip in ("split", "kernel"):
-            dirs.append(tempfile.mkdtemp(prefix="bsk", dir="/tmp"))
+            dirs.append(short_tmpdir("bsk"))
             d = str(tmp_path_factory.mktemp(irqchip))
             out[irqchip] = snapshot_vmgenid(procs, dirs[-1], d, "--irqchip", irqchip)
         yield out
@@ -101,3 +104,37 @@ def test_uffd_restore_gets_a_new_generation(snaps, tmp_path, sockdir, procs):
         assert h.stats()["faults"] > 0
     finally:
         h.stop()
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def test_clones_keep_their_writes_to_themselves(tmp_path, sockdir, procs):
+    """Three clones restored at once from one snapshot (booted with hold=1): each writes its new ID over the same 256
+    pages of its RAM; only when all three have written does each get a byte on COM1 and read its pages back: each
+    finds its own ID in all 256 (a clone's writes never reach a sibling), the three IDs differ, and the memory file's
+    bytes are the snapshot's (never written back)."""
+    state, mem, boot_id = snapshot_vmgenid(procs, sockdir, str(tmp_path), "--cmdline", "hold=1")
+    digest = sha256(mem)
+    clones = []
+    for _ in range(3):
+        clones.append(Brisk(["restore", "--snapshot", state, "--mem", mem], stdin=subprocess.PIPE))
+        procs.append(clones[-1])
+    for c in clones:
+        c.wait_for(r"^vmgenid: written: 256 pages from 0x800000$", timeout=60)
+    for c in clones:
+        c.proc.stdin.write(b"x")
+        c.proc.stdin.flush()
+    ids = []
+    for c in clones:
+        assert c.wait(timeout=60) == EXIT_GUEST_OK, c.out + c.err
+        changed = CHANGED_RE.search(c.out)
+        assert changed and PRIVATE_RE.search(c.out) and "vmgenid: PASS" in c.out, c.out
+        ids.append(changed.group(2))
+    assert len(set(ids)) == 3 and boot_id not in ids, ids
+    assert sha256(mem) == digest, "a clone wrote to the snapshot's memory file"

@@ -10,12 +10,11 @@ import re
 import shutil
 import struct
 import subprocess
-import tempfile
 
 import pytest
 
 from apiclient import BriskProcess
-from conftest import BRISK, EXIT_GUEST_OK, KVM_REASON, check_sanitizers, guest
+from conftest import BRISK, EXIT_GUEST_OK, KVM_REASON, check_sanitizers, guest, short_tmpdir
 from test_snapshot import Brisk
 from test_snapshot_fixture import crc64_jones
 
@@ -51,7 +50,7 @@ def snap(tmp_path_factory):
     """One snapshot of the guest for the module's tests (each records its own MEM.ws first where it needs one)."""
     if KVM_REASON:
         pytest.skip(KVM_REASON)
-    tmp, sockdir = tmp_path_factory.mktemp("wset"), tempfile.mkdtemp(prefix="bsk", dir="/tmp")
+    tmp, sockdir = tmp_path_factory.mktemp("wset"), short_tmpdir("bsk")
     sock = os.path.join(sockdir, "w.sock")
     b = Brisk(["run", "--kernel", guest("wset"), "--memory", "320", "--cmdline", f"pages={PAGES}",
                "--api-sock", sock], sock=sock)

@@ -22,7 +22,8 @@
 # is always a pytest one (scripts/check.sh counts it).
 #
 # Environment: BUILD (default build), BRISK (brisk binary, default $BUILD/brisk), BRISK_LINUX_TIMEOUT
-# (seconds per boot, default 300; 150 in the nested VM), NESTED_KVM_TIMEOUT (default here 600), NESTED_KVM_IDLE
+# (seconds per boot, default 300; 150 in the nested VM), NESTED_KVM_TIMEOUT (default here 600), NESTED_KVM_ALIVE
+# (default here 90: a VM whose kernel sent no heartbeat for that long is wedged), NESTED_KVM_IDLE
 # (default here 2 x BRISK_LINUX_TIMEOUT + 60),
 # BRISK_LINUX_NESTED=0 (never use the nested VM), PYTHON (default /usr/bin/python3); in the nested VM,
 # BRISK_LINUX_ATTEMPTS (attempts per test file, default 5) and BRISK_LINUX_BUDGET (seconds of tier time after
@@ -94,7 +95,7 @@ if [ -z "$skip" ] && [ -n "$host_why" ] && [ -x scripts/nested-kvm.sh ] &&
 		[ $left -ge "$timeout" ] || timeout=$left clipped=1
 	}
 	nested_pytest() { # pytest arguments (ending with the test file); sets rc, output also in $outf
-		NESTED_KVM_TIMEOUT=$timeout NESTED_KVM_IDLE=$idle \
+		NESTED_KVM_TIMEOUT=$timeout NESTED_KVM_IDLE=$idle NESTED_KVM_ALIVE=${NESTED_KVM_ALIVE:-90} \
 			scripts/nested-kvm.sh -- env BRISK_IN_NESTED=1 "$PYTHON" -m pytest -rs "${cache[@]}" "$@" \
 			2> >(tee "$errf" >&2) | tee "$outf"
 		rc=${PIPESTATUS[0]}

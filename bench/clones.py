@@ -1,0 +1,181 @@
+#!/usr/bin/python3
+"""clones.py - many VMs restored from one snapshot at once (docs/performance.md "Clones").
+
+1. Boots build/guests/vmgenid.elf (hold=1) with --memory MIB (default 128) through `brisk run --api-sock`, lets it
+   reach "vmgenid: waiting", pauses it and takes a Full snapshot.
+2. Restores it N times at once (default 100), each `brisk restore --snapshot S --mem M --report-json R` in its own
+   process, all started back to back. Each clone sees a new VM Generation ID, writes it over 256 pages (1 MiB) of
+   its RAM, prints "vmgenid: written" and waits for a byte on COM1. With all N alive and waiting:
+     memory per clone   /proc/PID/smaps_rollup of each brisk: Pss (the page cache pages of the memory file the
+                        clones share are split between them), Private_Dirty, Rss; and the host's MemAvailable
+                        before the clones and with all alive, divided by N
+     beyond the guest's writes   Pss minus the 1 MiB + 1 page each guest wrote itself
+3. Then a byte to each: each reads its pages back (CHECK private), exits 0; reports come from --report-json:
+     clone request -> first KVM_RUN   exec -> "first KVM_RUN" of brisk's own timeline, per clone (µs)
+     clones per second                N / (last clone's "written" line - first exec), wall clock
+4. For comparison, the same restore one at a time (--rounds, default 10): exec -> first KVM_RUN alone.
+Medians (min-max). No thresholds. Standard library only. Needs a usable /dev/kvm.
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from restore import api, phases, wait_socket  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WRITTEN = "vmgenid: written: 256 pages"
+GUEST_WRITES_KIB = 256 * 4 + 4  # the 256 pages and the VMGenID page brisk writes for it
+
+
+def fmt(values, unit=""):
+    if not values:
+        return "-"
+    return (f"median {statistics.median(values):.0f}{unit} ({min(values):.0f}-{max(values):.0f}), "
+            f"n={len(values)}")
+
+
+def meminfo(key):
+    with open("/proc/meminfo") as f:
+        m = re.search(rf"^{key}:\s+(\d+) kB", f.read(), re.M)
+    return int(m.group(1))
+
+
+def rollup(pid):
+    """{Rss, Pss, Private_Dirty, Shared_Clean, ...} in KiB from /proc/PID/smaps_rollup."""
+    out = {}
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            m = re.match(r"^(\w+):\s+(\d+) kB", line)
+            if m:
+                out[m.group(1)] = int(m.group(2))
+    return out
+
+
+def take_snapshot(brisk, guest, mem_mib, tmp):
+    sock = os.path.join(tmp, "snap.sock")
+    state, mem = os.path.join(tmp, "c.state"), os.path.join(tmp, "c.mem")
+    p = subprocess.Popen([brisk, "run", "--kernel", guest, "--memory", str(mem_mib), "--cmdline", "hold=1",
+                          "--api-sock", sock], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         stdin=subprocess.DEVNULL, text=True)
+    try:
+        wait_socket(sock, p)
+        for line in p.stdout:
+            if line.startswith("vmgenid: waiting"):
+                break
+        else:
+            raise RuntimeError("the guest ended before 'vmgenid: waiting'")
+        api(sock, "PATCH", "/vm", {"state": "Paused"})
+        api(sock, "PUT", "/snapshot/create", {"snapshot_type": "Full", "snapshot_path": state, "mem_file_path": mem})
+    finally:
+        p.kill()
+        p.wait()
+    return state, mem
+
+
+def wait_written(proc, deadline):
+    buf = b""
+    while WRITTEN.encode() not in buf:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"a clone printed no '{WRITTEN}': {buf[-300:]!r}")
+        chunk = os.read(proc.stdout.fileno(), 4096)
+        if not chunk:
+            raise RuntimeError(f"a clone exited ({proc.wait()}) before '{WRITTEN}': {buf[-300:]!r}")
+        buf += chunk
+    return time.monotonic()
+
+
+def clones_at_once(args, state, mem, tmp):
+    avail0 = meminfo("MemAvailable")
+    procs, reports = [], []
+    t0 = time.monotonic()
+    for i in range(args.clones):
+        reports.append(os.path.join(tmp, f"clone{i}.json"))
+        procs.append(subprocess.Popen([args.brisk, "restore", "--snapshot", state, "--mem", mem, "--report-json",
+                                       reports[-1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL))
+    try:
+        deadline = time.monotonic() + 60 + args.clones
+        last = max(wait_written(p, deadline) for p in procs)
+        time.sleep(0.2)
+        mem_now = [rollup(p.pid) for p in procs]
+        avail1 = meminfo("MemAvailable")
+        for p in procs:
+            p.stdin.write(b"x")
+            p.stdin.close()
+        codes = [p.wait(timeout=60) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    out = "".join(p.stdout.read().decode(errors="replace") for p in procs)
+    bad = [c for c in codes if c != 0]
+    if bad or out.count("CHECK private: PASS") != args.clones:
+        raise RuntimeError(f"{len(bad)} clones failed (exit {bad[:5]}); {out.count('CHECK private: PASS')} "
+                           f"private checks passed")
+    first_run = [phases(r)["first KVM_RUN"] for r in reports]
+    return {"wall_s": last - t0, "first_run_us": first_run, "mem": mem_now, "avail_drop_kib": avail0 - avail1}
+
+
+def one_at_a_time(args, state, mem, tmp):
+    report, out = os.path.join(tmp, "one.json"), []
+    for _ in range(args.rounds):
+        p = subprocess.Popen([args.brisk, "restore", "--snapshot", state, "--mem", mem, "--report-json", report],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        wait_written(p, time.monotonic() + 60)
+        p.stdin.write(b"x")
+        p.stdin.close()
+        if p.wait(timeout=60) != 0:
+            raise RuntimeError(f"a restore exited {p.returncode}")
+        p.stdout.close()
+        out.append(phases(report))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    build = os.environ.get("BUILD", "build")
+    ap.add_argument("--brisk", default=os.path.join(ROOT, build, "brisk"))
+    ap.add_argument("--guest", default=os.path.join(ROOT, build, "guests", "vmgenid.elf"))
+    ap.add_argument("-n", "--clones", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=10, help="restores one at a time, for comparison")
+    ap.add_argument("--memory", type=int, default=128, help="guest memory in MiB")
+    args = ap.parse_args()
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        print("clones.py: no usable /dev/kvm here; run it where KVM runs the test guests", file=sys.stderr)
+        return 2
+    print(f"bench/clones.py: {args.brisk}, {args.clones} clones of a {args.memory} MiB guest, "
+          f"host {os.uname().release}, {os.cpu_count()} CPUs")
+    with tempfile.TemporaryDirectory(prefix="brisk-clones-") as tmp:
+        state, mem = take_snapshot(args.brisk, args.guest, args.memory, tmp)
+        alone = one_at_a_time(args, state, mem, tmp)
+        many = clones_at_once(args, state, mem, tmp)
+    n = args.clones
+    pss = [m["Pss"] for m in many["mem"]]
+    print(f"\n== {n} clones alive at once (each wrote {GUEST_WRITES_KIB} KiB of its RAM itself)")
+    print(f"  Pss per clone (KiB)                     {fmt(pss)}")
+    print(f"  Pss beyond the guest's writes (KiB)     {fmt([p - GUEST_WRITES_KIB for p in pss])}")
+    print(f"  Private_Dirty per clone (KiB)           {fmt([m['Private_Dirty'] for m in many['mem']])}")
+    print(f"  Rss per clone (KiB)                     {fmt([m['Rss'] for m in many['mem']])}")
+    print(f"  host MemAvailable drop / clone (KiB)    {many['avail_drop_kib'] / n:.0f}")
+    print(f"  clones per second (exec of the first -> all written)  {n / many['wall_s']:.1f} "
+          f"({n} in {many['wall_s']:.2f} s)")
+    print(f"  clone request -> first KVM_RUN (µs)     {fmt(many['first_run_us'])}")
+    print(f"\n== one restore at a time, {args.rounds} rounds")
+    print(f"  exec -> first KVM_RUN (µs)              {fmt([r['first KVM_RUN'] for r in alone])}")
+    for a, b in (("exec", "snapshot read"), ("snapshot read", "memory mapped"), ("memory mapped", "vCPUs ready"),
+                 ("vCPUs ready", "state restored"), ("state restored", "first KVM_RUN")):
+        vals = [r[b] - (r[a] if a != "exec" else 0) for r in alone if b in r and (a == "exec" or a in r)]
+        print(f"  {a} -> {b} (µs){' ' * max(1, 24 - len(a) - len(b))}{fmt(vals)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
