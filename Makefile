@@ -90,6 +90,7 @@ LIB_SRCS := \
 	src/util/helper.c \
 	src/util/opts.c \
 	src/util/rate_limiter.c \
+	src/util/thread.c \
 	src/jail/jail_args.c \
 	src/jail/jail_libs.c \
 	src/jail/fcj_args.c \

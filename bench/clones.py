@@ -58,6 +58,20 @@ def rollup(pid):
     return out
 
 
+def largest_private(pid, n=3):
+    """The n mappings of pid with the most Private_Dirty: [(KiB, "range perms name")]."""
+    rows, cur = [], None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                parts = line.split()
+                cur = " ".join([parts[0], parts[1]] + parts[5:])
+            m = re.match(r"^Private_Dirty:\s+(\d+) kB", line)
+            if m:
+                rows.append((int(m.group(1)), cur))
+    return sorted(rows, reverse=True)[:n]
+
+
 def take_snapshot(brisk, guest, mem_mib, tmp):
     sock = os.path.join(tmp, "snap.sock")
     state, mem = os.path.join(tmp, "c.state"), os.path.join(tmp, "c.mem")
@@ -105,6 +119,8 @@ def clones_at_once(args, state, mem, tmp):
         last = max(wait_written(p, deadline) for p in procs)
         time.sleep(0.2)
         mem_now = [rollup(p.pid) for p in procs]
+        biggest = max(range(len(procs)), key=lambda i: mem_now[i]["Pss"])
+        top = largest_private(procs[biggest].pid)
         avail1 = meminfo("MemAvailable")
         for p in procs:
             p.stdin.write(b"x")
@@ -121,7 +137,8 @@ def clones_at_once(args, state, mem, tmp):
         raise RuntimeError(f"{len(bad)} clones failed (exit {bad[:5]}); {out.count('CHECK private: PASS')} "
                            f"private checks passed")
     first_run = [phases(r)["first KVM_RUN"] for r in reports]
-    return {"wall_s": last - t0, "first_run_us": first_run, "mem": mem_now, "avail_drop_kib": avail0 - avail1}
+    return {"wall_s": last - t0, "first_run_us": first_run, "mem": mem_now, "avail_drop_kib": avail0 - avail1,
+            "top": top}
 
 
 def one_at_a_time(args, state, mem, tmp):
@@ -164,6 +181,8 @@ def main():
     print(f"  Pss beyond the guest's writes (KiB)     {fmt([p - GUEST_WRITES_KIB for p in pss])}")
     print(f"  Private_Dirty per clone (KiB)           {fmt([m['Private_Dirty'] for m in many['mem']])}")
     print(f"  Rss per clone (KiB)                     {fmt([m['Rss'] for m in many['mem']])}")
+    print("  the largest clone's biggest private mappings (KiB): " +
+          "; ".join(f"{kib} {what}" for kib, what in many["top"]))
     print(f"  host MemAvailable drop / clone (KiB)    {many['avail_drop_kib'] / n:.0f}")
     print(f"  clones per second (exec of the first -> all written)  {n / many['wall_s']:.1f} "
           f"({n} in {many['wall_s']:.2f} s)")

@@ -13,8 +13,8 @@
  *   vmgenid: CHECK notified: PASS|FAIL (N interrupts on GSI G)
  * Then what a clone writes stays its own: the new ID is written over CLONE_PAGES pages from CLONE_BASE,
  *   vmgenid: written: N pages from 0x800000
- * (hold=1: then it waits for a byte on COM1, so that a sibling restored from the same snapshot writes its own ID
- * meanwhile), and each page is read back:
+ * (hold=1: then it waits, halted, for a byte on COM1, so that a sibling restored from the same snapshot writes its
+ * own ID meanwhile), and each page is read back:
  *   vmgenid: CHECK private: PASS|FAIL (N of N pages hold this generation's ID)
  *   vmgenid: PASS                           (exit status 0, i8042 reset)
  * Command-line words: absent=1: expect no VGEN device (--acpi off): PASS when there is none; hold=1: as above.
@@ -22,17 +22,24 @@
  */
 #define NAME "vmgenid"
 
-#define GED_VECTOR	   0x41
-#define SPURIOUS_VECTOR	   0xff
-#define LAPIC_EOI	   0x0b0
-#define IOAPIC_REGSEL	   0x00
-#define IOAPIC_WIN	   0x10
-#define IOAPIC_REDTBL(pin) (0x10 + 2 * (pin))
-#define FADT_X_DSDT	   140
-#define MAX_DEVICES	   64
-#define NOTIFY_POLLS	   (1u << 24)
-#define CLONE_BASE	   (8ull << 20)
-#define CLONE_PAGES	   256u
+#define GED_VECTOR	      0x41
+#define COM1_VECTOR	      0x42
+#define UART_IER	      1
+#define UART_MCR	      4
+#define UART_LSR	      5
+#define UART_IER_RDI	      0x01
+#define UART_LSR_DR	      0x01
+#define UART_MCR_DTR_RTS_OUT2 0x0b
+#define SPURIOUS_VECTOR	      0xff
+#define LAPIC_EOI	      0x0b0
+#define IOAPIC_REGSEL	      0x00
+#define IOAPIC_WIN	      0x10
+#define IOAPIC_REDTBL(pin)    (0x10 + 2 * (pin))
+#define FADT_X_DSDT	      140
+#define MAX_DEVICES	      64
+#define NOTIFY_POLLS	      (1u << 24)
+#define CLONE_BASE	      (8ull << 20)
+#define CLONE_PAGES	      256u
 
 static volatile uint32_t notified;
 
@@ -40,6 +47,12 @@ static GUEST_ISR void ged_isr(struct interrupt_frame *frame)
 {
 	(void)frame;
 	notified = notified + 1;
+	mmio_write32(BRISK_LAPIC_BASE + LAPIC_EOI, 0);
+}
+
+static GUEST_ISR void com1_isr(struct interrupt_frame *frame)
+{
+	(void)frame;
 	mmio_write32(BRISK_LAPIC_BASE + LAPIC_EOI, 0);
 }
 
@@ -101,13 +114,35 @@ static long ged_gsi(const struct acpi_aml_device *d)
 	return (long)((uint32_t)o[5] | (uint32_t)o[6] << 8 | (uint32_t)o[7] << 16 | (uint32_t)o[8] << 24);
 }
 
-static void route(unsigned int gsi)
+static void route(unsigned int gsi, uint8_t vector)
 {
 	/* Fixed delivery, physical destination this CPU, edge, active high, unmasked (82093AA 3.2.4). */
 	mmio_write32(BRISK_IOAPIC_BASE + IOAPIC_REGSEL, IOAPIC_REDTBL(gsi) + 1);
 	mmio_write32(BRISK_IOAPIC_BASE + IOAPIC_WIN, lapic_id() << 24);
 	mmio_write32(BRISK_IOAPIC_BASE + IOAPIC_REGSEL, IOAPIC_REDTBL(gsi));
-	mmio_write32(BRISK_IOAPIC_BASE + IOAPIC_WIN, GED_VECTOR);
+	mmio_write32(BRISK_IOAPIC_BASE + IOAPIC_WIN, vector);
+}
+
+/*
+ * Waits for a byte on COM1 halted, not polling: the UART's received-data interrupt (IER bit 0, OUT2 gating the
+ * line as on a PC; PC16550D datasheet) through I/O APIC pin 4 wakes the HLT. So a hundred clones waiting here
+ * cost the host nothing. The LSR is checked with interrupts off and "sti; hlt" follows (STI's one-instruction
+ * shadow), so a byte that arrives after the check still ends the HLT.
+ */
+static void wait_byte(void)
+{
+	outb(BRISK_COM1_PORT + UART_MCR, UART_MCR_DTR_RTS_OUT2);
+	outb(BRISK_COM1_PORT + UART_IER, UART_IER_RDI);
+	route(BRISK_COM1_IRQ, COM1_VECTOR);
+	for (;;) {
+		irq_disable();
+		if (inb(BRISK_COM1_PORT + UART_LSR) & UART_LSR_DR)
+			break;
+		__asm__ volatile("sti; hlt" ::: "memory");
+	}
+	outb(BRISK_COM1_PORT + UART_IER, 0);
+	irq_enable();
+	(void)inb(BRISK_COM1_PORT);
 }
 
 static volatile uint64_t *clone_page(uint32_t i)
@@ -127,7 +162,7 @@ static uint32_t private_pages(const uint64_t id[2], uint64_t hold)
 	}
 	gprintf("%s: written: %u pages from 0x%llx\n", NAME, CLONE_PAGES, (unsigned long long)CLONE_BASE);
 	if (hold)
-		serial_getc();
+		wait_byte();
 	for (uint32_t i = 0; i < CLONE_PAGES; i++)
 		kept += clone_page(i)[0] == id[0] && clone_page(i)[1] == id[1];
 	return kept;
@@ -189,10 +224,11 @@ void guest_main(struct hvm_start_info *si)
 	outb(0x21, 0xff); /* only the GED's interrupt: the legacy PICs masked, as virtio.c does */
 	outb(0xa1, 0xff);
 	idt_set_gate(GED_VECTOR, ged_isr);
+	idt_set_gate(COM1_VECTOR, com1_isr);
 	idt_set_gate(SPURIOUS_VECTOR, spurious_isr);
 	idt_load();
 	lapic_enable();
-	route((unsigned int)gsi);
+	route((unsigned int)gsi, GED_VECTOR);
 	irq_enable();
 
 	read_id(addr, before);

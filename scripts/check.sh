@@ -143,17 +143,33 @@ nested_result() { # $1 = the name run_nested_pytest was given: adds its result t
 	[ "$f" -eq 0 ] || status=1
 }
 
+# ---- the real-kernel tier (tests/linux/, `make check-linux`; owner: tests/linux/run.sh) ----
+# Boots Debian's stock kernel (nested KVM where there is no /dev/kvm); skips with a probed reason
+# where KVM cannot run Linux. BRISK_CHECK_LINUX=0 leaves it out.
+linux_tier() {
+	[ "${BRISK_CHECK_LINUX:-1}" != 0 ] || return 0
+	echo "== real-kernel tier (tests/linux)"
+	tests/linux/run.sh 2>&1 | tee "$log/linux.out"
+	rc=${PIPESTATUS[0]}
+	count_pytest "$log/linux.out"
+	[ $rc -eq 0 ] || { echo "check: real-kernel tier failed (exit $rc)"; status=1; }
+}
+linux_done=
+
 if [ -n "${BRISK_NESTED_KVM:-}" ] || { [ ! -e /dev/kvm ] && [ -x scripts/nested-kvm.sh ] && [ -z "${BRISK_NO_NESTED:-}" ]; }; then
 	# No /dev/kvm here: run the suites inside a nested KVM (scripts/nested-kvm.md).
 	if scripts/nested-kvm.sh --probe >"$log/probe.out" 2>&1; then
 		echo "== /dev/kvm missing on this host: running the integration tiers in a nested KVM (scripts/nested-kvm.sh)"
 		# The two builds' suites run at once, each in its own nested VM: one suite keeps ~1.1 of the host's
 		# cores busy (most tests run a 1-vCPU guest), so side by side they end in ~60 % of the time one after
-		# the other takes. The sanitizer build's output follows the plain build's.
+		# the other takes; the real-kernel tier follows the plain build's, beside the rest of the sanitizer
+		# build's (the longer). The sanitizer build's output follows.
 		mkdir -p "$BUILD/check"
 		(run_nested_pytest "$BUILD/asan/brisk" "ASan+UBSan build" asan >"$BUILD/check/asan.out" 2>&1) &
 		asan_pid=$!
 		run_nested_pytest "$BUILD/brisk" "plain build" plain
+		linux_tier
+		linux_done=1
 		wait $asan_pid
 		echo "== (the ASan+UBSan build's suite ran beside the plain build's; its output:)"
 		cat "$BUILD/check/asan.out"
@@ -169,16 +185,7 @@ else
 	run_pytest "$BUILD/asan/brisk" "ASan+UBSan build"
 fi
 
-# ---- the real-kernel tier (tests/linux/, `make check-linux`; owner: tests/linux/run.sh) ----
-# Boots Debian's stock kernel (nested KVM where there is no /dev/kvm); skips with a probed reason
-# where KVM cannot run Linux. BRISK_CHECK_LINUX=0 leaves it out.
-if [ "${BRISK_CHECK_LINUX:-1}" != 0 ]; then
-	echo "== real-kernel tier (tests/linux)"
-	tests/linux/run.sh 2>&1 | tee "$log/linux.out"
-	rc=${PIPESTATUS[0]}
-	count_pytest "$log/linux.out"
-	[ $rc -eq 0 ] || { echo "check: real-kernel tier failed (exit $rc)"; status=1; }
-fi
+[ -n "$linux_done" ] || linux_tier
 
 echo
 echo "check: $passed passed, $failed failed, $skipped skipped"

@@ -40,6 +40,7 @@
 #include "brisk/console_io.h"
 #include "brisk/log.h"
 #include "brisk/seccomp.h"
+#include "brisk/thread.h"
 
 #define CTRL_A	   0x01
 #define OUT_CHUNK  4096 /* PIPE_BUF: one write after POLLOUT fits a pipe's free slot */
@@ -523,7 +524,7 @@ static int start_thread(pthread_t *t, void *(*fn)(void *), struct console_io *io
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(t, NULL, fn, io);
+	err = bthread_create(t, fn, io);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return -err;
 }
@@ -598,13 +599,13 @@ static void stop_output(struct console_io *io, int flush_ms)
 		return;
 	if (flush_ms > 0) {
 		deadline_after_ms(&deadline, flush_ms);
-		if (pthread_timedjoin_np(io->out_thread, NULL, &deadline) == 0) {
+		if (bthread_timedjoin(io->out_thread, NULL, &deadline) == 0) {
 			io->out_running = false;
 			return;
 		}
 	}
 	kick(io, io->out_abort_fd);
-	pthread_join(io->out_thread, NULL);
+	bthread_join(io->out_thread, NULL);
 	io->out_running = false;
 }
 
@@ -623,7 +624,7 @@ void console_io_stop(struct console_io *io, int flush_ms)
 
 	kick(io, io->in_stop_fd);
 	if (io->in_running)
-		pthread_join(io->in_thread, NULL);
+		bthread_join(io->in_thread, NULL);
 	io->in_running = false;
 	stop_output(io, flush_ms);
 	if (io->opts.raw_tty)

@@ -11,6 +11,7 @@
 #include "brisk/layout.h"
 #include "brisk/mem.h"
 #include "brisk/probe.h"
+#include "brisk/thread.h"
 #include "brisk/timeline.h"
 
 _Static_assert(PROBE_PORT < 0x100, "out imm8 reaches ports 0..0xff only");
@@ -362,7 +363,7 @@ int probes_start(struct probes *p, int (*pause)(void *ctx), void (*resume)(void 
 	p->runs = runs;
 	if (!p->enabled)
 		return 0;
-	ret = pthread_create(&p->thread, NULL, prober, p);
+	ret = bthread_create(&p->thread, prober, p);
 	if (ret)
 		return -ret;
 	p->thread_started = 1;
@@ -377,7 +378,7 @@ void probes_stop(struct probes *p)
 	p->stop = 1;
 	pthread_cond_signal(&p->cond);
 	pthread_mutex_unlock(&p->lock);
-	pthread_join(p->thread, NULL);
+	bthread_join(p->thread, NULL);
 	p->thread_started = 0;
 }
 

@@ -15,6 +15,7 @@
 
 #include "brisk/errmsg.h"
 #include "brisk/profile.h"
+#include "brisk/thread.h"
 
 /*
  * Documentation/trace/ftrace.rst: "instances" (a private buffer with its own
@@ -314,7 +315,7 @@ int trace_start(struct trace_session *s, const pid_t *tids, unsigned ntids, int 
 	ret = configure(s, tids, ntids, follow_forks, buffer_kb, err, errlen);
 	if (!ret && (ret = tracefs_write(s->dir, "tracing_on", "1")))
 		err_set(err, errlen, ret, "tracefs instance %s: tracing_on: %s", s->dir, strerror(-ret));
-	if (!ret && (ret = -pthread_create(&s->reader, NULL, reader, s)))
+	if (!ret && (ret = -bthread_create(&s->reader, reader, s)))
 		err_set(err, errlen, ret, "tracefs: cannot start the reader thread: %s", strerror(-ret));
 	if (ret) {
 		trace_cleanup(s);
@@ -361,7 +362,7 @@ void trace_stop(struct trace_session *s)
 	tracefs_write(s->dir, "tracing_on", "0");
 	atomic_store(&s->stop, 1);
 	if (s->reader_started)
-		pthread_join(s->reader, NULL);
+		bthread_join(s->reader, NULL);
 	s->reader_started = 0;
 	s->overrun = sum_stat(s, "overrun");
 	s->dropped = sum_stat(s, "dropped events");
@@ -372,7 +373,7 @@ void trace_cleanup(struct trace_session *s)
 {
 	if (s->reader_started) {
 		atomic_store(&s->stop, 1);
-		pthread_join(s->reader, NULL);
+		bthread_join(s->reader, NULL);
 		s->reader_started = 0;
 	}
 	if (s->pipe_fd >= 0)

@@ -18,6 +18,8 @@
  * vCPUs; the memory slots' dirty logs, for a Diff), the same device wiring (a device reset or stopped there;
  * SendCtrlAltDel's interrupt), and the terminal restored at exit; a Uffd-restored VM's memory unregistered from
  * its userfaultfd at teardown (UFFDIO_UNREGISTER: wakes a vCPU waiting for a page its handler never serves).
+ * The console input thread: the UART's interrupt when typed input arrives (its receive interrupt enabled, as Linux's
+ * 8250 driver has it): KVM_IRQ_LINE with KVM's irqchip, the I/O APIC's KVM_SIGNAL_MSI with the split one.
  * brisk-slirp: libslirp's non-blocking switch and queue
  * size.
  */
@@ -29,6 +31,7 @@ static const unsigned long main_ioctls[] = {
     KVM_GET_MP_STATE,	 KVM_GET_VCPU_EVENTS, KVM_GET_DEBUGREGS, KVM_GET_CPUID2, KVM_GET_TSC_KHZ, KVM_IRQ_LINE,
     KVM_SIGNAL_MSI,	 KVM_IOEVENTFD,	      KVM_IRQFD,	 TCSETS,	 TCGETS,	  BLKGETSIZE64,
     UFFDIO_UNREGISTER,	 KVM_GET_DIRTY_LOG};
+static const unsigned long in_ioctls[] = {KVM_IRQ_LINE, KVM_SIGNAL_MSI};
 static const unsigned long slirp_ioctls[] = {FIONBIO, FIONREAD};
 
 #define IOCTLS(a)                                                                                                      \
@@ -38,6 +41,7 @@ static const unsigned long slirp_ioctls[] = {FIONBIO, FIONREAD};
 const struct sc_ioctls sc_role_ioctls[SECCOMP_ROLES] = {
     [SECCOMP_MAIN] = IOCTLS(main_ioctls),
     [SECCOMP_VCPU] = IOCTLS(vcpu_ioctls),
+    [SECCOMP_CONSOLE_IN] = IOCTLS(in_ioctls),
     [SECCOMP_SLIRP_HELPER] = IOCTLS(slirp_ioctls),
 };
 
@@ -107,7 +111,7 @@ static const struct sc_call vcpu_calls[] = {BASE_CALLS,
 static const struct sc_call io_calls[] = {BASE_CALLS, KICK_CALLS, IO_CALLS, BLK_CALLS, SPAWN_CALLS, {0, NULL}};
 static const struct sc_call blk_calls[] = {BASE_CALLS, BLK_CALLS, {0, NULL}};
 static const struct sc_call out_calls[] = {BASE_CALLS, SC(poll), SC(read), {0, NULL}};
-static const struct sc_call in_calls[] = {BASE_CALLS, KICK_CALLS, SC(poll), SC(read), {0, NULL}};
+static const struct sc_call in_calls[] = {BASE_CALLS, KICK_CALLS, SC(poll), SC(read), SC(ioctl), {0, NULL}};
 /*
  * ASan+UBSan builds only (main and the helpers): LeakSanitizer's check when a process exits stops the world the way a
  * debugger does: a tracer task cloned from the main thread (not a thread: CLONE_UNTRACED) attaches to every thread with

@@ -14,6 +14,7 @@
 #include "brisk/fc_metrics.h"
 #include "brisk/log.h"
 #include "brisk/seccomp.h"
+#include "brisk/thread.h"
 
 #define EVLOOP_MAX_WATCH 256 /* fds: a few per device; bounded so a registration cannot grow forever */
 #define EVLOOP_BATCH	 32  /* events taken per epoll_wait */
@@ -180,7 +181,7 @@ int evloop_start(struct evloop *l)
 		return -errno;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&l->thread, NULL, loop_thread, l);
+	err = bthread_create(&l->thread, loop_thread, l);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err)
 		return -err;
@@ -218,7 +219,7 @@ void evloop_destroy(struct evloop *l)
 		pthread_cond_broadcast(&l->park_cond);
 		pthread_mutex_unlock(&l->park_lock);
 		wake(l);
-		pthread_join(l->thread, NULL);
+		bthread_join(l->thread, NULL);
 		l->started = l->running = false;
 	}
 	if (l->epfd >= 0)

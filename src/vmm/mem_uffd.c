@@ -18,6 +18,7 @@
 
 #include "brisk/log.h"
 #include "brisk/mem_uffd.h"
+#include "brisk/thread.h"
 
 #define PAGE_4K 4096u
 
@@ -344,7 +345,7 @@ int gmem_uffd_fetch_all(const struct gmem *m, struct uffd_fetcher *f, unsigned s
 		f->m = m;
 		f->error = 0;
 		atomic_store(&f->done, false);
-		ret = -pthread_create(&f->thread, NULL, fetch_thread, f);
+		ret = -bthread_create(&f->thread, fetch_thread, f);
 		if (ret) {
 			snprintf(err, errlen, "starting a thread to fetch guest memory from the page-fault handler: %s",
 				 strerror(-ret));
@@ -372,7 +373,7 @@ int gmem_uffd_fetch_all(const struct gmem *m, struct uffd_fetcher *f, unsigned s
 			return -ETIMEDOUT;
 		}
 	}
-	pthread_join(f->thread, NULL);
+	bthread_join(f->thread, NULL);
 	f->started = false;
 	if (f->error) {
 		snprintf(err, errlen, "fetching guest memory from the page-fault handler: madvise: %s",
@@ -386,6 +387,6 @@ void gmem_uffd_fetcher_join(struct uffd_fetcher *f)
 {
 	if (!f->started)
 		return;
-	pthread_join(f->thread, NULL);
+	bthread_join(f->thread, NULL);
 	f->started = false;
 }

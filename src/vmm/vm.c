@@ -20,6 +20,7 @@
 #include "brisk/layout.h"
 #include "brisk/log.h"
 #include "brisk/snapshot.h"
+#include "brisk/thread.h"
 #include "brisk/timeline.h"
 #include "vm_impl.h"
 
@@ -449,7 +450,7 @@ static void join_vcpus(struct vm *vm)
 			ts.tv_nsec += VCPU_JOIN_TIMEOUT_MS * 1000000L;
 			ts.tv_sec += ts.tv_nsec / 1000000000L;
 			ts.tv_nsec %= 1000000000L;
-			if (pthread_timedjoin_np(v->thread, NULL, &ts) == 0)
+			if (bthread_timedjoin(v->thread, NULL, &ts) == 0)
 				break;
 			if (++tries == VCPU_JOIN_TRIES) {
 				log_error("vCPU %u does not stop; exiting without it", i);

@@ -29,6 +29,7 @@
 #include "brisk/mptable.h"
 #include "brisk/snap_memfile.h"
 #include "brisk/snapshot.h"
+#include "brisk/thread.h"
 #include "brisk/timeline.h"
 #include "brisk/virtio_vsock.h"
 #include "vm_impl.h"
@@ -347,7 +348,7 @@ static int start_vcpus(struct vm *vm, struct vm_error *e)
 		vm->vcpus[i] = (struct vcpu){.vm = vm, .index = i, .apic_id = cpuid_apic_id(&vm->topo, i), .fd = -1};
 	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
 		struct vcpu *v = &vm->vcpus[i];
-		ret = pthread_create(&v->thread, NULL, vcpu_thread, v);
+		ret = bthread_create(&v->thread, vcpu_thread, v);
 		if (ret)
 			return fail(e, VM_ERR_HOST, -ret, "cannot create the thread of vCPU %u: %s", i, strerror(ret));
 		v->started = 1;

@@ -20,6 +20,7 @@
 #include "blk_impl.h"
 #include "brisk/log.h"
 #include "brisk/seccomp.h"
+#include "brisk/thread.h"
 
 uint8_t blk_host_error(struct blk *b, const char *what, int err)
 {
@@ -220,7 +221,7 @@ static int spawn(struct blk *b)
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&p->th[p->threads], NULL, worker, b);
+	err = bthread_create(&p->th[p->threads], worker, b);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err)
 		return -err;
@@ -261,6 +262,6 @@ void blk_pool_stop(struct pool *p)
 	pthread_cond_broadcast(&p->work);
 	pthread_mutex_unlock(&p->mu);
 	for (unsigned i = 0; i < p->threads; i++)
-		pthread_join(p->th[i], NULL);
+		bthread_join(p->th[i], NULL);
 	p->threads = 0;
 }

@@ -1,0 +1,19 @@
+/* thread.h - brisk's threads: pthreads whose stacks transparent huge pages never back (src/util/thread.c). */
+#ifndef BRISK_THREAD_H
+#define BRISK_THREAD_H
+
+#include <pthread.h>
+#include <time.h>
+
+#define BTHREAD_STACK (8u << 20) /* glibc's default under `ulimit -s 8192`; only touched pages cost memory */
+
+/*
+ * pthread_create on a stack of BTHREAD_STACK bytes mapped here with MADV_NOHUGEPAGE and a PROT_NONE guard page
+ * below it. Returns 0 or an error number, as pthread_create. The stack is unmapped by bthread_join or
+ * bthread_timedjoin once the thread is joined; a thread never joined (detached: a vCPU stuck in the kernel) keeps it.
+ */
+int bthread_create(pthread_t *t, void *(*fn)(void *), void *arg);
+int bthread_join(pthread_t t, void **ret);
+int bthread_timedjoin(pthread_t t, void **ret, const struct timespec *abstime);
+
+#endif
