@@ -66,7 +66,7 @@ def drive(drive_id, path, **extra):
 
 @pytest.mark.security
 def test_bandwidth_limit_measured_by_the_guest(tmp_path):
-    """--disk bw=1M: a guest reading as fast as it can (the flood: 4 KiB requests back to back, each refused
+    """--disk bw=1M: a guest reading as fast as it can (the flood: 64 KiB requests back to back, each refused
     one back in the ring until the limiter's timer) measures 1 MiB/s within 10% (docs/security.md case 47);
     unlimited, the same guest reads several times faster, so the limit is what it measured."""
     d = image(tmp_path / "d.img", 16 * MIB)
@@ -81,7 +81,8 @@ def test_bandwidth_limit_measured_by_the_guest(tmp_path):
 
 def test_ops_limit_measured_by_the_guest(tmp_path):
     d = image(tmp_path / "d.img", MIB)
-    code, out, err = run(["--disk", f"{d},iops=200"], "iops=200")
+    # 100/s: a guest slowed down by a loaded host (the nested harness) manages ~225 512-byte reads a second
+    code, out, err = run(["--disk", f"{d},iops=100"], "iops=100")
     assert code == EXIT_GUEST_OK, out + err
     assert check(out, "ops")[0]
 

@@ -76,14 +76,31 @@ def spawn(args, **kw):
     return subprocess.Popen([str(BRISK), *args], text=True, **kw)
 
 
+def vcpu_running(pid, timeout=30):
+    """Waits until pid has its vCPU thread ("fc_vcpu 0": brisk starts it after its signals are set up)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    if f.read().strip() == "fc_vcpu 0":
+                        return
+        except OSError:
+            pass
+        time.sleep(0.02)
+    pytest.fail(f"brisk (pid {pid}) started no vCPU thread in {timeout} s")
+
+
 def test_closed_stdin_keeps_signals(tmp_path):
-    """With fd 0 closed the signalfd used to become fd 0 and the serial thread read it: SIGTERM was lost."""
+    """With fd 0 closed the signalfd used to become fd 0 and the serial thread read it: SIGTERM was lost. The signal
+    goes once the VM runs (a fixed 0.5 s was too short for the sanitizer build in the nested harness: SIGTERM came
+    before brisk had set up its signals, and killed it)."""
     for i in range(8):
         err = tmp_path / f"err{i}"
         with open(err, "w") as e:
             p = subprocess.Popen(["sh", "-c", 'exec "$0" run --kernel "$1" --cmdline bytes=100000000000 <&-',
                                   str(BRISK), guest("flood")], stdout=subprocess.DEVNULL, stderr=e)
-            time.sleep(0.5)
+            vcpu_running(p.pid)
             p.send_signal(signal.SIGTERM)
             try:
                 rc = p.wait(timeout=20)
