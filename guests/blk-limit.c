@@ -172,18 +172,20 @@ static void swap_phase(void)
 }
 
 /*
- * Reads of `len` bytes: a warm-up of warm_ms at least, and on until a WINDOW_MS window runs within `limit` (+ tol
- * percent; bytes per second, or requests with 512-byte reads): only then is the bucket's initial fill spent. A
- * guest slowed down (an emulated KVM on a loaded host) spends it more slowly than warm_ms allows, and what was
- * left made the measured rate 116-128 % of the limit. At most WARM_MAX_MS more; warm_ms 0: no warm-up. Then secs
- * of measured reads; returns the requests done in them, *ms their length. (A guest that cannot read faster than
- * the limit measures its own speed, below it.)
+ * Reads of `len` bytes: a warm-up of warm_ms at least, and on until two WINDOW_MS windows in a row run within
+ * `limit` (+ tol percent; bytes per second, or requests with 512-byte reads) with a request in each that waited
+ * THROTTLED_MS or more (the limiter's timer): only then is the bucket's initial fill spent. A guest slowed down
+ * (an emulated KVM on a loaded host) spends it more slowly than warm_ms allows, and what was left made the
+ * measured rate 116-128 % of the limit; one slow window alone (the host busy elsewhere) is not enough. At most
+ * WARM_MAX_MS more; warm_ms 0: no warm-up. Then secs of measured reads; returns the requests done in them, *ms
+ * their length. (A guest that cannot read faster than the limit measures its own speed, below it.)
  */
-#define WINDOW_MS   250u
-#define WARM_MAX_MS 30000u
+#define WINDOW_MS    250u
+#define WARM_MAX_MS  30000u
+#define THROTTLED_MS 40u
 static uint64_t run_reads(uint32_t len, uint64_t limit, uint64_t tol, uint64_t warm_ms, uint64_t secs, uint64_t *ms)
 {
-	uint64_t cap = capacity(), step = len / SECTOR, slots, n = 0, t0, w0, wn = 0, i = 0;
+	uint64_t cap = capacity(), step = len / SECTOR, slots, n = 0, t0, w0, wn = 0, i = 0, slowest = 0, calm = 0;
 	uint64_t unit = len == SECTOR ? 1 : len; /* what `limit` counts per request */
 
 	if (cap < step)
@@ -191,19 +193,23 @@ static uint64_t run_reads(uint32_t len, uint64_t limit, uint64_t tol, uint64_t w
 	slots = cap / step;
 	t0 = w0 = rdtsc();
 	for (; warm_ms > 0; i++, wn++) {
-		uint64_t w = ms_since(w0);
+		uint64_t w = ms_since(w0), r0;
 
 		if (w >= WINDOW_MS) {
-			int throttled = wn * unit * 1000 * 100 <= limit * w * (100 + tol);
+			int throttled = wn * unit * 1000 * 100 <= limit * w * (100 + tol) && slowest >= THROTTLED_MS;
 
-			if (throttled && ms_since(t0) >= warm_ms)
+			calm = throttled ? calm + 1 : 0;
+			if (calm >= 2 && ms_since(t0) >= warm_ms)
 				break;
 			if (ms_since(t0) >= warm_ms + WARM_MAX_MS)
 				guest_fail(NAME, "the reads never slowed to the limit: no rate limiter?");
 			w0 = rdtsc();
-			wn = 0;
+			wn = slowest = 0;
 		}
+		r0 = rdtsc();
 		read_at((i % slots) * step, len);
+		r0 = ms_since(r0);
+		slowest = r0 > slowest ? r0 : slowest;
 	}
 	t0 = rdtsc();
 	while ((*ms = ms_since(t0)) < secs * 1000) {
