@@ -19,36 +19,18 @@ import argparse
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import http.client
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from restore import api  # noqa: E402  (bench/restore.py: the API over its Unix socket)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DONE = 0x57530002  # guests/wset.c WSET_DONE_MARKER
 TOUCHED_RE = re.compile(r"wset: touched (\d+) pages \((\d+) MiB\) in (\d+) cycles, checksum OK")
-
-
-class UnixHTTP(http.client.HTTPConnection):
-    def __init__(self, path, timeout=120):
-        super().__init__("localhost", timeout=timeout)
-        self.path = path
-
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.path)
-
-
-def api(sock, method, path, body):
-    c = UnixHTTP(sock)
-    c.request(method, path, json.dumps(body), {"Content-Type": "application/json"})
-    r = c.getresponse()
-    data = r.read()
-    assert r.status == 204, (path, r.status, data)
 
 
 def snapshot(brisk, d, pages):

@@ -5,7 +5,6 @@ once keep what each writes to itself (the memory file unchanged). Also: no devic
 --acpi off, KVM's irqchip, a Uffd restore (the ID's page placed with UFFDIO_COPY), and a snapshot from before the
 device (tests/fixtures/snapshot-v1, test_snapshot_fixture.py) still restoring without it. Two boots (one per irqchip)
 and their snapshots serve every test. Needs KVM."""
-import hashlib
 import os
 import re
 import shutil
@@ -14,6 +13,7 @@ import subprocess
 import pytest
 
 from conftest import EXIT_GUEST_OK, KVM_REASON, boot, check_sanitizers, guest, short_tmpdir
+from test_hostile_host import sha
 from test_snapshot import Brisk
 
 pytestmark = pytest.mark.usefixtures("kvm")
@@ -106,14 +106,6 @@ def test_uffd_restore_gets_a_new_generation(snaps, tmp_path, sockdir, procs):
         h.stop()
 
 
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 @pytest.mark.parametrize("irqchip", ["split", "kernel"])
 def test_clones_keep_their_writes_to_themselves(irqchip, tmp_path, sockdir, procs):
     """Three clones restored at once from one snapshot (booted with hold=1): each writes its new ID over the same 256
@@ -122,7 +114,7 @@ def test_clones_keep_their_writes_to_themselves(irqchip, tmp_path, sockdir, proc
     bytes are the snapshot's (never written back). The guest waits for the byte halted, woken by the UART's receive
     interrupt, which brisk's console input thread raises (with either irqchip: its seccomp filter allows it)."""
     state, mem, boot_id = snapshot_vmgenid(procs, sockdir, str(tmp_path), "--irqchip", irqchip, "--cmdline", "hold=1")
-    digest = sha256(mem)
+    digest = sha(mem)
     clones = []
     for _ in range(3):
         clones.append(Brisk(["restore", "--snapshot", state, "--mem", mem], stdin=subprocess.PIPE))
@@ -139,4 +131,4 @@ def test_clones_keep_their_writes_to_themselves(irqchip, tmp_path, sockdir, proc
         assert changed and PRIVATE_RE.search(c.out) and "vmgenid: PASS" in c.out, c.out
         ids.append(changed.group(2))
     assert len(set(ids)) == 3 and boot_id not in ids, ids
-    assert sha256(mem) == digest, "a clone wrote to the snapshot's memory file"
+    assert sha(mem) == digest, "a clone wrote to the snapshot's memory file"
