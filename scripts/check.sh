@@ -143,18 +143,6 @@ nested_result() { # $1 = the name run_nested_pytest was given: adds its result t
 	[ "$f" -eq 0 ] || status=1
 }
 
-# ---- the real-kernel tier (tests/linux/, `make check-linux`; owner: tests/linux/run.sh) ----
-# Boots Debian's stock kernel (nested KVM where there is no /dev/kvm); skips with a probed reason
-# where KVM cannot run Linux. BRISK_CHECK_LINUX=0 leaves it out.
-linux_tier() {
-	[ "${BRISK_CHECK_LINUX:-1}" != 0 ] || return 0
-	echo "== real-kernel tier (tests/linux)"
-	tests/linux/run.sh 2>&1 | tee "$log/linux.out"
-	rc=${PIPESTATUS[0]}
-	count_pytest "$log/linux.out"
-	[ $rc -eq 0 ] || { echo "check: real-kernel tier failed (exit $rc)"; status=1; }
-}
-
 if [ -n "${BRISK_NESTED_KVM:-}" ] || { [ ! -e /dev/kvm ] && [ -x scripts/nested-kvm.sh ] && [ -z "${BRISK_NO_NESTED:-}" ]; }; then
 	# No /dev/kvm here: run the suites inside a nested KVM (scripts/nested-kvm.md).
 	if scripts/nested-kvm.sh --probe >"$log/probe.out" 2>&1; then
@@ -183,7 +171,16 @@ else
 	run_pytest "$BUILD/asan/brisk" "ASan+UBSan build"
 fi
 
-linux_tier
+# ---- the real-kernel tier (tests/linux/, `make check-linux`; owner: tests/linux/run.sh) ----
+# Boots Debian's stock kernel (nested KVM where there is no /dev/kvm); skips with a probed reason
+# where KVM cannot run Linux. BRISK_CHECK_LINUX=0 leaves it out.
+if [ "${BRISK_CHECK_LINUX:-1}" != 0 ]; then
+	echo "== real-kernel tier (tests/linux)"
+	tests/linux/run.sh 2>&1 | tee "$log/linux.out"
+	rc=${PIPESTATUS[0]}
+	count_pytest "$log/linux.out"
+	[ $rc -eq 0 ] || { echo "check: real-kernel tier failed (exit $rc)"; status=1; }
+fi
 
 echo
 echo "check: $passed passed, $failed failed, $skipped skipped"

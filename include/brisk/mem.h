@@ -16,7 +16,6 @@
  */
 #define GMEM_ALIGN    (2ull << 20)
 #define GMEM_ALIGN_1G (1ull << 30)
-#define GMEM_GUARD    (64ull << 10) /* PROT_NONE below guest RAM (mem.c map_aligned says why) */
 /* The alignment gmem_init and gmem_init_file give RAM of `size` bytes. */
 uint64_t gmem_align(uint64_t size);
 

@@ -6,7 +6,7 @@
  * which brisk aligns for KVM's huge pages, or a 64 MiB-aligned malloc arena), a kernel with transparent huge pages
  * "always" backs the stack's top 2 MiB with one huge page at that first write: 2 MiB of memory for a few KiB of
  * stack. bench/clones.py saw it in every restored clone (the vCPU's stack right below guest RAM: 2,048 of its 3,444
- * KiB of private memory) and, with a guard page below guest RAM (mem.c), still in one clone of 20. Linux 6.8
+ * KiB of private memory) and, with guest RAM moved 64 KiB further up as a trial, still in one clone of 20. Linux 6.8
  * stopped it for every MAP_STACK mapping (mm: VM_NOHUGEPAGE for MAP_STACK); brisk runs on older kernels too, so
  * it maps its threads' stacks itself, MADV_NOHUGEPAGE, and hands them to pthread_attr_setstack. glibc neither
  * frees nor caches a stack it was given: the list below remembers each one until its thread is joined.
@@ -36,10 +36,9 @@ static size_t page_size(void)
 	return p > 0 ? (size_t)p : 4096;
 }
 
-/* A stack of BTHREAD_STACK bytes above a guard page, never a huge page; NULL with errno. */
-static void *map_stack(size_t *len)
+/* A stack of BTHREAD_STACK bytes above a guard page of `guard` bytes, never a huge page; NULL with errno. */
+static void *map_stack(size_t guard, size_t *len)
 {
-	size_t guard = page_size();
 	void *map;
 
 	*len = BTHREAD_STACK + guard;
@@ -66,7 +65,7 @@ int bthread_create(pthread_t *t, void *(*fn)(void *), void *arg)
 
 	if (!s)
 		return ENOMEM;
-	s->map = map_stack(&s->len);
+	s->map = map_stack(guard, &s->len);
 	if (!s->map) {
 		err = errno;
 		free(s);

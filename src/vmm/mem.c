@@ -72,26 +72,22 @@ uint64_t gmem_align(uint64_t size)
 
 /*
  * `size` bytes at a gmem_align(size)-aligned address: a PROT_NONE reservation that much larger, the mapping
- * placed over its aligned part (MAP_FIXED), the slack either side returned but for GMEM_GUARD bytes right below
- * the mapping, kept PROT_NONE. The host address and the guest address of RAM then agree modulo 2 MiB, which KVM
- * needs before it maps a guest page with a huge page (arch/x86/kvm/mmu: the host's huge page must cover the same
- * 2 MiB frame the guest's does); mmap alone gives 4 KiB alignment. The guard: a host access just below guest RAM
- * faults instead of reaching a neighbour, and the next mapping no longer ends exactly at RAM's 2 MiB-aligned start
- * (mmap fills the hole top-down: it was the vCPU's stack, its top then a transparent huge page: src/util/thread.c).
- * `fd` -1: anonymous memory. `shared`: a shared mapping of `fd`,
- * reserved (a hugetlbfs memfd: its pages are set aside at the map, hugetlb_reserve_pages). Returns the address
- * or MAP_FAILED with errno; gmem_unmap undoes it.
+ * placed over its aligned part (MAP_FIXED), the slack either side returned. The host address and the guest
+ * address of RAM then agree modulo 2 MiB, which KVM needs before it maps a guest page with a huge page
+ * (arch/x86/kvm/mmu: the host's huge page must cover the same 2 MiB frame the guest's does); mmap alone
+ * gives 4 KiB alignment. `fd` -1: anonymous memory. `shared`: a shared mapping of `fd`, reserved (a hugetlbfs
+ * memfd: its pages are set aside at the map, hugetlb_reserve_pages). Returns the address or MAP_FAILED with errno.
  */
 static uint8_t *map_aligned(size_t size, int fd, bool shared)
 {
-	size_t align = (size_t)gmem_align(size), span = size + align + GMEM_GUARD, head, tail;
+	size_t align = (size_t)gmem_align(size), span = size + align, head, tail;
 	uint8_t *res = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0), *at, *p;
 	int flags =
 	    shared ? MAP_SHARED | MAP_FIXED : MAP_PRIVATE | MAP_NORESERVE | MAP_FIXED | (fd < 0 ? MAP_ANONYMOUS : 0);
 
 	if (res == MAP_FAILED)
 		return res;
-	at = (uint8_t *)(((uintptr_t)res + GMEM_GUARD + align - 1) & ~(uintptr_t)(align - 1));
+	at = (uint8_t *)(((uintptr_t)res + align - 1) & ~(uintptr_t)(align - 1));
 	p = mmap(at, size, PROT_READ | PROT_WRITE, flags, fd, 0);
 	if (p == MAP_FAILED) {
 		int e = errno;
@@ -100,19 +96,13 @@ static uint8_t *map_aligned(size_t size, int fd, bool shared)
 		errno = e;
 		return MAP_FAILED;
 	}
-	head = (size_t)(at - res) - GMEM_GUARD; /* at - res >= GMEM_GUARD: the guard stays */
-	tail = span - (size_t)(at - res) - size;
+	head = (size_t)(at - res);
+	tail = span - head - size;
 	if (head)
 		munmap(res, head);
 	if (tail)
 		munmap(at + size, tail);
 	return at;
-}
-
-/* Unmaps what map_aligned mapped at `base`, its guard too. */
-static void gmem_unmap(uint8_t *base, uint64_t size)
-{
-	munmap(base - GMEM_GUARD, (size_t)size + GMEM_GUARD);
 }
 
 /*
@@ -163,7 +153,7 @@ int gmem_init(struct gmem *m, uint64_t size, unsigned flags)
 	int ret;
 
 	memset(m, 0, sizeof(*m));
-	if (size == 0 || size > SIZE_MAX - GMEM_ALIGN_1G - GMEM_GUARD)
+	if (size == 0 || size > SIZE_MAX - GMEM_ALIGN_1G)
 		return -EINVAL;
 	m->base = map_ram(m, size, flags);
 	if (m->base == MAP_FAILED) {
@@ -189,7 +179,7 @@ int gmem_init_file(struct gmem *m, int fd, uint64_t size)
 		return -errno;
 	if (!S_ISREG(st.st_mode))
 		return -EINVAL;
-	if ((uint64_t)st.st_size != size || size == 0 || size > SIZE_MAX - GMEM_ALIGN_1G - GMEM_GUARD)
+	if ((uint64_t)st.st_size != size || size == 0 || size > SIZE_MAX - GMEM_ALIGN_1G)
 		return -ERANGE;
 	/* Private: the guest's writes never reach the file; pages are read on first touch, nothing is copied now. */
 	m->base = map_aligned((size_t)size, fd, false);
@@ -313,7 +303,7 @@ void gmem_destroy(struct gmem *m)
 	if (m->uffd_backed)
 		close(m->uffd);
 	if (m->base)
-		gmem_unmap(m->base, m->size);
+		munmap(m->base, (size_t)m->size);
 	free(m->dirty);
 	memset(m, 0, sizeof(*m));
 }
