@@ -53,8 +53,10 @@ struct snap_reader;
  * reset: the guest (or the host) reset the machine: back to power-on state.
  *
  * Snapshot/restore (snapshot.h; the sequence is vm.c's):
- *   quiesce     every vCPU is paused, the event loop still runs: finish,
- *               bounded, the in-flight work that touches guest memory (a
+ *   quiesce     every vCPU is paused and the event loop stopped (none of
+ *               the device's callbacks runs until after save; a timer or a
+ *               completion that fires waits): finish, bounded and without
+ *               the loop, the in-flight work that touches guest memory (a
  *               disk's requests in its worker pool) so that nothing changes
  *               guest memory or the device's state after it returns, except
  *               through a vCPU. NULL: nothing in flight. 0 or -errno

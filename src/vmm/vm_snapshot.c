@@ -2,9 +2,9 @@
  * vm_snapshot.c - a paused VM into a snapshot (state file + memory file), and the restore of one into
  * a VM built by vm_restore (vm_build.c).
  *
- * Create, with every vCPU parked (vm_pause): the devices finish in-flight I/O (bus_quiesce: a disk's
- * requests complete and are on the used ring), the I/O event loop stops (no device callback runs, no
- * frame lands in guest memory), then the state file is built in memory — configuration, the VM-wide
+ * Create, with every vCPU parked (vm_pause): the I/O event loop stops (no device callback runs, no frame
+ * lands in guest memory), the devices finish in-flight I/O (bus_quiesce: a disk's requests complete and
+ * are on the used ring), then the state file is built in memory — configuration, the VM-wide
  * KVM state, each vCPU, each device — guest memory is written (sparse) and synced and the state file
  * last, so a state file never names memory that was not fully written. Both go to temporary files beside
  * their targets and are renamed into place only once complete (the state first: see commit()), so a
@@ -254,10 +254,14 @@ static int create(struct vm *vm, const char *state_path, const char *mem_path, c
 		return ret;
 	if ((ret = open_outputs(state_path, mem_path, &state, &mem, err, errlen)))
 		return ret;
+	/*
+	 * The loop first: a callback run after a device's quiesce (a rate limiter's timer, a completion) could
+	 * start I/O again, and the device's save would then find it in flight (EBUSY; seen with a limited disk).
+	 */
+	evloop_stop(vm->loop);
 	ret = bus_quiesce(&vm->bus, &dev);
 	if (ret)
 		snprintf(err, errlen, "device %s did not finish its in-flight I/O: %s", dev, strerror(-ret));
-	evloop_stop(vm->loop);
 	if (!ret)
 		ret = write_snapshot(vm, &state, &mem, mem_path, job, api_desc, err, errlen);
 	if (vm->loop) {

@@ -384,10 +384,12 @@ static int wait_idle(struct pool *p, const struct timespec *until)
 }
 
 /*
- * Snapshot quiesce (vCPUs paused, I/O lock held: no loop callback runs): every request in the pool
- * finishes and is put on the used ring and published, as `completed` does, and so are the chains the
- * driver made available before its vCPUs stopped (a pending notify then finds nothing new). Each round
- * either empties the device or waits for the pool; all rounds together at most BLK_QUIESCE_WAIT_MS.
+ * Snapshot quiesce (vCPUs paused, the event loop stopped: no loop callback, the limiter's timer included,
+ * runs until after blk_save): every request in the pool finishes and is put on the used ring and published,
+ * as `completed` does, and so are the chains the driver made available before its vCPUs stopped (a pending
+ * notify then finds nothing new), unless the limiter holds them: they stay in the ring, and the restored
+ * limiter (blocked, its timer armed again) serves them. Each round either empties the device or waits for
+ * the pool; all rounds together at most BLK_QUIESCE_WAIT_MS.
  */
 static int blk_quiesce(void *dev)
 {
