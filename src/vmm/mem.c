@@ -72,22 +72,28 @@ uint64_t gmem_align(uint64_t size)
 
 /*
  * `size` bytes at a gmem_align(size)-aligned address: a PROT_NONE reservation that much larger, the mapping
- * placed over its aligned part (MAP_FIXED), the slack either side returned. The host address and the guest
- * address of RAM then agree modulo 2 MiB, which KVM needs before it maps a guest page with a huge page
- * (arch/x86/kvm/mmu: the host's huge page must cover the same 2 MiB frame the guest's does); mmap alone
- * gives 4 KiB alignment. `fd` -1: anonymous memory. `shared`: a shared mapping of `fd`, reserved (a hugetlbfs
- * memfd: its pages are set aside at the map, hugetlb_reserve_pages). Returns the address or MAP_FAILED with errno.
+ * placed over its aligned part (MAP_FIXED), the slack either side returned but for one guard page next to
+ * each end. The host address and the guest address of RAM then agree modulo 2 MiB, which KVM needs before
+ * it maps a guest page with a huge page (arch/x86/kvm/mmu: the host's huge page must cover the same 2 MiB
+ * frame the guest's does); mmap alone gives 4 KiB alignment. The guards keep RAM a mapping of its own: a
+ * thread stack mapped next to it is the same kind of mapping (private, anonymous, MAP_NORESERVE, no huge
+ * pages like RAM's first 2 MiB) and the kernel merged the two into one (/proc/PID/maps and smaps then
+ * showed no mapping of RAM's size), and a host access just past either end of RAM faults instead of landing
+ * in a neighbour. `fd` -1: anonymous memory. `shared`: a shared mapping of `fd`, reserved (a hugetlbfs
+ * memfd: its pages are set aside at the map, hugetlb_reserve_pages). Returns the address or MAP_FAILED with
+ * errno; gmem_destroy unmaps RAM with its guards.
  */
+#define RAM_GUARD 4096ul
 static uint8_t *map_aligned(size_t size, int fd, bool shared)
 {
-	size_t align = (size_t)gmem_align(size), span = size + align, head, tail;
+	size_t align = (size_t)gmem_align(size), span = size + align + 2 * RAM_GUARD, head, tail;
 	uint8_t *res = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0), *at, *p;
 	int flags =
 	    shared ? MAP_SHARED | MAP_FIXED : MAP_PRIVATE | MAP_NORESERVE | MAP_FIXED | (fd < 0 ? MAP_ANONYMOUS : 0);
 
 	if (res == MAP_FAILED)
 		return res;
-	at = (uint8_t *)(((uintptr_t)res + align - 1) & ~(uintptr_t)(align - 1));
+	at = (uint8_t *)(((uintptr_t)res + RAM_GUARD + align - 1) & ~(uintptr_t)(align - 1));
 	p = mmap(at, size, PROT_READ | PROT_WRITE, flags, fd, 0);
 	if (p == MAP_FAILED) {
 		int e = errno;
@@ -96,12 +102,12 @@ static uint8_t *map_aligned(size_t size, int fd, bool shared)
 		errno = e;
 		return MAP_FAILED;
 	}
-	head = (size_t)(at - res);
-	tail = span - head - size;
+	head = (size_t)(at - RAM_GUARD - res);
+	tail = span - head - size - 2 * RAM_GUARD;
 	if (head)
 		munmap(res, head);
 	if (tail)
-		munmap(at + size, tail);
+		munmap(at + size + RAM_GUARD, tail);
 	return at;
 }
 
@@ -153,7 +159,7 @@ int gmem_init(struct gmem *m, uint64_t size, unsigned flags)
 	int ret;
 
 	memset(m, 0, sizeof(*m));
-	if (size == 0 || size > SIZE_MAX - GMEM_ALIGN_1G)
+	if (size == 0 || size > SIZE_MAX - GMEM_ALIGN_1G - 2 * RAM_GUARD)
 		return -EINVAL;
 	m->base = map_ram(m, size, flags);
 	if (m->base == MAP_FAILED) {
@@ -179,7 +185,7 @@ int gmem_init_file(struct gmem *m, int fd, uint64_t size)
 		return -errno;
 	if (!S_ISREG(st.st_mode))
 		return -EINVAL;
-	if ((uint64_t)st.st_size != size || size == 0 || size > SIZE_MAX - GMEM_ALIGN_1G)
+	if ((uint64_t)st.st_size != size || size == 0 || size > SIZE_MAX - GMEM_ALIGN_1G - 2 * RAM_GUARD)
 		return -ERANGE;
 	/* Private: the guest's writes never reach the file; pages are read on first touch, nothing is copied now. */
 	m->base = map_aligned((size_t)size, fd, false);
@@ -303,7 +309,7 @@ void gmem_destroy(struct gmem *m)
 	if (m->uffd_backed)
 		close(m->uffd);
 	if (m->base)
-		munmap(m->base, (size_t)m->size);
+		munmap(m->base - RAM_GUARD, (size_t)m->size + 2 * RAM_GUARD); /* with its guards (map_aligned) */
 	free(m->dirty);
 	memset(m, 0, sizeof(*m));
 }

@@ -111,6 +111,50 @@ static void test_aligned(void **state)
 	close(fd);
 }
 
+/* The permissions ("rw-p", "---p") of the mapping of this process that holds `at`, and its bounds; "" if none. */
+static const char *mapping_of(const void *at, uintptr_t *lo, uintptr_t *hi)
+{
+	static char perms[5];
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	assert_non_null(f);
+	perms[0] = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx %4s", lo, hi, perms) == 3 && *lo <= (uintptr_t)at && (uintptr_t)at < *hi)
+			break;
+		perms[0] = 0;
+	}
+	fclose(f);
+	return perms;
+}
+
+/*
+ * Guest RAM is a mapping of its own between two PROT_NONE guard pages (a thread stack mapped next to it, the
+ * same kind of mapping, was merged with it by the kernel), and gmem_destroy takes the guards with it.
+ */
+static void test_guarded(void **state)
+{
+	struct gmem m;
+	uintptr_t lo, hi;
+	uint8_t *base;
+
+	(void)state;
+	assert_int_equal(gmem_init(&m, 4 * MiB, 0), 0);
+	base = m.base;
+	assert_string_equal(mapping_of(base - 1, &lo, &hi), "---p");
+	assert_int_equal(hi, (uintptr_t)base);
+	assert_int_equal(hi - lo, 4096);
+	assert_string_equal(mapping_of(base + 4 * MiB, &lo, &hi), "---p");
+	assert_int_equal(lo, (uintptr_t)base + 4 * MiB);
+	assert_int_equal(hi - lo, 4096);
+	assert_string_equal(mapping_of(base, &lo, &hi), "rw-p");
+	assert_int_equal(lo, (uintptr_t)base);
+	gmem_destroy(&m);
+	assert_string_equal(mapping_of(base - 1, &lo, &hi), "");
+	assert_string_equal(mapping_of(base + 4 * MiB, &lo, &hi), "");
+}
+
 /*
  * The THP flag of the mapping that starts at `at` (its smaps VmFlags): 1 VM_HUGEPAGE ("hg"), 2 VM_NOHUGEPAGE ("nh"),
  * 0 neither; -1: no mapping starts there.
@@ -229,13 +273,9 @@ static void test_load_file(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_hugetlbfs),
-	    cmocka_unit_test(test_load_file),
-	    cmocka_unit_test(test_small),
-	    cmocka_unit_test(test_hole),
-	    cmocka_unit_test(test_flags_and_errors),
-	    cmocka_unit_test(test_aligned),
-	    cmocka_unit_test(test_thp_requested),
+	    cmocka_unit_test(test_hugetlbfs), cmocka_unit_test(test_load_file),	       cmocka_unit_test(test_small),
+	    cmocka_unit_test(test_hole),      cmocka_unit_test(test_flags_and_errors), cmocka_unit_test(test_aligned),
+	    cmocka_unit_test(test_guarded),   cmocka_unit_test(test_thp_requested),
 	};
 
 	return cmocka_run_group_tests_name("mem", tests, NULL, NULL);
