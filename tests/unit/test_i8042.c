@@ -16,6 +16,7 @@
 #include "brisk/device.h"
 #include "brisk/devices.h"
 #include "brisk/snapshot.h"
+#include "snap_test.h"
 
 /* ---- a fake VM behind the device's context (device.h): every KVM_IRQ_LINE call recorded ---------------- */
 
@@ -280,21 +281,6 @@ static void test_no_device(void **state)
 
 /* ---- snapshots ------------------------------------------------------------------------------------------ */
 
-/* Writes w to a temporary file and opens it as a reader. */
-static struct snap_reader *reopen(struct snap_writer *w)
-{
-	struct snap_reader *r = NULL;
-	char err[256];
-	FILE *f = tmpfile();
-
-	assert_non_null(f);
-	assert_int_equal(snap_writer_finish(w, fileno(f), true, err, sizeof(err)), 0);
-	snap_writer_free(w);
-	assert_int_equal(snap_reader_open(fileno(f), &r, err, sizeof(err)), 0);
-	fclose(f);
-	return r;
-}
-
 /* Restores r onto a fresh i8042 in test_vm.bus (the old one destroyed). Returns bus_restore's result. */
 static int restore_fresh(struct snap_reader *r)
 {
@@ -324,7 +310,7 @@ static void test_snapshot_queue(void **state)
 	read_seq(set2, 9, 1); /* head at 9: the next sequence wraps */
 	assert_int_equal(i8042_ctrl_alt_del(&test_vm.bus), 0);
 	assert_int_equal(bus_save(&test_vm.bus, w, &failed), 0);
-	assert_int_equal(restore_fresh(reopen(w)), 0);
+	assert_int_equal(restore_fresh(snap_test_reader(w)), 0);
 
 	assert_int_equal(pulses(), 0); /* the pending edge is the irqchip's state, not re-sent */
 	out8(CMD, 0x20);
@@ -348,21 +334,21 @@ static void test_snapshot_refused(void **state)
 	assert_int_equal(snap_section_begin(w, SNAP_TAG_DEVICE, 0, "i8042"), 0);
 	assert_int_equal(snap_put(w, v, 6), 0);
 	assert_int_equal(snap_section_end(w), 0);
-	assert_int_equal(restore_fresh(reopen(w)), -EINVAL);
+	assert_int_equal(restore_fresh(snap_test_reader(w)), -EINVAL);
 
 	v[6] = 17;
 	w = snap_writer_new();
 	assert_int_equal(snap_section_begin(w, SNAP_TAG_DEVICE, 0, "i8042"), 0);
 	assert_int_equal(snap_put(w, v, sizeof(v)), 0);
 	assert_int_equal(snap_section_end(w), 0);
-	assert_int_equal(restore_fresh(reopen(w)), -EINVAL);
+	assert_int_equal(restore_fresh(snap_test_reader(w)), -EINVAL);
 
 	v[6] = 16;
 	w = snap_writer_new();
 	assert_int_equal(snap_section_begin(w, SNAP_TAG_DEVICE, 0, "i8042"), 0);
 	assert_int_equal(snap_put(w, v, sizeof(v)), 0);
 	assert_int_equal(snap_section_end(w), 0);
-	assert_int_equal(restore_fresh(reopen(w)), 0);
+	assert_int_equal(restore_fresh(snap_test_reader(w)), 0);
 	assert_int_equal(i8042_ctrl_alt_del(&test_vm.bus), -EBUSY);
 }
 

@@ -19,6 +19,7 @@
 #include "brisk/devices.h"
 #include "brisk/layout.h"
 #include "brisk/snapshot.h"
+#include "snap_test.h"
 
 /* ---- the VM behind the device: MSIs and routing tables recorded ----------------------------------------------- */
 
@@ -282,20 +283,6 @@ static void test_reset(void **state)
 	assert_int_equal(rd(0x00), IOAPIC_ID << 24);
 }
 
-static struct snap_reader *reopen(struct snap_writer *w)
-{
-	struct snap_reader *r = NULL;
-	char err[256];
-	FILE *f = tmpfile();
-
-	assert_non_null(f);
-	assert_int_equal(snap_writer_finish(w, fileno(f), true, err, sizeof(err)), 0);
-	snap_writer_free(w);
-	assert_int_equal(snap_reader_open(fileno(f), &r, err, sizeof(err)), 0);
-	fclose(f);
-	return r;
-}
-
 /* Restores r onto a fresh I/O APIC (the old one destroyed). Returns bus_restore's result. */
 static int restore_fresh(struct snap_reader *r)
 {
@@ -326,7 +313,7 @@ static void test_snapshot(void **state)
 	mmio_write(0x00, 0x12, 4);
 	assert_int_equal(t.nr_msi, 1);
 	assert_int_equal(bus_save(&t.bus, w, &failed), 0);
-	assert_int_equal(restore_fresh(reopen(w)), 0);
+	assert_int_equal(restore_fresh(snap_test_reader(w)), 0);
 	assert_int_equal(t.nr_msi, 1);
 	assert_int_equal(t.route_calls, 1);
 	assert_int_equal(t.nr_routes, 2);
@@ -349,7 +336,7 @@ static void test_snapshot_refused(void **state)
 	assert_int_equal(snap_section_begin(w, SNAP_TAG_DEVICE, 0, "ioapic"), 0);
 	assert_int_equal(snap_put(w, body, sizeof(body)), 0);
 	assert_int_equal(snap_section_end(w), 0);
-	assert_int_not_equal(restore_fresh(reopen(w)), 0);
+	assert_int_not_equal(restore_fresh(snap_test_reader(w)), 0);
 	assert_int_equal(get_rte(0), MASKED);
 	assert_int_equal(t.route_calls, 0);
 }

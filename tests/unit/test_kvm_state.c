@@ -22,6 +22,7 @@
 #include "brisk/cpuid.h"
 #include "brisk/kvm_state.h"
 #include "brisk/snapshot.h"
+#include "snap_test.h"
 
 #define MEM_SIZE	      (2u << 20)
 #define MSR_IA32_SYSENTER_ESP 0x175u
@@ -152,28 +153,6 @@ static void set_marks(int vcpu)
 	assert_int_equal(ioctl(vcpu, KVM_SET_LAPIC, &l), 0);
 }
 
-/* The file's bytes as a reader (through snap_writer_finish, as brisk writes it). */
-static struct snap_reader *reader_from(struct snap_writer *w)
-{
-	struct snap_reader *r;
-	char err[256];
-	FILE *f = tmpfile();
-	long n;
-	uint8_t *buf;
-
-	assert_non_null(f);
-	if (snap_writer_finish(w, fileno(f), true, err, sizeof(err)))
-		fail_msg("snap_writer_finish: %s", err);
-	n = lseek(fileno(f), 0, SEEK_END);
-	buf = malloc((size_t)n);
-	assert_int_equal(pread(fileno(f), buf, (size_t)n, 0), n);
-	fclose(f);
-	if (snap_reader_open_mem(buf, (size_t)n, &r, err, sizeof(err)))
-		fail_msg("snap_reader_open_mem: %s", err);
-	free(buf);
-	return r;
-}
-
 /* Saves `t`'s VM and vCPU state into a new snapshot and returns its reader. */
 static struct snap_reader *save(struct tvm *t)
 {
@@ -189,8 +168,7 @@ static struct snap_reader *save(struct tvm *t)
 	if (x86_vcpu_save(t->vcpu, w, err, sizeof(err)))
 		fail_msg("x86_vcpu_save: %s", err);
 	assert_int_equal(snap_section_end(w), 0);
-	r = reader_from(w);
-	snap_writer_free(w);
+	r = snap_test_reader(w);
 	return r;
 }
 
@@ -203,8 +181,7 @@ static struct snap_reader *vcpu_snapshot(const uint8_t *body, size_t len)
 	assert_int_equal(snap_section_begin(w, SNAP_TAG_VCPU, 0, "vcpu"), 0);
 	assert_int_equal(snap_put(w, body, len), 0);
 	assert_int_equal(snap_section_end(w), 0);
-	r = reader_from(w);
-	snap_writer_free(w);
+	r = snap_test_reader(w);
 	return r;
 }
 

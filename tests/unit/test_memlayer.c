@@ -22,6 +22,7 @@
 #include "brisk/memlayer.h"
 #include "brisk/snap_memfile.h"
 #include "brisk/snapshot.h"
+#include "snap_test.h"
 
 #define PG MEMLAYER_PAGE
 
@@ -289,23 +290,10 @@ static void test_apply_holes(void **state)
 static struct snap_reader *round_trip(const struct snap_memfile *m)
 {
 	struct snap_writer *w = snap_writer_new();
-	struct snap_reader *r;
-	char err[256];
-	FILE *f = tmpfile();
-	uint8_t *buf;
-	long n;
 
 	assert_non_null(w);
 	assert_int_equal(snap_memfile_save(w, m), 0);
-	assert_int_equal(snap_writer_finish(w, fileno(f), true, err, sizeof(err)), 0);
-	snap_writer_free(w);
-	n = lseek(fileno(f), 0, SEEK_END);
-	buf = malloc((size_t)n);
-	assert_int_equal(pread(fileno(f), buf, (size_t)n, 0), n);
-	fclose(f);
-	assert_int_equal(snap_reader_open_mem(buf, (size_t)n, &r, err, sizeof(err)), 0);
-	free(buf);
-	return r;
+	return snap_test_reader(w);
 }
 
 static void test_memfile_record(void **state)
@@ -358,10 +346,6 @@ static void test_memfile_too_many_samples(void **state)
 	struct snap_writer *w = snap_writer_new();
 	struct snap_reader *r;
 	struct snap_memfile got;
-	char err[256];
-	FILE *f = tmpfile();
-	uint8_t buf[4096];
-	long n;
 	bool present;
 
 	(void)state;
@@ -374,11 +358,7 @@ static void test_memfile_too_many_samples(void **state)
 	assert_int_equal(snap_put_u8(w, SNAP_MEM_DIFF), 0);
 	assert_int_equal(snap_put_u32(w, SNAP_MEMFILE_SAMPLES + 1), 0);
 	assert_int_equal(snap_section_end(w), 0);
-	assert_int_equal(snap_writer_finish(w, fileno(f), true, err, sizeof(err)), 0);
-	snap_writer_free(w);
-	n = pread(fileno(f), buf, sizeof(buf), 0);
-	fclose(f);
-	assert_int_equal(snap_reader_open_mem(buf, (size_t)n, &r, err, sizeof(err)), 0);
+	r = snap_test_reader(w);
 	assert_int_equal(snap_memfile_load(r, &got, &present), -EINVAL);
 	snap_reader_free(r);
 }

@@ -16,6 +16,7 @@
 
 #include "brisk/rate_limiter.h"
 #include "brisk/snapshot.h"
+#include "snap_test.h"
 
 #define MS 1000000ull
 
@@ -230,26 +231,14 @@ static struct snap_reader *saved(struct rate_limiter *rl, struct snap_reader **f
 {
 	struct snap_writer *w = snap_writer_new();
 	struct snap_reader *sec;
-	char err[256];
-	FILE *f = tmpfile();
-	uint8_t *buf;
-	long len;
 
-	assert_non_null(f);
 	assert_int_equal(snap_section_begin(w, SNAP_TAG_DEVICE, 0, "rl"), 0);
 	if (rl)
 		assert_int_equal(rl_save(rl, w), 0);
 	if (n)
 		assert_int_equal(snap_put(w, extra, n), 0);
 	assert_int_equal(snap_section_end(w), 0);
-	assert_int_equal(snap_writer_finish(w, fileno(f), true, err, sizeof(err)), 0);
-	snap_writer_free(w);
-	len = lseek(fileno(f), 0, SEEK_END);
-	buf = malloc((size_t)len);
-	assert_int_equal(pread(fileno(f), buf, (size_t)len, 0), len);
-	fclose(f);
-	assert_int_equal(snap_reader_open_mem(buf, (size_t)len, file, err, sizeof(err)), 0);
-	free(buf);
+	*file = snap_test_reader(w);
 	assert_int_equal(snap_section(*file, SNAP_TAG_DEVICE, 0, "rl", &sec), 0);
 	return sec;
 }

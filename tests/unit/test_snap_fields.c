@@ -29,29 +29,11 @@
 #include "brisk/snap_memfile.h"
 #include "brisk/snapshot.h"
 #include "fake_vm.h"
+#include "snap_test.h"
 
 #define FIXTURE "tests/fixtures/snapshot-v1/counter.state"
 
 /* ---- helpers ----------------------------------------------------------------------------------------- */
-
-/* The bytes of the finished file w (caller frees). */
-static uint8_t *finish(struct snap_writer *w, size_t *len)
-{
-	char err[256];
-	FILE *f = tmpfile();
-	uint8_t *buf;
-	long n;
-
-	assert_non_null(f);
-	assert_int_equal(snap_writer_finish(w, fileno(f), true, err, sizeof(err)), 0);
-	n = lseek(fileno(f), 0, SEEK_END);
-	buf = malloc((size_t)n);
-	assert_non_null(buf);
-	assert_int_equal(pread(fileno(f), buf, (size_t)n, 0), n);
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
 
 static uint8_t *read_all(const char *path, size_t *len)
 {
@@ -128,8 +110,7 @@ static struct snap_reader *one_section(const void *body, size_t len, uint32_t ve
 		assert_int_equal(snap_set_version(w, version), 0);
 	assert_int_equal(snap_put(w, body, len), 0);
 	assert_int_equal(snap_section_end(w), 0);
-	file = finish(w, &flen);
-	snap_writer_free(w);
+	file = snap_test_bytes(w, &flen);
 	assert_int_equal(snap_reader_open_mem(file, flen, &r, err, sizeof(err)), 0);
 	free(file);
 	return r;
@@ -147,8 +128,7 @@ static uint8_t *saved_body(const struct snap_layout *l, const void *obj, size_t 
 	assert_int_equal(snap_section_begin(w, SNAP_TAG_DEVICE, 0, "x"), 0);
 	assert_int_equal(snap_layout_save(w, l, obj), 0);
 	assert_int_equal(snap_section_end(w), 0);
-	file = finish(w, &flen);
-	snap_writer_free(w);
+	file = snap_test_bytes(w, &flen);
 	assert_int_equal(snap_reader_open_mem(file, flen, &r, err, sizeof(err)), 0);
 	assert_int_equal(snap_section(r, SNAP_TAG_DEVICE, 0, "x", &s), 0);
 	*len = snap_remaining(s);
@@ -320,8 +300,7 @@ static uint8_t *two_sections(uint32_t v2, size_t *len)
 		assert_int_equal(snap_set_version(w, v2), 0);
 	assert_int_equal(snap_put_u8(w, 0x55), 0);
 	assert_int_equal(snap_section_end(w), 0);
-	file = finish(w, len);
-	snap_writer_free(w);
+	file = snap_test_bytes(w, len);
 	return file;
 }
 
@@ -378,8 +357,7 @@ static void test_file_versions(void **state)
 	assert_int_equal(snap_set_version(w, 1), 0);
 	assert_int_equal(snap_put_u8(w, 0x55), 0);
 	assert_int_equal(snap_section_end(w), 0);
-	f1b = finish(w, &len1b);
-	snap_writer_free(w);
+	f1b = snap_test_bytes(w, &len1b);
 	assert_int_equal(len1b, len1);
 	assert_memory_equal(f1b, f1, len1);
 	free(f1b);
@@ -483,8 +461,7 @@ static void test_device_version_refused(void **state)
 		assert_int_equal(snap_put(w, body, i == 0 ? sizeof(body) : 0), 0);
 		assert_int_equal(snap_section_end(w), 0);
 	}
-	file = finish(w, &len);
-	snap_writer_free(w);
+	file = snap_test_bytes(w, &len);
 	assert_int_equal(snap_reader_open_mem(file, len, &r, err, sizeof(err)), 0);
 	assert_int_equal(bus_restore(&v.bus, r, &failed, err, sizeof(err)), -EPROTONOSUPPORT);
 	assert_string_equal(failed, "serial8250");
@@ -628,10 +605,9 @@ static void test_fixture_v1_reencodes(void **state)
 	reencode_devices(r, w);
 	reencode_memfile(r, w);
 	copy_raw(r, w, SNAP_TAG_API, 0);
-	again = finish(w, &len2);
+	again = snap_test_bytes(w, &len2);
 	compare_sections(orig, len, again, len2);
 	assert_true(len2 >= len);
-	snap_writer_free(w);
 	snap_reader_free(r);
 	free(again);
 	free(orig);

@@ -15,6 +15,7 @@
 #include "brisk/cpuid.h"
 #include "brisk/snap_config.h"
 #include "brisk/snapshot.h"
+#include "snap_test.h"
 
 #define HDR 24 /* magic, version, flags, payload length */
 
@@ -22,13 +23,8 @@
 static uint8_t *build(size_t *len)
 {
 	struct snap_writer *w = snap_writer_new();
-	char err[256];
-	FILE *f = tmpfile();
-	uint8_t *buf;
-	long n;
 
 	assert_non_null(w);
-	assert_non_null(f);
 	assert_int_equal(snap_section_begin(w, SNAP_TAG_VM, 0, "kvm"), 0);
 	assert_int_equal(snap_put_u8(w, 0xab), 0);
 	assert_int_equal(snap_put_u16(w, 0xbeef), 0);
@@ -41,15 +37,7 @@ static uint8_t *build(size_t *len)
 	assert_int_equal(snap_section_end(w), 0);
 	assert_int_equal(snap_section_begin(w, SNAP_TAG_VCPU, 0, NULL), 0); /* no name, empty body */
 	assert_int_equal(snap_section_end(w), 0);
-	assert_int_equal(snap_writer_finish(w, fileno(f), true, err, sizeof(err)), 0);
-	snap_writer_free(w);
-	n = lseek(fileno(f), 0, SEEK_END);
-	assert_true(n > 0);
-	buf = malloc((size_t)n);
-	assert_int_equal(pread(fileno(f), buf, (size_t)n, 0), n);
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
+	return snap_test_bytes(w, len);
 }
 
 static void put_le(uint8_t *p, uint64_t v, unsigned n)
@@ -391,20 +379,9 @@ static void test_file_round_trip(void **state)
 static uint8_t *config_file(const struct vm_config *cfg, size_t *len)
 {
 	struct snap_writer *w = snap_writer_new();
-	char err[256];
-	FILE *f = tmpfile();
-	uint8_t *buf;
-	long n;
 
 	assert_int_equal(snap_config_save(cfg, w), 0);
-	assert_int_equal(snap_writer_finish(w, fileno(f), true, err, sizeof(err)), 0);
-	snap_writer_free(w);
-	n = lseek(fileno(f), 0, SEEK_END);
-	buf = malloc((size_t)n);
-	assert_int_equal(pread(fileno(f), buf, (size_t)n, 0), n);
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
+	return snap_test_bytes(w, len);
 }
 
 static int load_config(const uint8_t *b, size_t len, struct vm_config *cfg, struct snap_config_strings *strs)

@@ -22,6 +22,7 @@
 #include "brisk/mem.h"
 #include "brisk/snapshot.h"
 #include "fake_vm.h"
+#include "snap_test.h"
 
 static struct gmem mem;
 static struct devctx ctx;
@@ -51,26 +52,13 @@ static void id_of(uint8_t id[16])
 static struct snap_reader *file_with(const void *body, size_t len, uint32_t version)
 {
 	struct snap_writer *w = snap_writer_new();
-	struct snap_reader *r;
-	char err[256];
-	FILE *f = tmpfile();
-	uint8_t *buf;
-	long n;
 
 	assert_int_equal(snap_section_begin(w, SNAP_TAG_DEVICE, 0, "vmgenid"), 0);
 	if (version != 1)
 		assert_int_equal(snap_set_version(w, version), 0);
 	assert_int_equal(snap_put(w, body, len), 0);
 	assert_int_equal(snap_section_end(w), 0);
-	assert_int_equal(snap_writer_finish(w, fileno(f), true, err, sizeof(err)), 0);
-	snap_writer_free(w);
-	n = lseek(fileno(f), 0, SEEK_END);
-	buf = malloc((size_t)n);
-	assert_int_equal(pread(fileno(f), buf, (size_t)n, 0), n);
-	fclose(f);
-	assert_int_equal(snap_reader_open_mem(buf, (size_t)n, &r, err, sizeof(err)), 0);
-	free(buf);
-	return r;
+	return snap_test_reader(w);
 }
 
 static void body(uint8_t b[12], uint64_t gpa, uint32_t gsi)
