@@ -1,5 +1,6 @@
 """Shared fixtures for brisk's integration tests: the binary, the test guests, and a probed KVM."""
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -108,6 +109,15 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_runtest_logreport(report):
     donelog.runtest_logreport(report)
+
+
+def sha(path):
+    """The SHA-256 of a file, read 1 MiB at a time (a guest's memory file can be large): to show it unchanged."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def short_tmpdir(prefix="bsk"):

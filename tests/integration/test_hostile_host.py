@@ -1,7 +1,6 @@
 """Hostile host input (docs/security.md cases 18-23): files of the wrong kind, outputs that are inputs,
 closed or stalled standard streams, a /dev/kvm that is not KVM, tiny fd limits. Each ends in its class
 (E: a clear message and a documented status) without hanging, crashing or destroying a file."""
-import hashlib
 import os
 import shutil
 import signal
@@ -11,14 +10,10 @@ import time
 import pytest
 
 from conftest import (BRISK, EXIT_GUEST_OK, EXIT_HOST, EXIT_IMAGE, EXIT_STOPPED, EXIT_USAGE, boot,
-                      check_sanitizers, guest, run_brisk)
+                      check_sanitizers, guest, run_brisk, sha)
 
 pytestmark = pytest.mark.usefixtures("kvm")
 pytestmark = [pytestmark, pytest.mark.security]  # docs/security.md threat model
-
-
-def sha(path):
-    return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
 # ---- outputs that are inputs (defect 2: SIGBUS, and the kernel file destroyed) --------------------------

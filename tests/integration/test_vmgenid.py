@@ -12,8 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import EXIT_GUEST_OK, KVM_REASON, boot, check_sanitizers, guest, short_tmpdir
-from test_hostile_host import sha
+from conftest import EXIT_GUEST_OK, KVM_REASON, boot, check_sanitizers, guest, sha, short_tmpdir
 from test_snapshot import Brisk
 
 pytestmark = pytest.mark.usefixtures("kvm")
