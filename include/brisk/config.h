@@ -90,8 +90,17 @@ __attribute__((warn_unused_result)) int config_parse_irqchip(const char *s, stru
 /* Parses --console: "serial" or "virtio". Returns 0 or -EINVAL. */
 __attribute__((warn_unused_result)) int config_parse_console(const char *s, struct vm_config *cfg);
 
-/* Defaults: 1 vCPU, VM_DEFAULT_MEMORY, serial on stdio, the built-in guest. */
+/* Defaults: 1 vCPU, VM_DEFAULT_MEMORY, serial on stdio, the built-in guest. Owns nothing yet. */
 void config_defaults(struct vm_config *cfg);
+/*
+ * d->path = a heap copy of the n bytes at s (the old one freed). 0; -EINVAL when n is 0, the copy would not
+ * fit VM_DISK_PATH_MAX or s has a NUL within n (d unchanged); -ENOMEM.
+ */
+__attribute__((warn_unused_result)) int config_disk_path(struct vm_disk *d, const char *s, size_t n);
+/* *dst = *src with copies of the disks' paths dst owns (dst's old ones are not freed). 0 or -ENOMEM (dst owns none). */
+__attribute__((warn_unused_result)) int config_copy(struct vm_config *dst, const struct vm_config *src);
+/* Frees what cfg owns (its disks' paths) and leaves it without disks. Safe to repeat. */
+void config_release(struct vm_config *cfg);
 
 /*
  * Checks cross-field and host limits: cpus in 1..max_cpus, the topology

@@ -31,10 +31,16 @@ enum irqchip_mode { IRQCHIP_SPLIT = 0, IRQCHIP_KERNEL };
 #define VM_RNG_DEFAULT_RATE (1u << 20) /* --rng without a rate: 1 MiB/s (docs/security.md case 12) */
 
 /* One --disk PATH[,ro][,id=NAME][,cache=none|writeback]. */
-#define VM_DISK_PATH_MAX 4096
+#define VM_DISK_PATH_MAX 4096 /* bytes of a disk's path, its NUL included */
 
+/*
+ * A disk's path is held out of line: 16 inline 4 KiB arrays made struct vm_config ~70 KB, and every copy of
+ * it touched 17 pages per start (docs/performance.md, "Clones"). A configuration owns its disks' paths:
+ * set them with config_disk_path, copy a configuration with config_copy, free them with config_release.
+ * A plain struct copy shares them (a move: only one of the two may be released).
+ */
 struct vm_disk {
-	char path[VM_DISK_PATH_MAX];
+	char *path; /* owned, heap, < VM_DISK_PATH_MAX bytes; NULL only while the disk is being filled in */
 	bool ro;
 	char id[VM_DISK_ID_MAX + 1]; /* empty: derived from the file (devices.md) */
 	enum disk_cache cache;

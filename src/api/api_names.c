@@ -47,17 +47,16 @@ static void puts_(struct out *o, const char *s)
 	out_put(o, s, strlen(s));
 }
 
-/* The longest of the n strings at `at` (stride bytes apart, from base) that `s` starts with: its index or -1. */
-static int longest_prefix(const char *s, const char *base, size_t stride, unsigned n)
+/* The longest of the n strings cand[] that `s` starts with: its index or -1. */
+static int longest_prefix(const char *s, const char *const *cand, unsigned n)
 {
 	size_t best = 0;
 	int found = -1;
 
 	for (unsigned i = 0; i < n; i++) {
-		const char *cand = base + i * stride;
-		size_t len = strlen(cand);
+		size_t len = strlen(cand[i]);
 
-		if (len > best && strncmp(s, cand, len) == 0) {
+		if (len > best && strncmp(s, cand[i], len) == 0) {
 			best = len;
 			found = (int)i;
 		}
@@ -69,17 +68,22 @@ static int longest_prefix(const char *s, const char *base, size_t stride, unsign
  * of msg consumed (after the option), 0 when the form is not this one. */
 static size_t device_field(const struct fc_vm *f, const char *opt, const char *rest, struct out *o)
 {
+	const char *paths[VM_MAX_DISKS], *taps[VM_MAX_NETS];
 	char head[FC_ID_MAX + 64];
 	int i;
 
+	for (unsigned k = 0; k < f->cfg.nr_disks; k++)
+		paths[k] = f->cfg.disk[k].path;
+	for (unsigned k = 0; k < f->cfg.nr_nets; k++)
+		taps[k] = f->cfg.net[k].tap;
 	if (strcmp(opt, "--disk") == 0 && rest[0] == ' ' &&
-	    (i = longest_prefix(rest + 1, f->cfg.disk[0].path, sizeof(f->cfg.disk[0]), f->cfg.nr_disks)) >= 0) {
+	    (i = longest_prefix(rest + 1, paths, f->cfg.nr_disks)) >= 0) {
 		snprintf(head, sizeof(head), "drives[%s]: path_on_host ", f->drive[i].id);
 		puts_(o, head);
 		return 1;
 	}
 	if (strcmp(opt, "--net") == 0 && strncmp(rest, " tap=", 5) == 0 &&
-	    (i = longest_prefix(rest + 5, f->cfg.net[0].tap, sizeof(f->cfg.net[0]), f->cfg.nr_nets)) >= 0) {
+	    (i = longest_prefix(rest + 5, taps, f->cfg.nr_nets)) >= 0) {
 		snprintf(head, sizeof(head), "network-interfaces[%s]: host_dev_name ", f->net[i].id);
 		puts_(o, head);
 		return 5;

@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "api_impl.h"
+#include "brisk/config.h"
 #include "brisk/devices.h"
+#include "brisk/log.h"
 #include "brisk/vm.h"
 
 struct limiter_arg {
@@ -44,7 +46,8 @@ void api_patch_drive(struct api *a, const char *id, const char *body, size_t len
 			    "Unable to patch the block device: path_on_host %s: %s Please verify the request "
 			    "arguments.",
 			    p.path, err);
-		strcpy(a->fc.cfg.disk[p.index].path, p.path);
+		if (config_disk_path(&a->fc.cfg.disk[p.index], p.path, strlen(p.path)))
+			log_warn("GET /vm/config will not show drive '%s''s new path: out of memory", id);
 	}
 	if (p.has_rl) {
 		struct limiter_arg l = {&p.rl, p.has};

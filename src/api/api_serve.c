@@ -22,6 +22,8 @@ void api_init(struct api *a, const struct vm_config *base)
 	fc_vm_init(&a->fc);
 	a->fc.check_files = true; /* the PUTs open what they name, as Firecracker's (fc_config.h) */
 	a->base = *base;
+	a->base.nr_disks = 0; /* a restore takes its disks from the snapshot; base's stay the caller's */
+	memset(a->base.disk, 0, sizeof(a->base.disk));
 }
 
 int api_adopt_vm(struct api *a, struct vm *vm, const struct vm_config *cfg, bool started)

@@ -53,6 +53,7 @@ void fc_vm_free(struct fc_vm *f)
 	free(f->cmdline_append);
 	free(f->cpu_template);
 	cpuid_fc_free(f->custom_template);
+	config_release(&f->cfg);
 	fc_logger_free(&f->logger);
 	fc_metrics_free(&f->metrics);
 	memset(f, 0, sizeof(*f));

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "brisk/config.h"
@@ -158,7 +159,8 @@ static int drive_read(const struct fcj *c, json_object *o, struct vm_disk *d, st
 	    fcj_enum(c, o, "cache_type", fc_cache_names, false, &cache) < 0 ||
 	    fcj_enum(c, o, "io_engine", fc_engine_names, false, &engine) < 0)
 		return -EINVAL;
-	strcpy(d->path, path);
+	if (config_disk_path(d, path, strlen(path)))
+		return fcj_fail(c, "path_on_host: out of memory");
 	rl_normalise(&d->rl);
 	/*
 	 * Both cache types are brisk's writeback: the host page cache, and
@@ -203,25 +205,35 @@ int fc_apply_drive(struct fc_vm *f, const struct fcj *c, const char *id, json_ob
 	struct vm_disk d = {.cache = DISK_CACHE_WRITEBACK};
 	struct fc_drive fd = {.cache_type = FC_CACHE_UNSAFE};
 	const char *drive_id;
-	int pos;
+	int pos, ret = -EINVAL;
 
 	if (fcj_keys(c, o, keys) || body_id(c, o, "drive_id", id, &drive_id) || drive_read(c, o, &d, &fd))
-		return -EINVAL;
+		goto out;
 	pos = find_drive(f, drive_id);
-	if (fd.is_root_device && f->cfg.nr_disks && f->drive[0].is_root_device && pos != 0)
-		return fcj_fail(c, "is_root_device: drive '%s' is already the root device", f->drive[0].id);
-	if (pos < 0 && f->cfg.nr_disks == VM_MAX_DISKS)
-		return fcj_fail(c, "'%s' would be drive %d: at most %d", drive_id, VM_MAX_DISKS + 1, VM_MAX_DISKS);
+	if (fd.is_root_device && f->cfg.nr_disks && f->drive[0].is_root_device && pos != 0) {
+		fcj_fail(c, "is_root_device: drive '%s' is already the root device", f->drive[0].id);
+		goto out;
+	}
+	if (pos < 0 && f->cfg.nr_disks == VM_MAX_DISKS) {
+		fcj_fail(c, "'%s' would be drive %d: at most %d", drive_id, VM_MAX_DISKS + 1, VM_MAX_DISKS);
+		goto out;
+	}
 	if (f->check_files && check_drive(c, &d))
-		return -EINVAL;
+		goto out;
 	strcpy(fd.id, drive_id);
 	if (pos < 0)
 		pos = (int)f->cfg.nr_disks++;
+	else
+		free(f->cfg.disk[pos].path); /* the replaced drive's */
 	f->cfg.disk[pos] = d;
+	d.path = NULL; /* f owns it now */
 	f->drive[pos] = fd;
 	if (fd.is_root_device)
 		drive_to_front(f, (unsigned)pos);
-	return 0;
+	ret = 0;
+out:
+	free(d.path);
+	return ret;
 }
 
 /* PATCH /drives/{id} (after boot): Firecracker's BlockDeviceUpdateConfig, deny_unknown_fields. */

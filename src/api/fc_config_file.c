@@ -320,8 +320,8 @@ int fc_vm_set_from_config(struct fc_vm *f, const struct vm_config *cfg)
 	if (!tmp)
 		return -ENOMEM;
 	fc_vm_init(tmp);
-	tmp->cfg = *cfg; /* serial_path and hooks stay the caller's */
-	if (own_strings(tmp, cfg)) {
+	/* serial_path and hooks stay the caller's */
+	if (config_copy(&tmp->cfg, cfg) || own_strings(tmp, cfg)) {
 		fc_vm_free(tmp);
 		free(tmp);
 		return -ENOMEM;

@@ -118,7 +118,7 @@ int cmd_acpi(int argc, char **argv)
 {
 	char **run_argv = calloc((size_t)argc + 1, sizeof(*run_argv));
 	const char *dir = NULL;
-	struct vm_config *cfg = malloc(sizeof(*cfg));
+	struct vm_config *cfg = calloc(1, sizeof(*cfg));
 	int run_argc, ret;
 
 	if (!run_argv || !cfg) {
@@ -143,6 +143,8 @@ int cmd_acpi(int argc, char **argv)
 	else if (ret < 0)
 		ret = 0;
 out:
+	if (cfg)
+		config_release(cfg);
 	free(cfg);
 	free(run_argv);
 	return ret;

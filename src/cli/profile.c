@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "brisk/cli.h"
+#include "brisk/config.h"
 #include "brisk/devices.h"
 #include "brisk/exitcode.h"
 #include "brisk/exits.h"
@@ -495,7 +496,7 @@ int cmd_profile(int argc, char **argv)
 	struct prof *p = calloc(1, sizeof(*p));
 	char **run_argv = calloc((size_t)argc + 1, sizeof(*run_argv));
 	char err[MSG_MAX], why[MSG_MAX];
-	struct vm_config cfg;
+	struct vm_config cfg = {0};
 	struct symtab syms = {0};
 	int run_argc, ret;
 
@@ -531,6 +532,7 @@ int cmd_profile(int argc, char **argv)
 		ret = profile_boot(p, &cfg, &syms, why);
 	}
 	symtab_free(&syms);
+	config_release(&cfg);
 	release(p);
 	free(p);
 	free(run_argv);

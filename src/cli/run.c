@@ -680,9 +680,9 @@ static int run_command(int argc, char **argv, enum run_mode mode)
 	struct vm_config cfg;
 	int ret = cli_parse_run_options(argc, argv, &cfg);
 
-	if (ret)
-		return ret < 0 ? 0 : ret;
-	return run_parsed(&cfg, mode);
+	ret = ret ? (ret < 0 ? 0 : ret) : run_parsed(&cfg, mode);
+	config_release(&cfg);
+	return ret;
 }
 
 int cmd_run(int argc, char **argv)
@@ -697,15 +697,19 @@ int cmd_api(int argc, char **argv)
 	struct fc_args fa;
 	int ret = fc_cli_parse(argc, argv, &cfg, &fa);
 
-	if (ret)
+	if (ret) {
+		config_release(&cfg);
 		return ret < 0 ? 0 : ret;
+	}
 	api_sock = fa.no_api ? NULL : fa.api_sock ? fa.api_sock : FC_DEFAULT_API_SOCK;
 	config_file = fa.config_file;
 	no_api = fa.no_api;
 	api_max_payload = (size_t)fa.http_api_max_payload_size;
 	if (fa.no_seccomp)
 		seccomp_off = seccomp_given = true;
-	return run_parsed(&cfg, MODE_API);
+	ret = run_parsed(&cfg, MODE_API);
+	config_release(&cfg);
+	return ret;
 }
 
 int cmd_restore(int argc, char **argv)

@@ -19,6 +19,42 @@ void config_defaults(struct vm_config *cfg)
 	cfg->serial = SERIAL_STDIO;
 }
 
+int config_disk_path(struct vm_disk *d, const char *s, size_t n)
+{
+	char *p;
+
+	if (n == 0 || n >= VM_DISK_PATH_MAX || memchr(s, 0, n))
+		return -EINVAL;
+	p = strndup(s, n);
+	if (!p)
+		return -ENOMEM;
+	free(d->path);
+	d->path = p;
+	return 0;
+}
+
+int config_copy(struct vm_config *dst, const struct vm_config *src)
+{
+	*dst = *src;
+	for (unsigned i = 0; i < dst->nr_disks; i++) {
+		dst->disk[i].path = src->disk[i].path ? strdup(src->disk[i].path) : NULL;
+		if (src->disk[i].path && !dst->disk[i].path) {
+			config_release(dst);
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+void config_release(struct vm_config *cfg)
+{
+	for (unsigned i = 0; i < cfg->nr_disks; i++) {
+		free(cfg->disk[i].path);
+		cfg->disk[i].path = NULL;
+	}
+	cfg->nr_disks = 0;
+}
+
 int config_parse_serial(const char *s, struct vm_config *cfg)
 {
 	if (strcmp(s, "stdio") == 0) {
@@ -120,24 +156,11 @@ static int disk_option(const char *opt, struct vm_disk *d, char *err, size_t err
 	return 0;
 }
 
-int config_parse_disk(const char *s, struct vm_config *cfg, char *err, size_t errlen)
+/* The options after a --disk PATH: ",ro,id=NAME,...". 0 or -EINVAL with err. */
+static int disk_options(const char *s, const char *comma, struct vm_disk *d, char *err, size_t errlen)
 {
-	struct vm_disk *d = &cfg->disk[cfg->nr_disks];
-	const char *comma = strchr(s, ',');
-	size_t plen = comma ? (size_t)(comma - s) : strlen(s);
 	char opt[64];
 
-	if (cfg->nr_disks == VM_MAX_DISKS) {
-		snprintf(err, errlen, "at most %d disks", VM_MAX_DISKS);
-		return -E2BIG;
-	}
-	if (plen == 0 || plen >= sizeof(d->path)) {
-		snprintf(err, errlen, plen ? "PATH longer than %zu bytes" : "a disk needs a PATH", sizeof(d->path) - 1);
-		return -EINVAL;
-	}
-	*d = (struct vm_disk){.cache = DISK_CACHE_WRITEBACK};
-	memcpy(d->path, s, plen);
-	d->path[plen] = '\0';
 	while (comma) {
 		const char *next = strchr(comma + 1, ',');
 		size_t n = next ? (size_t)(next - comma - 1) : strlen(comma + 1);
@@ -151,6 +174,30 @@ int config_parse_disk(const char *s, struct vm_config *cfg, char *err, size_t er
 		if (disk_option(opt, d, err, errlen))
 			return -EINVAL;
 		comma = next;
+	}
+	return 0;
+}
+
+int config_parse_disk(const char *s, struct vm_config *cfg, char *err, size_t errlen)
+{
+	struct vm_disk *d = &cfg->disk[cfg->nr_disks];
+	const char *comma = strchr(s, ',');
+	size_t plen = comma ? (size_t)(comma - s) : strlen(s);
+
+	if (cfg->nr_disks == VM_MAX_DISKS) {
+		snprintf(err, errlen, "at most %d disks", VM_MAX_DISKS);
+		return -E2BIG;
+	}
+	if (plen == 0 || plen >= VM_DISK_PATH_MAX) {
+		snprintf(err, errlen, plen ? "PATH longer than %d bytes" : "a disk needs a PATH", VM_DISK_PATH_MAX - 1);
+		return -EINVAL;
+	}
+	*d = (struct vm_disk){.cache = DISK_CACHE_WRITEBACK};
+	if (disk_options(s, comma, d, err, errlen))
+		return -EINVAL;
+	if (config_disk_path(d, s, plen)) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
 	}
 	cfg->nr_disks++;
 	return 0;

@@ -133,12 +133,33 @@ static int get_bool(struct snap_reader *r, bool *b)
 	return 0;
 }
 
+/* A disk's path into d->path (owned): 1..VM_DISK_PATH_MAX-1 bytes, no NUL among them. */
+static int get_path(struct snap_reader *r, struct vm_disk *d)
+{
+	uint32_t len;
+	char *p;
+
+	if (snap_get_u32(r, &len) || len == 0 || len >= VM_DISK_PATH_MAX || len > snap_remaining(r))
+		return -EINVAL;
+	p = malloc((size_t)len + 1);
+	if (!p)
+		return -ENOMEM;
+	if (snap_get(r, p, len) || memchr(p, 0, len)) {
+		free(p);
+		return -EINVAL;
+	}
+	p[len] = 0;
+	free(d->path);
+	d->path = p;
+	return 0;
+}
+
 static int get_disk(struct snap_reader *r, struct vm_disk *d)
 {
 	uint8_t cache;
 
-	if (get_str(r, d->path, sizeof(d->path)) || !d->path[0] || get_bool(r, &d->ro) ||
-	    get_str(r, d->id, sizeof(d->id)) || snap_get_u8(r, &cache) || cache > DISK_CACHE_NONE)
+	if (get_path(r, d) || get_bool(r, &d->ro) || get_str(r, d->id, sizeof(d->id)) || snap_get_u8(r, &cache) ||
+	    cache > DISK_CACHE_NONE)
 		return -EINVAL;
 	d->cache = (enum disk_cache)cache;
 	return 0;
@@ -165,11 +186,17 @@ static int get_net(struct snap_reader *r, struct vm_net *n)
 
 static int get_devices(struct snap_reader *r, struct vm_config *cfg)
 {
-	if (snap_get_u32(r, &cfg->nr_disks) || cfg->nr_disks > VM_MAX_DISKS)
+	uint32_t n;
+
+	config_release(cfg); /* the snapshot's disks, not the base's */
+	if (snap_get_u32(r, &n) || n > VM_MAX_DISKS)
 		return -EINVAL;
-	for (unsigned i = 0; i < cfg->nr_disks; i++)
-		if (get_disk(r, &cfg->disk[i]))
+	for (; cfg->nr_disks < n; cfg->nr_disks++)
+		if (get_disk(r, &cfg->disk[cfg->nr_disks])) {
+			free(cfg->disk[cfg->nr_disks].path); /* a path read before a bad field */
+			cfg->disk[cfg->nr_disks].path = NULL;
 			return -EINVAL;
+		}
 	if (snap_get_u32(r, &cfg->nr_nets) || cfg->nr_nets > VM_MAX_NETS)
 		return -EINVAL;
 	for (unsigned i = 0; i < cfg->nr_nets; i++)

@@ -11,6 +11,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "brisk/config.h"
 #include "brisk/devices.h"
 #include "brisk/devkinds.h"
 #include "brisk/errmsg.h"
@@ -29,9 +30,10 @@
 #define VM_PAUSE_KICK_MS     10	 /* a pause re-kicks vCPUs not yet parked this often */
 #define VM_PAUSE_TRIES	     200 /* 2 s: a vCPU that does not park by then fails the pause */
 
-void vm_init(struct vm *vm, const struct vm_config *cfg)
+int vm_init(struct vm *vm, const struct vm_config *cfg)
 {
-	vm->cfg = *cfg;
+	int ret = config_copy(&vm->cfg, cfg);
+
 	vm->fd = -1;
 	vm->kvm.fd = -1;
 	vm->serial_out_fd = -1;
@@ -46,6 +48,7 @@ void vm_init(struct vm *vm, const struct vm_config *cfg)
 	pthread_mutex_init(&vm->pause_lock, NULL);
 	pthread_cond_init(&vm->pause_cond, NULL);
 	bus_init(&vm->bus);
+	return ret;
 }
 
 int vm_signals_init(void)
@@ -315,16 +318,20 @@ static int swap_call(void *dev, void *arg)
 int vm_disk_swap(struct vm *vm, unsigned index, const char *path, char *err, size_t errlen)
 {
 	struct swap_arg s = {path, err, errlen};
+	struct vm_disk d = {0}; /* its path: the new one, vm->cfg's once the device took the image */
 	int ret;
 
-	if (index >= vm->cfg.nr_disks || strlen(path) >= sizeof(vm->cfg.disk[index].path))
+	if (index >= vm->cfg.nr_disks || config_disk_path(&d, path, strlen(path)))
 		return err_set(err, errlen, -EINVAL, "no disk %u, or a path of %zu bytes", index, strlen(path));
 	ret = vm_device_call(vm, "disk", index, swap_call, &s);
 	if (ret == -ENODEV)
-		return err_set(err, errlen, ret, "disk %u has no device", index);
-	if (ret)
+		err_set(err, errlen, ret, "disk %u has no device", index);
+	if (ret) {
+		free(d.path);
 		return ret;
-	strcpy(vm->cfg.disk[index].path, path); /* what a snapshot records, and the guard keeps from outputs */
+	}
+	free(vm->cfg.disk[index].path);
+	vm->cfg.disk[index].path = d.path; /* what a snapshot records, and the guard keeps from outputs */
 	file_guard_add_path(path, FILE_GUARD_DISK, "a disk image of this VM");
 	return 0;
 }
@@ -617,6 +624,7 @@ void vm_destroy(struct vm *vm)
 	free(vm->cmdline);
 	snap_reader_free(vm->snap);
 	cpuid_fc_free(vm->snap_strings.fc_template);
+	config_release(&vm->cfg);
 	vm_wset_destroy(vm);
 	gmem_destroy(&vm->mem);
 	if (vm->mem_file_fd >= 0)

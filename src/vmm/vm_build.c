@@ -584,7 +584,10 @@ int vm_create(const struct vm_config *cfg, struct vm **out, struct vm_error *e)
 	if (!vm)
 		return fail(e, VM_ERR_HOST, -ENOMEM, "out of memory");
 	boot_timer_start(&vm->boot_timer); /* Firecracker's request_ts: the build starts (two clock reads) */
-	vm_init(vm, cfg);
+	if (vm_init(vm, cfg)) {
+		ret = fail(e, VM_ERR_HOST, -ENOMEM, "out of memory");
+		goto fail;
+	}
 	vm->wake_fd = eventfd(0, EFD_CLOEXEC);
 	if (vm->wake_fd < 0) {
 		ret = fail(e, kind_of(-errno, VM_ERR_HOST), -errno, "eventfd: %s", strerror(errno));
@@ -858,7 +861,10 @@ int vm_restore(const struct vm_config *base, const char *state_path, const char 
 	*e = (struct vm_error){.kind = VM_ERR_HOST};
 	if (!vm)
 		return fail(e, VM_ERR_HOST, -ENOMEM, "out of memory");
-	vm_init(vm, base);
+	if (vm_init(vm, base)) {
+		ret = fail(e, VM_ERR_HOST, -ENOMEM, "out of memory");
+		goto fail;
+	}
 	vm->restoring = true;
 	vm->wake_fd = eventfd(0, EFD_CLOEXEC);
 	if (vm->wake_fd < 0) {

@@ -157,8 +157,11 @@ void vcpu_kick(struct vcpu *v);
 int vcpu_signals_init(void);
 void vcpu_print_stats(const struct vm *vm, FILE *f);
 
-/* vm.c: a zeroed VM's fds at -1, locks and bus initialised (vm_build.c calls it first). */
-void vm_init(struct vm *vm, const struct vm_config *cfg);
+/*
+ * vm.c: a zeroed VM's fds at -1, locks and bus initialised, vm->cfg a copy of cfg (config_copy; vm_destroy
+ * releases it). vm_build.c calls it first. 0, or -ENOMEM (the VM has no disks then; vm_destroy is safe).
+ */
+__attribute__((warn_unused_result)) int vm_init(struct vm *vm, const struct vm_config *cfg);
 /* vm.c: wakes the vCPU threads waiting for the template (VM_CONFIG_PUBLISHED) or tells them to stop (ABORTED). */
 void vm_publish_config(struct vm *vm, int state);
 /* vm.c: the services behind every device's context (device.h) for this VM. */

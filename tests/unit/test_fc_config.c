@@ -835,7 +835,13 @@ static void assert_same_cfg(const struct fc_vm *a, const struct fc_vm *b)
 	assert_int_equal(a->cfg.hugetlbfs, b->cfg.hugetlbfs);
 	assert_int_equal(a->cfg.track_dirty, b->cfg.track_dirty);
 	assert_int_equal(a->cfg.nr_disks, b->cfg.nr_disks);
-	assert_memory_equal(a->cfg.disk, b->cfg.disk, sizeof(a->cfg.disk[0]) * a->cfg.nr_disks);
+	for (unsigned i = 0; i < a->cfg.nr_disks; i++) {
+		assert_string_equal(a->cfg.disk[i].path, b->cfg.disk[i].path);
+		assert_int_equal(a->cfg.disk[i].ro, b->cfg.disk[i].ro);
+		assert_string_equal(a->cfg.disk[i].id, b->cfg.disk[i].id);
+		assert_int_equal(a->cfg.disk[i].cache, b->cfg.disk[i].cache);
+		assert_memory_equal(&a->cfg.disk[i].rl, &b->cfg.disk[i].rl, sizeof(a->cfg.disk[i].rl));
+	}
 	assert_memory_equal(a->drive, b->drive, sizeof(a->drive[0]) * a->cfg.nr_disks);
 	assert_int_equal(a->cfg.nr_nets, b->cfg.nr_nets);
 	assert_memory_equal(a->cfg.net, b->cfg.net, sizeof(a->cfg.net[0]) * a->cfg.nr_nets);
@@ -1055,6 +1061,8 @@ static void test_set_from_config(void **state)
 	assert_int_equal(config_parse_rng("64K", &c), 0);
 	assert_int_equal(fc_vm_set_from_config(f, &c), 0);
 	assert_ptr_not_equal(f->cfg.kernel, c.kernel); /* owned copies */
+	assert_ptr_not_equal(f->cfg.disk[0].path, c.disk[0].path);
+	assert_string_equal(f->cfg.disk[0].path, "/d/a.img");
 	assert_string_equal(f->cfg.kernel, "/k/vmlinux");
 	assert_string_equal(f->cfg.cpu_template, "baseline");
 	assert_string_equal(f->drive[0].id, "drive0");
@@ -1069,6 +1077,8 @@ static void test_set_from_config(void **state)
 	assert_non_null(strstr(json, "\"size\":65536"));
 	free(json);
 	round_trip(f);
+	config_release(&c); /* f keeps its own */
+	assert_string_equal(f->cfg.disk[1].path, "/d/b.img");
 	/* The demo guest: no boot source. */
 	config_defaults(&c);
 	assert_int_equal(fc_vm_set_from_config(f, &c), 0);

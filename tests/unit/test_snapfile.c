@@ -433,6 +433,41 @@ static void test_config_template_digest(void **state)
 	free(b);
 }
 
+/*
+ * Disk paths round-trip (held out of line: each a heap copy the loaded configuration owns); one with a NUL
+ * in it is refused, the paths read before it freed (the ASan build's leak check).
+ */
+static void test_config_disk_paths(void **state)
+{
+	static struct vm_config cfg, back;
+	static struct snap_config_strings strs;
+	char err[256];
+	size_t len;
+	uint8_t *b, *at;
+
+	(void)state;
+	config_defaults(&cfg);
+	assert_int_equal(config_parse_disk("/d/root.img,ro", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(config_parse_disk("/d/data.img,id=data", &cfg, err, sizeof(err)), 0);
+	b = config_file(&cfg, &len);
+	assert_int_equal(load_config(b, len, &back, &strs), 0);
+	assert_int_equal(back.nr_disks, 2);
+	assert_string_equal(back.disk[0].path, "/d/root.img");
+	assert_true(back.disk[0].ro);
+	assert_string_equal(back.disk[1].path, "/d/data.img");
+	assert_string_equal(back.disk[1].id, "data");
+	assert_ptr_not_equal(back.disk[1].path, cfg.disk[1].path);
+	config_release(&back);
+	at = memmem(b, len, "data.img", 8);
+	assert_non_null(at);
+	at[4] = 0; /* "/d/data\0img" */
+	reseal(b, len);
+	assert_int_equal(load_config(b, len, &back, &strs), -EINVAL);
+	config_release(&back);
+	config_release(&cfg);
+	free(b);
+}
+
 /* A balloon's configuration follows the digest, only when there is one; a malformed one is refused. */
 static void test_config_balloon(void **state)
 {
@@ -563,14 +598,15 @@ static void test_template_digest(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_crc_vectors),	    cmocka_unit_test(test_round_trip),
-	    cmocka_unit_test(test_read_past_end),   cmocka_unit_test(test_truncated_everywhere),
-	    cmocka_unit_test(test_header_fields),   cmocka_unit_test(test_checksum),
-	    cmocka_unit_test(test_framing),	    cmocka_unit_test(test_too_many_sections),
-	    cmocka_unit_test(test_too_large),	    cmocka_unit_test(test_writer_rules),
-	    cmocka_unit_test(test_file_round_trip), cmocka_unit_test(test_config_template_digest),
-	    cmocka_unit_test(test_config_balloon),  cmocka_unit_test(test_config_hugetlbfs),
-	    cmocka_unit_test(test_template_digest), cmocka_unit_test(test_config_irqchip),
+	    cmocka_unit_test(test_crc_vectors),	      cmocka_unit_test(test_round_trip),
+	    cmocka_unit_test(test_read_past_end),     cmocka_unit_test(test_truncated_everywhere),
+	    cmocka_unit_test(test_header_fields),     cmocka_unit_test(test_checksum),
+	    cmocka_unit_test(test_framing),	      cmocka_unit_test(test_too_many_sections),
+	    cmocka_unit_test(test_too_large),	      cmocka_unit_test(test_writer_rules),
+	    cmocka_unit_test(test_file_round_trip),   cmocka_unit_test(test_config_template_digest),
+	    cmocka_unit_test(test_config_disk_paths), cmocka_unit_test(test_config_balloon),
+	    cmocka_unit_test(test_config_hugetlbfs),  cmocka_unit_test(test_template_digest),
+	    cmocka_unit_test(test_config_irqchip),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

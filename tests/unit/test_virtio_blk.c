@@ -339,13 +339,12 @@ static int open_disk(const struct vm_disk *disk, char *err, size_t errlen)
 
 static int setup_disk(const char *opts_path, enum disk_cache cache, bool ro)
 {
-	struct vm_disk disk = {.cache = cache, .ro = ro};
+	struct vm_disk disk = {.path = (char *)opts_path, .cache = cache, .ro = ro}; /* borrowed: never released */
 	char err[256];
 
 	memset(&fx.bus, 0, sizeof(fx.bus));
 	memset(&fx.mgr, 0, sizeof(fx.mgr));
 	fx.d = drv_init(64 * MiB, QSIZE, 0);
-	snprintf(disk.path, sizeof(disk.path), "%s", opts_path);
 	loop = evloop_create();
 	assert_non_null(loop);
 	bus_init(&fx.bus);
@@ -665,7 +664,7 @@ static void test_direct_io(void **state)
 
 static int refuse(const char *path, bool ro, char *err, size_t errlen)
 {
-	struct vm_disk disk = {.ro = ro};
+	struct vm_disk disk = {.path = (char *)path, .ro = ro}; /* borrowed: never released */
 	struct bus bus;
 	struct devmgr mgr = {0};
 	struct gmem mem;
@@ -676,7 +675,6 @@ static int refuse(const char *path, bool ro, char *err, size_t errlen)
 	assert_int_equal(gmem_init(&mem, 1 * MiB, 0), 0);
 	loop = evloop_create();
 	bus_init(&bus);
-	snprintf(disk.path, sizeof(disk.path), "%s", path);
 	ret = virtio_blk_create(&ctx, &bus, devmgr_alloc(&mgr, "virtio-blk"), &disk, err, errlen);
 	bus_destroy(&bus);
 	evloop_destroy(loop);

@@ -780,16 +780,14 @@ static void take_image(struct blk *b, struct blk *n, char *path)
 int virtio_blk_swap(void *dev, const char *path, char *err, size_t errlen)
 {
 	struct blk *b = dev, n = {.fd = -1};
-	struct vm_disk d = {.ro = b->lim.ro, .cache = b->direct ? DISK_CACHE_NONE : DISK_CACHE_WRITEBACK};
 	char *copy = strdup(path);
+	/* d borrows the copy, which take_image hands to b (or which is freed on failure) */
+	struct vm_disk d = {.path = copy, .ro = b->lim.ro, .cache = b->direct ? DISK_CACHE_NONE : DISK_CACHE_WRITEBACK};
 	int ret;
 
-	if (!copy || strlen(path) >= sizeof(d.path)) {
-		free(copy);
+	if (!copy)
 		return err_set(err, errlen, -ENOMEM, "out of memory");
-	}
-	strcpy(d.path, path);
-	n.path = d.path; /* for open_image's messages */
+	n.path = copy; /* for open_image's messages */
 	virtio_io_lock(b->t);
 	ret = open_swap(b, &d, &n, err, errlen);
 	if (!ret && (ret = drain(b)) != 0)
