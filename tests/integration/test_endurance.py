@@ -59,7 +59,7 @@ def children(pid):
 
 def test_start_stop_cycles(tmp_path):
     """RUNS x `brisk run` of hello.elf in one shell loop: every run exits 0, no sanitizer report, and the peak
-    RSS of the last 100 runs is the first 100's (medians within 3 % or 64 KiB). No brisk is left behind."""
+    RSS of the last 100 runs is the first 100's (their lowest within 3 % + 128 KiB). No brisk is left behind."""
     if not os.access(GNU_TIME, os.X_OK):
         pytest.skip(f"{GNU_TIME} (GNU time) missing: it measures each run's peak RSS")
     log, err = tmp_path / "runs.log", tmp_path / "stderr.log"
@@ -76,12 +76,17 @@ def test_start_stop_cycles(tmp_path):
     assert not bad, f"runs {bad[:10]} exited {[runs[i][0] for i in bad[:10]]}\n{err.read_text()[-2000:]}"
     rss = [int(r[1]) for r in runs]
     n = min(100, RUNS // 2)
-    first, last = statistics.median(rss[:n]), statistics.median(rss[-n:])
-    report = (f"{RUNS} runs in {wall:.1f} s ({1000 * wall / RUNS:.1f} ms each); peak RSS KiB: median of the "
-              f"first {n} {first:.0f}, of the last {n} {last:.0f}, min {min(rss)}, max {max(rss)}")
+    first, last = min(rss[:n]), min(rss[-n:])
+    report = (f"{RUNS} runs in {wall:.1f} s ({1000 * wall / RUNS:.1f} ms each); peak RSS KiB: lowest of the "
+              f"first {n} {first}, of the last {n} {last}; medians {statistics.median(rss[:n]):.0f} and "
+              f"{statistics.median(rss[-n:]):.0f}; max {max(rss)}")
     print(report)
-    # Runs are bimodal by 128 KiB (1856 or 1984 KiB for the plain build: a stack page range touched or not,
-    # by timing): the tolerance is 3 % plus that step.
+    # Each run is a fresh process: what could grow from run to run is outside it (a file it reads, state left on
+    # the host), and that would raise every run, the lowest included. Medians cannot be compared: runs are
+    # bimodal by timing, by 128 KiB for the plain build (1856 or 1984 KiB: a stack page range touched or not) and
+    # by ~1.9 MiB for the ASan build (~15.1 or ~17.0 MiB, about half each: both medians of 300 runs landed in
+    # either mode, first 15,420 then 17,108 KiB in one run). The lowest of 100 runs is in the lower mode; the
+    # tolerance is 3 % plus the plain build's step.
     assert last <= 1.03 * first + 128, report
     left = subprocess.run(["pgrep", "-f", f"^{BRISK} run --kernel {guest('hello')}"], capture_output=True, text=True)
     assert left.stdout.strip() == "", f"brisk processes left behind: {left.stdout}"
