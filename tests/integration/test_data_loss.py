@@ -22,7 +22,7 @@ import pytest
 
 from apiclient import ApiClient, BriskProcess, wait_for_socket
 from conftest import BRISK, EXIT_GUEST_OK, EXIT_USAGE, boot, check_sanitizers, guest, run_brisk
-from test_snapshot import Brisk, api_brisk, check_continues, counts, make_counter_snapshot
+from test_snapshot import Brisk, api_brisk, check_continues, counts, expected_sum, make_counter_snapshot
 
 pytestmark = [pytest.mark.usefixtures("kvm"), pytest.mark.security]
 
@@ -178,10 +178,16 @@ def load_either(b, state, mem, histories, i):
     assert r.status == 204, f"iteration {i}: the paths hold no loadable snapshot: {r}\n{b.err}"
     b.wait_for(r"^count \d+ .*\n(?:.*\n)*?count \d+ ", timeout=30)  # two lines: the first may be a completion
     out = b.out
+    # "count 78 sum 29" (old cut line) + "04\n" (rest of line 80, restored from the new) reads right: every row
+    # after the join must follow on with its own sum; only the right history makes row 2 (a whole line) fit.
+    fits = []
     for h in histories:
+        last = counts(h)[-1][0]
         after = counts(h + out)[len(counts(h)):]
-        if after and after[0][0] == counts(h)[-1][0] + 1:
-            return h
+        if len(after) >= 2 and all(n == last + 1 + k and s == expected_sum(n) for k, (n, s, _) in enumerate(after)):
+            fits.append(h)
+    if len(fits) == 1:
+        return fits[0]
     lasts = [counts(h)[-1][0] for h in histories]
     raise AssertionError(f"iteration {i}: restored output continuing none of the snapshots (last counts "
                          f"{lasts})\n{out[-2000:]}")
