@@ -58,7 +58,7 @@ def rollup(pid):
     return out
 
 
-def largest_private(pid, n=3):
+def largest_private(pid, n=6):
     """The n mappings of pid with the most Private_Dirty: [(KiB, "range perms name")]."""
     rows, cur = [], None
     with open(f"/proc/{pid}/smaps") as f:
