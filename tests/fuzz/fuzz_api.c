@@ -159,6 +159,16 @@ void vm_destroy(struct vm *vm)
 	(void)vm;
 	NEVER("vm_destroy");
 }
+void vm_watch_fds(const struct vm *vm, struct pollfd *p)
+{
+	(void)vm, (void)p;
+	NEVER("vm_watch_fds");
+}
+void vm_watch_events(struct vm *vm, const struct pollfd *p)
+{
+	(void)vm, (void)p;
+	NEVER("vm_watch_events");
+}
 void vm_request_exit(struct vm *vm, int code, const char *reason)
 {
 	(void)vm, (void)code, (void)reason;
@@ -275,9 +285,11 @@ int __wrap_file_open_output(const char *path, const char *what, enum file_out_mo
 
 /* ---- the reply's shape ----------------------------------------------------------------------------------- */
 
-static void check_reply(const struct api_reply *r)
+static void check_reply(const char *path, const struct api_reply *r)
 {
 	json_object *o, *m;
+	/* GET /mmds[/key] answers with the stored value, any JSON (the store outlives an input: mmds.c's) */
+	bool any = r->status == 200 && strncmp(path, "/mmds", 5) == 0;
 
 	if (r->status < 200 || r->status > 599)
 		abort();
@@ -289,7 +301,9 @@ static void check_reply(const struct api_reply *r)
 	if (!r->body)
 		abort();
 	o = json_tokener_parse(r->body);
-	if (!o || !json_object_is_type(o, json_type_object))
+	if (!o && any && strcmp(r->body, "null") == 0)
+		return;
+	if (!o || (!any && !json_object_is_type(o, json_type_object)))
 		abort();
 	if (r->status >= 400) {
 		if (json_object_object_length(o) != 1 || !json_object_object_get_ex(o, "fault_message", &m) ||
@@ -331,7 +345,7 @@ static size_t one_request(struct api *a, const uint8_t *data, size_t size)
 	if (trace)
 		fprintf(stderr, "%s %s %.*s -> %u %s\n", api_method_name(m), path, (int)blen, body, r.status,
 			r.body ? r.body : "");
-	check_reply(&r);
+	check_reply(path, &r);
 	if (a->vm || a->state != API_NOT_STARTED)
 		abort();
 	free(r.body);

@@ -33,8 +33,11 @@ static int apply(struct fc_vm *f, unsigned sel, const char *text, size_t len, ch
 		return fc_put_drive(f, "x", text, len, err, errlen);
 	case 5:
 		return fc_put_drive(f, NULL, text, len, err, errlen);
-	case 6:
-		return fc_patch_drive(f, "x", text, len, err, errlen);
+	case 6: {
+		static struct fc_drive_patch p; /* parsed only: a PATCH applies to a running VM */
+
+		return fc_patch_drive(f, "x", text, len, &p, err, errlen);
+	}
 	case 7:
 		return fc_put_net(f, NULL, text, len, err, errlen);
 	case 8:
