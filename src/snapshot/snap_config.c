@@ -133,25 +133,21 @@ static int get_bool(struct snap_reader *r, bool *b)
 	return 0;
 }
 
-/* A disk's path into d->path (owned): 1..VM_DISK_PATH_MAX-1 bytes, no NUL among them. */
+/* A disk's path into d->path: its bytes, then config_disk_path's rule (1..VM_DISK_PATH_MAX-1 bytes, no NUL). */
 static int get_path(struct snap_reader *r, struct vm_disk *d)
 {
 	uint32_t len;
 	char *p;
+	int ret;
 
-	if (snap_get_u32(r, &len) || len == 0 || len >= VM_DISK_PATH_MAX || len > snap_remaining(r))
+	if (snap_get_u32(r, &len) || len >= VM_DISK_PATH_MAX || len > snap_remaining(r))
 		return -EINVAL;
 	p = malloc((size_t)len + 1);
 	if (!p)
 		return -ENOMEM;
-	if (snap_get(r, p, len) || memchr(p, 0, len)) {
-		free(p);
-		return -EINVAL;
-	}
-	p[len] = 0;
-	free(d->path);
-	d->path = p;
-	return 0;
+	ret = snap_get(r, p, len) ? -EINVAL : config_disk_path(d, p, len);
+	free(p);
+	return ret;
 }
 
 static int get_disk(struct snap_reader *r, struct vm_disk *d)
@@ -191,12 +187,13 @@ static int get_devices(struct snap_reader *r, struct vm_config *cfg)
 	config_release(cfg); /* the snapshot's disks, not the base's */
 	if (snap_get_u32(r, &n) || n > VM_MAX_DISKS)
 		return -EINVAL;
-	for (; cfg->nr_disks < n; cfg->nr_disks++)
-		if (get_disk(r, &cfg->disk[cfg->nr_disks])) {
-			free(cfg->disk[cfg->nr_disks].path); /* a path read before a bad field */
-			cfg->disk[cfg->nr_disks].path = NULL;
+	while (cfg->nr_disks < n) {
+		struct vm_disk *d = &cfg->disk[cfg->nr_disks++]; /* counted first: config_release frees its path */
+
+		*d = (struct vm_disk){0};
+		if (get_disk(r, d))
 			return -EINVAL;
-		}
+	}
 	if (snap_get_u32(r, &cfg->nr_nets) || cfg->nr_nets > VM_MAX_NETS)
 		return -EINVAL;
 	for (unsigned i = 0; i < cfg->nr_nets; i++)
