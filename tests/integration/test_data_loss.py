@@ -189,8 +189,8 @@ def load_either(b, state, mem, histories, i):
     if len(fits) == 1:
         return fits[0]
     lasts = [counts(h)[-1][0] for h in histories]
-    raise AssertionError(f"iteration {i}: restored output continuing none of the snapshots (last counts "
-                         f"{lasts})\n{out[-2000:]}")
+    raise AssertionError(f"iteration {i}: restored output continuing {len(fits)} of the snapshots, not one "
+                         f"(last counts {lasts})\n{out[-2000:]}")
 
 
 def killed_create(b, state, mem, delay):
