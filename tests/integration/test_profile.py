@@ -450,6 +450,51 @@ def start_trace(*cmd):
     return p
 
 
+def children(pid):
+    """Process ids whose parent is pid (scans /proc: needs no CONFIG_PROC_CHILDREN)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out.append(int(d))
+    return out
+
+
+def wait_disposition(p, sig, field):
+    """Waits until the traced command (p's child, past its exec) has sig in /proc's field.
+
+    field: SigBlk (blocked, taken by a signalfd) or SigIgn (ignored). brisk trace holds its child, with brisk's own
+    mask, until tracing starts; a signal sent before the command set its disposition would test start-up, not the
+    tracer's forwarding.
+    """
+    def read(path):
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except OSError:
+            return None
+
+    tracer = read(f"/proc/{p.pid}/cmdline")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert p.poll() is None, p.communicate()
+        for c in children(p.pid):
+            status = read(f"/proc/{c}/status")
+            if status is None or read(f"/proc/{c}/cmdline") in (None, tracer):
+                continue  # gone, or still brisk trace's held fork
+            mask = int(re.search(rb"^" + field.encode() + rb":\s*([0-9a-f]+)", status, re.M).group(1), 16)
+            if mask & (1 << (sig - 1)):
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"the traced command never set {field} for {signal.Signals(sig).name}")
+
+
 @pytest.mark.usefixtures("tracing")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 def test_trace_passes_signals_on(sig):
@@ -473,6 +518,7 @@ def test_trace_stops_brisk_run_on_sigterm():
     p = start_trace(str(BRISK), "run", "--kernel", guest("flood"), "--cmdline", "bytes=100000000000", "--serial",
                     "none")
     try:
+        wait_disposition(p, signal.SIGTERM, "SigBlk")
         os.kill(p.pid, signal.SIGTERM)
         out, err = p.communicate(timeout=30)
         check_sanitizers(err)
@@ -486,6 +532,7 @@ def test_trace_stops_brisk_run_on_sigterm():
 def test_trace_kills_command_that_ignores_sigterm():
     p = start_trace("sh", "-c", "trap '' TERM; exec sleep 60")
     try:
+        wait_disposition(p, signal.SIGTERM, "SigIgn")
         t0 = time.monotonic()
         os.kill(p.pid, signal.SIGTERM)
         out, err = p.communicate(timeout=30)
