@@ -91,6 +91,7 @@ LIB_SRCS := \
 	src/util/opts.c \
 	src/util/rate_limiter.c \
 	src/util/thread.c \
+	src/util/unix_listen.c \
 	src/jail/jail_args.c \
 	src/jail/jail_libs.c \
 	src/jail/fcj_args.c \
@@ -174,6 +175,9 @@ SECCOMP_GEN_SRCS := src/seccomp/seccomp_gen.c src/seccomp/seccomp_rules.c src/se
 MAIN_SRCS := \
 	src/main.c \
 	src/cli/run.c \
+	src/cli/clone_server.c \
+	src/cli/clone_req.c \
+	src/cli/clone.c \
 	src/cli/fc_cli.c \
 	src/cli/help.c \
 	src/cli/cpuid.c \

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "brisk/cli.h"
+#include "brisk/clone.h"
 #include "brisk/exitcode.h"
 #include "brisk/fc_jailer.h"
 #include "brisk/log.h"
@@ -18,6 +19,7 @@ static const struct {
     {"run", cmd_run},	  {"cpuid", cmd_cpuid},	    {"profile", cmd_profile}, {"trace", cmd_trace},
     {"bench", cmd_bench}, {"compare", cmd_compare}, {"acpi", cmd_acpi},	      {"restore", cmd_restore},
     {"jail", cmd_jail},	  {"jailer", cmd_jailer},   {"help", cmd_help},	      {"snapshot-editor", cmd_snapshot_editor},
+    {"clone", cmd_clone},
 };
 
 /*

@@ -23,6 +23,8 @@ struct kvm_ioctl_stat {
 /* Copies up to `max` rows; returns the number of distinct requests seen. */
 unsigned kvm_ioctl_stats(struct kvm_ioctl_stat *out, unsigned max);
 void kvm_ioctl_stats_print(FILE *f);
+/* Forgets every row: a forked process's accounting starts at zero (single-threaded callers only). */
+void kvm_ioctl_stats_reset(void);
 
 /* Process-wide facts about /dev/kvm, queried once. */
 struct kvm {

@@ -19,6 +19,8 @@ void log_set_off(void);
  * main(), after fds 0-2 are known to be open.
  */
 void log_init_nonblocking(void);
+/* After fd 2 was replaced (a clone server's child, dup2): log_init_nonblocking again on the new stderr. */
+void log_reopen_stderr(void);
 /* Sends messages to `fd` from now on (the API's logger: a non-blocking file or FIFO the caller keeps open). */
 void log_set_fd(int fd);
 /* Messages dropped because stderr would have blocked. */

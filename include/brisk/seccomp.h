@@ -33,6 +33,11 @@ enum seccomp_role {
  * other thread exists. Returns 0, or -errno (the kernel has no seccomp filters).
  */
 __attribute__((warn_unused_result)) int seccomp_configure(bool on);
+/*
+ * In a forked child that attaches filters of its own (the clone server's clones): the tgkill rules name this
+ * process, not the parent that ran seccomp_configure. Single-threaded, before any filter is attached.
+ */
+void seccomp_forked(void);
 bool seccomp_on(void);
 /* For brisk-api and brisk-slirp: whether the brisk that started them filters (it passes --seccomp off on). */
 bool seccomp_helper_wanted(void);

@@ -31,6 +31,12 @@ enum tl_event {
 /* Call first thing in main(). */
 void timeline_init(void);
 uint64_t timeline_now_ns(void);
+/*
+ * Starts the timeline over in a forked process that is to build its own VM (brisk restore --clone-server's
+ * clones): every phase and marker forgotten, "process start" and "main entered" both t0_ns (CLOCK_MONOTONIC
+ * ns, the request's arrival), so each phase reads as time since the request. Single-threaded callers only.
+ */
+void timeline_restart(uint64_t t0_ns);
 /* Records `ev` now unless already recorded. Thread-safe, lock-free. */
 void timeline_mark(enum tl_event ev);
 /* Records a boot-marker value now; beyond TL_MAX_MARKERS values are counted only. */

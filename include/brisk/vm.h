@@ -273,6 +273,20 @@ int vm_snapshot_create_diff(struct vm *vm, const char *state_path, const char *m
 __attribute__((warn_unused_result)) int vm_restore(const struct vm_config *base, const char *state_path,
 						   const char *mem_path, bool resume, struct vm **out,
 						   struct vm_error *err);
+/*
+ * A restore in two halves, for a process that forks one VM per request from one snapshot (brisk restore
+ * --clone-server): vm_restore_prepare does, once, what every such VM shares: the state file read and checked,
+ * guest RAM mapped privately from `mem_path` (a fork's pages stay copy-on-write against the file), /dev/kvm
+ * opened and KVM's CPUID and MSR tables fetched. It refuses what forks cannot share: a Uffd backend, a
+ * working-set recording, a hugetlbfs snapshot (VM_ERR_USAGE). The prepared VM is never run; the caller
+ * keeps it single-threaded and vm_destroy()s it at the end.
+ * vm_restore_clone, in a forked child, builds the prepared copy as vm_restore would from there on (its own
+ * eventfd, outputs, KVM VM, memory slot, irqchip, vCPUs and devices; a new VM Generation ID), once per child.
+ * On failure the child vm_destroy()s it. Both return 0 or -errno with *err.
+ */
+__attribute__((warn_unused_result)) int vm_restore_prepare(const struct vm_config *base, const char *state_path,
+							   const char *mem_path, struct vm **out, struct vm_error *err);
+__attribute__((warn_unused_result)) int vm_restore_clone(struct vm *prepared, bool resume, struct vm_error *err);
 /* The --timeline report: phases, exit counters, KVM ioctls. */
 void vm_print_report(struct vm *vm, FILE *f);
 void vm_destroy(struct vm *vm);

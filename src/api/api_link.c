@@ -37,6 +37,7 @@
 #include "brisk/api_link.h"
 #include "brisk/errmsg.h"
 #include "brisk/log.h"
+#include "brisk/unix_listen.h"
 
 #define LINK_SOCKBUF   (256 * 1024) /* one message of either kind fits, with room */
 #define LISTEN_BACKLOG 64
@@ -55,10 +56,8 @@ struct api_link {
 	int fd; /* the seqpacket end */
 	pid_t pid;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	bool bound; /* the socket file brisk created: unlinked at close only if it is still this one */
-	dev_t dev;
-	ino_t ino;
-	bool pending; /* a request was received and not yet answered */
+	struct unix_listener sock; /* the socket file brisk created: unlinked at close only if it is still this one */
+	bool pending;		   /* a request was received and not yet answered */
 	uint32_t id;
 	uint64_t *claim;		/* the claim word, shared with the helper (api_link.h) */
 	uint64_t expired;		/* requests dropped: the helper had answered them 503 before brisk took them */
@@ -69,165 +68,14 @@ struct api_link {
 
 /* ---- the socket --------------------------------------------------------------------------------------- */
 
-static int fill_addr(struct sockaddr_un *sa, const char *path, char *err, size_t errlen)
-{
-	size_t n = strlen(path);
-
-	if (n == 0)
-		return err_set(err, errlen, -EINVAL, "API socket path is empty");
-	if (n >= sizeof(sa->sun_path))
-		return err_set(err, errlen, -ENAMETOOLONG, "API socket path %s is %zu bytes, the limit is %zu", path, n,
-			       sizeof(sa->sun_path) - 1);
-	memset(sa, 0, sizeof(*sa));
-	sa->sun_family = AF_UNIX;
-	memcpy(sa->sun_path, path, n + 1);
-	return 0;
-}
-
-/*
- * What is at the socket path now: 0 nothing, 1 a stale socket (connect is refused: its process died; *old its
- * identity), -EEXIST a file that is not a socket, -EADDRINUSE a socket some process listens on.
- */
-static int probe_target(const struct sockaddr_un *sa, struct stat *old, char *err, size_t errlen)
-{
-	int fd, ret;
-
-	if (lstat(sa->sun_path, old) < 0)
-		return errno == ENOENT
-			   ? 0
-			   : err_set(err, errlen, -errno, "API socket %s: %s", sa->sun_path, strerror(errno));
-	if (!S_ISSOCK(old->st_mode))
-		return err_set(err, errlen, -EEXIST, "API socket path %s exists and is not a socket (left untouched)",
-			       sa->sun_path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return err_set(err, errlen, -errno, "socket(AF_UNIX): %s", strerror(errno));
-	ret = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ? 0 : -errno;
-	close(fd);
-	if (ret == -ECONNREFUSED) /* nobody listens: a socket left by a process that died */
-		return 1;
-	if (ret == 0 || ret == -EAGAIN)
-		return err_set(err, errlen, -EADDRINUSE, "API socket %s is in use by another process", sa->sun_path);
-	return err_set(err, errlen, ret, "API socket %s exists and cannot be probed: %s", sa->sun_path, strerror(-ret));
-}
-
-/*
- * A temporary name next to the final one: "DIR/.brisk-" and 8 random characters, shortened to what sun_path
- * leaves after DIR/ (at least one character). Returns 0 or -ENAMETOOLONG.
- */
-static int temp_addr(const struct sockaddr_un *final, struct sockaddr_un *tmp)
-{
-	static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-	const char *slash = strrchr(final->sun_path, '/');
-	size_t dir = slash ? (size_t)(slash - final->sun_path) + 1 : 0;
-	size_t room = sizeof(tmp->sun_path) - 1 - dir, n = 0;
-	char name[16] = ".brisk-";
-	uint64_t r;
-
-	if (room == 0)
-		return -ENAMETOOLONG;
-	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
-		r = (uint64_t)getpid() << 32 ^ (uint64_t)clock();
-	for (n = room >= 15 ? 7 : 0; n < 15 && n < room; n++, r /= 36)
-		name[n] = alnum[r % 36];
-	*tmp = *final;
-	memcpy(tmp->sun_path + dir, name, n);
-	tmp->sun_path[dir + n] = '\0';
-	return 0;
-}
-
-/* Binds fd to a fresh temporary name beside sa's path (*tmp); a name some file already has is skipped. */
-static int bind_temp(int fd, const struct sockaddr_un *sa, struct sockaddr_un *tmp, char *err, size_t errlen)
-{
-	for (int attempt = 0; attempt < 32; attempt++) {
-		if (temp_addr(sa, tmp))
-			break;
-		if (bind(fd, (const struct sockaddr *)tmp, sizeof(*tmp)) == 0)
-			return 0;
-		if (errno == ENOENT || errno == ENOTDIR)
-			return err_set(err, errlen, -errno, "API socket %s: its directory does not exist",
-				       sa->sun_path);
-		if (errno != EADDRINUSE)
-			return err_set(err, errlen, -errno, "bind API socket %s (as %s): %s", sa->sun_path,
-				       tmp->sun_path, strerror(errno));
-	}
-	return err_set(err, errlen, -ENAMETOOLONG, "API socket %s: no free temporary name in its directory",
-		       sa->sun_path);
-}
-
-/*
- * Gives the listening socket at tmp its final name without ever replacing anything but the stale socket
- * `old` (stale: 1): an absent path is taken only if still absent (RENAME_NOREPLACE, or link where the file
- * system has no such rename), a stale socket only if it is still the one probed.
- */
-static int publish(const struct sockaddr_un *tmp, const struct sockaddr_un *sa, int stale, const struct stat *old,
-		   char *err, size_t errlen)
-{
-	struct stat now;
-
-	if (stale) {
-		if (lstat(sa->sun_path, &now) < 0 || now.st_dev != old->st_dev || now.st_ino != old->st_ino)
-			return err_set(err, errlen, -EADDRINUSE,
-				       "API socket %s was replaced by another process meanwhile", sa->sun_path);
-		if (rename(tmp->sun_path, sa->sun_path) == 0)
-			return 0;
-	} else if (renameat2(AT_FDCWD, tmp->sun_path, AT_FDCWD, sa->sun_path, RENAME_NOREPLACE) == 0) {
-		return 0;
-	} else if ((errno == EINVAL || errno == ENOSYS) && link(tmp->sun_path, sa->sun_path) == 0) {
-		unlink(tmp->sun_path);
-		return 0;
-	}
-	if (errno == EEXIST)
-		return err_set(err, errlen, -EADDRINUSE, "API socket %s was created by another process meanwhile",
-			       sa->sun_path);
-	return err_set(err, errlen, -errno, "naming API socket %s: %s", sa->sun_path, strerror(errno));
-}
-
-/*
- * Listens on l->path: bound and listening under a temporary name in the same directory, then renamed into
- * place, so the path exists only once it accepts connections (a client that connects as soon as it sees
- * the file is never refused). Records the file's identity for api_link_close. Returns the fd or -errno.
- */
 static int listen_at(struct api_link *l, char *err, size_t errlen)
 {
-	struct sockaddr_un sa, tmp;
-	struct stat old, st;
-	int fd, stale, ret;
-
-	if ((ret = fill_addr(&sa, l->path, err, errlen)))
-		return ret;
-	if ((stale = probe_target(&sa, &old, err, errlen)) < 0)
-		return stale;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return err_set(err, errlen, -errno, "socket(AF_UNIX): %s", strerror(errno));
-	if ((ret = bind_temp(fd, &sa, &tmp, err, errlen)))
-		goto fail;
-	if (lstat(tmp.sun_path, &st) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
-		ret = err_set(err, errlen, -errno, "listen on API socket %s: %s", l->path, strerror(errno));
-		unlink(tmp.sun_path);
-		goto fail;
-	}
-	if ((ret = publish(&tmp, &sa, stale, &old, err, errlen))) {
-		unlink(tmp.sun_path);
-		goto fail;
-	}
-	l->bound = true;
-	l->dev = st.st_dev;
-	l->ino = st.st_ino;
-	return fd;
-fail:
-	close(fd);
-	return ret;
+	return unix_listen(&l->sock, l->path, SOCK_STREAM, LISTEN_BACKLOG, "API socket", err, errlen);
 }
 
-/* Unlinks the socket path only if it is still the file brisk bound (someone may have replaced it). */
-static void unlink_ours(const struct api_link *l)
+static void unlink_ours(struct api_link *l)
 {
-	struct stat st;
-
-	if (l->bound && lstat(l->path, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == l->dev && st.st_ino == l->ino)
-		unlink(l->path);
+	unix_listen_unlink(&l->sock);
 }
 
 /* ---- the helper --------------------------------------------------------------------------------------- */
@@ -435,13 +283,12 @@ int api_link_start(const char *sock_path, size_t max_payload, struct api_link **
 		   char *err, size_t errlen)
 {
 	enum api_link_fault ignored;
-	struct sockaddr_un sa;
 	struct api_link *l;
 	int ret;
 
 	fault = fault ? fault : &ignored;
 	*fault = API_LINK_FAULT_PATH;
-	if ((ret = fill_addr(&sa, sock_path, err, errlen)))
+	if ((ret = unix_path_check(sock_path, "API socket", err, errlen)))
 		return ret;
 	if (max_payload > API_BODY_LIMIT_MAX)
 		return err_set(err, errlen, -EINVAL, "API payload limit %zu is over the largest brisk takes, %d bytes",
@@ -452,7 +299,7 @@ int api_link_start(const char *sock_path, size_t max_payload, struct api_link **
 		return err_set(err, errlen, -ENOMEM, "out of memory for the API link");
 	l->fd = -1;
 	l->max_payload = max_payload ? max_payload : API_BODY_MAX;
-	memcpy(l->path, sa.sun_path, sizeof(l->path));
+	memcpy(l->path, sock_path, strlen(sock_path) + 1); /* checked: it fits */
 	ret = start(l, fault, err, errlen);
 	if (ret) {
 		unlink_ours(l); /* before the helper goes, so nobody connects meanwhile */
@@ -571,7 +418,6 @@ static void describe_status(int status, char *out, size_t len)
 void api_link_lost(struct api_link *l, char *why, size_t whylen)
 {
 	unlink_ours(l);
-	l->bound = false;
 	describe_status(stop_helper(l), why, whylen);
 }
 

@@ -22,6 +22,7 @@ static const char overview[] =
     "  compare    boot two configurations interleaved; per phase ratio, U test, verdict\n"
     "  acpi       write the ACPI tables a VM would get, one file each, without booting\n"
     "  restore    resume a snapshot (taken through the API) in this process\n"
+    "  clone      one VM from a clone server (brisk restore --clone-server) on this terminal\n"
     "  snapshot-editor  merge a Diff snapshot's memory onto its base (Firecracker's command)\n"
     "  jail       run brisk in a chroot, new namespaces and cgroup, as an unprivileged user\n"
     "  jailer     Firecracker's jailer (also as build/brisk-jailer; 'brisk jailer --help')\n"
@@ -234,10 +235,26 @@ static const char restore_usage[] =
     "      --api-sock PATH    serve the Firecracker-compatible API beside the VM\n"
     "      --track-dirty-pages  log the pages the guest writes from now on, for Diff snapshots\n"
     "                         (the API's enable_diff_snapshots)\n"
+    "      --clone-server SOCK  keep the snapshot prepared (read, checked, memory mapped, /dev/kvm\n"
+    "                         open) and fork one VM per request on the Unix socket SOCK, each\n"
+    "                         confined as brisk restore's ('brisk help clone', docs/cli.md); ends\n"
+    "                         on SIGTERM, stopping its clones (exit status 16)\n"
     "A Diff snapshot's MEM holds only the pages it changed: merge it onto its base first\n"
     "('brisk help snapshot-editor') and give the merged file here.\n"
     "PROCESS-OPTIONS: --serial, --timeline, --report-json, --log-level, --seccomp (see 'brisk help run');\n"
     "the snapshot holds the devices, so every device option (--console too) is refused (exit status 2).\n";
+
+static const char clone_usage[] =
+    "usage: brisk clone --server SOCK [--report-json FILE] [--log-level LEVEL]\n"
+    "\n"
+    "Ask the clone server at SOCK (brisk restore --snapshot STATE --mem MEM --clone-server SOCK) for\n"
+    "one VM restored from its snapshot, with this process's stdin, stdout and stderr as its console\n"
+    "and log. The exit status is the clone's (docs/exit-codes.md); SIGINT or SIGTERM stops the clone\n"
+    "(16). Each clone gets a new VM Generation ID; its memory writes are its own.\n"
+    "\n"
+    "      --server SOCK        the clone server's socket\n"
+    "      --report-json FILE   the clone's timeline as JSON (brisk restore's --report-json)\n"
+    "      --log-level LEVEL    this command's messages: error, warn, info or debug\n";
 
 static const char snapshot_editor_usage[] =
     "usage: brisk snapshot-editor edit-memory rebase --memory-path BASE --diff-path LAYER\n"
@@ -336,6 +353,10 @@ int cli_usage(FILE *f, const char *command)
 	}
 	if (strcmp(command, "restore") == 0) {
 		fputs(restore_usage, f);
+		return 0;
+	}
+	if (strcmp(command, "clone") == 0) {
+		fputs(clone_usage, f);
 		return 0;
 	}
 	if (strcmp(command, "acpi") == 0) {

@@ -13,6 +13,7 @@
 #include "brisk/api.h"
 #include "brisk/api_link.h"
 #include "brisk/cli.h"
+#include "brisk/clone.h"
 #include "brisk/config.h"
 #include "brisk/devices.h"
 #include "brisk/devkinds.h"
@@ -44,6 +45,8 @@ static const char *snapshot_path, *mem_path, *vm_option, *snapshot_option;
 static bool paused;
 /* brisk restore --working-set SPEC (--uffd SOCK sets mem_path and vm_config's mem_uffd). */
 static const char *working_set;
+/* brisk restore --clone-server SOCK: one prepared snapshot, a forked VM per request (clone.h). */
+static const char *clone_sock;
 /*
  * --seccomp on|off: the per-thread filters (docs/security.md, "Seccomp"); off is for debugging. Without the
  * option, BRISK_SECCOMP=off in the environment means off (to compare runs without changing command lines).
@@ -155,6 +158,9 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 	case OPT_PAUSED:
 		paused = true;
 		return 0;
+	case OPT_CLONE_SERVER:
+		clone_sock = arg;
+		return 0;
 	case OPT_SECCOMP:
 		if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0)
 			return bad_value("--seccomp", arg, "on or off");
@@ -223,6 +229,7 @@ bool cli_is_process_option(int c)
 	case OPT_UFFD:
 	case OPT_WORKING_SET:
 	case OPT_PAUSED:
+	case OPT_CLONE_SERVER:
 	case 'h':
 		return false;
 	case OPT_IRQCHIP:
@@ -561,6 +568,62 @@ static int restore_vm(const struct vm_config *base, int sig_fd)
 	return ret;
 }
 
+static int finish_report(int report_fd, int ret)
+{
+	if (report_fd >= 0) {
+		if (timeline_write_json(report_fd, report_json, ret))
+			ret = ret ? ret : EXIT_HOST;
+		close(report_fd);
+	}
+	return ret;
+}
+
+/*
+ * One clone, in the clone server's forked child: the prepared VM built (vm_restore_clone), run and reported
+ * as brisk restore's would be; its --report-json is the request's. Returns the child's exit status.
+ */
+static int run_clone(struct vm *vm, const struct clone_req *req, int sig_fd, void *ctx)
+{
+	const struct vm_config *base = ctx;
+	struct vm_error e;
+	int ret, report_fd = -1;
+
+	if (req->report_json[0]) {
+		report_json = req->report_json;
+		if ((report_fd = open_report(base)) < 0) {
+			vm_destroy(vm);
+			return report_fd == -EMFILE || report_fd == -ENFILE ? EXIT_HOST : EXIT_USAGE;
+		}
+	}
+	if (vm_restore_clone(vm, true, &e)) {
+		log_error("%s", e.msg);
+		vm_destroy(vm);
+		return finish_report(report_fd, e.kind == VM_ERR_HOST ? EXIT_HOST : EXIT_USAGE);
+	}
+	ret = vm_run(vm, sig_fd);
+	timeline_mark(TL_EXIT);
+	if (base->timeline)
+		vm_print_report(vm, stdout);
+	vm_destroy(vm);
+	return finish_report(report_fd, ret);
+}
+
+/* brisk restore --clone-server SOCK: the snapshot prepared once, then clone_serve until a signal. */
+static int serve_clones(const struct vm_config *base, int sig_fd)
+{
+	struct vm *vm = NULL;
+	struct vm_error e;
+	int ret;
+
+	if (vm_restore_prepare(base, snapshot_path, mem_path, &vm, &e)) {
+		log_error("%s", e.msg);
+		return e.kind == VM_ERR_HOST ? EXIT_HOST : EXIT_USAGE;
+	}
+	ret = clone_serve(vm, clone_sock, sig_fd, run_clone, (void *)base);
+	vm_destroy(vm);
+	return ret;
+}
+
 /* brisk --api-sock PATH: no VM until the API configures one (InstanceStart) or loads a snapshot. */
 static int serve_unconfigured(const struct vm_config *base, int sig_fd)
 {
@@ -577,21 +640,13 @@ static int serve_unconfigured(const struct vm_config *base, int sig_fd)
 	return ret;
 }
 
-static int finish_report(int report_fd, int ret)
-{
-	if (report_fd >= 0) {
-		if (timeline_write_json(report_fd, report_json, ret))
-			ret = ret ? ret : EXIT_HOST;
-		close(report_fd);
-	}
-	return ret;
-}
-
 static int run_selected(int sig_fd, const struct vm_config *cfg, bool wait_for_api)
 {
 	struct fc_vm fc;
 	int ret;
 
+	if (clone_sock)
+		return serve_clones(cfg, sig_fd);
 	if (snapshot_path)
 		return restore_vm(cfg, sig_fd);
 	if (config_file) {
@@ -633,8 +688,20 @@ static int check_mode(enum run_mode mode)
 		fprintf(stderr, "%s: --paused needs --api-sock: nothing else could resume the VM\n", me);
 		return EXIT_USAGE;
 	}
-	if (mode != MODE_RESTORE && (snapshot_path || mem_path || paused || working_set)) {
-		fprintf(stderr, "%s: --snapshot, --mem, --uffd, --working-set and --paused belong to 'brisk restore'\n",
+	if (clone_sock && (api_sock || paused || report_json)) {
+		fprintf(stderr,
+			"%s: --clone-server: not with --%s (clones have no API; a request names each clone's "
+			"report_json)\n",
+			me,
+			api_sock ? "api-sock"
+			: paused ? "paused"
+				 : "report-json");
+		return EXIT_USAGE;
+	}
+	if (mode != MODE_RESTORE && (snapshot_path || mem_path || paused || working_set || clone_sock)) {
+		fprintf(stderr,
+			"%s: --snapshot, --mem, --uffd, --working-set, --paused and --clone-server belong to 'brisk "
+			"restore'\n",
 			me);
 		return EXIT_USAGE;
 	}

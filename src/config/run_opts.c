@@ -35,6 +35,7 @@ static const struct option tail[] = {
     {"paused", no_argument, NULL, OPT_PAUSED},
     {"uffd", required_argument, NULL, OPT_UFFD},
     {"working-set", required_argument, NULL, OPT_WORKING_SET},
+    {"clone-server", required_argument, NULL, OPT_CLONE_SERVER},
     {"seccomp", required_argument, NULL, OPT_SECCOMP},
     {"help", no_argument, NULL, 'h'},
 };

@@ -65,6 +65,17 @@ void timeline_init(void)
 	atomic_store(&stamp[TL_MAIN], now);
 }
 
+void timeline_restart(uint64_t t0_ns)
+{
+	for (unsigned i = 0; i < TL__COUNT; i++)
+		atomic_store(&stamp[i], 0);
+	for (unsigned i = 0; i < TL_MAX_MARKERS; i++)
+		atomic_store(&markers[i].ns, 0);
+	atomic_store(&nr_markers, 0);
+	atomic_store(&stamp[TL_EXEC], t0_ns);
+	atomic_store(&stamp[TL_MAIN], t0_ns);
+}
+
 void timeline_mark(enum tl_event ev)
 {
 	uint64_t zero = 0;

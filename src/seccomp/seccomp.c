@@ -166,6 +166,12 @@ int seccomp_configure(bool on)
 	return 0;
 }
 
+void seccomp_forked(void)
+{
+	if (enabled)
+		patch_pid((uint32_t)getpid());
+}
+
 bool seccomp_helper_wanted(void)
 {
 	const char *v = getenv(HELPER_ENV);

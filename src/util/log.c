@@ -34,6 +34,7 @@
 static int current_level = LOG_WARN;
 static int log_fd = STDERR_FILENO;
 static int log_is_sock;
+static int stderr_dup = -1; /* log_init_nonblocking's own non-blocking open of stderr, or -1 */
 static _Atomic uint64_t dropped;
 
 static const char *const level_names[] = {
@@ -176,7 +177,19 @@ void log_init_nonblocking(void)
 		return;
 	fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd >= 0)
-		log_fd = fd; /* else: stderr as it is (a /proc-less chroot, say) */
+		log_fd = stderr_dup = fd; /* else: stderr as it is (a /proc-less chroot, say) */
+}
+
+void log_reopen_stderr(void)
+{
+	if (log_fd != stderr_dup && log_fd != STDERR_FILENO)
+		return; /* a log file of the process's (log_set_fd) stays */
+	if (stderr_dup >= 0)
+		close(stderr_dup);
+	stderr_dup = -1;
+	log_fd = STDERR_FILENO;
+	log_is_sock = 0;
+	log_init_nonblocking();
 }
 
 void log_set_fd(int fd)

@@ -80,6 +80,17 @@ unsigned kvm_ioctl_stats(struct kvm_ioctl_stat *out, unsigned max)
 	return n;
 }
 
+void kvm_ioctl_stats_reset(void)
+{
+	unsigned n = atomic_load(&nr_requests);
+
+	for (unsigned i = 0; i < n; i++) {
+		atomic_store(&table[i].count, 0);
+		atomic_store(&table[i].ns, 0);
+	}
+	atomic_store(&nr_requests, 0);
+}
+
 void kvm_ioctl_stats_print(FILE *f)
 {
 	struct kvm_ioctl_stat s[MAX_REQUESTS];

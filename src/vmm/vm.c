@@ -630,6 +630,7 @@ void vm_destroy(struct vm *vm)
 	if (vm->mem_file_fd >= 0)
 		close(vm->mem_file_fd);
 	free(vm->api_desc);
+	free(vm->state_path);
 	if (vm->uffd_peer.pidfd >= 0)
 		close(vm->uffd_peer.pidfd);
 	if (vm->fd >= 0)

@@ -852,6 +852,60 @@ static int restore_vcpus(struct vm *vm, struct vm_error *e)
 	return 0;
 }
 
+/*
+ * Restore steps R1-R2: the state file read and checked, the configuration adjusted, guest RAM mapped from the
+ * memory file (or served by the Uffd handler), the working set's reads started. Nothing here is per process but
+ * the mappings and the memory file's descriptor, which a fork copies (vm_restore_prepare).
+ */
+static int restore_read(struct vm *vm, const struct vm_config *base, const char *state_path, const char *mem_path,
+			struct vm_error *e)
+{
+	int ret;
+
+	if (vm_init(vm, base))
+		return fail(e, VM_ERR_HOST, -ENOMEM, "out of memory");
+	vm->restoring = true;
+	if ((ret = read_snapshot(vm, state_path, e)) || (ret = adjust_config(vm, e)) ||
+	    (ret = (vm->cfg.mem_uffd ? map_uffd_memory : map_snapshot_memory)(vm, mem_path, e)) ||
+	    (ret = vm_wset_prepare(vm, mem_path, e)))
+		return ret;
+	return 0;
+}
+
+/*
+ * Restore steps R3-R5 on a VM restore_read filled: its own wake eventfd and outputs, then the KVM VM, its memory
+ * slot, irqchip, vCPUs and devices, each holding the saved state. /dev/kvm is opened unless it is already (a
+ * prepared VM's). The same recipe as a boot, less the kernel, ACPI and MP tables: they are in the saved memory.
+ */
+static int restore_build(struct vm *vm, const char *state_path, bool resume, struct vm_error *e)
+{
+	int ret;
+
+	vm->wake_fd = eventfd(0, EFD_CLOEXEC);
+	if (vm->wake_fd < 0)
+		return fail(e, kind_of(-errno, VM_ERR_HOST), -errno, "eventfd: %s", strerror(errno));
+	if ((ret = open_outputs(vm, e)) || (ret = plan_cpus(vm, e)))
+		return ret;
+	devmgr_plan(&vm->devmgr, &vm->cfg);
+	if (vm->kvm.fd < 0)
+		open_kvm(vm);
+	if ((ret = check_kvm(vm, e)) || (ret = create_vm(vm, e)) || (ret = map_memory(vm, e)) ||
+	    (ret = create_irqchip(vm, e)) || (ret = start_vcpus(vm, e)) || (ret = create_devices(vm, e)) ||
+	    (ret = prepare_cpuid(vm, e)) || (ret = check_cpu_template(vm, state_path, e)) ||
+	    (ret = restore_kvm_vm(vm, e)))
+		return ret;
+	vm_publish_config(vm, VM_CONFIG_PUBLISHED);
+	if ((ret = restore_vcpus(vm, e)) || (ret = restore_devices(vm, e)) || (ret = start_devices(vm, e)))
+		return ret;
+	snap_reader_free(vm->snap);
+	vm->snap = NULL;
+	vm_wset_restored(vm); /* the listed pages mapped before any vCPU runs */
+	vm->has_base = true;
+	if (!resume)
+		atomic_store(&vm->pause_req, 1);
+	return 0;
+}
+
 int vm_restore(const struct vm_config *base, const char *state_path, const char *mem_path, bool resume, struct vm **out,
 	       struct vm_error *e)
 {
@@ -861,40 +915,59 @@ int vm_restore(const struct vm_config *base, const char *state_path, const char 
 	*e = (struct vm_error){.kind = VM_ERR_HOST};
 	if (!vm)
 		return fail(e, VM_ERR_HOST, -ENOMEM, "out of memory");
-	if (vm_init(vm, base)) {
+	if ((ret = restore_read(vm, base, state_path, mem_path, e)) ||
+	    (ret = restore_build(vm, state_path, resume, e))) {
+		vm_destroy(vm);
+		return ret;
+	}
+	*out = vm;
+	return 0;
+}
+
+int vm_restore_prepare(const struct vm_config *base, const char *state_path, const char *mem_path, struct vm **out,
+		       struct vm_error *e)
+{
+	struct vm *vm = calloc(1, sizeof(*vm));
+	int ret;
+
+	*e = (struct vm_error){.kind = VM_ERR_HOST};
+	if (!vm)
+		return fail(e, VM_ERR_HOST, -ENOMEM, "out of memory");
+	if (base->mem_uffd || base->ws_record_ms) {
+		ret = fail(e, VM_ERR_USAGE, -EINVAL,
+			   "%s: a prepared restore serves many VMs: one page-fault handler or one recording cannot",
+			   base->mem_uffd ? "--uffd" : "--working-set record");
+		goto fail;
+	}
+	if ((ret = restore_read(vm, base, state_path, mem_path, e)))
+		goto fail;
+	if (vm->cfg.hugetlbfs) { /* its RAM is a copy in a shared memfd: every fork would write the same pages */
+		ret = fail(e, VM_ERR_USAGE, -EINVAL,
+			   "snapshot_path %s: a hugetlbfs (\"2M\") snapshot's RAM is copied whole into hugetlbfs "
+			   "pages, which forks share: restore it once per process",
+			   state_path);
+		goto fail;
+	}
+	open_kvm(vm);
+	if ((ret = check_kvm(vm, e)))
+		goto fail;
+	if (!cpuid_kvm_get(vm->kvm.fd)) { /* fetched once here: a fork inherits the tables (Do the work once) */
+		ret = fail(e, VM_ERR_HOST, -EIO, "reading KVM's supported CPUID and MSR tables failed");
+		goto fail;
+	}
+	if (!(vm->state_path = strdup(state_path))) {
 		ret = fail(e, VM_ERR_HOST, -ENOMEM, "out of memory");
 		goto fail;
 	}
-	vm->restoring = true;
-	vm->wake_fd = eventfd(0, EFD_CLOEXEC);
-	if (vm->wake_fd < 0) {
-		ret = fail(e, kind_of(-errno, VM_ERR_HOST), -errno, "eventfd: %s", strerror(errno));
-		goto fail;
-	}
-	/* The same recipe as a boot, less the kernel, ACPI and MP tables: they are in the saved memory. */
-	if ((ret = read_snapshot(vm, state_path, e)) || (ret = adjust_config(vm, e)) ||
-	    (ret = (vm->cfg.mem_uffd ? map_uffd_memory : map_snapshot_memory)(vm, mem_path, e)) ||
-	    (ret = vm_wset_prepare(vm, mem_path, e)) || (ret = open_outputs(vm, e)) || (ret = plan_cpus(vm, e)))
-		goto fail;
-	devmgr_plan(&vm->devmgr, &vm->cfg);
-	open_kvm(vm);
-	if ((ret = check_kvm(vm, e)) || (ret = create_vm(vm, e)) || (ret = map_memory(vm, e)) ||
-	    (ret = create_irqchip(vm, e)) || (ret = start_vcpus(vm, e)) || (ret = create_devices(vm, e)) ||
-	    (ret = prepare_cpuid(vm, e)) || (ret = check_cpu_template(vm, state_path, e)) ||
-	    (ret = restore_kvm_vm(vm, e)))
-		goto fail;
-	vm_publish_config(vm, VM_CONFIG_PUBLISHED);
-	if ((ret = restore_vcpus(vm, e)) || (ret = restore_devices(vm, e)) || (ret = start_devices(vm, e)))
-		goto fail;
-	snap_reader_free(vm->snap);
-	vm->snap = NULL;
-	vm_wset_restored(vm); /* the listed pages mapped before any vCPU runs */
-	vm->has_base = true;
-	if (!resume)
-		atomic_store(&vm->pause_req, 1);
 	*out = vm;
 	return 0;
 fail:
 	vm_destroy(vm);
 	return ret;
+}
+
+int vm_restore_clone(struct vm *prepared, bool resume, struct vm_error *e)
+{
+	*e = (struct vm_error){.kind = VM_ERR_HOST};
+	return restore_build(prepared, prepared->state_path, resume, e);
 }

@@ -1,0 +1,375 @@
+/*
+ * clone_server.c - brisk restore --clone-server SOCK (clone.h): a persistent process that holds one snapshot
+ * prepared (state file parsed and checked, guest RAM mapped from the memory file, /dev/kvm open, KVM's CPUID
+ * tables read) and forks one VM per request.
+ *
+ * Why fork, and what it saves: KVM ties a VM to the address space that created it (kvm->mm: its ioctls fail
+ * in any other process), so a VM cannot be made ahead and handed over; each child still creates its own VM,
+ * memory slot, irqchip and vCPUs. What it saves is everything before: exec, the dynamic loader, brisk's
+ * start-up, reading and checking the state file, mapping the memory file, opening /dev/kvm and fetching its
+ * tables (docs/performance.md "Clones"). Guest RAM is a private file mapping in the server that no one
+ * writes, so each child's writes are copy-on-write pages of its own and the memory file is never written.
+ *
+ * The server is single-threaded (fork copies the calling thread only), has no filter of its own (a filter is
+ * inherited: the children's per-thread filters must be the strictest, so the server's could only be their
+ * union), and runs nothing a request controls but the parse of its JSON (json_strict.h) and the descriptors
+ * it passes. Each child closes every server descriptor before its VM exists.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "brisk/cli.h"
+#include "brisk/clone.h"
+#include "brisk/exitcode.h"
+#include "brisk/kvm.h"
+#include "brisk/log.h"
+#include "brisk/seccomp.h"
+#include "brisk/timeline.h"
+#include "brisk/unix_listen.h"
+
+#define STOP_GRACE_MS 3000 /* at the server's end: SIGTERM, then SIGKILL for clones still there */
+
+struct conn {
+	int fd;	   /* the requester's connection; -1 once it is gone */
+	pid_t pid; /* its clone, 0 before the request */
+	bool eof;  /* the requester shut its end: the clone was sent SIGTERM */
+};
+
+/* The server's state: global, so that a clone's exit (LeakSanitizer) finds it reachable. */
+static struct {
+	struct conn conns[CLONE_CONN_MAX];
+	unsigned nr;
+	int listen_fd, chld_fd, sig_fd;
+	struct unix_listener sock;
+} srv = {.listen_fd = -1, .chld_fd = -1, .sig_fd = -1};
+
+static void send_msg(int fd, const char *buf, size_t n)
+{
+	if (fd >= 0 && send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		log_debug("clone server: a reply was not delivered: %s", strerror(errno));
+}
+
+static void send_error(int fd, const char *why, int code)
+{
+	char buf[CLONE_MSG_MAX];
+
+	send_msg(fd, buf, clone_reply_error(buf, why, code));
+}
+
+static void drop(unsigned i)
+{
+	if (srv.conns[i].fd >= 0)
+		close(srv.conns[i].fd);
+	srv.conns[i] = srv.conns[--srv.nr];
+}
+
+static void close_fds(int *fds, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+/*
+ * In the child: the server's descriptors closed (the requesters' connections above all, whose end is each
+ * clone's stop), the request's on 0-2, SIGCHLD unblocked, logging and accounting restarted. Never returns.
+ */
+static void child(struct vm *prepared, const struct clone_req *req, int *fds, unsigned nfds, uint64_t t0,
+		  clone_run_fn run, void *ctx)
+{
+	sigset_t chld;
+	int sig_fd, ret;
+
+	close(srv.listen_fd);
+	close(srv.chld_fd);
+	close(srv.sig_fd);
+	for (unsigned i = 0; i < srv.nr; i++)
+		if (srv.conns[i].fd >= 0)
+			close(srv.conns[i].fd);
+	srv.nr = 0;
+	srv.sock.bound = false; /* the path is the server's to unlink */
+	for (unsigned i = 0; i < nfds; i++)
+		if (dup2(fds[i], (int)i) < 0)
+			_exit(EXIT_HOST);
+	close_fds(fds, nfds);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_UNBLOCK, &chld, NULL);
+	log_reopen_stderr();
+	seccomp_forked();
+	timeline_restart(t0);
+	kvm_ioctl_stats_reset();
+	sig_fd = cli_setup_signals();
+	ret = run(prepared, req, sig_fd, ctx);
+	fflush(NULL);
+	exit(ret);
+}
+
+/* The descriptors a request carried (SCM_RIGHTS), at most CLONE_FDS; *n is how many. Others are closed. */
+static unsigned take_fds(struct msghdr *mh, int *fds)
+{
+	unsigned n = 0;
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t k = 0; k < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof(int));
+			if (n < CLONE_FDS + 1)
+				fds[n++] = fd;
+			else
+				close(fd);
+		}
+	}
+	return n;
+}
+
+/* A request on connection i: parsed, then a clone forked for it; any failure answered and the connection closed. */
+static void serve_request(unsigned i, struct vm *prepared, clone_run_fn run, void *ctx)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * (CLONE_FDS + 1))];
+		struct cmsghdr align;
+	} cm;
+	char msg[CLONE_MSG_MAX], err[512], reply[CLONE_MSG_MAX];
+	struct iovec iov = {.iov_base = msg, .iov_len = sizeof(msg) - 1};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf)};
+	uint64_t t0 = timeline_now_ns();
+	struct clone_req req;
+	int fds[CLONE_FDS + 1];
+	unsigned nfds;
+	ssize_t n = recvmsg(srv.conns[i].fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	pid_t pid;
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) { /* gone before asking */
+		drop(i);
+		return;
+	}
+	nfds = take_fds(&mh, fds);
+	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+		snprintf(err, sizeof(err), "clone request: longer than %d bytes or more than %d descriptors",
+			 CLONE_MSG_MAX - 1, CLONE_FDS);
+		goto refuse;
+	}
+	if (clone_req_parse(msg, (size_t)n, nfds, &req, err, sizeof(err)))
+		goto refuse;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0)
+		child(prepared, &req, fds, nfds, t0, run, ctx);
+	close_fds(fds, nfds);
+	if (pid < 0) {
+		log_warn("clone server: fork: %s", strerror(errno));
+		snprintf(err, sizeof(err), "fork: %s", strerror(errno));
+		send_error(srv.conns[i].fd, err, EXIT_HOST);
+		drop(i);
+		return;
+	}
+	srv.conns[i].pid = pid;
+	send_msg(srv.conns[i].fd, reply, clone_reply_pid(reply, pid));
+	log_info("clone server: clone %d started", (int)pid);
+	return;
+refuse:
+	close_fds(fds, nfds);
+	log_info("clone server: %s", err);
+	send_error(srv.conns[i].fd, err, EXIT_USAGE);
+	drop(i);
+}
+
+/* The requester shut or closed its end (or sent more): its clone is asked to stop. */
+static void requester_gone(unsigned i)
+{
+	char c;
+	ssize_t n = recv(srv.conns[i].fd, &c, 1, MSG_DONTWAIT);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n > 0) /* nothing more is asked after the request: read and ignored */
+		return;
+	srv.conns[i].eof = true;
+	log_info("clone server: the requester of clone %d is gone: stopping it", (int)srv.conns[i].pid);
+	kill(srv.conns[i].pid, SIGTERM);
+}
+
+static void accept_all(void)
+{
+	for (;;) {
+		int fd = accept4(srv.listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+				log_warn("clone server: accept: %s", strerror(errno));
+			return;
+		}
+		if (srv.nr == CLONE_CONN_MAX) {
+			char why[96];
+
+			snprintf(why, sizeof(why), "%d connections (clones) at once is this server's limit",
+				 CLONE_CONN_MAX);
+			send_error(fd, why, EXIT_HOST);
+			close(fd);
+			continue;
+		}
+		srv.conns[srv.nr++] = (struct conn){.fd = fd};
+	}
+}
+
+static int exit_code(int status)
+{
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Every ended child reaped; its requester told. */
+static void reap(void)
+{
+	struct signalfd_siginfo si;
+	char reply[CLONE_MSG_MAX];
+	int status;
+	pid_t pid;
+
+	while (read(srv.chld_fd, &si, sizeof(si)) == sizeof(si))
+		;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		for (unsigned i = 0; i < srv.nr; i++) {
+			if (srv.conns[i].pid != pid)
+				continue;
+			log_info("clone server: clone %d ended: %d", (int)pid, exit_code(status));
+			send_msg(srv.conns[i].fd, reply, clone_reply_exit(reply, exit_code(status)));
+			drop(i);
+			break;
+		}
+	}
+}
+
+/* The server's end: each clone sent SIGTERM, SIGKILL after STOP_GRACE_MS, all reaped, every connection closed. */
+static void stop_all(void)
+{
+	struct timespec end, now;
+	unsigned left = 0;
+
+	for (unsigned i = 0; i < srv.nr; i++)
+		if (srv.conns[i].pid > 0 && kill(srv.conns[i].pid, SIGTERM) == 0)
+			left++;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += STOP_GRACE_MS / 1000;
+	while (left) {
+		struct pollfd p = {.fd = srv.chld_fd, .events = POLLIN};
+		long ms;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		ms = (end.tv_sec - now.tv_sec) * 1000 + (end.tv_nsec - now.tv_nsec) / 1000000;
+		if (ms <= 0) {
+			for (unsigned i = 0; i < srv.nr; i++)
+				if (srv.conns[i].pid > 0) {
+					log_warn("clone server: clone %d still running %d s after SIGTERM; killing it",
+						 (int)srv.conns[i].pid, STOP_GRACE_MS / 1000);
+					kill(srv.conns[i].pid, SIGKILL);
+				}
+			end.tv_sec += 3600;
+		}
+		poll(&p, 1, ms > 0 ? (int)ms : 100);
+		reap();
+		left = 0;
+		for (unsigned i = 0; i < srv.nr; i++)
+			left += srv.conns[i].pid > 0;
+	}
+	while (srv.nr)
+		drop(srv.nr - 1);
+}
+
+static int setup(const char *sock_path, int sig_fd)
+{
+	char err[512];
+	sigset_t chld;
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &chld, NULL) || (srv.chld_fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+		log_error("clone server: signalfd(SIGCHLD): %s", strerror(errno));
+		return EXIT_HOST;
+	}
+	srv.sig_fd = sig_fd;
+	srv.listen_fd = unix_listen(&srv.sock, sock_path, SOCK_SEQPACKET, 128, "clone server socket", err, sizeof(err));
+	if (srv.listen_fd < 0) {
+		int e = -srv.listen_fd;
+
+		log_error("--clone-server %s: %s", sock_path, err);
+		return e == EINVAL || e == ENAMETOOLONG || e == ENOENT || e == ENOTDIR || e == EEXIST || e == EADDRINUSE ||
+			       e == EACCES
+			   ? EXIT_USAGE
+			   : EXIT_HOST;
+	}
+	if (fcntl(srv.listen_fd, F_SETFL, O_NONBLOCK) < 0) {
+		log_error("clone server: fcntl: %s", strerror(errno));
+		return EXIT_HOST;
+	}
+	return 0;
+}
+
+int clone_serve(struct vm *prepared, const char *sock_path, int sig_fd, clone_run_fn run, void *ctx)
+{
+	static struct pollfd p[3 + CLONE_CONN_MAX];
+	int ret = setup(sock_path, sig_fd);
+
+	if (ret)
+		goto out;
+	log_info("clone server: listening on %s", sock_path);
+	for (;;) {
+		unsigned nr = srv.nr;
+
+		p[0] = (struct pollfd){.fd = sig_fd, .events = POLLIN};
+		p[1] = (struct pollfd){.fd = srv.chld_fd, .events = POLLIN};
+		p[2] = (struct pollfd){.fd = srv.listen_fd, .events = POLLIN};
+		for (unsigned i = 0; i < nr; i++) /* a clone's requester: watched until it is gone */
+			p[3 + i] = (struct pollfd){.fd = srv.conns[i].eof ? -1 : srv.conns[i].fd, .events = POLLIN};
+		if (poll(p, 3 + nr, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			log_error("clone server: poll: %s", strerror(errno));
+			ret = EXIT_HOST;
+			break;
+		}
+		if (p[0].revents) {
+			struct signalfd_siginfo si;
+
+			if (read(sig_fd, &si, sizeof(si)) == sizeof(si))
+				log_info("clone server: stopping on %s", strsignal((int)si.ssi_signo));
+			ret = EXIT_STOPPED;
+			break;
+		}
+		/* Connections from the last one down: drop() moves the last entry into a dropped one's place. */
+		for (unsigned i = nr; i-- > 0;) {
+			if (!p[3 + i].revents)
+				continue;
+			if (srv.conns[i].pid == 0)
+				serve_request(i, prepared, run, ctx);
+			else
+				requester_gone(i);
+		}
+		if (p[1].revents)
+			reap();
+		if (p[2].revents)
+			accept_all();
+	}
+out:
+	unix_listen_unlink(&srv.sock);
+	if (srv.listen_fd >= 0)
+		close(srv.listen_fd);
+	stop_all();
+	if (srv.chld_fd >= 0)
+		close(srv.chld_fd);
+	return ret;
+}

@@ -1,0 +1,281 @@
+"""brisk restore --clone-server: one snapshot prepared once, one forked VM per request (docs/cli.md "Clone
+server"). From inside the guest (guests/vmgenid.c hold=1): every clone sees a new VM Generation ID of its own,
+writes it over 256 pages, and reads back only its own; the memory file is unchanged. Around it: the wire's
+replies (pid, exit_code, error), the connection as the clone's handle (shut it: the clone stops, 16), malformed
+requests refused with the server unharmed, the server's own refusals, its end (SIGTERM: clones stopped, socket
+removed), and `brisk clone`. Needs KVM."""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import BRISK, EXIT_GUEST_OK, EXIT_STOPPED, EXIT_USAGE, KVM_REASON, check_sanitizers, guest, sha, \
+    short_tmpdir
+from test_snapshot import Brisk
+from test_vmgenid import CHANGED_RE, PRIVATE_RE
+
+pytestmark = pytest.mark.usefixtures("kvm")
+
+WRITTEN = "vmgenid: written: 256 pages"
+
+
+@pytest.fixture(scope="module")
+def snap(tmp_path_factory):
+    """(state, mem, sockdir): the vmgenid guest (hold=1, 64 MiB) snapshotted while it waits."""
+    if KVM_REASON:
+        pytest.skip(KVM_REASON)
+    sockdir = short_tmpdir("bcs")
+    d = str(tmp_path_factory.mktemp("clones"))
+    sock = os.path.join(sockdir, "g.sock")
+    b = Brisk(["run", "--kernel", guest("vmgenid"), "--memory", "64", "--cmdline", "hold=1", "--api-sock", sock],
+              sock=sock)
+    try:
+        b.wait_for(r"^vmgenid: waiting$", timeout=60)
+        b.api.pause()
+        state, mem = os.path.join(d, "v.state"), os.path.join(d, "v.mem")
+        assert b.api.snapshot_create(state, mem).status == 204
+    finally:
+        b.kill()
+        check_sanitizers(b.err)
+    yield state, mem, sockdir
+    shutil.rmtree(sockdir, ignore_errors=True)
+
+
+def start_server(procs, snap, name, *extra):
+    state, mem, sockdir = snap
+    sock = os.path.join(sockdir, f"{name}{len(os.listdir(sockdir))}.sock")  # a fresh path: not a killed one's
+    b = Brisk(["restore", "--snapshot", state, "--mem", mem, "--clone-server", sock, "--log-level", "info", *extra])
+    procs.append(b)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(sock):  # published once it listens (unix_listen.h)
+        assert b.proc.poll() is None and time.monotonic() < deadline, f"no clone server at {sock}:\n{b.err}"
+        time.sleep(0.02)
+    return b, sock
+
+
+class Clone:
+    """One request: a pipe for the clone's stdin, files for its stdout and stderr, the connection."""
+
+    def __init__(self, sock, tmp, name, body=None):
+        self.out_path, self.err_path = os.path.join(tmp, f"{name}.out"), os.path.join(tmp, f"{name}.err")
+        self.report = os.path.join(tmp, f"{name}.json")
+        rd, self.stdin = os.pipe()
+        out = os.open(self.out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        err = os.open(self.err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.s.connect(sock)
+        body = json.dumps({"report_json": self.report}).encode() if body is None else body
+        socket.send_fds(self.s, [body], [rd, out, err])
+        for fd in (rd, out, err):
+            os.close(fd)
+        self.pid = self.reply()["pid"]
+
+    def reply(self, timeout=60):
+        self.s.settimeout(timeout)
+        msg = self.s.recv(4096)
+        assert msg, "the server closed the connection"
+        return json.loads(msg)
+
+    def out(self):
+        with open(self.out_path, errors="replace") as f:
+            return f.read()
+
+    def err(self):
+        with open(self.err_path, errors="replace") as f:
+            return f.read()
+
+    def wait_for(self, text, timeout=60):
+        deadline = time.monotonic() + timeout
+        while text not in self.out():
+            assert time.monotonic() < deadline, f"no '{text}' after {timeout} s:\n{self.out()}\n{self.err()}"
+            time.sleep(0.05)
+
+    def release(self):
+        os.write(self.stdin, b"x")
+        os.close(self.stdin)
+        self.stdin = -1
+
+    def close(self):
+        if self.stdin >= 0:
+            os.close(self.stdin)
+        self.s.close()
+
+
+def status_field(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        return re.search(rf"^{field}:\s*(\S+)", f.read(), re.M).group(1)
+
+
+def ppid(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def test_clones_each_their_own(snap, procs, tmp_path):
+    """Three clones at once from one server: forked by it (their parent), confined (seccomp filter mode 2), each
+    sees a new VM Generation ID (not the boot's, not a sibling's), writes it over 256 pages and reads back only its
+    own; released, each exits 0 and the server says so; each --report-json has the phases from the request on;
+    the memory file is unchanged."""
+    state, mem, _ = snap
+    before = sha(mem)
+    server, sock = start_server(procs, snap, "three")
+    clones = [Clone(sock, str(tmp_path), f"c{i}") for i in range(3)]
+    try:
+        for c in clones:
+            c.wait_for(WRITTEN)
+            assert ppid(c.pid) == server.proc.pid
+            assert status_field(c.pid, "Seccomp") == "2"
+        ids = []
+        for c in clones:
+            c.release()
+            assert c.reply() == {"exit_code": EXIT_GUEST_OK}, c.err()
+            out = c.out()
+            m = CHANGED_RE.search(out)
+            assert m and PRIVATE_RE.search(out), out
+            ids.append(m.group(2))
+            check_sanitizers(c.err())
+            with open(c.report) as f:
+                phases = {p["name"]: p["us"] for p in json.load(f)["phases"]}
+            assert 0 < phases["vCPUs ready"] <= phases["first KVM_RUN"], phases
+            assert "snapshot read" not in phases  # the server read it once, before any request
+        assert len(set(ids)) == 3, ids
+    finally:
+        for c in clones:
+            c.close()
+    assert sha(mem) == before
+    assert server.proc.poll() is None
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.wait(timeout=30) == EXIT_STOPPED
+    assert not os.path.exists(sock)
+
+
+def test_requester_gone_stops_its_clone(snap, procs, tmp_path):
+    """Shutting the connection's sending side stops the clone (SIGTERM: exit 16, still reported on the
+    connection); closing it outright stops another (its process ends); the server serves on."""
+    server, sock = start_server(procs, snap, "gone")
+    a = Clone(sock, str(tmp_path), "a")
+    b = Clone(sock, str(tmp_path), "b")
+    try:
+        a.wait_for(WRITTEN)
+        b.wait_for(WRITTEN)
+        a.s.shutdown(socket.SHUT_WR)
+        assert a.reply() == {"exit_code": EXIT_STOPPED}, a.err()
+        b.s.close()
+        deadline = time.monotonic() + 30
+        while os.path.exists(f"/proc/{b.pid}") and ppid(b.pid) == server.proc.pid:
+            assert time.monotonic() < deadline, "the clone of a closed connection still runs"
+            time.sleep(0.05)
+        c = Clone(sock, str(tmp_path), "c")
+        c.wait_for(WRITTEN)
+        c.release()
+        assert c.reply() == {"exit_code": EXIT_GUEST_OK}
+        c.close()
+    finally:
+        a.close()
+        b.close()
+    assert server.proc.poll() is None
+
+
+@pytest.mark.parametrize("body,nfds,why", [
+    (b"not json", 3, "clone request"),
+    (b'{"kernel": "x"}', 3, 'unknown member "kernel"'),
+    (b'{"report_json": "relative.json"}', 3, "absolute path"),
+    (b'{"report_json": 7}', 3, "must be a string"),
+    (b'{"report_json": "/a\\u0000b"}', 3, "NUL"),
+    (b"[]", 3, "clone request"),
+    (b"{}", 2, "send none or 3"),
+    (b"{}", 4, "4 descriptors came with it"),
+    (b"{}", 9, "longer than 4095 bytes or more than 3 descriptors"),
+    (b"{" + b" " * 5000 + b"}", 3, "longer than 4095 bytes"),
+], ids=["not-json", "unknown", "relative", "not-string", "nul", "array", "two-fds", "four-fds", "nine-fds", "oversize"])
+def test_bad_requests_refused(snap, procs, tmp_path, body, nfds, why):
+    """A malformed request gets {"error": ..., "exit_code": 2} and its connection closed; no clone; the server
+    then serves a good request."""
+    server, sock = start_server(procs, snap, "bad")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(sock)
+    fds = [os.open("/dev/null", os.O_RDWR) for _ in range(nfds)]
+    try:
+        socket.send_fds(s, [body], fds)
+        s.settimeout(30)
+        r = json.loads(s.recv(4096))
+        assert r["exit_code"] == EXIT_USAGE and why in r["error"], r
+        assert s.recv(4096) == b""  # closed
+    finally:
+        for fd in fds:
+            os.close(fd)
+        s.close()
+    quiet = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # connects and goes without a word
+    quiet.connect(sock)
+    quiet.close()
+    c = Clone(sock, str(tmp_path), "good")
+    c.wait_for(WRITTEN)
+    c.release()
+    assert c.reply() == {"exit_code": EXIT_GUEST_OK}
+    c.close()
+    assert server.proc.poll() is None
+
+
+def test_server_refusals(snap, tmp_path):
+    """What the server refuses before it listens, exit status 2 and a message: another VM-less option beside it,
+    a path that is a regular file (left untouched), a Uffd backend."""
+    state, mem, sockdir = snap
+    regular = os.path.join(sockdir, "file")
+    with open(regular, "w") as f:
+        f.write("keep")
+    cases = [
+        (["--api-sock", os.path.join(sockdir, "api.sock")], "not with --api-sock"),
+        (["--report-json", str(tmp_path / "r.json")], "not with --report-json"),
+    ]
+    for extra, why in cases:
+        r = subprocess.run([str(BRISK), "restore", "--snapshot", state, "--mem", mem, "--clone-server",
+                            os.path.join(sockdir, "x.sock"), *extra], capture_output=True, text=True, timeout=60)
+        assert r.returncode == EXIT_USAGE and why in r.stderr, r.stderr
+    r = subprocess.run([str(BRISK), "restore", "--snapshot", state, "--mem", mem, "--clone-server", regular],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == EXIT_USAGE and "exists and is not a socket" in r.stderr, r.stderr
+    with open(regular) as f:
+        assert f.read() == "keep"
+    r = subprocess.run([str(BRISK), "restore", "--snapshot", state, "--uffd", os.path.join(sockdir, "u.sock"),
+                        "--clone-server", os.path.join(sockdir, "y.sock")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == EXIT_USAGE and "--uffd" in r.stderr, r.stderr
+    check_sanitizers(r.stderr)
+
+
+def test_server_end_stops_its_clones(snap, procs, tmp_path):
+    """SIGTERM to the server: its running clone stops (its requester is told 16), the server exits 16 and its
+    socket is gone."""
+    server, sock = start_server(procs, snap, "end")
+    c = Clone(sock, str(tmp_path), "c")
+    try:
+        c.wait_for(WRITTEN)
+        server.proc.send_signal(signal.SIGTERM)
+        assert c.reply() == {"exit_code": EXIT_STOPPED}
+        assert server.wait(timeout=30) == EXIT_STOPPED
+        assert not os.path.exists(f"/proc/{c.pid}")
+        assert not os.path.exists(sock)
+    finally:
+        c.close()
+
+
+def test_brisk_clone_command(snap, procs, tmp_path):
+    """`brisk clone --server SOCK`: the clone on this process's stdio, its exit status this command's; a server
+    that is not there is a usage error."""
+    server, sock = start_server(procs, snap, "cli")
+    report = tmp_path / "r.json"
+    r = subprocess.run([str(BRISK), "clone", "--server", sock, "--report-json", str(report)], input="x",
+                       capture_output=True, text=True, timeout=120)
+    check_sanitizers(r.stderr)
+    assert r.returncode == EXIT_GUEST_OK, r.stderr
+    assert WRITTEN in r.stdout and PRIVATE_RE.search(r.stdout), r.stdout
+    assert "first KVM_RUN" in report.read_text()
+    r = subprocess.run([str(BRISK), "clone", "--server", str(tmp_path / "none.sock")], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == EXIT_USAGE and "is brisk restore --clone-server running there?" in r.stderr, r.stderr
+    assert server.proc.poll() is None
