@@ -80,6 +80,7 @@ LIB_SRCS := \
 	src/api/fc_config_file.c \
 	src/api/fc_config_get.c \
 	src/api/fc_config_json.c \
+	src/cli/clone_req.c \
 	src/api/fc_config_mmds.c \
 	src/util/log.c \
 	src/util/fc_metrics.c \
@@ -176,7 +177,6 @@ MAIN_SRCS := \
 	src/main.c \
 	src/cli/run.c \
 	src/cli/clone_server.c \
-	src/cli/clone_req.c \
 	src/cli/clone.c \
 	src/cli/fc_cli.c \
 	src/cli/help.c \
@@ -206,6 +206,7 @@ UNIT_TESTS := \
 	test_mem \
 	test_file \
 	test_size \
+	test_clone_req \
 	test_fc_args \
 	test_config \
 	test_fc_config \

@@ -50,7 +50,8 @@ static int build_request(const char *report, char *buf)
 	if (!o)
 		return fprintf(stderr, "brisk clone: out of memory\n"), -1;
 	if (report && report[0] != '/') { /* the server's working directory is not ours */
-		if (!getcwd(cwd, sizeof(cwd)) || snprintf(path, sizeof(path), "%s/%s", cwd, report) >= (int)sizeof(path)) {
+		if (!getcwd(cwd, sizeof(cwd)) ||
+		    snprintf(path, sizeof(path), "%s/%s", cwd, report) >= (int)sizeof(path)) {
 			fprintf(stderr, "brisk clone: --report-json %s: cannot make it an absolute path\n", report);
 			goto out;
 		}
@@ -141,7 +142,8 @@ static int wait_replies(int fd)
 			struct signalfd_siginfo si;
 
 			if (read(sig_fd, &si, sizeof(si)) == sizeof(si))
-				log_info("brisk clone: %s: asking the server to stop the clone", strsignal((int)si.ssi_signo));
+				log_info("brisk clone: %s: asking the server to stop the clone",
+					 strsignal((int)si.ssi_signo));
 			shutdown(fd, SHUT_WR);
 			close(sig_fd);
 			sig_fd = -1;

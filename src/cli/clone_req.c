@@ -19,7 +19,8 @@ static int get_path(json_object *v, struct clone_req *r, const struct fcj *c)
 	s = json_object_get_string(v);
 	n = (size_t)json_object_get_string_len(v);
 	if (n == 0 || s[0] != '/')
-		return fcj_fail(c, "report_json must be an absolute path (the server's working directory is not yours)");
+		return fcj_fail(c,
+				"report_json must be an absolute path (the server's working directory is not yours)");
 	if (strlen(s) != n)
 		return fcj_fail(c, "report_json contains a NUL byte");
 	if (n >= sizeof(r->report_json))

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -50,6 +51,7 @@ static struct {
 	struct conn conns[CLONE_CONN_MAX];
 	unsigned nr;
 	int listen_fd, chld_fd, sig_fd;
+	bool accept_paused; /* out of descriptors (EMFILE): no accept until a connection is dropped */
 	struct unix_listener sock;
 } srv = {.listen_fd = -1, .chld_fd = -1, .sig_fd = -1};
 
@@ -71,6 +73,7 @@ static void drop(unsigned i)
 	if (srv.conns[i].fd >= 0)
 		close(srv.conns[i].fd);
 	srv.conns[i] = srv.conns[--srv.nr];
+	srv.accept_paused = false;
 }
 
 static void close_fds(int *fds, unsigned n)
@@ -210,8 +213,12 @@ static void accept_all(void)
 		int fd = accept4(srv.listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+			if (errno == EMFILE || errno == ENFILE) { /* waits in the backlog until a connection goes */
+				log_warn("clone server: accept: %s; %u connections open", strerror(errno), srv.nr);
+				srv.accept_paused = true;
+			} else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
 				log_warn("clone server: accept: %s", strerror(errno));
+			}
 			return;
 		}
 		if (srv.nr == CLONE_CONN_MAX) {
@@ -290,14 +297,27 @@ static void stop_all(void)
 		drop(srv.nr - 1);
 }
 
+/* Room for CLONE_CONN_MAX connections beside brisk's own descriptors: the soft limit raised to the hard one. */
+static void raise_nofile(void)
+{
+	struct rlimit r;
+
+	if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max && r.rlim_cur < 2 * CLONE_CONN_MAX) {
+		r.rlim_cur = r.rlim_max < 2 * CLONE_CONN_MAX ? r.rlim_max : 2 * CLONE_CONN_MAX;
+		(void)setrlimit(RLIMIT_NOFILE, &r);
+	}
+}
+
 static int setup(const char *sock_path, int sig_fd)
 {
 	char err[512];
 	sigset_t chld;
 
+	raise_nofile();
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
-	if (sigprocmask(SIG_BLOCK, &chld, NULL) || (srv.chld_fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+	if (sigprocmask(SIG_BLOCK, &chld, NULL) ||
+	    (srv.chld_fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
 		log_error("clone server: signalfd(SIGCHLD): %s", strerror(errno));
 		return EXIT_HOST;
 	}
@@ -307,8 +327,8 @@ static int setup(const char *sock_path, int sig_fd)
 		int e = -srv.listen_fd;
 
 		log_error("--clone-server %s: %s", sock_path, err);
-		return e == EINVAL || e == ENAMETOOLONG || e == ENOENT || e == ENOTDIR || e == EEXIST || e == EADDRINUSE ||
-			       e == EACCES
+		return e == EINVAL || e == ENAMETOOLONG || e == ENOENT || e == ENOTDIR || e == EEXIST ||
+			       e == EADDRINUSE || e == EACCES
 			   ? EXIT_USAGE
 			   : EXIT_HOST;
 	}
@@ -332,7 +352,7 @@ int clone_serve(struct vm *prepared, const char *sock_path, int sig_fd, clone_ru
 
 		p[0] = (struct pollfd){.fd = sig_fd, .events = POLLIN};
 		p[1] = (struct pollfd){.fd = srv.chld_fd, .events = POLLIN};
-		p[2] = (struct pollfd){.fd = srv.listen_fd, .events = POLLIN};
+		p[2] = (struct pollfd){.fd = srv.accept_paused ? -1 : srv.listen_fd, .events = POLLIN};
 		for (unsigned i = 0; i < nr; i++) /* a clone's requester: watched until it is gone */
 			p[3 + i] = (struct pollfd){.fd = srv.conns[i].eof ? -1 : srv.conns[i].fd, .events = POLLIN};
 		if (poll(p, 3 + nr, -1) < 0) {

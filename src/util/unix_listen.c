@@ -50,9 +50,8 @@ static int probe_target(const struct sockaddr_un *sa, int type, const char *what
 	int fd, ret;
 
 	if (lstat(sa->sun_path, old) < 0)
-		return errno == ENOENT
-			   ? 0
-			   : err_set(err, errlen, -errno, "%s %s: %s", what, sa->sun_path, strerror(errno));
+		return errno == ENOENT ? 0
+				       : err_set(err, errlen, -errno, "%s %s: %s", what, sa->sun_path, strerror(errno));
 	if (!S_ISSOCK(old->st_mode))
 		return err_set(err, errlen, -EEXIST, "%s path %s exists and is not a socket (left untouched)", what,
 			       sa->sun_path);
@@ -65,8 +64,7 @@ static int probe_target(const struct sockaddr_un *sa, int type, const char *what
 		return 1;
 	if (ret == 0 || ret == -EAGAIN)
 		return err_set(err, errlen, -EADDRINUSE, "%s %s is in use by another process", what, sa->sun_path);
-	return err_set(err, errlen, ret, "%s %s exists and cannot be probed: %s", what, sa->sun_path,
-		       strerror(-ret));
+	return err_set(err, errlen, ret, "%s %s exists and cannot be probed: %s", what, sa->sun_path, strerror(-ret));
 }
 
 /*
@@ -104,11 +102,10 @@ static int bind_temp(int fd, const struct sockaddr_un *sa, struct sockaddr_un *t
 		if (bind(fd, (const struct sockaddr *)tmp, sizeof(*tmp)) == 0)
 			return 0;
 		if (errno == ENOENT || errno == ENOTDIR)
-			return err_set(err, errlen, -errno, "%s %s: its directory does not exist", what,
-				       sa->sun_path);
+			return err_set(err, errlen, -errno, "%s %s: its directory does not exist", what, sa->sun_path);
 		if (errno != EADDRINUSE)
-			return err_set(err, errlen, -errno, "bind %s %s (as %s): %s", what, sa->sun_path,
-				       tmp->sun_path, strerror(errno));
+			return err_set(err, errlen, -errno, "bind %s %s (as %s): %s", what, sa->sun_path, tmp->sun_path,
+				       strerror(errno));
 	}
 	return err_set(err, errlen, -ENAMETOOLONG, "%s %s: no free temporary name in its directory", what,
 		       sa->sun_path);
@@ -126,8 +123,8 @@ static int publish(const struct sockaddr_un *tmp, const struct sockaddr_un *sa, 
 
 	if (stale) {
 		if (lstat(sa->sun_path, &now) < 0 || now.st_dev != old->st_dev || now.st_ino != old->st_ino)
-			return err_set(err, errlen, -EADDRINUSE,
-				       "%s %s was replaced by another process meanwhile", what, sa->sun_path);
+			return err_set(err, errlen, -EADDRINUSE, "%s %s was replaced by another process meanwhile",
+				       what, sa->sun_path);
 		if (rename(tmp->sun_path, sa->sun_path) == 0)
 			return 0;
 	} else if (renameat2(AT_FDCWD, tmp->sun_path, AT_FDCWD, sa->sun_path, RENAME_NOREPLACE) == 0) {

@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh - builds the libFuzzer harnesses with clang and runs each for a bounded time.
 #
-#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage symbols virtq blk net vsock snapshot api_link config api mmio serial i8042 cmos rng vconsole restore cpu_template fc_template pvh http mmds kallsyms"   CLANG=clang   BUILD=build
+#   FUZZ_SECONDS=60 (per target)   FUZZ_TARGETS="elf bzimage symbols virtq blk net vsock snapshot api_link config api mmio serial i8042 cmos rng vconsole restore cpu_template fc_template pvh http mmds kallsyms clone_req"   CLANG=clang   BUILD=build
 #
 # Each target gets build/fuzz/fuzz_<t>, a corpus build/fuzz/corpus-<t>/ (seeded
 # on every run, kept between runs) and crash artifacts in build/fuzz/artifacts-<t>/.
@@ -12,7 +12,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage symbols virtq blk net vsock snapshot api_link config api mmio serial i8042 cmos rng vconsole restore cpu_template fc_template pvh http mmds kallsyms}
+FUZZ_TARGETS=${FUZZ_TARGETS:-elf bzimage symbols virtq blk net vsock snapshot api_link config api mmio serial i8042 cmos rng vconsole restore cpu_template fc_template pvh http mmds kallsyms clone_req}
 CLANG=${CLANG:-clang}
 OUT=${BUILD:-build}/fuzz
 CFLAGS="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 -std=gnu11 -Iinclude -D_GNU_SOURCE
@@ -51,7 +51,7 @@ build_lib() {
 # The harness, its own flags, and what it wraps.
 sources() {
 	case $1 in
-	elf | bzimage | symbols | virtq | blk | net | vsock | snapshot | api_link | mmio | restore | cpu_template | fc_template | pvh | mmds | kallsyms)
+	elf | bzimage | symbols | virtq | blk | net | vsock | snapshot | api_link | mmio | restore | cpu_template | fc_template | pvh | mmds | kallsyms | clone_req)
 		echo "tests/fuzz/fuzz_$1.c" ;;
 	config) echo -Wno-gnu-variable-sized-type-not-at-end tests/fuzz/fuzz_config.c ;;
 	# the API helper's HTTP side (fuzz_http.c includes api_http.c): llhttp's header from the Makefile
@@ -162,6 +162,13 @@ seed() {
 	restore)
 		$CLANG $GEN_CFLAGS -o "$OUT/gen_restore_seeds" tests/fuzz/gen_restore_seeds.c $LIBS
 		"$OUT/gen_restore_seeds" "$corpus"
+		;;
+	clone_req) # byte 0: the descriptor count; then a request or a reply
+		printf '\003{}' >"$corpus/empty"
+		printf '\003{"report_json": "/tmp/r.json"}' >"$corpus/report"
+		printf '\000{"pid": 42}' >"$corpus/pid"
+		printf '\000{"exit_code": 16}' >"$corpus/exit"
+		printf '\000{"error": "x", "exit_code": 2}' >"$corpus/error"
 		;;
 	esac
 }

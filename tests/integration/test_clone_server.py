@@ -7,6 +7,7 @@ removed), and `brisk clone`. Needs KVM."""
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -155,6 +156,7 @@ def test_clones_each_their_own(snap, procs, tmp_path):
     assert not os.path.exists(sock)
 
 
+@pytest.mark.security
 def test_requester_gone_stops_its_clone(snap, procs, tmp_path):
     """Shutting the connection's sending side stops the clone (SIGTERM: exit 16, still reported on the
     connection); closing it outright stops another (its process ends); the server serves on."""
@@ -182,6 +184,7 @@ def test_requester_gone_stops_its_clone(snap, procs, tmp_path):
     assert server.proc.poll() is None
 
 
+@pytest.mark.security
 @pytest.mark.parametrize("body,nfds,why", [
     (b"not json", 3, "clone request"),
     (b'{"kernel": "x"}', 3, 'unknown member "kernel"'),
@@ -222,6 +225,39 @@ def test_bad_requests_refused(snap, procs, tmp_path, body, nfds, why):
     assert server.proc.poll() is None
 
 
+@pytest.mark.security
+def test_connection_limit(snap, procs, tmp_path):
+    """1,024 connections that say nothing take every slot: the next one is told so (exit_code 4) and closed; once
+    they go, a request is served."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard < 1100:
+        pytest.skip(f"RLIMIT_NOFILE's hard limit is {hard}: this test needs 1,100 descriptors")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1100), hard))
+    server, sock = start_server(procs, snap, "limit")
+    quiet = []
+    try:
+        for _ in range(1024):
+            quiet.append(socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET))
+            quiet[-1].connect(sock)
+        extra = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        extra.connect(sock)
+        extra.settimeout(60)
+        r = json.loads(extra.recv(4096))
+        assert r["exit_code"] == 4 and "1024 connections (clones) at once" in r["error"], r
+        extra.close()
+    finally:
+        for q in quiet:
+            q.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    c = Clone(sock, str(tmp_path), "after")
+    c.wait_for(WRITTEN)
+    c.release()
+    assert c.reply() == {"exit_code": EXIT_GUEST_OK}
+    c.close()
+    assert server.proc.poll() is None
+
+
+@pytest.mark.security
 def test_server_refusals(snap, tmp_path):
     """What the server refuses before it listens, exit status 2 and a message: another VM-less option beside it,
     a path that is a regular file (left untouched), a Uffd backend."""
