@@ -14,12 +14,19 @@
      clone request -> first KVM_RUN   exec -> "first KVM_RUN" of brisk's own timeline, per clone (µs)
      clones per second                N / (last clone's "written" line - first exec), wall clock
 4. For comparison, the same restore one at a time (--rounds, default 10): exec -> first KVM_RUN alone.
+With --server, steps 2-4 run twice in the same run: fresh `brisk restore` processes as above, and clones forked
+by one `brisk restore --clone-server SOCK` (each asked for over the socket with its stdin and stdout pipes;
+"clone request -> first KVM_RUN" is then the clone's timeline, which starts when the server receives the
+request); the rounds one at a time alternate fresh and served.
 Medians (min-max). No thresholds. Standard library only. Needs a usable /dev/kvm.
 """
 
 import argparse
+import json
 import os
 import re
+import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -93,45 +100,117 @@ def take_snapshot(brisk, guest, mem_mib, tmp):
     return state, mem
 
 
-def wait_written(proc, deadline):
+class Fresh:
+    """One `brisk restore` process: the clone's stdin and stdout are its pipes."""
+
+    def __init__(self, args, state, mem, report):
+        self.p = subprocess.Popen([args.brisk, "restore", "--snapshot", state, "--mem", mem, "--report-json",
+                                   report], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.pid, self.out_fd = self.p.pid, self.p.stdout.fileno()
+
+    def release(self):
+        self.p.stdin.write(b"x")
+        self.p.stdin.close()
+
+    def wait(self, timeout=60):
+        return self.p.wait(timeout=timeout)
+
+    def rest(self):
+        return self.p.stdout.read().decode(errors="replace")
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+class Served:
+    """One clone asked of a clone server (include/brisk/clone.h): pipes for its stdin and stdout passed along."""
+
+    def __init__(self, sock, report):
+        rd, self.w = os.pipe()
+        self.out_fd, wr = os.pipe()
+        null = os.open("/dev/null", os.O_WRONLY)
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.s.connect(sock)
+        socket.send_fds(self.s, [json.dumps({"report_json": report}).encode()], [rd, wr, null])
+        for fd in (rd, wr, null):
+            os.close(fd)
+        self.s.settimeout(60)
+        self.pid = json.loads(self.s.recv(4096))["pid"]
+
+    def release(self):
+        os.write(self.w, b"x")
+        os.close(self.w)
+        self.w = -1
+
+    def wait(self, timeout=60):
+        self.s.settimeout(timeout)
+        return json.loads(self.s.recv(4096))["exit_code"]
+
+    def rest(self):
+        chunks = []
+        while True:
+            c = os.read(self.out_fd, 65536)
+            if not c:
+                break
+            chunks.append(c)
+        os.close(self.out_fd)
+        return b"".join(chunks).decode(errors="replace")
+
+    def kill(self):
+        if self.w >= 0:
+            os.close(self.w)
+            self.w = -1
+        self.s.close()  # the server stops the clone
+
+
+def start_server(args, state, mem, tmp):
+    sock = os.path.join(tmp, "clones.sock")
+    p = subprocess.Popen([args.brisk, "restore", "--snapshot", state, "--mem", mem, "--clone-server", sock],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(sock):
+        if p.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the clone server did not start (exit {p.poll()})")
+        time.sleep(0.01)
+    return p, sock
+
+
+def wait_written(clone, deadline):
     buf = b""
     while WRITTEN.encode() not in buf:
         if time.monotonic() > deadline:
             raise RuntimeError(f"a clone printed no '{WRITTEN}': {buf[-300:]!r}")
-        chunk = os.read(proc.stdout.fileno(), 4096)
+        chunk = os.read(clone.out_fd, 4096)
         if not chunk:
-            raise RuntimeError(f"a clone exited ({proc.wait()}) before '{WRITTEN}': {buf[-300:]!r}")
+            raise RuntimeError(f"a clone exited ({clone.wait()}) before '{WRITTEN}': {buf[-300:]!r}")
         buf += chunk
     return time.monotonic()
 
 
-def clones_at_once(args, state, mem, tmp):
+def clones_at_once(args, make, tmp):
     avail0 = meminfo("MemAvailable")
-    procs, reports = [], []
+    clones, reports = [], []
     t0 = time.monotonic()
-    for i in range(args.clones):
-        reports.append(os.path.join(tmp, f"clone{i}.json"))
-        procs.append(subprocess.Popen([args.brisk, "restore", "--snapshot", state, "--mem", mem, "--report-json",
-                                       reports[-1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.DEVNULL))
     try:
+        for i in range(args.clones):
+            reports.append(os.path.join(tmp, f"clone{i}.json"))
+            clones.append(make(reports[-1]))
         deadline = time.monotonic() + 60 + args.clones
-        last = max(wait_written(p, deadline) for p in procs)
+        last = max(wait_written(c, deadline) for c in clones)
         time.sleep(0.2)
-        mem_now = [rollup(p.pid) for p in procs]
-        biggest = max(range(len(procs)), key=lambda i: mem_now[i]["Pss"])
-        top = largest_private(procs[biggest].pid)
+        mem_now = [rollup(c.pid) for c in clones]
+        biggest = max(range(len(clones)), key=lambda i: mem_now[i]["Pss"])
+        top = largest_private(clones[biggest].pid)
         avail1 = meminfo("MemAvailable")
-        for p in procs:
-            p.stdin.write(b"x")
-            p.stdin.close()
-        codes = [p.wait(timeout=60) for p in procs]
+        for c in clones:
+            c.release()
+        codes = [c.wait(timeout=60) for c in clones]
+        out = "".join(c.rest() for c in clones)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    out = "".join(p.stdout.read().decode(errors="replace") for p in procs)
+        for c in clones:
+            c.kill()
     bad = [c for c in codes if c != 0]
     if bad or out.count("CHECK private: PASS") != args.clones:
         raise RuntimeError(f"{len(bad)} clones failed (exit {bad[:5]}); {out.count('CHECK private: PASS')} "
@@ -141,19 +220,47 @@ def clones_at_once(args, state, mem, tmp):
             "top": top}
 
 
-def one_at_a_time(args, state, mem, tmp):
-    report, out = os.path.join(tmp, "one.json"), []
+def one_at_a_time(args, makers, tmp):
+    """args.rounds restores of each kind, the kinds alternating: {kind: [phases]}."""
+    report, out = os.path.join(tmp, "one.json"), {k: [] for k in makers}
     for _ in range(args.rounds):
-        p = subprocess.Popen([args.brisk, "restore", "--snapshot", state, "--mem", mem, "--report-json", report],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        wait_written(p, time.monotonic() + 60)
-        p.stdin.write(b"x")
-        p.stdin.close()
-        if p.wait(timeout=60) != 0:
-            raise RuntimeError(f"a restore exited {p.returncode}")
-        p.stdout.close()
-        out.append(phases(report))
+        for kind, make in makers.items():
+            c = make(report)
+            try:
+                wait_written(c, time.monotonic() + 60)
+                c.release()
+                if c.wait(timeout=60) != 0:
+                    raise RuntimeError(f"a {kind} restore failed")
+                c.rest()
+            finally:
+                c.kill()
+            out[kind].append(phases(report))
     return out
+
+
+def print_many(n, many):
+    pss = [m["Pss"] for m in many["mem"]]
+    print(f"  Pss per clone (KiB)                     {fmt(pss)}")
+    print(f"  Pss beyond the guest's writes (KiB)     {fmt([p - GUEST_WRITES_KIB for p in pss])}")
+    print(f"  Private_Dirty per clone (KiB)           {fmt([m['Private_Dirty'] for m in many['mem']])}")
+    print(f"  Rss per clone (KiB)                     {fmt([m['Rss'] for m in many['mem']])}")
+    print("  the largest clone's biggest private mappings (KiB): " +
+          "; ".join(f"{kib} {what}" for kib, what in many["top"]))
+    print(f"  host MemAvailable drop / clone (KiB)    {many['avail_drop_kib'] / n:.0f}")
+    print(f"  clones per second (first request -> all written)  {n / many['wall_s']:.1f} "
+          f"({n} in {many['wall_s']:.2f} s)")
+    print(f"  clone request -> first KVM_RUN (µs)     {fmt(many['first_run_us'])}")
+
+
+def print_alone(kind, alone):
+    print(f"  {kind}: request -> first KVM_RUN (µs){' ' * max(1, 12 - len(kind))}"
+          f"{fmt([r['first KVM_RUN'] for r in alone])}")
+    for a, b in (("exec", "snapshot read"), ("snapshot read", "memory mapped"), ("exec", "memory mapped"),
+                 ("memory mapped", "vCPUs ready"), ("vCPUs ready", "state restored"),
+                 ("state restored", "first KVM_RUN")):
+        vals = [r[b] - (r[a] if a != "exec" else 0) for r in alone if b in r and (a == "exec" or a in r)]
+        if vals:
+            print(f"    {a} -> {b} (µs){' ' * max(1, 22 - len(a) - len(b))}{fmt(vals)}")
 
 
 def main():
@@ -164,6 +271,7 @@ def main():
     ap.add_argument("-n", "--clones", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=10, help="restores one at a time, for comparison")
     ap.add_argument("--memory", type=int, default=128, help="guest memory in MiB")
+    ap.add_argument("--server", action="store_true", help="also clones forked by brisk restore --clone-server")
     args = ap.parse_args()
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         print("clones.py: no usable /dev/kvm here; run it where KVM runs the test guests", file=sys.stderr)
@@ -172,27 +280,25 @@ def main():
           f"host {os.uname().release}, {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="brisk-clones-") as tmp:
         state, mem = take_snapshot(args.brisk, args.guest, args.memory, tmp)
-        alone = one_at_a_time(args, state, mem, tmp)
-        many = clones_at_once(args, state, mem, tmp)
+        makers = {"fresh": lambda report: Fresh(args, state, mem, report)}
+        server = None
+        try:
+            if args.server:
+                server, sock = start_server(args, state, mem, tmp)
+                makers["server"] = lambda report: Served(sock, report)
+            alone = one_at_a_time(args, makers, tmp)
+            many = {kind: clones_at_once(args, make, tmp) for kind, make in makers.items()}
+        finally:
+            if server:
+                server.send_signal(signal.SIGTERM)
+                server.wait(timeout=60)
     n = args.clones
-    pss = [m["Pss"] for m in many["mem"]]
-    print(f"\n== {n} clones alive at once (each wrote {GUEST_WRITES_KIB} KiB of its RAM itself)")
-    print(f"  Pss per clone (KiB)                     {fmt(pss)}")
-    print(f"  Pss beyond the guest's writes (KiB)     {fmt([p - GUEST_WRITES_KIB for p in pss])}")
-    print(f"  Private_Dirty per clone (KiB)           {fmt([m['Private_Dirty'] for m in many['mem']])}")
-    print(f"  Rss per clone (KiB)                     {fmt([m['Rss'] for m in many['mem']])}")
-    print("  the largest clone's biggest private mappings (KiB): " +
-          "; ".join(f"{kib} {what}" for kib, what in many["top"]))
-    print(f"  host MemAvailable drop / clone (KiB)    {many['avail_drop_kib'] / n:.0f}")
-    print(f"  clones per second (exec of the first -> all written)  {n / many['wall_s']:.1f} "
-          f"({n} in {many['wall_s']:.2f} s)")
-    print(f"  clone request -> first KVM_RUN (µs)     {fmt(many['first_run_us'])}")
-    print(f"\n== one restore at a time, {args.rounds} rounds")
-    print(f"  exec -> first KVM_RUN (µs)              {fmt([r['first KVM_RUN'] for r in alone])}")
-    for a, b in (("exec", "snapshot read"), ("snapshot read", "memory mapped"), ("memory mapped", "vCPUs ready"),
-                 ("vCPUs ready", "state restored"), ("state restored", "first KVM_RUN")):
-        vals = [r[b] - (r[a] if a != "exec" else 0) for r in alone if b in r and (a == "exec" or a in r)]
-        print(f"  {a} -> {b} (µs){' ' * max(1, 24 - len(a) - len(b))}{fmt(vals)}")
+    for kind in makers:
+        print(f"\n== {n} clones alive at once, {kind} (each wrote {GUEST_WRITES_KIB} KiB of its RAM itself)")
+        print_many(n, many[kind])
+    print(f"\n== one restore at a time, {args.rounds} rounds{' each, alternating' if args.server else ''}")
+    for kind in makers:
+        print_alone(kind, alone[kind])
     return 0
 
 

@@ -23,6 +23,7 @@
 #define CLONE_MSG_MAX  4096 /* a request or reply message, bytes */
 #define CLONE_FDS      3    /* stdin, stdout, stderr */
 #define CLONE_CONN_MAX 1024 /* connections (and so clones) at once */
+#define CLONE_POOL_MAX 64   /* warm clones (--clone-pool) */
 
 struct clone_req {
 	char report_json[PATH_MAX]; /* "" unless the request names a --report-json file for the clone */
@@ -49,16 +50,19 @@ struct clone_reply {
 int clone_reply_parse(const char *msg, size_t n, struct clone_reply *r, char *err, size_t errlen);
 
 /*
- * The server loop: listens at `sock_path` (unix_listen.h), forks one child per request, reaps them and tells
- * each requester its clone's exit status. In each child: the server's descriptors closed, the request's three
- * on 0-2, the timeline and KVM ioctl counts restarted at the request's arrival, then run(prepared, &req,
- * sig_fd, ctx), whose return is the child's exit status. Ends on SIGINT/SIGTERM/SIGHUP from sig_fd (every
- * clone sent SIGTERM, then SIGKILL after a grace period, all reaped): returns EXIT_STOPPED; EXIT_USAGE or
+ * The server loop: listens at `sock_path` (unix_listen.h), gives each request a child, reaps them and tells
+ * each requester its clone's exit status. With `pool` > 0 (at most CLONE_POOL_MAX), that many children are
+ * kept warm: forked and built (vm_restore_clone_build) ahead of requests, each request taken by the oldest
+ * and a new one forked after the reply; a warm clone that fails or cannot be forked switches the pool off
+ * (a warning; requests then fork). Without a warm clone a request forks one. In each child: the server's descriptors
+ * closed, the request's three on 0-2, the timeline and KVM ioctl counts restarted at the request's arrival, then
+ * run(prepared, &req, sig_fd, ctx), whose return is the child's exit status. Ends on SIGINT/SIGTERM/SIGHUP from sig_fd
+ * (every clone sent SIGTERM, then SIGKILL after a grace period, all reaped): returns EXIT_STOPPED; EXIT_USAGE or
  * EXIT_HOST if the socket cannot be made. Single-threaded callers only (it forks).
  */
 struct vm;
 typedef int (*clone_run_fn)(struct vm *prepared, const struct clone_req *req, int sig_fd, void *ctx);
-int clone_serve(struct vm *prepared, const char *sock_path, int sig_fd, clone_run_fn run, void *ctx);
+int clone_serve(struct vm *prepared, const char *sock_path, unsigned pool, int sig_fd, clone_run_fn run, void *ctx);
 
 /* `brisk clone --server SOCK [--report-json FILE]`: a clone with this process's stdio; its exit status. */
 int cmd_clone(int argc, char **argv);

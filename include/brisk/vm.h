@@ -281,11 +281,14 @@ __attribute__((warn_unused_result)) int vm_restore(const struct vm_config *base,
  * working-set recording, a hugetlbfs snapshot (VM_ERR_USAGE). The prepared VM is never run; the caller
  * keeps it single-threaded and vm_destroy()s it at the end.
  * vm_restore_clone, in a forked child, builds the prepared copy as vm_restore would from there on (its own
- * eventfd, outputs, KVM VM, memory slot, irqchip, vCPUs and devices; a new VM Generation ID), once per child.
- * On failure the child vm_destroy()s it. Both return 0 or -errno with *err.
+ * eventfd, outputs, KVM VM, memory slot, irqchip, vCPUs and devices) and gives it the saved state (a new VM
+ * Generation ID), once per child. vm_restore_clone_build does only the first half, ahead of a request (a warm
+ * clone: vm_restore_clone then only restores the state). On failure the child vm_destroy()s it. Each returns
+ * 0 or -errno with *err.
  */
 __attribute__((warn_unused_result)) int vm_restore_prepare(const struct vm_config *base, const char *state_path,
 							   const char *mem_path, struct vm **out, struct vm_error *err);
+__attribute__((warn_unused_result)) int vm_restore_clone_build(struct vm *prepared, struct vm_error *err);
 __attribute__((warn_unused_result)) int vm_restore_clone(struct vm *prepared, bool resume, struct vm_error *err);
 /* The --timeline report: phases, exit counters, KVM ioctls. */
 void vm_print_report(struct vm *vm, FILE *f);

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -37,8 +38,21 @@
 #include "brisk/seccomp.h"
 #include "brisk/timeline.h"
 #include "brisk/unix_listen.h"
+#include "brisk/vm.h"
 
 #define STOP_GRACE_MS 3000 /* at the server's end: SIGTERM, then SIGKILL for clones still there */
+
+/* A warm clone's assignment, from the server over its socketpair, with the request's descriptors. */
+struct assignment {
+	uint64_t t0; /* the request's arrival (CLOCK_MONOTONIC ns): the clone's timeline starts there */
+	struct clone_req req;
+};
+
+/* A warm clone: forked and built (KVM VM, vCPUs, devices), waiting on fd for a request. */
+struct warm {
+	pid_t pid;
+	int fd;
+};
 
 struct conn {
 	int fd;	   /* the requester's connection; -1 once it is gone */
@@ -51,7 +65,10 @@ static struct {
 	struct conn conns[CLONE_CONN_MAX];
 	unsigned nr;
 	int listen_fd, chld_fd, sig_fd;
+	pid_t server;	    /* the server's pid: a child whose parent is another has lost it */
 	bool accept_paused; /* out of descriptors (EMFILE): no accept until a connection is dropped */
+	struct warm warm[CLONE_POOL_MAX];
+	unsigned nr_warm, pool; /* warm clones now, and how many to keep (0 once one failed) */
 	struct unix_listener sock;
 } srv = {.listen_fd = -1, .chld_fd = -1, .sig_fd = -1};
 
@@ -82,41 +99,6 @@ static void close_fds(int *fds, unsigned n)
 		close(fds[i]);
 }
 
-/*
- * In the child: the server's descriptors closed (the requesters' connections above all, whose end is each
- * clone's stop), the request's on 0-2, SIGCHLD unblocked, logging and accounting restarted. Never returns.
- */
-static void child(struct vm *prepared, const struct clone_req *req, int *fds, unsigned nfds, uint64_t t0,
-		  clone_run_fn run, void *ctx)
-{
-	sigset_t chld;
-	int sig_fd, ret;
-
-	close(srv.listen_fd);
-	close(srv.chld_fd);
-	close(srv.sig_fd);
-	for (unsigned i = 0; i < srv.nr; i++)
-		if (srv.conns[i].fd >= 0)
-			close(srv.conns[i].fd);
-	srv.nr = 0;
-	srv.sock.bound = false; /* the path is the server's to unlink */
-	for (unsigned i = 0; i < nfds; i++)
-		if (dup2(fds[i], (int)i) < 0)
-			_exit(EXIT_HOST);
-	close_fds(fds, nfds);
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	sigprocmask(SIG_UNBLOCK, &chld, NULL);
-	log_reopen_stderr();
-	seccomp_forked();
-	timeline_restart(t0);
-	kvm_ioctl_stats_reset();
-	sig_fd = cli_setup_signals();
-	ret = run(prepared, req, sig_fd, ctx);
-	fflush(NULL);
-	exit(ret);
-}
-
 /* The descriptors a request carried (SCM_RIGHTS), at most CLONE_FDS; *n is how many. Others are closed. */
 static unsigned take_fds(struct msghdr *mh, int *fds)
 {
@@ -136,6 +118,181 @@ static unsigned take_fds(struct msghdr *mh, int *fds)
 		}
 	}
 	return n;
+}
+
+/*
+ * In a child, first: the server's descriptors closed (the requesters' connections above all, whose end is each
+ * clone's stop; the other warm clones' links), SIGCHLD unblocked, SIGTERM when the server dies (the connection
+ * it holds is the clone's handle), the seccomp rules made this process's. Returns the child's signalfd.
+ */
+static int child_setup(void)
+{
+	sigset_t chld;
+
+	close(srv.listen_fd);
+	close(srv.chld_fd);
+	close(srv.sig_fd);
+	for (unsigned i = 0; i < srv.nr; i++)
+		if (srv.conns[i].fd >= 0)
+			close(srv.conns[i].fd);
+	for (unsigned i = 0; i < srv.nr_warm; i++)
+		close(srv.warm[i].fd);
+	srv.nr = srv.nr_warm = 0;
+	srv.sock.bound = false; /* the path is the server's to unlink */
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_UNBLOCK, &chld, NULL);
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != srv.server)
+		raise(SIGTERM); /* the server ended before the prctl */
+	seccomp_forked();
+	return cli_setup_signals();
+}
+
+/*
+ * In a child with its request: the request's descriptors on 0-2, logging and accounting restarted at the
+ * request's arrival, then the clone run. Never returns.
+ */
+static void child_run(struct vm *prepared, const struct clone_req *req, int *fds, unsigned nfds, uint64_t t0,
+		      int sig_fd, clone_run_fn run, void *ctx)
+{
+	int ret;
+
+	for (unsigned i = 0; i < nfds; i++)
+		if (dup2(fds[i], (int)i) < 0)
+			_exit(EXIT_HOST);
+	close_fds(fds, nfds);
+	log_reopen_stderr();
+	timeline_restart(t0);
+	kvm_ioctl_stats_reset();
+	ret = run(prepared, req, sig_fd, ctx);
+	fflush(NULL);
+	exit(ret);
+}
+
+/* A child forked for a request: built and run at once. */
+static void child(struct vm *prepared, const struct clone_req *req, int *fds, unsigned nfds, uint64_t t0,
+		  clone_run_fn run, void *ctx)
+{
+	int sig_fd = child_setup();
+
+	child_run(prepared, req, fds, nfds, t0, sig_fd, run, ctx);
+}
+
+/*
+ * A warm clone: built now (vm_restore_clone_build), then waiting for its assignment on `link`; a signal or the
+ * server's end before one ends it (EXIT_STOPPED). Its build's messages go to the server's stderr. Never returns.
+ */
+static void warm_child(struct vm *prepared, int link, clone_run_fn run, void *ctx)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * CLONE_FDS)];
+		struct cmsghdr align;
+	} cm;
+	struct assignment a;
+	struct iovec iov = {.iov_base = &a, .iov_len = sizeof(a)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf)};
+	int sig_fd = child_setup(), fds[CLONE_FDS + 1];
+	struct pollfd p[2] = {{.fd = link, .events = POLLIN}, {.fd = sig_fd, .events = POLLIN}};
+	struct vm_error e;
+	unsigned nfds;
+	ssize_t n;
+
+	if (vm_restore_clone_build(prepared, &e)) {
+		log_error("clone server: a warm clone's build failed: %s", e.msg);
+		vm_destroy(prepared);
+		exit(e.kind == VM_ERR_HOST ? EXIT_HOST : EXIT_USAGE);
+	}
+	while (poll(p, 2, -1) < 0)
+		if (errno != EINTR)
+			break;
+	n = p[0].revents ? recvmsg(link, &mh, MSG_CMSG_CLOEXEC) : -1;
+	if (n != (ssize_t)sizeof(a) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		vm_destroy(prepared); /* stopped, or the server is gone */
+		exit(EXIT_STOPPED);
+	}
+	close(link);
+	nfds = take_fds(&mh, fds);
+	a.req.report_json[sizeof(a.req.report_json) - 1] = '\0';
+	child_run(prepared, &a.req, fds, nfds == CLONE_FDS ? nfds : 0, a.t0, sig_fd, run, ctx);
+}
+
+/* One more warm clone (srv.pool of them are kept). Returns 0, or -errno (the pool is then switched off). */
+static int spawn_warm(struct vm *prepared, clone_run_fn run, void *ctx)
+{
+	int sv[2];
+	pid_t pid;
+
+	if (srv.nr_warm >= srv.pool)
+		return 0;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		warm_child(prepared, sv[1], run, ctx);
+	}
+	close(sv[1]);
+	if (pid < 0) {
+		close(sv[0]);
+		return -errno;
+	}
+	srv.warm[srv.nr_warm++] = (struct warm){.pid = pid, .fd = sv[0]};
+	return 0;
+}
+
+static void refill(struct vm *prepared, clone_run_fn run, void *ctx)
+{
+	while (srv.nr_warm < srv.pool) {
+		int ret = spawn_warm(prepared, run, ctx);
+
+		if (ret) {
+			log_warn("clone server: a warm clone: %s; clones are forked per request from now on",
+				 strerror(-ret));
+			srv.pool = 0;
+		}
+	}
+}
+
+/*
+ * The oldest warm clone takes the request: its descriptors and arrival time sent over its link. Returns its
+ * pid, or 0 when there is none (or it could not be told: it is stopped, and the request forks instead).
+ */
+static pid_t assign_warm(const struct clone_req *req, int *fds, unsigned nfds, uint64_t t0)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * CLONE_FDS)];
+		struct cmsghdr align;
+	} cm;
+	struct assignment a = {.t0 = t0, .req = *req};
+	struct iovec iov = {.iov_base = &a, .iov_len = sizeof(a)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	struct warm w;
+
+	if (!srv.nr_warm)
+		return 0;
+	w = srv.warm[0];
+	memmove(srv.warm, srv.warm + 1, --srv.nr_warm * sizeof(srv.warm[0]));
+	if (nfds) {
+		struct cmsghdr *c;
+
+		memset(cm.buf, 0, sizeof(cm.buf));
+		mh.msg_control = cm.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+	if (sendmsg(w.fd, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(a)) {
+		log_warn("clone server: warm clone %d cannot take a request: %s", (int)w.pid, strerror(errno));
+		kill(w.pid, SIGTERM);
+		close(w.fd);
+		return 0;
+	}
+	close(w.fd);
+	return w.pid;
 }
 
 /* A request on connection i: parsed, then a clone forked for it; any failure answered and the connection closed. */
@@ -169,10 +326,13 @@ static void serve_request(unsigned i, struct vm *prepared, clone_run_fn run, voi
 	}
 	if (clone_req_parse(msg, (size_t)n, nfds, &req, err, sizeof(err)))
 		goto refuse;
-	fflush(NULL);
-	pid = fork();
-	if (pid == 0)
-		child(prepared, &req, fds, nfds, t0, run, ctx);
+	pid = assign_warm(&req, fds, nfds, t0);
+	if (!pid) {
+		fflush(NULL);
+		pid = fork();
+		if (pid == 0)
+			child(prepared, &req, fds, nfds, t0, run, ctx);
+	}
 	close_fds(fds, nfds);
 	if (pid < 0) {
 		log_warn("clone server: fork: %s", strerror(errno));
@@ -184,6 +344,7 @@ static void serve_request(unsigned i, struct vm *prepared, clone_run_fn run, voi
 	srv.conns[i].pid = pid;
 	send_msg(srv.conns[i].fd, reply, clone_reply_pid(reply, pid));
 	log_info("clone server: clone %d started", (int)pid);
+	refill(prepared, run, ctx); /* after the reply: the new warm clone's fork is not this request's time */
 	return;
 refuse:
 	close_fds(fds, nfds);
@@ -250,6 +411,17 @@ static void reap(void)
 	while (read(srv.chld_fd, &si, sizeof(si)) == sizeof(si))
 		;
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		for (unsigned i = 0; i < srv.nr_warm; i++) {
+			if (srv.warm[i].pid != pid)
+				continue;
+			log_warn("clone server: warm clone %d ended before any request (exit status %d); clones are "
+				 "forked per request from now on",
+				 (int)pid, exit_code(status));
+			close(srv.warm[i].fd);
+			srv.warm[i] = srv.warm[--srv.nr_warm];
+			srv.pool = 0;
+			break;
+		}
 		for (unsigned i = 0; i < srv.nr; i++) {
 			if (srv.conns[i].pid != pid)
 				continue;
@@ -267,9 +439,15 @@ static void stop_all(void)
 	struct timespec end, now;
 	unsigned left = 0;
 
+	srv.pool = 0;
+	for (unsigned i = 0; i < srv.nr_warm; i++) /* their EOF ends them; reaped below */
+		close(srv.warm[i].fd);
+	for (unsigned i = 0; i < srv.nr_warm; i++)
+		srv.warm[i].fd = -1;
 	for (unsigned i = 0; i < srv.nr; i++)
 		if (srv.conns[i].pid > 0 && kill(srv.conns[i].pid, SIGTERM) == 0)
 			left++;
+	left += srv.nr_warm;
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	end.tv_sec += STOP_GRACE_MS / 1000;
 	while (left) {
@@ -285,11 +463,13 @@ static void stop_all(void)
 						 (int)srv.conns[i].pid, STOP_GRACE_MS / 1000);
 					kill(srv.conns[i].pid, SIGKILL);
 				}
+			for (unsigned i = 0; i < srv.nr_warm; i++)
+				kill(srv.warm[i].pid, SIGKILL);
 			end.tv_sec += 3600;
 		}
 		poll(&p, 1, ms > 0 ? (int)ms : 100);
 		reap();
-		left = 0;
+		left = srv.nr_warm;
 		for (unsigned i = 0; i < srv.nr; i++)
 			left += srv.conns[i].pid > 0;
 	}
@@ -314,6 +494,7 @@ static int setup(const char *sock_path, int sig_fd)
 	sigset_t chld;
 
 	raise_nofile();
+	srv.server = getpid();
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	if (sigprocmask(SIG_BLOCK, &chld, NULL) ||
@@ -339,14 +520,16 @@ static int setup(const char *sock_path, int sig_fd)
 	return 0;
 }
 
-int clone_serve(struct vm *prepared, const char *sock_path, int sig_fd, clone_run_fn run, void *ctx)
+int clone_serve(struct vm *prepared, const char *sock_path, unsigned pool, int sig_fd, clone_run_fn run, void *ctx)
 {
 	static struct pollfd p[3 + CLONE_CONN_MAX];
 	int ret = setup(sock_path, sig_fd);
 
 	if (ret)
 		goto out;
-	log_info("clone server: listening on %s", sock_path);
+	srv.pool = pool < CLONE_POOL_MAX ? pool : CLONE_POOL_MAX;
+	refill(prepared, run, ctx);
+	log_info("clone server: listening on %s, %u warm clones", sock_path, srv.nr_warm);
 	for (;;) {
 		unsigned nr = srv.nr;
 

@@ -239,6 +239,8 @@ static const char restore_usage[] =
     "                         open) and fork one VM per request on the Unix socket SOCK, each\n"
     "                         confined as brisk restore's ('brisk help clone', docs/cli.md); ends\n"
     "                         on SIGTERM, stopping its clones (exit status 16)\n"
+    "      --clone-pool N     with --clone-server: keep N clones (0-64, default 0) built ahead\n"
+    "                         (KVM VM, vCPUs, devices), so a request only restores the state\n"
     "A Diff snapshot's MEM holds only the pages it changed: merge it onto its base first\n"
     "('brisk help snapshot-editor') and give the merged file here.\n"
     "PROCESS-OPTIONS: --serial, --timeline, --report-json, --log-level, --seccomp (see 'brisk help run');\n"

@@ -47,6 +47,8 @@ static bool paused;
 static const char *working_set;
 /* brisk restore --clone-server SOCK: one prepared snapshot, a forked VM per request (clone.h). */
 static const char *clone_sock;
+static unsigned clone_pool; /* --clone-pool N: warm clones */
+static bool clone_pool_given;
 /*
  * --seccomp on|off: the per-thread filters (docs/security.md, "Seccomp"); off is for debugging. Without the
  * option, BRISK_SECCOMP=off in the environment means off (to compare runs without changing command lines).
@@ -161,6 +163,12 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 	case OPT_CLONE_SERVER:
 		clone_sock = arg;
 		return 0;
+	case OPT_CLONE_POOL:
+		if (config_parse_uint(arg, 0, CLONE_POOL_MAX, &n))
+			return bad_value("--clone-pool", arg, "a number of warm clones from 0 to 64");
+		clone_pool = (unsigned)n;
+		clone_pool_given = true;
+		return 0;
 	case OPT_SECCOMP:
 		if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0)
 			return bad_value("--seccomp", arg, "on or off");
@@ -230,6 +238,7 @@ bool cli_is_process_option(int c)
 	case OPT_WORKING_SET:
 	case OPT_PAUSED:
 	case OPT_CLONE_SERVER:
+	case OPT_CLONE_POOL:
 	case 'h':
 		return false;
 	case OPT_IRQCHIP:
@@ -619,7 +628,7 @@ static int serve_clones(const struct vm_config *base, int sig_fd)
 		log_error("%s", e.msg);
 		return e.kind == VM_ERR_HOST ? EXIT_HOST : EXIT_USAGE;
 	}
-	ret = clone_serve(vm, clone_sock, sig_fd, run_clone, (void *)base);
+	ret = clone_serve(vm, clone_sock, clone_pool, sig_fd, run_clone, (void *)base);
 	vm_destroy(vm);
 	return ret;
 }
@@ -686,6 +695,10 @@ static int check_mode(enum run_mode mode)
 	}
 	if (paused && (!api_sock || no_api)) {
 		fprintf(stderr, "%s: --paused needs --api-sock: nothing else could resume the VM\n", me);
+		return EXIT_USAGE;
+	}
+	if (clone_pool_given && !clone_sock) {
+		fprintf(stderr, "%s: --clone-pool belongs to --clone-server\n", me);
 		return EXIT_USAGE;
 	}
 	if (clone_sock && (api_sock || paused || report_json)) {

@@ -873,11 +873,12 @@ static int restore_read(struct vm *vm, const struct vm_config *base, const char 
 }
 
 /*
- * Restore steps R3-R5 on a VM restore_read filled: its own wake eventfd and outputs, then the KVM VM, its memory
- * slot, irqchip, vCPUs and devices, each holding the saved state. /dev/kvm is opened unless it is already (a
- * prepared VM's). The same recipe as a boot, less the kernel, ACPI and MP tables: they are in the saved memory.
+ * Restore step R3 on a VM restore_read filled: its own wake eventfd and outputs, then the KVM VM, its memory
+ * slot, irqchip, vCPU threads and devices, the CPUID template; no saved state yet. /dev/kvm is opened unless it
+ * is already (a prepared VM's). The same recipe as a boot, less the kernel, ACPI and MP tables: they are in the
+ * saved memory.
  */
-static int restore_build(struct vm *vm, const char *state_path, bool resume, struct vm_error *e)
+static int restore_build(struct vm *vm, const char *state_path, struct vm_error *e)
 {
 	int ret;
 
@@ -891,8 +892,18 @@ static int restore_build(struct vm *vm, const char *state_path, bool resume, str
 		open_kvm(vm);
 	if ((ret = check_kvm(vm, e)) || (ret = create_vm(vm, e)) || (ret = map_memory(vm, e)) ||
 	    (ret = create_irqchip(vm, e)) || (ret = start_vcpus(vm, e)) || (ret = create_devices(vm, e)) ||
-	    (ret = prepare_cpuid(vm, e)) || (ret = check_cpu_template(vm, state_path, e)) ||
-	    (ret = restore_kvm_vm(vm, e)))
+	    (ret = prepare_cpuid(vm, e)) || (ret = check_cpu_template(vm, state_path, e)))
+		return ret;
+	vm->clone_built = true;
+	return 0;
+}
+
+/* Restore steps R4-R6: the VM-wide KVM state, the vCPUs' and the devices' saved state; the devices started. */
+static int restore_state(struct vm *vm, bool resume, struct vm_error *e)
+{
+	int ret;
+
+	if ((ret = restore_kvm_vm(vm, e)))
 		return ret;
 	vm_publish_config(vm, VM_CONFIG_PUBLISHED);
 	if ((ret = restore_vcpus(vm, e)) || (ret = restore_devices(vm, e)) || (ret = start_devices(vm, e)))
@@ -915,8 +926,8 @@ int vm_restore(const struct vm_config *base, const char *state_path, const char 
 	*e = (struct vm_error){.kind = VM_ERR_HOST};
 	if (!vm)
 		return fail(e, VM_ERR_HOST, -ENOMEM, "out of memory");
-	if ((ret = restore_read(vm, base, state_path, mem_path, e)) ||
-	    (ret = restore_build(vm, state_path, resume, e))) {
+	if ((ret = restore_read(vm, base, state_path, mem_path, e)) || (ret = restore_build(vm, state_path, e)) ||
+	    (ret = restore_state(vm, resume, e))) {
 		vm_destroy(vm);
 		return ret;
 	}
@@ -966,8 +977,15 @@ fail:
 	return ret;
 }
 
-int vm_restore_clone(struct vm *prepared, bool resume, struct vm_error *e)
+int vm_restore_clone_build(struct vm *prepared, struct vm_error *e)
 {
 	*e = (struct vm_error){.kind = VM_ERR_HOST};
-	return restore_build(prepared, prepared->state_path, resume, e);
+	return prepared->clone_built ? 0 : restore_build(prepared, prepared->state_path, e);
+}
+
+int vm_restore_clone(struct vm *prepared, bool resume, struct vm_error *e)
+{
+	int ret = vm_restore_clone_build(prepared, e);
+
+	return ret ? ret : restore_state(prepared, resume, e);
 }

@@ -115,6 +115,7 @@ struct vm {
 	int mem_file_fd;		/* the memory file a restore maps, open for its mapped-lock (file.h); -1 */
 	bool restoring;			/* the vCPUs get the saved state, not the boot entry state */
 	char *state_path;		/* vm_restore_prepare's state file, for vm_restore_clone's messages */
+	bool clone_built;		/* restore_build done: the KVM VM, vCPUs and devices exist */
 	struct uffd_peer uffd_peer;	/* with cfg.mem_uffd: the page-fault handler's process (mem_uffd.h) */
 	struct uffd_fetcher uffd_fetch; /* with cfg.mem_uffd: a snapshot create's fetch of all of RAM */
 	struct vm_wset ws;

@@ -113,20 +113,52 @@ def status_field(pid, field):
         return re.search(rf"^{field}:\s*(\S+)", f.read(), re.M).group(1)
 
 
+def alive(pid):
+    """Whether pid exists and is not a zombie (a killed server's clone is reaped by init, eventually)."""
+    try:
+        return status_field(pid, "State") != "Z"
+    except OSError:
+        return False
+
+
 def ppid(pid):
     with open(f"/proc/{pid}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
-def test_clones_each_their_own(snap, procs, tmp_path):
-    """Three clones at once from one server: forked by it (their parent), confined (seccomp filter mode 2), each
-    sees a new VM Generation ID (not the boot's, not a sibling's), writes it over 256 pages and reads back only its
-    own; released, each exits 0 and the server says so; each --report-json has the phases from the request on;
-    the memory file is unchanged."""
+def children(pid):
+    out = []
+    for d in os.listdir("/proc"):
+        try:
+            if d.isdigit() and ppid(int(d)) == pid:
+                out.append(int(d))
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def wait_children(pid, n, timeout=60):
+    deadline = time.monotonic() + timeout
+    while len(children(pid)) != n:
+        assert time.monotonic() < deadline, f"{len(children(pid))} children, not {n}"
+        time.sleep(0.05)
+    return sorted(children(pid))
+
+
+@pytest.mark.parametrize("pool", [0, 2])
+def test_clones_each_their_own(snap, procs, tmp_path, pool):
+    """Three clones at once from one server, forked per request or two of them warm (built ahead): children of the
+    server, confined (seccomp filter mode 2); each sees a new VM Generation ID (not the boot's, not a sibling's),
+    writes it over 256 pages and reads back only its own; released, each exits 0 and the server says so; each
+    --report-json has the phases from the request on; the memory file is unchanged. With the pool the first two
+    requests go to the warm clones, in order, and the pool is refilled."""
     state, mem, _ = snap
     before = sha(mem)
-    server, sock = start_server(procs, snap, "three")
+    server, sock = start_server(procs, snap, "three", "--clone-pool", str(pool))
+    warm = wait_children(server.proc.pid, pool)
     clones = [Clone(sock, str(tmp_path), f"c{i}") for i in range(3)]
+    if pool:
+        assert [c.pid for c in clones[:2]] == warm and clones[2].pid not in warm
     try:
         for c in clones:
             c.wait_for(WRITTEN)
@@ -151,9 +183,31 @@ def test_clones_each_their_own(snap, procs, tmp_path):
             c.close()
     assert sha(mem) == before
     assert server.proc.poll() is None
+    refilled = wait_children(server.proc.pid, pool)  # the pool is full again, with new clones
+    assert not set(refilled) & {c.pid for c in clones}
     server.proc.send_signal(signal.SIGTERM)
     assert server.wait(timeout=30) == EXIT_STOPPED
     assert not os.path.exists(sock)
+    assert not [p for p in refilled if os.path.exists(f"/proc/{p}")]  # the warm clones ended with the server
+
+
+def test_warm_clone_lost(snap, procs, tmp_path):
+    """A warm clone that dies before any request (SIGKILL here): the server says so, switches the pool off and
+    forks for the next request, which runs."""
+    server, sock = start_server(procs, snap, "lost", "--clone-pool", "1")
+    [warm] = wait_children(server.proc.pid, 1)
+    os.kill(warm, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while "forked per request from now on" not in server.err:
+        assert time.monotonic() < deadline, server.err
+        time.sleep(0.05)
+    c = Clone(sock, str(tmp_path), "after")
+    assert c.pid != warm
+    c.wait_for(WRITTEN)
+    c.release()
+    assert c.reply() == {"exit_code": EXIT_GUEST_OK}
+    c.close()
+    assert children(server.proc.pid) == []
 
 
 @pytest.mark.security
@@ -267,12 +321,16 @@ def test_server_refusals(snap, tmp_path):
         f.write("keep")
     cases = [
         (["--api-sock", os.path.join(sockdir, "api.sock")], "not with --api-sock"),
+        (["--clone-pool", "65"], "invalid --clone-pool '65'"),
         (["--report-json", str(tmp_path / "r.json")], "not with --report-json"),
     ]
     for extra, why in cases:
         r = subprocess.run([str(BRISK), "restore", "--snapshot", state, "--mem", mem, "--clone-server",
                             os.path.join(sockdir, "x.sock"), *extra], capture_output=True, text=True, timeout=60)
         assert r.returncode == EXIT_USAGE and why in r.stderr, r.stderr
+    r = subprocess.run([str(BRISK), "restore", "--snapshot", state, "--mem", mem, "--clone-pool", "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == EXIT_USAGE and "--clone-pool belongs to --clone-server" in r.stderr, r.stderr
     r = subprocess.run([str(BRISK), "restore", "--snapshot", state, "--mem", mem, "--clone-server", regular],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == EXIT_USAGE and "exists and is not a socket" in r.stderr, r.stderr
@@ -285,9 +343,10 @@ def test_server_refusals(snap, tmp_path):
 
 
 def test_server_end_stops_its_clones(snap, procs, tmp_path):
-    """SIGTERM to the server: its running clone stops (its requester is told 16), the server exits 16 and its
-    socket is gone."""
-    server, sock = start_server(procs, snap, "end")
+    """SIGTERM to the server: its running clone stops (its requester is told 16), its warm clone ends, the server
+    exits 16 and its socket is gone. SIGKILL to another server: its clone gets SIGTERM (the parent-death signal)
+    and stops."""
+    server, sock = start_server(procs, snap, "end", "--clone-pool", "1")
     c = Clone(sock, str(tmp_path), "c")
     try:
         c.wait_for(WRITTEN)
@@ -296,6 +355,21 @@ def test_server_end_stops_its_clones(snap, procs, tmp_path):
         assert server.wait(timeout=30) == EXIT_STOPPED
         assert not os.path.exists(f"/proc/{c.pid}")
         assert not os.path.exists(sock)
+        assert children(server.proc.pid) == []
+    finally:
+        c.close()
+    server, sock = start_server(procs, snap, "killed")
+    c = Clone(sock, str(tmp_path), "orphan")
+    try:
+        c.wait_for(WRITTEN)
+        server.proc.kill()
+        deadline = time.monotonic() + 30
+        while "stopping on Terminated" not in c.err():
+            assert time.monotonic() < deadline, c.err()
+            time.sleep(0.05)
+        while alive(c.pid):
+            assert time.monotonic() < deadline, "the clone of a killed server still runs"
+            time.sleep(0.05)
     finally:
         c.close()
 
