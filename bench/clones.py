@@ -14,10 +14,11 @@
      clone request -> first KVM_RUN   exec -> "first KVM_RUN" of brisk's own timeline, per clone (µs)
      clones per second                N / (last clone's "written" line - first exec), wall clock
 4. For comparison, the same restore one at a time (--rounds, default 10): exec -> first KVM_RUN alone.
-With --server, steps 2-4 run twice in the same run: fresh `brisk restore` processes as above, and clones forked
-by one `brisk restore --clone-server SOCK` (each asked for over the socket with its stdin and stdout pipes;
-"clone request -> first KVM_RUN" is then the clone's timeline, which starts when the server receives the
-request); the rounds one at a time alternate fresh and served.
+With --server, steps 2-4 run three times in the same run: fresh `brisk restore` processes as above; clones forked
+per request by one `brisk restore --clone-server SOCK` ("server"); and clones from another such server that keeps
+--pool N (default 1) of them built ahead (`--clone-pool N`, "warm"). A served clone is asked for over the socket
+with its stdin and stdout pipes; its "clone request -> first KVM_RUN" is its own timeline, which starts when the
+server receives the request. The rounds one at a time alternate the three kinds.
 Medians (min-max). No thresholds. Standard library only. Needs a usable /dev/kvm.
 """
 
@@ -165,9 +166,10 @@ class Served:
         self.s.close()  # the server stops the clone
 
 
-def start_server(args, state, mem, tmp):
-    sock = os.path.join(tmp, "clones.sock")
-    p = subprocess.Popen([args.brisk, "restore", "--snapshot", state, "--mem", mem, "--clone-server", sock],
+def start_server(args, state, mem, tmp, pool):
+    sock = os.path.join(tmp, f"clones{pool}.sock")
+    p = subprocess.Popen([args.brisk, "restore", "--snapshot", state, "--mem", mem, "--clone-server", sock,
+                          "--clone-pool", str(pool)],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while not os.path.exists(sock):
@@ -272,6 +274,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=10, help="restores one at a time, for comparison")
     ap.add_argument("--memory", type=int, default=128, help="guest memory in MiB")
     ap.add_argument("--server", action="store_true", help="also clones forked by brisk restore --clone-server")
+    ap.add_argument("--pool", type=int, default=1, help="with --server: the warm server's --clone-pool")
     args = ap.parse_args()
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         print("clones.py: no usable /dev/kvm here; run it where KVM runs the test guests", file=sys.stderr)
@@ -281,17 +284,19 @@ def main():
     with tempfile.TemporaryDirectory(prefix="brisk-clones-") as tmp:
         state, mem = take_snapshot(args.brisk, args.guest, args.memory, tmp)
         makers = {"fresh": lambda report: Fresh(args, state, mem, report)}
-        server = None
+        servers = []
         try:
             if args.server:
-                server, sock = start_server(args, state, mem, tmp)
-                makers["server"] = lambda report: Served(sock, report)
+                for kind, pool in (("server", 0), ("warm", args.pool)):
+                    p, sock = start_server(args, state, mem, tmp, pool)
+                    servers.append(p)
+                    makers[kind] = lambda report, sock=sock: Served(sock, report)
             alone = one_at_a_time(args, makers, tmp)
             many = {kind: clones_at_once(args, make, tmp) for kind, make in makers.items()}
         finally:
-            if server:
-                server.send_signal(signal.SIGTERM)
-                server.wait(timeout=60)
+            for p in servers:
+                p.send_signal(signal.SIGTERM)
+                p.wait(timeout=60)
     n = args.clones
     for kind in makers:
         print(f"\n== {n} clones alive at once, {kind} (each wrote {GUEST_WRITES_KIB} KiB of its RAM itself)")

@@ -1,6 +1,6 @@
 /*
  * clone.h - brisk restore --clone-server SOCK: one snapshot prepared once (vm_restore_prepare), one forked,
- * confined VM per request (docs/snapshots.md "A clone server"). The wire: a SOCK_SEQPACKET Unix socket, one
+ * confined VM per request (docs/cli.md "Clone server"). The wire: a SOCK_SEQPACKET Unix socket, one
  * JSON object per message.
  *
  *   request  {} or {"report_json": "/abs/path"}, with 0 or 3 descriptors (SCM_RIGHTS): the clone's stdin,

@@ -414,9 +414,11 @@ static void reap(void)
 		for (unsigned i = 0; i < srv.nr_warm; i++) {
 			if (srv.warm[i].pid != pid)
 				continue;
-			log_warn("clone server: warm clone %d ended before any request (exit status %d); clones are "
-				 "forked per request from now on",
-				 (int)pid, exit_code(status));
+			if (srv.pool) /* not the server's own stop (stop_all) */
+				log_warn(
+				    "clone server: warm clone %d ended before any request (exit status %d); clones "
+				    "are forked per request from now on",
+				    (int)pid, exit_code(status));
 			close(srv.warm[i].fd);
 			srv.warm[i] = srv.warm[--srv.nr_warm];
 			srv.pool = 0;
