@@ -48,10 +48,11 @@ struct assignment {
 	struct clone_req req;
 };
 
-/* A warm clone: forked and built (KVM VM, vCPUs, devices), waiting on fd for a request. */
+/* A warm clone: forked and building or built (KVM VM, vCPUs, devices), waiting on fd for a request. */
 struct warm {
 	pid_t pid;
 	int fd;
+	bool ready; /* it said its build is done ("r" on fd): only a ready one takes a request */
 };
 
 struct conn {
@@ -202,6 +203,10 @@ static void warm_child(struct vm *prepared, int link, clone_run_fn run, void *ct
 		vm_destroy(prepared);
 		exit(e.kind == VM_ERR_HOST ? EXIT_HOST : EXIT_USAGE);
 	}
+	if (write(link, "r", 1) != 1) { /* ready; no server to tell: stop */
+		vm_destroy(prepared);
+		exit(EXIT_STOPPED);
+	}
 	while (poll(p, 2, -1) < 0)
 		if (errno != EINTR)
 			break;
@@ -255,8 +260,9 @@ static void refill(struct vm *prepared, clone_run_fn run, void *ctx)
 }
 
 /*
- * The oldest warm clone takes the request: its descriptors and arrival time sent over its link. Returns its
- * pid, or 0 when there is none (or it could not be told: it is stopped, and the request forks instead).
+ * The oldest ready warm clone takes the request: its descriptors and arrival time sent over its link. Returns
+ * its pid, or 0 when none is ready (one still building would make the request wait for its build: a fork is no
+ * slower) or it could not be told (it is stopped, and the request forks instead).
  */
 static pid_t assign_warm(const struct clone_req *req, int *fds, unsigned nfds, uint64_t t0)
 {
@@ -267,12 +273,15 @@ static pid_t assign_warm(const struct clone_req *req, int *fds, unsigned nfds, u
 	struct assignment a = {.t0 = t0, .req = *req};
 	struct iovec iov = {.iov_base = &a, .iov_len = sizeof(a)};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	unsigned k = 0;
 	struct warm w;
 
-	if (!srv.nr_warm)
+	while (k < srv.nr_warm && !srv.warm[k].ready)
+		k++;
+	if (k == srv.nr_warm)
 		return 0;
-	w = srv.warm[0];
-	memmove(srv.warm, srv.warm + 1, --srv.nr_warm * sizeof(srv.warm[0]));
+	w = srv.warm[k];
+	memmove(srv.warm + k, srv.warm + k + 1, (--srv.nr_warm - k) * sizeof(srv.warm[0]));
 	if (nfds) {
 		struct cmsghdr *c;
 
@@ -310,6 +319,7 @@ static void serve_request(unsigned i, struct vm *prepared, clone_run_fn run, voi
 	int fds[CLONE_FDS + 1];
 	unsigned nfds;
 	ssize_t n = recvmsg(srv.conns[i].fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	int fork_errno;
 	pid_t pid;
 
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -333,10 +343,11 @@ static void serve_request(unsigned i, struct vm *prepared, clone_run_fn run, voi
 		if (pid == 0)
 			child(prepared, &req, fds, nfds, t0, run, ctx);
 	}
+	fork_errno = errno;
 	close_fds(fds, nfds);
 	if (pid < 0) {
-		log_warn("clone server: fork: %s", strerror(errno));
-		snprintf(err, sizeof(err), "fork: %s", strerror(errno));
+		log_warn("clone server: fork: %s", strerror(fork_errno));
+		snprintf(err, sizeof(err), "fork: %s", strerror(fork_errno));
 		send_error(srv.conns[i].fd, err, EXIT_HOST);
 		drop(i);
 		return;
@@ -351,6 +362,17 @@ refuse:
 	log_info("clone server: %s", err);
 	send_error(srv.conns[i].fd, err, EXIT_USAGE);
 	drop(i);
+}
+
+/* A warm clone's link readable: "r", its build is done (its end or anything else: reap() sees to it). */
+static void warm_said(unsigned k)
+{
+	char c;
+
+	if (recv(srv.warm[k].fd, &c, 1, MSG_DONTWAIT) == 1 && c == 'r') {
+		srv.warm[k].ready = true;
+		log_info("clone server: warm clone %d ready", (int)srv.warm[k].pid);
+	}
 }
 
 /* The requester shut or closed its end (or sent more): its clone is asked to stop. */
@@ -524,7 +546,7 @@ static int setup(const char *sock_path, int sig_fd)
 
 int clone_serve(struct vm *prepared, const char *sock_path, unsigned pool, int sig_fd, clone_run_fn run, void *ctx)
 {
-	static struct pollfd p[3 + CLONE_CONN_MAX];
+	static struct pollfd p[3 + CLONE_CONN_MAX + CLONE_POOL_MAX];
 	int ret = setup(sock_path, sig_fd);
 
 	if (ret)
@@ -533,14 +555,17 @@ int clone_serve(struct vm *prepared, const char *sock_path, unsigned pool, int s
 	refill(prepared, run, ctx);
 	log_info("clone server: listening on %s, %u warm clones", sock_path, srv.nr_warm);
 	for (;;) {
-		unsigned nr = srv.nr;
+		unsigned nr = srv.nr, nw = srv.nr_warm;
 
 		p[0] = (struct pollfd){.fd = sig_fd, .events = POLLIN};
 		p[1] = (struct pollfd){.fd = srv.chld_fd, .events = POLLIN};
 		p[2] = (struct pollfd){.fd = srv.accept_paused ? -1 : srv.listen_fd, .events = POLLIN};
 		for (unsigned i = 0; i < nr; i++) /* a clone's requester: watched until it is gone */
 			p[3 + i] = (struct pollfd){.fd = srv.conns[i].eof ? -1 : srv.conns[i].fd, .events = POLLIN};
-		if (poll(p, 3 + nr, -1) < 0) {
+		for (unsigned k = 0; k < nw; k++) /* a warm clone's link, until it is ready */
+			p[3 + nr + k] =
+			    (struct pollfd){.fd = srv.warm[k].ready ? -1 : srv.warm[k].fd, .events = POLLIN};
+		if (poll(p, 3 + nr + nw, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_error("clone server: poll: %s", strerror(errno));
@@ -555,6 +580,9 @@ int clone_serve(struct vm *prepared, const char *sock_path, unsigned pool, int s
 			ret = EXIT_STOPPED;
 			break;
 		}
+		for (unsigned k = 0; k < nw; k++) /* first: nothing below changes the warm table before this */
+			if (p[3 + nr + k].revents)
+				warm_said(k);
 		/* Connections from the last one down: drop() moves the last entry into a dropped one's place. */
 		for (unsigned i = nr; i-- > 0;) {
 			if (!p[3 + i].revents)

@@ -31,14 +31,17 @@ advance by less than MAX_JUMP_S although the VM was paused for at least PAUSED_S
 ok; the held connection (open at snapshot time) ended with a reset (ECONNRESET) after the restore by itself,
 before any new vsock traffic, not hung; both fresh vsock exchanges are right byte for byte on both sides; the
 image is clean (e2fsck -fn) and /brisk-ticks on it holds every tick 1..last in order (debugfs), the first ones
-written by the first process, the rest by the restored one; the two restores' random bytes differ and each
+written by the first process, the rest by the restored one; the restores' random bytes differ and each
 restored kernel said it reseeded for a VM fork (VMGenID).
+  5. then two clones of the snapshot from one `brisk restore --clone-server` (one after the other, each on a fresh
+     copy of the disk), each asked for 32 bytes of /dev/urandom too and stopped through its connection.
 A vsock step that fails is recorded and the run goes on; when the "stop" command cannot be sent over vsock the
 guest is stopped with the API's SendCtrlAltDel instead (the init turns it into the same stop), so the disk checks
 still run.
 BRISK_SNAP_STOP=api stops the guest through SendCtrlAltDel even when vsock works (to try that path).
 BRISK_SNAP_KEEP=DIR copies the state file and the disk image to DIR (to look at a failure).
 """
+import json
 import os
 import re
 import shutil
@@ -214,7 +217,8 @@ class Run:
         self.image = None
         self.chain = {}  # the Diff chain: file sizes (allocated bytes), where the merge differs from the Full
         self.t = {}  # host times (monotonic) of the steps
-        self.randoms = []  # the restore's and _uffd_restore's: mode, /dev/urandom's answer or the error, output
+        self.randoms = []  # the restores' (File, Uffd, two clones): mode, /dev/urandom's answer or the error, output
+        self.clone_server_status = self.clone_server_err = None
 
     def describe(self):
         parts = [f"step that failed: {self.failed}" if self.failed else "all steps completed"]
@@ -246,6 +250,7 @@ def snap_run(tmp_path_factory):
         _run(r, tmp, sockdir)
         if not r.failed_step:
             _uffd_restore(r, tmp, sockdir)
+            _clone_restores(r, tmp, sockdir)
     finally:
         for p in (r.p1, r.p2):
             if p:
@@ -461,6 +466,60 @@ def _uffd_restore(r, tmp, sockdir):
     r.randoms.append(got)
 
 
+def _clone_restores(r, tmp, sockdir):
+    """Two clones of the snapshot from one clone server (`brisk restore --clone-server`), one after the other (each
+    opens the snapshot's disk read-write and listens on its vsock socket: two at once would be refused), each on a
+    fresh copy of the disk as the snapshot saw it. Each is asked over vsock for 32 bytes of /dev/urandom, then
+    stopped by shutting its connection (the server's SIGTERM: status 16)."""
+    uds = os.path.join(sockdir, "v.sock")
+    state, mem = tmp / "vm.state", tmp / "vm.mem"
+    sock = os.path.join(sockdir, "clones.sock")
+    server = Proc(["restore", "--snapshot", state, "--mem", mem, "--clone-server", sock, "--log-level", "info"])
+    try:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(sock):
+            assert server.proc.poll() is None and time.monotonic() < deadline, server.describe()
+            time.sleep(0.05)
+        for i in range(2):
+            got = {"mode": f"clone {i + 1}", "random": None, "error": None}
+            out, err = tmp / f"clone{i}.out", tmp / f"clone{i}.err"
+            shutil.copy(tmp / "disk-snap.img", tmp / "disk.img")
+            fds = [os.open(os.devnull, os.O_RDONLY), os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                   os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)]
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            try:
+                c.connect(sock)
+                socket.send_fds(c, [b"{}"], fds)
+                for fd in fds:
+                    os.close(fd)
+                c.settimeout(240)
+                got["pid"] = json.loads(c.recv(4096))["pid"]
+                deadline = time.monotonic() + 240
+                while not re.search(r"^brisk-init: tick \d+ ", out.read_text(errors="replace"), re.M):
+                    assert time.monotonic() < deadline, f"no tick from clone {i + 1} in 240 s"
+                    time.sleep(0.1)
+                with command(uds, "random\n", timeout=120) as v:
+                    got["random"] = read_line(v).strip()
+                c.shutdown(socket.SHUT_WR)  # the clone's handle: the server stops it
+                got["exit"] = json.loads(c.recv(4096))["exit_code"]
+            except Exception as e:  # noqa: BLE001 (reported by the test)
+                got["error"] = f"{type(e).__name__}: {str(e)[:1500]}"
+            finally:
+                c.close()
+                got["out"] = out.read_text(errors="replace").replace("\r", "")
+                got["err"] = err.read_text(errors="replace")[-3000:]
+            r.randoms.append(got)
+    except Exception as e:  # noqa: BLE001 (reported by the test)
+        r.randoms.append({"mode": "clone server", "random": None, "error": f"{type(e).__name__}: {e}"})
+    finally:
+        server.proc.send_signal(signal.SIGTERM)
+        try:
+            r.clone_server_status = server.wait(60)
+        except AssertionError:
+            r.clone_server_status = None
+        r.clone_server_err = server.err[-3000:]
+
+
 def ticks(text):
     """[(n, uptime, monotonic, disk result, uptime as printed)] of every tick line (kernel messages taken out)."""
     return [(int(n), float(u), float(m), d, u) for n, u, m, d in TICK_RE.findall(KMSG_RE.sub("", text))]
@@ -603,20 +662,29 @@ def test_restored_vm_ends_cleanly(snap_run):
             assert marker not in p.err, p.err[-3000:]
 
 
-def test_vmgenid_two_restores_draw_different_random_bytes(snap_run):
-    """Two restores of one snapshot, asked from inside the guest for 32 bytes of /dev/urandom, answer differently:
+def test_vmgenid_four_restores_draw_different_random_bytes(snap_run):
+    """Four restores of one snapshot, asked from inside the guest for 32 bytes of /dev/urandom, answer differently:
     brisk gave each a new VM Generation ID and notified it through the GED, and Linux's vmgenid driver reseeded
     the RNG (docs/acpi.md "VMGenID"; random.c says so on the console). The second restore is a Uffd one: Debian's
-    kernel runs on memory served by a Firecracker-format page-fault handler."""
+    kernel runs on memory served by a Firecracker-format page-fault handler; the third and fourth are clones from
+    one clone server (docs/cli.md "Clone server"), each stopped through its connection (16), the server ending
+    with 16 on SIGTERM."""
     r = snap_run
     r.need("stop")
-    assert len(r.randoms) == 2, r.randoms
+    assert len(r.randoms) == 4, r.randoms
     for got in r.randoms:
         assert got["random"] and re.fullmatch(r"[0-9a-f]{64}", got["random"]), got
-    a, b = r.randoms[0]["random"], r.randoms[1]["random"]
-    reseeded = [RESEED in out for out in (r.out2, r.randoms[1].get("out", ""))]
-    _report.append(f"vmgenid: /dev/urandom after two restores of one snapshot: {a[:16]}... (File), "
-                   f"{b[:16]}... (Uffd); the kernel said '{RESEED}': {reseeded}")
-    assert a != b, f"both restores drew the same bytes: {a}"
+    drawn = [got["random"] for got in r.randoms]
+    outs = [r.out2] + [got.get("out", "") for got in r.randoms[1:]]
+    reseeded = [RESEED in out for out in outs]
+    _report.append("vmgenid: /dev/urandom after four restores of one snapshot: " +
+                   ", ".join(f"{d[:16]}... ({got['mode']})" for d, got in zip(drawn, r.randoms)) +
+                   f"; the kernel said '{RESEED}': {reseeded}")
+    assert len(set(drawn)) == 4, f"restores drew the same bytes: {drawn}"
     assert RESEED not in r.out1, "a reseed for a VM fork before any restore"
     assert all(reseeded), f"restores whose kernel did not reseed for the new generation: {reseeded}"
+    assert [got.get("exit") for got in r.randoms[2:]] == [16, 16], r.randoms[2:]
+    assert r.clone_server_status == 16, r.clone_server_err
+    for got in r.randoms[2:]:
+        for marker in ("AddressSanitizer", "runtime error:", "UndefinedBehaviorSanitizer"):
+            assert marker not in got["err"] and marker not in (r.clone_server_err or ""), got["err"]
