@@ -121,6 +121,14 @@ def alive(pid):
         return False
 
 
+def child_of(pid, parent):
+    """Whether pid is (still) parent's child, a zombie included; False once it is reaped."""
+    try:
+        return ppid(pid) == parent
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 def ppid(pid):
     with open(f"/proc/{pid}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[1])
@@ -233,7 +241,7 @@ def test_requester_gone_stops_its_clone(snap, procs, tmp_path):
         assert a.reply() == {"exit_code": EXIT_STOPPED}, a.err()
         b.s.close()
         deadline = time.monotonic() + 30
-        while os.path.exists(f"/proc/{b.pid}") and ppid(b.pid) == server.proc.pid:
+        while child_of(b.pid, server.proc.pid):
             assert time.monotonic() < deadline, "the clone of a closed connection still runs"
             time.sleep(0.05)
         c = Clone(sock, str(tmp_path), "c")
