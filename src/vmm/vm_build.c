@@ -855,21 +855,27 @@ static int restore_vcpus(struct vm *vm, struct vm_error *e)
 /*
  * Restore steps R1-R2: the state file read and checked, the configuration adjusted, guest RAM mapped from the
  * memory file (or served by the Uffd handler), the working set's reads started. Nothing here is per process but
- * the mappings and the memory file's descriptor, which a fork copies (vm_restore_prepare).
+ * the mappings and the memory file's descriptor, which a fork copies (vm_restore_prepare: `for_forks`, which
+ * refuses a hugetlbfs snapshot before its RAM is copied: that copy is a shared memfd every fork would write).
  */
 static int restore_read(struct vm *vm, const struct vm_config *base, const char *state_path, const char *mem_path,
-			struct vm_error *e)
+			bool for_forks, struct vm_error *e)
 {
 	int ret;
 
 	if (vm_init(vm, base))
 		return fail(e, VM_ERR_HOST, -ENOMEM, "out of memory");
 	vm->restoring = true;
-	if ((ret = read_snapshot(vm, state_path, e)) || (ret = adjust_config(vm, e)) ||
-	    (ret = (vm->cfg.mem_uffd ? map_uffd_memory : map_snapshot_memory)(vm, mem_path, e)) ||
-	    (ret = vm_wset_prepare(vm, mem_path, e)))
+	if ((ret = read_snapshot(vm, state_path, e)) || (ret = adjust_config(vm, e)))
 		return ret;
-	return 0;
+	if (for_forks && vm->cfg.hugetlbfs)
+		return fail(e, VM_ERR_USAGE, -EINVAL,
+			    "snapshot_path %s: a hugetlbfs (\"2M\") snapshot's RAM is copied whole into hugetlbfs "
+			    "pages, which forks share: restore it once per process",
+			    state_path);
+	if ((ret = (vm->cfg.mem_uffd ? map_uffd_memory : map_snapshot_memory)(vm, mem_path, e)))
+		return ret;
+	return vm_wset_prepare(vm, mem_path, e);
 }
 
 /*
@@ -926,8 +932,8 @@ int vm_restore(const struct vm_config *base, const char *state_path, const char 
 	*e = (struct vm_error){.kind = VM_ERR_HOST};
 	if (!vm)
 		return fail(e, VM_ERR_HOST, -ENOMEM, "out of memory");
-	if ((ret = restore_read(vm, base, state_path, mem_path, e)) || (ret = restore_build(vm, state_path, e)) ||
-	    (ret = restore_state(vm, resume, e))) {
+	if ((ret = restore_read(vm, base, state_path, mem_path, false, e)) ||
+	    (ret = restore_build(vm, state_path, e)) || (ret = restore_state(vm, resume, e))) {
 		vm_destroy(vm);
 		return ret;
 	}
@@ -950,15 +956,8 @@ int vm_restore_prepare(const struct vm_config *base, const char *state_path, con
 			   base->mem_uffd ? "--uffd" : "--working-set record");
 		goto fail;
 	}
-	if ((ret = restore_read(vm, base, state_path, mem_path, e)))
+	if ((ret = restore_read(vm, base, state_path, mem_path, true, e)))
 		goto fail;
-	if (vm->cfg.hugetlbfs) { /* its RAM is a copy in a shared memfd: every fork would write the same pages */
-		ret = fail(e, VM_ERR_USAGE, -EINVAL,
-			   "snapshot_path %s: a hugetlbfs (\"2M\") snapshot's RAM is copied whole into hugetlbfs "
-			   "pages, which forks share: restore it once per process",
-			   state_path);
-		goto fail;
-	}
 	open_kvm(vm);
 	if ((ret = check_kvm(vm, e)))
 		goto fail;
