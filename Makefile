@@ -93,6 +93,7 @@ LIB_SRCS := \
 	src/util/rate_limiter.c \
 	src/util/thread.c \
 	src/util/unix_listen.c \
+	src/util/fdpass.c \
 	src/jail/jail_args.c \
 	src/jail/jail_libs.c \
 	src/jail/fcj_args.c \
@@ -207,6 +208,7 @@ UNIT_TESTS := \
 	test_file \
 	test_size \
 	test_clone_req \
+	test_fdpass \
 	test_fc_args \
 	test_config \
 	test_fc_config \

@@ -21,6 +21,7 @@
 #include "brisk/cli.h"
 #include "brisk/clone.h"
 #include "brisk/exitcode.h"
+#include "brisk/fdpass.h"
 #include "brisk/log.h"
 #include "brisk/opts.h"
 
@@ -97,22 +98,11 @@ static int connect_to(const char *server)
 /* The request with this process's descriptors 0-2. */
 static int send_request(int fd, const char *req, size_t n)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * CLONE_FDS)];
-		struct cmsghdr align;
-	} cm;
 	static const int stdio[CLONE_FDS] = {0, 1, 2};
-	struct iovec iov = {.iov_base = (void *)req, .iov_len = n};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf)};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	int ret = fdpass_send(fd, req, n, stdio, CLONE_FDS);
 
-	memset(cm.buf, 0, sizeof(cm.buf));
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(stdio));
-	memcpy(CMSG_DATA(c), stdio, sizeof(stdio));
-	if (sendmsg(fd, &mh, MSG_NOSIGNAL) < 0) {
-		fprintf(stderr, "brisk clone: sending the request: %s\n", strerror(errno));
+	if (ret) {
+		fprintf(stderr, "brisk clone: sending the request: %s\n", strerror(-ret));
 		return EXIT_HOST;
 	}
 	return 0;

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "brisk/fdpass.h"
 #include "brisk/log.h"
 #include "brisk/mem_uffd.h"
 #include "brisk/thread.h"
@@ -141,36 +142,16 @@ static int connect_handler(const char *path, char *err, size_t errlen)
 /* One message: the mappings' JSON with the userfaultfd as SCM_RIGHTS (Firecracker's send_with_fd). */
 static int send_mappings(int sock, const char *json, int uffd, const char *path, char *err, size_t errlen)
 {
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} ctl;
-	struct iovec iov = {.iov_base = (void *)json, .iov_len = strlen(json)};
-	struct msghdr msg = {
-	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
-	struct cmsghdr *c;
-	ssize_t n;
+	int ret = fdpass_send(sock, json, strlen(json), &uffd, 1);
 
-	memset(&ctl, 0, sizeof(ctl));
-	c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &uffd, sizeof(int));
-	do
-		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	if (n == (ssize_t)iov.iov_len)
+	if (!ret)
 		return 0;
-	{
-		int e = n < 0 ? (errno == EAGAIN ? ETIMEDOUT : errno) : EPIPE;
-
-		snprintf(err, errlen,
-			 "mem_backend backend_path %s: sending the guest memory mappings and the userfaultfd to the "
-			 "page-fault handler failed: %s",
-			 path, n < 0 ? strerror(e) : "a short write");
-		return -e;
-	}
+	ret = ret == -EAGAIN ? -ETIMEDOUT : ret;
+	snprintf(err, errlen,
+		 "mem_backend backend_path %s: sending the guest memory mappings and the userfaultfd to the "
+		 "page-fault handler failed: %s",
+		 path, ret == -EPIPE ? "a short write" : strerror(-ret));
+	return ret;
 }
 
 /* The handler's process, from the connected socket: watched through a pidfd (Linux 5.3+), else not at all. */
