@@ -48,6 +48,9 @@ int cli_setup_signals(void);
 struct vm;
 struct vm_config;
 int cli_vm_create(const struct vm_config *cfg, struct vm **vm);
+/* A failed build's message logged; the exit status its kind maps to (usage 2, image 6, else host 4). */
+struct vm_error;
+int cli_vm_failed(const struct vm_error *e);
 /* cli_vm_create, or the restore of the snapshot the parsed options name (--snapshot, --mem): brisk profile's. */
 int cli_vm_build(const struct vm_config *cfg, struct vm **vm);
 int cmd_bench(int argc, char **argv);

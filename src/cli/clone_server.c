@@ -33,6 +33,7 @@
 #include "brisk/cli.h"
 #include "brisk/clone.h"
 #include "brisk/exitcode.h"
+#include "brisk/fdpass.h"
 #include "brisk/kvm.h"
 #include "brisk/log.h"
 #include "brisk/seccomp.h"
@@ -103,27 +104,6 @@ static void close_fds(int *fds, unsigned n)
 		close(fds[i]);
 }
 
-/* The descriptors a request carried (SCM_RIGHTS), at most CLONE_FDS; *n is how many. Others are closed. */
-static unsigned take_fds(struct msghdr *mh, int *fds)
-{
-	unsigned n = 0;
-
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		for (size_t k = 0; k < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++) {
-			int fd;
-
-			memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof(int));
-			if (n < CLONE_FDS + 1)
-				fds[n++] = fd;
-			else
-				close(fd);
-		}
-	}
-	return n;
-}
-
 /*
  * In a child, first: the server's descriptors closed (the requesters' connections above all, whose end is each
  * clone's stop; the other warm clones' links), SIGCHLD unblocked, SIGTERM when the server dies (the connection
@@ -188,23 +168,17 @@ static void child(struct vm *prepared, const struct clone_req *req, int *fds, un
  */
 static void warm_child(struct vm *prepared, int link, clone_run_fn run, void *ctx)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * CLONE_FDS)];
-		struct cmsghdr align;
-	} cm;
 	struct assignment a;
-	struct iovec iov = {.iov_base = &a, .iov_len = sizeof(a)};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf)};
-	int sig_fd = child_setup(), fds[CLONE_FDS + 1];
+	int sig_fd = child_setup(), fds[CLONE_FDS];
 	struct pollfd p[2] = {{.fd = link, .events = POLLIN}, {.fd = sig_fd, .events = POLLIN}};
 	struct vm_error e;
-	unsigned nfds;
+	unsigned nfds = 0;
+	bool truncated = false;
 	ssize_t n;
 
 	if (vm_restore_clone_build(prepared, &e)) {
-		log_error("clone server: a warm clone's build failed: %s", e.msg);
 		vm_destroy(prepared);
-		exit(e.kind == VM_ERR_HOST ? EXIT_HOST : EXIT_USAGE);
+		exit(cli_vm_failed(&e)); /* the server then says a warm clone ended unused */
 	}
 	if (write(link, "r", 1) != 1) { /* ready; no server to tell: stop */
 		vm_destroy(prepared);
@@ -213,15 +187,14 @@ static void warm_child(struct vm *prepared, int link, clone_run_fn run, void *ct
 	while (poll(p, 2, -1) < 0)
 		if (errno != EINTR)
 			break;
-	n = p[0].revents ? recvmsg(link, &mh, MSG_CMSG_CLOEXEC) : -1;
-	if (n != (ssize_t)sizeof(a) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+	n = p[0].revents ? fdpass_recv(link, &a, sizeof(a), 0, fds, CLONE_FDS, &nfds, &truncated) : -1;
+	if (n != (ssize_t)sizeof(a) || truncated) {
 		vm_destroy(prepared); /* stopped, or the server is gone */
 		exit(EXIT_STOPPED);
 	}
 	close(link);
-	nfds = take_fds(&mh, fds);
 	a.req.report_json[sizeof(a.req.report_json) - 1] = '\0';
-	child_run(prepared, &a.req, fds, nfds == CLONE_FDS ? nfds : 0, a.t0, sig_fd, run, ctx);
+	child_run(prepared, &a.req, fds, nfds, a.t0, sig_fd, run, ctx);
 }
 
 /* One more warm clone (srv.pool of them are kept). Returns 0, or -errno (the pool is then switched off). */
@@ -269,15 +242,10 @@ static void refill(struct vm *prepared, clone_run_fn run, void *ctx)
  */
 static pid_t assign_warm(const struct clone_req *req, int *fds, unsigned nfds, uint64_t t0)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * CLONE_FDS)];
-		struct cmsghdr align;
-	} cm;
 	struct assignment a = {.t0 = t0, .req = *req};
-	struct iovec iov = {.iov_base = &a, .iov_len = sizeof(a)};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	unsigned k = 0;
 	struct warm w;
+	int ret;
 
 	while (k < srv.nr_warm && !srv.warm[k].ready)
 		k++;
@@ -285,20 +253,8 @@ static pid_t assign_warm(const struct clone_req *req, int *fds, unsigned nfds, u
 		return 0;
 	w = srv.warm[k];
 	memmove(srv.warm + k, srv.warm + k + 1, (--srv.nr_warm - k) * sizeof(srv.warm[0]));
-	if (nfds) {
-		struct cmsghdr *c;
-
-		memset(cm.buf, 0, sizeof(cm.buf));
-		mh.msg_control = cm.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-	}
-	if (sendmsg(w.fd, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(a)) {
-		log_warn("clone server: warm clone %d cannot take a request: %s", (int)w.pid, strerror(errno));
+	if ((ret = fdpass_send(w.fd, &a, sizeof(a), fds, nfds))) {
+		log_warn("clone server: warm clone %d cannot take a request: %s", (int)w.pid, strerror(-ret));
 		kill(w.pid, SIGTERM);
 		close(w.fd);
 		return 0;
@@ -310,29 +266,23 @@ static pid_t assign_warm(const struct clone_req *req, int *fds, unsigned nfds, u
 /* A request on connection i: parsed, then a clone forked for it; any failure answered and the connection closed. */
 static void serve_request(unsigned i, struct vm *prepared, clone_run_fn run, void *ctx)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * (CLONE_FDS + 1))];
-		struct cmsghdr align;
-	} cm;
 	char msg[CLONE_MSG_MAX], err[512], reply[CLONE_MSG_MAX];
-	struct iovec iov = {.iov_base = msg, .iov_len = sizeof(msg) - 1};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf)};
 	uint64_t t0 = timeline_now_ns();
 	struct clone_req req;
-	int fds[CLONE_FDS + 1];
+	int fds[CLONE_FDS + 1], fork_errno = 0; /* one more than a request may carry: "4 came" is said so */
 	unsigned nfds;
-	ssize_t n = recvmsg(srv.conns[i].fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	int fork_errno;
+	bool truncated;
+	ssize_t n =
+	    fdpass_recv(srv.conns[i].fd, msg, sizeof(msg) - 1, MSG_DONTWAIT, fds, CLONE_FDS + 1, &nfds, &truncated);
 	pid_t pid;
 
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+	if (n == -EAGAIN || n == -EINTR)
 		return;
 	if (n <= 0) { /* gone before asking */
 		drop(i);
 		return;
 	}
-	nfds = take_fds(&mh, fds);
-	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+	if (truncated) {
 		snprintf(err, sizeof(err), "clone request: longer than %d bytes or more than %d descriptors",
 			 CLONE_MSG_MAX - 1, CLONE_FDS);
 		goto refuse;
@@ -345,8 +295,8 @@ static void serve_request(unsigned i, struct vm *prepared, clone_run_fn run, voi
 		pid = fork();
 		if (pid == 0)
 			child(prepared, &req, fds, nfds, t0, run, ctx);
+		fork_errno = errno;
 	}
-	fork_errno = errno;
 	close_fds(fds, nfds);
 	if (pid < 0) {
 		log_warn("clone server: fork: %s", strerror(fork_errno));
@@ -467,10 +417,10 @@ static void stop_all(void)
 	unsigned left = 0;
 
 	srv.pool = 0;
-	for (unsigned i = 0; i < srv.nr_warm; i++) /* their EOF ends them; reaped below */
+	for (unsigned i = 0; i < srv.nr_warm; i++) { /* their EOF ends them; reaped below */
 		close(srv.warm[i].fd);
-	for (unsigned i = 0; i < srv.nr_warm; i++)
 		srv.warm[i].fd = -1;
+	}
 	for (unsigned i = 0; i < srv.nr; i++)
 		if (srv.conns[i].pid > 0 && kill(srv.conns[i].pid, SIGTERM) == 0)
 			left++;

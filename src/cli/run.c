@@ -357,14 +357,10 @@ int cli_setup_signals(void)
 	return signalfd(-1, &set, SFD_CLOEXEC);
 }
 
-int cli_vm_create(const struct vm_config *cfg, struct vm **vm)
+int cli_vm_failed(const struct vm_error *e)
 {
-	struct vm_error e;
-
-	if (vm_create(cfg, vm, &e) == 0)
-		return 0;
-	log_error("%s", e.msg);
-	switch (e.kind) {
+	log_error("%s", e->msg);
+	switch (e->kind) {
 	case VM_ERR_USAGE:
 		return EXIT_USAGE;
 	case VM_ERR_IMAGE:
@@ -372,6 +368,13 @@ int cli_vm_create(const struct vm_config *cfg, struct vm **vm)
 	default:
 		return EXIT_HOST;
 	}
+}
+
+int cli_vm_create(const struct vm_config *cfg, struct vm **vm)
+{
+	struct vm_error e;
+
+	return vm_create(cfg, vm, &e) == 0 ? 0 : cli_vm_failed(&e);
 }
 
 int cli_vm_build(const struct vm_config *cfg, struct vm **vm)
@@ -382,8 +385,7 @@ int cli_vm_build(const struct vm_config *cfg, struct vm **vm)
 		return cli_vm_create(cfg, vm);
 	if (vm_restore(cfg, snapshot_path, mem_path, true, vm, &e) == 0)
 		return 0;
-	log_error("%s", e.msg);
-	return e.kind == VM_ERR_HOST ? EXIT_HOST : EXIT_USAGE;
+	return cli_vm_failed(&e);
 }
 
 /*
@@ -475,6 +477,18 @@ static void start_logged(struct vm *vm)
 		log_error("%s", e.msg);
 }
 
+/* A VM without the API: run to its end, its --timeline report printed, destroyed. Returns its exit status. */
+static int run_alone(struct vm *vm, const struct vm_config *cfg, int sig_fd)
+{
+	int ret = vm_run(vm, sig_fd);
+
+	timeline_mark(TL_EXIT);
+	if (cfg->timeline)
+		vm_print_report(vm, stdout);
+	vm_destroy(vm);
+	return ret;
+}
+
 /*
  * The VM runs; the API (unless --no-api) serves beside it until it ends. A config file's VM goes through
  * the API's loop even without a socket: its logger and metrics are the API's.
@@ -491,12 +505,7 @@ static int run_vm(const struct vm_config *cfg, struct fc_vm *fc, int sig_fd)
 	if (!link && !fc) {
 		if ((ret = cli_vm_create(cfg, &vm)))
 			return ret;
-		ret = vm_run(vm, sig_fd);
-		timeline_mark(TL_EXIT);
-		if (cfg->timeline)
-			vm_print_report(vm, stdout);
-		vm_destroy(vm);
-		return ret;
+		return run_alone(vm, cfg, sig_fd);
 	}
 	if (!(ret = prepare_api(&a, cfg, fc)) && !(ret = cli_vm_create(fc ? &a.fc.cfg : cfg, &vm))) {
 		if (!fc && api_adopt_vm(&a, vm, cfg, true))
@@ -555,18 +564,11 @@ static int restore_vm(const struct vm_config *base, int sig_fd)
 	if (ret)
 		return ret;
 	if (vm_restore(base, snapshot_path, mem_path, !paused, &vm, &e)) {
-		log_error("%s", e.msg);
 		api_link_close(link);
-		return e.kind == VM_ERR_HOST ? EXIT_HOST : EXIT_USAGE;
+		return cli_vm_failed(&e);
 	}
-	if (!link) {
-		ret = vm_run(vm, sig_fd);
-		timeline_mark(TL_EXIT);
-		if (base->timeline)
-			vm_print_report(vm, stdout);
-		vm_destroy(vm);
-		return ret;
-	}
+	if (!link)
+		return run_alone(vm, base, sig_fd);
 	api_init(&a, base);
 	if (api_adopt_vm(&a, vm, vm_config(vm), !paused))
 		log_warn("GET /vm/config will not describe this VM: out of memory");
@@ -595,7 +597,7 @@ static int run_clone(struct vm *vm, const struct clone_req *req, int sig_fd, voi
 {
 	const struct vm_config *base = ctx;
 	struct vm_error e;
-	int ret, report_fd = -1;
+	int report_fd = -1;
 
 	if (req->report_json[0]) {
 		report_json = req->report_json;
@@ -605,16 +607,10 @@ static int run_clone(struct vm *vm, const struct clone_req *req, int sig_fd, voi
 		}
 	}
 	if (vm_restore_clone(vm, true, &e)) {
-		log_error("%s", e.msg);
 		vm_destroy(vm);
-		return finish_report(report_fd, e.kind == VM_ERR_HOST ? EXIT_HOST : EXIT_USAGE);
+		return finish_report(report_fd, cli_vm_failed(&e));
 	}
-	ret = vm_run(vm, sig_fd);
-	timeline_mark(TL_EXIT);
-	if (base->timeline)
-		vm_print_report(vm, stdout);
-	vm_destroy(vm);
-	return finish_report(report_fd, ret);
+	return finish_report(report_fd, run_alone(vm, base, sig_fd));
 }
 
 /* brisk restore --clone-server SOCK: the snapshot prepared once, then clone_serve until a signal. */
@@ -625,8 +621,7 @@ static int serve_clones(const struct vm_config *base, int sig_fd)
 	int ret;
 
 	if (vm_restore_prepare(base, snapshot_path, mem_path, &vm, &e)) {
-		log_error("%s", e.msg);
-		return e.kind == VM_ERR_HOST ? EXIT_HOST : EXIT_USAGE;
+		return cli_vm_failed(&e);
 	}
 	ret = clone_serve(vm, clone_sock, clone_pool, sig_fd, run_clone, (void *)base);
 	vm_destroy(vm);

@@ -108,6 +108,18 @@ class Clone:
         self.s.close()
 
 
+def serve_one(sock, tmp, name):
+    """One clone run to its end: it writes its pages, is released, exits 0 (the server says so). Its pid."""
+    c = Clone(sock, str(tmp), name)
+    try:
+        c.wait_for(WRITTEN)
+        c.release()
+        assert c.reply() == {"exit_code": EXIT_GUEST_OK}
+    finally:
+        c.close()
+    return c.pid
+
+
 def status_field(pid, field):
     with open(f"/proc/{pid}/status") as f:
         return re.search(rf"^{field}:\s*(\S+)", f.read(), re.M).group(1)
@@ -218,12 +230,7 @@ def test_warm_clone_lost(snap, procs, tmp_path):
     while "forked per request from now on" not in server.err:
         assert time.monotonic() < deadline, server.err
         time.sleep(0.05)
-    c = Clone(sock, str(tmp_path), "after")
-    assert c.pid != warm
-    c.wait_for(WRITTEN)
-    c.release()
-    assert c.reply() == {"exit_code": EXIT_GUEST_OK}
-    c.close()
+    assert serve_one(sock, tmp_path, "after") != warm
     assert children(server.proc.pid) == []
 
 
@@ -244,11 +251,7 @@ def test_requester_gone_stops_its_clone(snap, procs, tmp_path):
         while child_of(b.pid, server.proc.pid):
             assert time.monotonic() < deadline, "the clone of a closed connection still runs"
             time.sleep(0.05)
-        c = Clone(sock, str(tmp_path), "c")
-        c.wait_for(WRITTEN)
-        c.release()
-        assert c.reply() == {"exit_code": EXIT_GUEST_OK}
-        c.close()
+        serve_one(sock, tmp_path, "c")
     finally:
         a.close()
         b.close()
@@ -288,11 +291,7 @@ def test_bad_requests_refused(snap, procs, tmp_path, body, nfds, why):
     quiet = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # connects and goes without a word
     quiet.connect(sock)
     quiet.close()
-    c = Clone(sock, str(tmp_path), "good")
-    c.wait_for(WRITTEN)
-    c.release()
-    assert c.reply() == {"exit_code": EXIT_GUEST_OK}
-    c.close()
+    serve_one(sock, tmp_path, "good")
     assert server.proc.poll() is None
 
 
@@ -320,11 +319,7 @@ def test_connection_limit(snap, procs, tmp_path):
         for q in quiet:
             q.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    c = Clone(sock, str(tmp_path), "after")
-    c.wait_for(WRITTEN)
-    c.release()
-    assert c.reply() == {"exit_code": EXIT_GUEST_OK}
-    c.close()
+    serve_one(sock, tmp_path, "after")
     assert server.proc.poll() is None
 
 
