@@ -40,12 +40,12 @@ int fdpass_send(int sock, const void *buf, size_t len, const int *fds, unsigned 
 	return (size_t)n == len ? 0 : -EPIPE;
 }
 
-ssize_t fdpass_recv(int sock, void *buf, size_t len, int flags, int *fds, unsigned max, unsigned *nfds,
-		    bool *truncated)
+ssize_t fdpass_recv(int sock, void *buf, size_t len, int flags, int *fds, unsigned max, unsigned *nfds, bool *truncated)
 {
 	union fdpass_ctl ctl;
 	struct iovec iov = {.iov_base = buf, .iov_len = len};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
 	ssize_t n = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
 
 	*nfds = 0;
