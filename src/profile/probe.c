@@ -226,6 +226,10 @@ static int arm(struct probes *p, uint64_t rip, int kind, uint64_t requested_ns, 
 		return ret;
 	if (n == PROBE_MAX_SITES)
 		return reject(p, "%d instructions probed already (PROBE_MAX_SITES)", PROBE_MAX_SITES);
+	for (unsigned i = 0; i < n; i++)
+		if (p->site[i].va + 2 == rip || rip + 2 == p->site[i].va)
+			return reject(p, "0x%llx is next to a probed instruction (its exit would be ambiguous)",
+				      (unsigned long long)rip);
 	fn = symtab_find(p->syms, rip);
 	if (!fn)
 		return reject(p, "0x%llx is in no function of %s", (unsigned long long)rip, p->syms->source);
@@ -547,6 +551,23 @@ static void note_cr3(struct probes *p, unsigned vcpu, const struct kvm_sregs *sr
 	atomic_store_explicit(&q->head, head + 1, memory_order_release);
 }
 
+/*
+ * The site whose `out` made this exit, or n. KVM's fast path for an `out` (the instruction exits as itself) leaves
+ * RIP at it; an `out` KVM ran through its instruction emulator (a host that emulates the guest's CPL 0, or an
+ * instruction emulated for another reason) has already moved RIP past it (x86.c, x86_emulate_instruction: an OUT
+ * is written back before the exit to user space). arm() keeps sites 2 bytes apart at least, so the two never meet.
+ */
+static unsigned site_at_exit(const struct probes *p, unsigned n, uint64_t rip)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (p->site[i].va == rip)
+			return i;
+	for (unsigned i = 0; i < n; i++)
+		if (p->site[i].va + 2 == rip)
+			return i;
+	return n;
+}
+
 int probes_exit(struct probes *p, unsigned vcpu, struct kvm_run *run)
 {
 	struct kvm_sync_regs *s = &run->s.regs;
@@ -562,14 +583,16 @@ int probes_exit(struct probes *p, unsigned vcpu, struct kvm_run *run)
 	    run->io.size != 1 || vcpu >= p->nr_vcpus)
 		return 0;
 	n = atomic_load_explicit(&p->nsites, memory_order_acquire);
-	for (i = 0; i < n && p->site[i].va != s->regs.rip; i++)
-		;
+	i = site_at_exit(p, n, s->regs.rip);
 	if (i == n)
 		return 0; /* not from a site: an ordinary (unhandled) port write */
 	r = (struct probe_rec){.ts_ns = timeline_now_ns(), .site = i};
 	read_stack(p, s, &r);
 	record(p, vcpu, &r);
-	/* KVM completes the `out` only while RIP is unchanged (complete_fast_pio_out): moving it skips that. */
+	/*
+	 * To the trampoline, which runs the instruction and jumps back past the site. KVM completes a fast-path `out`
+	 * only while RIP is unchanged (complete_fast_pio_out): moving it skips that; an emulated one is complete.
+	 */
 	s->regs.rip = p->site[i].tramp_va;
 	run->kvm_dirty_regs |= KVM_SYNC_X86_REGS;
 	if (atomic_fetch_add(&p->site[i].hits, 1) + 1 == PROBE_BUDGET) {

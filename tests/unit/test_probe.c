@@ -229,9 +229,19 @@ static void arm_hit_resolve(void **state)
 	assert_int_equal(ret[0], LOOP_FN + 5);
 	assert_int_equal(ret[1], OUTER + 5);
 	assert_int_equal(rel, 3);
+	/* the same `out` run by KVM's instruction emulator exits with RIP already past it: the same hit */
+	run->s.regs.regs.rip = SITE + 2;
+	run->kvm_dirty_regs = 0;
+	assert_int_equal(probes_exit(&p, 0, run), 1);
+	assert_int_equal(run->s.regs.regs.rip, ETEXT);
+	assert_true(run->kvm_dirty_regs & KVM_SYNC_X86_REGS);
+	run->s.regs.regs.rip = SITE + 1; /* neither */
+	run->kvm_dirty_regs = 0;
+	assert_int_equal(probes_exit(&p, 0, run), 0);
+	assert_int_equal(run->kvm_dirty_regs, 0);
 	/* an exit at another RIP is not a trampoline; a port write from elsewhere is not consumed */
 	assert_int_equal(probes_trace_callers.resolve(&p, 0, SITE, timeline_now_ns(), &site, ret, &depth, &rel), 0);
-	run->s.regs.regs.rip = HELPER + 3;
+	run->s.regs.regs.rip = SITE + 6;
 	run->kvm_dirty_regs = 0;
 	assert_int_equal(probes_exit(&p, 0, run), 0);
 	assert_int_equal(run->kvm_dirty_regs, 0);
@@ -259,10 +269,15 @@ static void arm_hit_resolve(void **state)
 	assert_int_equal(probes_trace_callers.resolve(&p, 0, ETEXT, 1, &site, ret, &depth, &rel), 1);
 	assert_int_equal(depth, 0);
 	/* an instruction that is not the exiting one is refused and not asked again */
-	probes_trace_callers.hot(&p, HELPER + 3, PROBE_CPUID, 1);
+	probes_trace_callers.hot(&p, SITE + 6, PROBE_CPUID, 1);
 	usleep(50000);
 	assert_int_equal(atomic_load(&p.nsites), 1);
 	assert_non_null(strstr(p.why, "does not hold the exiting instruction"));
+	/* nor one right after a probed one: an emulated exit there would look like the site's */
+	probes_trace_callers.hot(&p, SITE + 2, PROBE_CPUID, 1);
+	usleep(50000);
+	assert_int_equal(atomic_load(&p.nsites), 1);
+	assert_non_null(strstr(p.why, "next to a probed instruction"));
 	probes_free(&p);
 	free(run);
 }
