@@ -21,6 +21,7 @@
 /* xAPIC registers (SDM Vol 3A 12.4.1, table 12-1). */
 #define LAPIC_ID	 0x020
 #define LAPIC_EOI	 0x0b0
+#define LAPIC_ISR(v)	 (0x100 + ((v) / 32) * 0x10) /* the 32 bits holding vector v's In-Service bit */
 #define LAPIC_SVR	 0x0f0
 #define LAPIC_SVR_ENABLE 0x100
 
@@ -38,8 +39,10 @@
 #define PIN BRISK_COM1_IRQ
 
 static volatile uint32_t irq_count;
-static volatile uint32_t irq_rte;  /* the entry as the handler saw it, before its EOI */
-static volatile int isr_clears_at; /* the handler silences the UART at this interrupt (1-based) */
+static volatile uint32_t irq_rte;	 /* the entry as the handler saw it, before its EOI */
+static volatile uint32_t irq_rtes[4];	 /* the same for the first 4 interrupts of a check */
+static volatile uint32_t not_in_service; /* handlers that found their vector's ISR bit clear */
+static volatile int isr_clears_at;	 /* the handler silences the UART at this interrupt (1-based) */
 
 static void lapic_write(uint32_t reg, uint32_t v)
 {
@@ -68,7 +71,11 @@ static GUEST_ISR void isr(struct interrupt_frame *frame)
 {
 	(void)frame;
 	irq_count = irq_count + 1;
+	if (!(mmio_read32(BRISK_LAPIC_BASE + LAPIC_ISR(VECTOR)) & 1u << (VECTOR % 32)))
+		not_in_service = not_in_service + 1;
 	irq_rte = ioapic_read(IOAPIC_REDTBL(PIN));
+	if (irq_count <= 4)
+		irq_rtes[irq_count - 1] = irq_rte;
 	if ((int)irq_count >= isr_clears_at) {
 		uart_line(0);
 		(void)inb(BRISK_COM1_PORT + UART_IIR);
@@ -133,21 +140,31 @@ static void check_edge(uint32_t apic_id)
 
 /*
  * Level: the handler leaves the line high the first time; Remote IRR is set until its EOI, and the line still
- * high fires again at the EOI; the second time the handler lowers it, and nothing follows.
+ * high fires again at the EOI; the second time the handler lowers it, and nothing follows. An interrupt whose
+ * handler sees Remote IRR clear was not sent by the I/O APIC (it sets Remote IRR as it sends a level interrupt,
+ * 82093AA 3.2.4): a stray delivery of the vector, counted apart (test_irqchip.py says where one comes from).
  */
 static void check_level(uint32_t apic_id)
 {
-	uint32_t n, rte;
+	uint32_t n, sent = 0, rte;
 
 	irq_count = 0;
 	isr_clears_at = 2;
+	for (int i = 0; i < 4; i++)
+		irq_rtes[i] = 0;
 	program(apic_id, VECTOR | RTE_LEVEL);
 	uart_line(1);
 	n = wait_for(3);
 	rte = ioapic_read(IOAPIC_REDTBL(PIN));
-	conf_check(n == 2, "level_again_after_eoi", "%u interrupts, expected 2", n);
-	conf_check(irq_rte & RTE_REMOTE_IRR, "level_remote_irr_in_handler", "0x%08x", irq_rte);
+	for (uint32_t i = 0; i < n && i < 4; i++)
+		sent += !!(irq_rtes[i] & RTE_REMOTE_IRR);
+	conf_check(sent == 2, "level_again_after_eoi", "%u interrupts with Remote IRR, expected 2", sent);
+	conf_check((irq_rtes[0] & irq_rtes[1] & RTE_REMOTE_IRR) != 0, "level_remote_irr_in_handler", "0x%08x 0x%08x",
+		   irq_rtes[0], irq_rtes[1]);
 	conf_check(!(rte & RTE_REMOTE_IRR), "level_remote_irr_cleared", "0x%08x", rte);
+	conf_check(n == sent, "level_no_stray_interrupt",
+		   "%u interrupts, %u sent by the I/O APIC (entries 0x%08x 0x%08x 0x%08x)", n, sent, irq_rtes[0],
+		   irq_rtes[1], irq_rtes[2]);
 }
 
 /* A level line high while its entry is masked fires once the entry is unmasked. */
@@ -187,5 +204,9 @@ void guest_main(struct hvm_start_info *si)
 	check_level(apic_id);
 	check_masked_level(apic_id);
 	check_edge(apic_id); /* and everything still works */
+	/* SDM Vol 3A 11.8.4: accepting an interrupt moves its vector from the LAPIC's IRR to its ISR. KVM's LAPIC
+	 * in either mode: a host whose KVM does not also delivers the vector again after the EOI (the stray). */
+	conf_check(not_in_service == 0, "lapic_isr_in_handler", "%u of the handlers found their vector not in service",
+		   not_in_service);
 	conf_end();
 }

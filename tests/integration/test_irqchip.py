@@ -4,6 +4,7 @@ checks the I/O APIC from inside under both; the ioctls say which one a VM got; a
 option is checked. Needs KVM."""
 import os
 import re
+import warnings
 
 import pytest
 
@@ -14,21 +15,43 @@ pytestmark = pytest.mark.usefixtures("kvm")
 
 CHECKS = ["version", "version_read_only", "id_writable", "arbitration_id", "no_such_register", "remote_irr_read_only",
           "edge_one_interrupt", "edge_no_remote_irr", "level_again_after_eoi", "level_remote_irr_in_handler",
-          "level_remote_irr_cleared", "masked_level_silent", "unmasked_level_fires"]
+          "level_remote_irr_cleared", "level_no_stray_interrupt", "masked_level_silent", "unmasked_level_fires",
+          "lapic_isr_in_handler"]
+# KVM's LAPIC (in both modes) on a host whose KVM delivers an interrupt without moving its vector from IRR to ISR
+# (seen on kvm_pvm: every handler finds its vector not in service) delivers the vector once more after the EOI; the
+# guest counts that as a stray. Neither check is about an I/O APIC: on such a host both are the host's, and only
+# they may fail, the same way under either I/O APIC.
+HOST_LAPIC = {"lapic_isr_in_handler", "level_no_stray_interrupt"}
+
+
+def ioapic_checks(mode):
+    """Boot guests/ioapic.c under MODE's I/O APIC: ({check: 'PASS'|'FAIL'}, the FAIL lines, the process)."""
+    args = [] if mode == "split" else ["--irqchip", "kernel"]
+    p = boot("ioapic", *args, timeout=120)
+    assert "unhandled" not in p.stderr, p.stderr
+    verdicts = dict(re.findall(r"^ioapic: CHECK (\w+): (PASS|FAIL)", p.stdout, re.M))
+    assert sorted(verdicts) == sorted(CHECKS), p.stdout
+    return verdicts, re.findall(r"^ioapic: CHECK \w+: FAIL.*$", p.stdout, re.M), p
 
 
 @pytest.mark.security  # docs/security.md case 68
 @pytest.mark.parametrize("mode", ["split", "kernel"])
 def test_ioapic_guest(mode):
     """guests/ioapic.c: registers, edge and level delivery, Remote IRR and the EOI, a masked level line; every
-    check passes with brisk's I/O APIC and with KVM's, so a guest cannot tell them apart."""
-    args = [] if mode == "split" else ["--irqchip", "kernel"]
-    p = boot("ioapic", *args, timeout=120)
-    assert p.returncode == EXIT_GUEST_OK, f"exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-2000:]}"
-    for check in CHECKS:
-        assert re.search(rf"^ioapic: CHECK {check}: PASS", p.stdout, re.M), f"{check}:\n{p.stdout}"
-    assert "FAIL" not in p.stdout and "ioapic: PASS" in p.stdout, p.stdout
-    assert "unhandled" not in p.stderr, p.stderr
+    check passes with brisk's I/O APIC and with KVM's, so a guest cannot tell them apart. On a host whose LAPIC
+    does not put a delivered vector in service, the two checks that are the LAPIC's fail under both, with the
+    same lines, and nothing else does."""
+    verdicts, fails, p = ioapic_checks(mode)
+    failed = {c for c, v in verdicts.items() if v == "FAIL"}
+    if not failed:
+        assert p.returncode == EXIT_GUEST_OK and "ioapic: PASS" in p.stdout, f"exit {p.returncode}\n{p.stdout}"
+        return
+    assert "lapic_isr_in_handler" in failed and failed <= HOST_LAPIC, f"exit {p.returncode}\n{p.stdout}"
+    assert p.returncode != EXIT_GUEST_OK and "ioapic: FAIL" in p.stdout, p.stdout
+    other = "kernel" if mode == "split" else "split"
+    _, other_fails, _ = ioapic_checks(other)
+    assert other_fails == fails, f"{mode}: {fails}\n{other}: {other_fails}"
+    warnings.warn(f"this host's LAPIC does not put a delivered vector in service: {fails}")
 
 
 def ioctls(stderr):
