@@ -82,7 +82,7 @@ def phases(report):
 
 
 def take_snapshot(brisk, guest, mem_mib, tmp):
-    sock = os.path.join(tmp, "snap.sock")
+    sock = os.path.join(tmp, f"snap-{mem_mib}.sock")  # not the last size's: its file may still be there
     state, mem = os.path.join(tmp, f"{mem_mib}.state"), os.path.join(tmp, f"{mem_mib}.mem")
     p = subprocess.Popen([brisk, "--api-sock", sock], stdout=subprocess.PIPE, stderr=open(os.path.join(tmp, "snap.err"), "w"),
                          stdin=subprocess.DEVNULL, text=True)

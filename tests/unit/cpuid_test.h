@@ -13,6 +13,7 @@
 #define AMD_ZEN	  FIXTURES "synthetic-amd-zen.txt"
 #define NESTED	  FIXTURES "nested-kvm-amd-qemu64.txt"
 #define PVM	  FIXTURES "kvm-pvm-amd-epyc.txt"
+#define PVM_INTEL FIXTURES "kvm-pvm-intel-xeon.txt"
 #define HV	  (1u << 31)
 #define VMX	  (1u << 5)
 #define SVM	  (1u << 2)

@@ -28,7 +28,7 @@ static const struct fixture {
 	const char *path;
 	uint32_t baseline_missing;
 } fixtures[] = {
-    {INTEL, 0}, {AMD_HOST, 0}, {AMD_ZEN, 0}, {NESTED, 0}, {PVM, 0x00980201},
+    {INTEL, 0}, {AMD_HOST, 0}, {AMD_ZEN, 0}, {NESTED, 0}, {PVM, 0x00980201}, {PVM_INTEL, 0x00980201},
 };
 
 /* --cpus N [--topology sockets=S,cores=C,threads=T]; s = 0: no --topology (1 socket, N cores, 1 thread). */
