@@ -900,6 +900,11 @@ static int restore_build(struct vm *vm, const char *state_path, struct vm_error 
 	    (ret = create_irqchip(vm, e)) || (ret = start_vcpus(vm, e)) || (ret = create_devices(vm, e)) ||
 	    (ret = prepare_cpuid(vm, e)) || (ret = check_cpu_template(vm, state_path, e)))
 		return ret;
+	/*
+	 * The vCPU threads configure themselves now (KVM_SET_CPUID2, the boot MSRs): nothing in them waits for the
+	 * saved VM-wide state, and a warm clone (vm_restore_clone_build) is then configured before its request.
+	 */
+	vm_publish_config(vm, VM_CONFIG_PUBLISHED);
 	vm->clone_built = true;
 	return 0;
 }
@@ -911,7 +916,6 @@ static int restore_state(struct vm *vm, bool resume, struct vm_error *e)
 
 	if ((ret = restore_kvm_vm(vm, e)))
 		return ret;
-	vm_publish_config(vm, VM_CONFIG_PUBLISHED);
 	if ((ret = restore_vcpus(vm, e)) || (ret = restore_devices(vm, e)) || (ret = start_devices(vm, e)))
 		return ret;
 	snap_reader_free(vm->snap);
@@ -978,8 +982,15 @@ fail:
 
 int vm_restore_clone_build(struct vm *prepared, struct vm_error *e)
 {
+	int ret;
+
 	*e = (struct vm_error){.kind = VM_ERR_HOST};
-	return prepared->clone_built ? 0 : restore_build(prepared, prepared->state_path, e);
+	if (prepared->clone_built)
+		return 0;
+	if ((ret = restore_build(prepared, prepared->state_path, e)))
+		return ret;
+	vm_wait_vcpus_ready(prepared, prepared->nr_vcpus); /* built means configured: a warm clone is then ready */
+	return 0;
 }
 
 int vm_restore_clone(struct vm *prepared, bool resume, struct vm_error *e)
