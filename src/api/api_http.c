@@ -55,6 +55,7 @@
 #define CONN_LIMIT	   1024	       /* connections at once (fewer when RLIMIT_NOFILE cannot be raised for them) */
 #define FD_RESERVE	   16	       /* descriptors kept beside the connections: stdio, the sockets */
 #define REQUEST_DEADLINE_S 10	       /* a whole request, or the taking of a response, within this */
+#define LINGER_MS	   1000	       /* a connection answered with "close" is read and dropped this long at most */
 #define HEADER_MEM	   (16 * 1024) /* request line and headers */
 #define READ_CHUNK	   8192	       /* bytes read from a connection at a time */
 #define URL_MAX		   (API_PATH_MAX + 256) /* the request target as sent: an absolute form's host too */
@@ -67,9 +68,10 @@
 #define STR(x)		   STR_(x)
 
 enum conn_state {
-	READING, /* a request arriving (or none yet) */
-	WAITING, /* complete: queued for brisk or with brisk; not read meanwhile */
-	WRITING, /* a response going out */
+	READING,  /* a request arriving (or none yet) */
+	WAITING,  /* complete: queued for brisk or with brisk; not read meanwhile */
+	WRITING,  /* a response going out */
+	DRAINING, /* answered with "close" and shut for writing: what the client still sends is read and dropped */
 };
 
 /* One client connection, in h.conns (oldest first) while it is open. */
@@ -313,8 +315,9 @@ static int64_t conn_deadlines(int64_t now)
 		if (!c->deadline_ms || c->dead)
 			continue;
 		if (c->deadline_ms <= now) {
-			client_msg(h.late, "closed a connection whose request did not arrive whole in %d s",
-				   REQUEST_DEADLINE_S);
+			if (c->state != DRAINING)
+				client_msg(h.late, "closed a connection whose request did not arrive whole in %d s",
+					   REQUEST_DEADLINE_S);
 			c->dead = true;
 		} else if (next < 0 || c->deadline_ms - now < next) {
 			next = c->deadline_ms - now;
@@ -808,6 +811,16 @@ static void on_readable(struct conn *c)
 	parse(c);
 }
 
+/* A DRAINING connection readable: its bytes dropped; its end, or an error, closes it. */
+static void drain(struct conn *c)
+{
+	char junk[READ_CHUNK];
+	ssize_t n = recv(c->fd, junk, sizeof(junk), MSG_DONTWAIT);
+
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+		c->dead = true;
+}
+
 static void flush_out(struct conn *c)
 {
 	while (c->out_off < c->out_len) {
@@ -824,8 +837,14 @@ static void flush_out(struct conn *c)
 	c->out = NULL;
 	c->out_len = c->out_off = 0;
 	if (c->close_after) {
-		shutdown(c->fd, SHUT_WR); /* the client reads to end-of-file; what it still sends is dropped */
-		c->dead = true;
+		/*
+		 * The client reads to end-of-file. What it still sends (the body of a request refused on its headers)
+		 * is read and dropped until it closes, for LINGER_MS at most: closed at once, the client's next write
+		 * would fail (EPIPE) before it read this answer.
+		 */
+		shutdown(c->fd, SHUT_WR);
+		c->state = DRAINING;
+		c->deadline_ms = now_ms() + LINGER_MS;
 		return;
 	}
 	c->state = READING;
@@ -1001,6 +1020,8 @@ static void serve(void)
 				flush_out(c);
 			else if (c->state == READING)
 				on_readable(c);
+			else if (c->state == DRAINING)
+				drain(c);
 		}
 		if (p[0].revents && !link_readable()) {
 			brisk_gone();

@@ -190,6 +190,26 @@ def test_body_one_byte_over(echo):
     assert fault(body) == f"Request payload with size {BODY_MAX + 1} is larger than the limit of {BODY_MAX} allowed by server."
 
 
+def test_refused_on_headers_client_still_sends(echo):
+    """A client that sends its body after the server answered the headers 400 (a body over the limit) is not
+    cut off: its write succeeds (what it sends is read and dropped), then it reads the answer and the end of
+    file. Closed at once, the write failed with EPIPE before the client had read anything (seen with Python's
+    http.client under load, which sends the body after the headers)."""
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(echo.sock)
+    s.sendall(b"PUT /mmds HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (BODY_MAX + 1))
+    s.settimeout(5)
+    head = s.recv(65536)  # the answer, before a byte of the body was sent
+    assert head.startswith(b"HTTP/1.1 400 "), head
+    s.sendall(b"x" * (BODY_MAX + 1))  # BrokenPipeError here before the server drained
+    rest = b""
+    while chunk := s.recv(65536):
+        rest += chunk
+    s.close()
+    body = (head + rest).partition(b"\r\n\r\n")[2]
+    assert fault(body) == f"Request payload with size {BODY_MAX + 1} is larger than the limit of {BODY_MAX} allowed by server."
+
+
 @pytest.mark.security
 def test_chunked_body_over_the_limit(echo):
     chunk = b"x" * 4096
