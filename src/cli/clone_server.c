@@ -343,6 +343,25 @@ static void requester_gone(unsigned i)
 	kill(srv.conns[i].pid, SIGTERM);
 }
 
+/*
+ * At the limit, before a new connection is refused: every connection whose requester hung up before asking (no
+ * clone yet) gives its slot back now. Their hang-ups may sit in this turn's poll results unread, or come after
+ * it, while the new connection is already waiting (a client that closes 1,024 idle connections and connects at
+ * once).
+ */
+static void sweep_unasked(void)
+{
+	static struct pollfd p[CLONE_CONN_MAX];
+
+	for (unsigned i = 0; i < srv.nr; i++)
+		p[i] = (struct pollfd){.fd = srv.conns[i].pid ? -1 : srv.conns[i].fd, .events = POLLIN};
+	if (poll(p, srv.nr, 0) <= 0)
+		return;
+	for (unsigned i = srv.nr; i-- > 0;) /* from the last down: drop() moves the last entry into i */
+		if (p[i].revents & (POLLHUP | POLLERR))
+			drop(i);
+}
+
 static void accept_all(void)
 {
 	for (;;) {
@@ -357,6 +376,8 @@ static void accept_all(void)
 			}
 			return;
 		}
+		if (srv.nr == CLONE_CONN_MAX)
+			sweep_unasked();
 		if (srv.nr == CLONE_CONN_MAX) {
 			char why[96];
 
