@@ -14,6 +14,8 @@
  *   ip=0xAABBCCDD gw=0xAABBCCDD  slirp: the guest's and the gateway's IPv4 addresses
  *   flood=N          instead of the checks: transmit N frames, one every flood_gap_ms (default 10) ms (the host
  *                    may delete the tap or stop the helper meanwhile); every chain must come back (no hang)
+ *   flood_wait=1     the flood starts only when a byte arrives on COM1 ("virtio-net: flood waits" first), so
+ *                    that the host can stop the helper before it, however fast the flood would end
  *
  * Checks: MAC, STATUS and MTU offered; config space mac, status LINK_UP, mtu 1500; with no receive
  * buffer posted, a frame sent (an ARP request) and its answer waits in the device: once buffers are
@@ -59,7 +61,7 @@ static uint8_t frame[FRAME_MAX + 16], got[FRAME_MAX + 64];
 static struct net_hdr txhdr;
 static uint8_t mac[6];
 static int slirp, mrg;
-static uint64_t flood_n, flood_gap_ms = 10;
+static uint64_t flood_n, flood_gap_ms = 10, flood_wait;
 static uint8_t tiny[32] __attribute__((aligned(64)));
 static uint64_t my_ip = 0xc0000210, gw_ip = 0xc0000201; /* 192.0.2.16 -> 192.0.2.1 unless told */
 
@@ -298,7 +300,12 @@ void guest_main(struct hvm_start_info *si)
 		   (unsigned long long)net.features, mrg);
 	check_config(cmdline);
 	cmdline_get_u64(cmdline, "flood_gap_ms", &flood_gap_ms);
+	cmdline_get_u64(cmdline, "flood_wait", &flood_wait);
 	if (cmdline_get_u64(cmdline, "flood", &flood_n) == 0) {
+		if (flood_wait) {
+			gprintf("virtio-net: flood waits for a byte on COM1\n");
+			(void)serial_getc();
+		}
 		flood();
 		conf_end();
 	}

@@ -290,12 +290,16 @@ def test_user_backpressure_helper_stopped():
     import signal
     if not (BRISK.parent / "brisk-slirp").exists():
         pytest.skip("brisk-slirp not built")
+    # The flood waits for a byte on COM1 (flood_wait=1): the helper is stopped first, however fast the flood
+    # would end (it once ended before the test's SIGSTOP, under the ASan build in a make check).
     proc = subprocess.Popen([str(BRISK), "run", "--kernel", guest("virtio-net"), "--net", "user", "--log-level", "info",
-                             "--cmdline", "flood=4000 flood_gap_ms=0 ip=0xc0a84c0f gw=0xc0a84c02"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+                             "--cmdline", "flood=4000 flood_gap_ms=0 flood_wait=1 ip=0xc0a84c0f gw=0xc0a84c02"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.PIPE)
     try:
         helper = helper_pid(proc.pid)
         os.kill(helper, signal.SIGSTOP)
+        proc.stdin.write("g")
+        proc.stdin.flush()
         wait_socket_full(helper)
         os.kill(helper, signal.SIGCONT)
         out, err = proc.communicate(timeout=120)
