@@ -319,15 +319,11 @@ void *vcpu_thread(void *arg)
 	v->setup_error = vcpu_create(v);
 	if (vm_vcpu_wait_config(vm) == 0 && !v->setup_error)
 		v->setup_error = vcpu_configure(v);
-	/*
-	 * Configured: from here on only what the guest's exits need. Confined before the wait for the go, not after
-	 * it: the filter's attach is then not between the release and the first KVM_RUN (a warm clone's request).
-	 */
-	if (!v->setup_error)
-		seccomp_enter(SECCOMP_VCPU);
 	vm_vcpu_ready_wait_go(vm);
-	if (!v->setup_error && !atomic_load(&vm->exit_requested))
+	if (!v->setup_error && !atomic_load(&vm->exit_requested)) {
+		seccomp_enter(SECCOMP_VCPU); /* configured: from here on only what the guest's exits need */
 		run_loop(v);
+	}
 	record_rusage(&v->stats);
 	atomic_store(&v->done, 1);
 	return NULL;
