@@ -36,6 +36,8 @@
 #   NESTED_KVM_HOLD     0 = do not start scripts/kvm-hold.c in the VM (to show the wedge it prevents)
 #   NESTED_KVM_BPF_JIT  1 = leave the VM kernel's BPF JIT on (default 0: off, see nested-kvm.md "Known problems")
 #   NESTED_KVM_TCG_THREAD  multi (default: one host thread per vCPU) or single (all vCPUs on one thread)
+#   NESTED_KVM_QEMU     the emulator to run (default qemu-system-x86_64 on PATH: Debian 12's QEMU 7.2)
+#   NESTED_KVM_QEMU_DATA its firmware directory (qemu -L), for an emulator unpacked outside /usr
 set -euo pipefail
 
 die() { echo "nested-kvm: $*" >&2; exit 125; }
@@ -391,7 +393,7 @@ monitor=(-monitor none)
 [[ ${#RUN} -lt 100 ]] && monitor=(-monitor "unix:$RUN/monitor,server=on,wait=off")
 t0=$(date +%s.%N)
 set +e
-timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
+timeout -k 10 "$TIMEOUT" "${NESTED_KVM_QEMU:-qemu-system-x86_64}" ${NESTED_KVM_QEMU_DATA:+-L "$NESTED_KVM_QEMU_DATA"} \
 	-accel "tcg,thread=$TCG_THREAD" -M pc -cpu "$CPU" -smp "$SMP" -m "$MEM" \
 	-nographic -nodefaults -no-user-config -no-reboot \
 	"${monitor[@]}" \

@@ -7,6 +7,7 @@ its report into the TimeoutExpired it raises (attribute `diag`, and in its messa
 pytest prints it with the failure. Without root the report says what it could not read.
 """
 import subprocess
+import tempfile
 from pathlib import Path
 
 DIAG = Path(__file__).resolve().parents[1] / "scripts" / "kvm-diag.sh"
@@ -33,8 +34,21 @@ def diagnose(pid):
         return f"kvm-diag.sh did not run: {e}"
 
 
-def run(cmd, *, input=None, timeout=None, stdin=None, **kw):
-    """Like subprocess.run(cmd, capture_output=True, text=True, ...); on timeout raises Timeout."""
+def _text(f):
+    """A capture file's bytes as subprocess's text mode gives them (universal newlines)."""
+    f.seek(0)
+    return f.read().decode(errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def run(cmd, *, input=None, timeout=None, stdin=None, out_files=False, **kw):
+    """Like subprocess.run(cmd, capture_output=True, text=True, ...); on timeout raises Timeout.
+
+    out_files: stdout and stderr go to temporary files, read back when the process has ended, instead of
+    pipes read while it runs. The real-kernel tier's boots use them: in the nested harness, a reader woken
+    by every console write made the emulator fail the guest far more often (scripts/nested-kvm.md "Known
+    problems": "A pipe on brisk's stdout")."""
+    if out_files:
+        return _run_files(cmd, input=input, timeout=timeout, stdin=stdin, **kw)
     with subprocess.Popen(cmd, stdin=subprocess.PIPE if input is not None else stdin, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, **kw) as proc:
         try:
@@ -45,3 +59,17 @@ def run(cmd, *, input=None, timeout=None, stdin=None, **kw):
             out, err = proc.communicate()
             raise Timeout(cmd, timeout, out or e.output, err or e.stderr, diag) from None
         return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _run_files(cmd, *, input, timeout, stdin, **kw):
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        with subprocess.Popen(cmd, stdin=subprocess.PIPE if input is not None else stdin, stdout=out, stderr=err,
+                              **kw) as proc:
+            try:
+                proc.communicate(input.encode() if input is not None else None, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                diag = diagnose(proc.pid)
+                proc.kill()
+                proc.wait()
+                raise Timeout(cmd, timeout, _text(out), _text(err), diag) from None
+        return subprocess.CompletedProcess(cmd, proc.returncode, _text(out), _text(err))

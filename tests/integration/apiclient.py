@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -151,17 +152,32 @@ class BriskProcess:
     socket. stdin is closed unless `stdin` says otherwise (subprocess.PIPE: the guest's serial input); `env` adds
     to the environment."""
 
-    def __init__(self, brisk, args, sock=None, stdin=subprocess.DEVNULL, env=None):
+    def __init__(self, brisk, args, sock=None, stdin=subprocess.DEVNULL, env=None, out_files=False):
+        """out_files: stdout and stderr go to temporary files, read when asked, not to pipes drained by threads
+        (the real-kernel tier: scripts/nested-kvm.md "A pipe on brisk's stdout")."""
         self.args = [str(a) for a in args]
         self.sock = sock
-        self.proc = subprocess.Popen([str(brisk), *self.args], stdin=stdin, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
         self._out, self._err = bytearray(), bytearray()
         self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._pump, args=(f, b), daemon=True)
-                         for f, b in ((self.proc.stdout, self._out), (self.proc.stderr, self._err))]
-        for t in self._threads:
-            t.start()
+        self._files = []
+        if out_files:
+            # the child appends through a description of its own; ours reads from where it last stopped
+            self._files = [tempfile.NamedTemporaryFile(prefix="brisk-out-") for _ in range(2)]
+            ends = [open(f.name, "ab") for f in self._files]
+            try:
+                self.proc = subprocess.Popen([str(brisk), *self.args], stdin=stdin, stdout=ends[0], stderr=ends[1],
+                                             env={**os.environ, **(env or {})})
+            finally:
+                for e in ends:
+                    e.close()
+            self._threads = []
+        else:
+            self.proc = subprocess.Popen([str(brisk), *self.args], stdin=stdin, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
+            self._threads = [threading.Thread(target=self._pump, args=(f, b), daemon=True)
+                             for f, b in ((self.proc.stdout, self._out), (self.proc.stderr, self._err))]
+            for t in self._threads:
+                t.start()
         self.api = None
         if sock:
             wait_for_socket(sock, self.proc)
@@ -179,14 +195,21 @@ class BriskProcess:
             with self._lock:
                 buf.extend(b)
 
+    def _collect(self):
+        """With out_files: what the process wrote since the last look, into the buffers (under the lock)."""
+        for f, buf in zip(self._files, (self._out, self._err)):
+            buf.extend(f.read())
+
     @property
     def out(self):
         with self._lock:
+            self._collect()
             return self._out.decode(errors="replace")
 
     @property
     def err(self):
         with self._lock:
+            self._collect()
             return self._err.decode(errors="replace")
 
     def kill(self):

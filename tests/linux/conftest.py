@@ -166,7 +166,7 @@ def boot_linux(kernel_path, initrd, *args, label, timeout=TIMEOUT, wrap=(), prof
         pytest.fail(f"not booted: an earlier boot ({_hung[0]}) did not end within {TIMEOUT:.0f} s")
     t0 = time.monotonic()
     try:
-        p = hangdiag.run(cmd, stdin=subprocess.DEVNULL, timeout=timeout)
+        p = hangdiag.run(cmd, stdin=subprocess.DEVNULL, timeout=timeout, out_files=True)
     except hangdiag.Timeout as e:
         _hung.append(label)
         _report.append(f"{label}: no exit within {timeout:.0f} s")

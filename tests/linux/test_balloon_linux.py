@@ -37,7 +37,7 @@ MIB = 1 << 20
 
 class Proc(BriskProcess):
     def __init__(self, args):
-        super().__init__(BRISK, args)
+        super().__init__(BRISK, args, out_files=True)
 
     @property
     def out(self):

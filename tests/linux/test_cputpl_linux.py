@@ -16,6 +16,8 @@ import pytest
 
 from .conftest import BRISK, DEFAULT_CMDLINE, HELLO, INT3PROBE, MEMORY, TIMEOUT, kernel
 
+import hangdiag  # noqa: E402
+
 pytestmark = pytest.mark.usefixtures("linux_kvm")
 
 BRAND = "brisk custom template CPU"
@@ -49,8 +51,8 @@ def test_custom_template_in_the_kernel(tmp_path, initramfs):
     path = tmp_path / "vm.json"
     path.write_text(json.dumps(cfg))
     t0 = time.monotonic()
-    p = subprocess.run([str(BRISK), "--config-file", str(path), "--no-api"], stdin=subprocess.DEVNULL,
-                       capture_output=True, text=True, timeout=TIMEOUT)
+    p = hangdiag.run([str(BRISK), "--config-file", str(path), "--no-api"], stdin=subprocess.DEVNULL,
+                     timeout=TIMEOUT, out_files=True)
     wall = time.monotonic() - t0
     tail = "\n".join(p.stdout.splitlines()[-40:])
     assert HELLO in p.stdout, f"init did not run (exit {p.returncode}, {wall:.1f} s):\n{tail}\n{p.stderr[-2000:]}"

@@ -44,7 +44,7 @@ def mmds_boot(request, tmp_path_factory):
     cmd = [str(BRISK), "--no-api", "--config-file", str(tmp / "vm.json"), "--metadata", str(tmp / "meta.json")]
     t0 = time.monotonic()
     try:
-        p = hangdiag.run(cmd, stdin=subprocess.DEVNULL, timeout=TIMEOUT)
+        p = hangdiag.run(cmd, stdin=subprocess.DEVNULL, timeout=TIMEOUT, out_files=True)
     except hangdiag.Timeout as e:
         pytest.fail(f"no exit within {TIMEOUT:.0f} s; console so far:\n" + "\n".join((e.stdout or "").splitlines()[-40:]))
     for marker in ("AddressSanitizer", "runtime error:", "UndefinedBehaviorSanitizer"):

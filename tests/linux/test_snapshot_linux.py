@@ -87,10 +87,10 @@ NEW_BOOT_RE = re.compile(r"Linux version|Command line:|brisk-init: started as pi
 
 
 class Proc(BriskProcess):
-    """One brisk process, its stdout and stderr collected by threads (apiclient.BriskProcess)."""
+    """One brisk process, its stdout and stderr collected in files (apiclient.BriskProcess, out_files)."""
 
     def __init__(self, args):
-        super().__init__(BRISK, args)
+        super().__init__(BRISK, args, out_files=True)
 
     @property
     def out(self):
