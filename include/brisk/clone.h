@@ -27,6 +27,11 @@
 
 struct clone_req {
 	char report_json[PATH_MAX]; /* "" unless the request names a --report-json file for the clone */
+	/*
+	 * Not on the wire: -1, or in a warm clone its link to the server, told "s" (and closed) once the guest
+	 * runs (vm_run_notify): the server forks the clone's replacement then, not while the clone starts.
+	 */
+	int started_fd;
 };
 
 /*

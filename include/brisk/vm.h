@@ -202,6 +202,11 @@ __attribute__((warn_unused_result)) int vm_create(const struct vm_config *cfg, s
  */
 int vm_run(struct vm *vm, int sig_fd);
 /*
+ * vm_run, and once vm_start has released the vCPUs and started the late devices, one byte ("s") written to
+ * `started_fd` and the descriptor closed (a warm clone's word to its server: clone_server.c); -1: none.
+ */
+int vm_run_notify(struct vm *vm, int sig_fd, int started_fd);
+/*
  * vm_run in parts, for a caller that serves other work meanwhile (the API):
  * vm_start releases the vCPUs (returns 0, or the exit status when a vCPU's
  * configuration failed, the exit then already requested, with *e (may be NULL:

@@ -36,6 +36,7 @@ int clone_req_parse(const char *msg, size_t n, unsigned nfds, struct clone_req *
 	int ret;
 
 	memset(r, 0, sizeof(*r));
+	r->started_fd = -1;
 	if (nfds != 0 && nfds != CLONE_FDS)
 		return fcj_fail(&c, "%u descriptors came with it: send none or %d (stdin, stdout, stderr)", nfds,
 				CLONE_FDS);

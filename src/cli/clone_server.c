@@ -74,6 +74,13 @@ static struct {
 	bool accept_paused; /* out of descriptors (EMFILE): no accept until a connection is dropped */
 	struct warm warm[CLONE_POOL_MAX];
 	unsigned nr_warm, pool; /* warm clones now, and how many to keep (0 once one failed) */
+	/*
+	 * The links of warm clones that took a request and have not yet said their guest runs ("s") or ended:
+	 * each one's replacement is forked only then, so that the fork and its build do not compete for the
+	 * host's CPUs with the clone's start (docs/performance.md "A clone server").
+	 */
+	struct warm starting[CLONE_POOL_MAX]; /* ready: unused */
+	unsigned nr_starting;
 	struct unix_listener sock;
 } srv;
 
@@ -106,8 +113,8 @@ static void close_fds(int *fds, unsigned n)
 
 /*
  * In a child, first: the server's descriptors closed (the requesters' connections above all, whose end is each
- * clone's stop; the other warm clones' links), SIGCHLD unblocked, SIGTERM when the server dies (the connection
- * it holds is the clone's handle), the seccomp rules made this process's. Returns the child's signalfd.
+ * clone's stop; the other warm clones' links, started or not), SIGCHLD unblocked, SIGTERM when the server dies (the
+ * connection it holds is the clone's handle), the seccomp rules made this process's. Returns the child's signalfd.
  */
 static int child_setup(void)
 {
@@ -121,7 +128,9 @@ static int child_setup(void)
 			close(srv.conns[i].fd);
 	for (unsigned i = 0; i < srv.nr_warm; i++)
 		close(srv.warm[i].fd);
-	srv.nr = srv.nr_warm = 0;
+	for (unsigned i = 0; i < srv.nr_starting; i++)
+		close(srv.starting[i].fd);
+	srv.nr = srv.nr_warm = srv.nr_starting = 0;
 	srv.sock.bound = false; /* the path is the server's to unlink */
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
@@ -192,8 +201,8 @@ static void warm_child(struct vm *prepared, int link, clone_run_fn run, void *ct
 		vm_destroy(prepared); /* stopped, or the server is gone */
 		exit(EXIT_STOPPED);
 	}
-	close(link);
 	a.req.report_json[sizeof(a.req.report_json) - 1] = '\0';
+	a.req.started_fd = link; /* told "s" once the guest runs; closed then, or at the clone's exit */
 	child_run(prepared, &a.req, fds, nfds, a.t0, sig_fd, run, ctx);
 }
 
@@ -203,7 +212,7 @@ static int spawn_warm(struct vm *prepared, clone_run_fn run, void *ctx)
 	int sv[2];
 	pid_t pid;
 
-	if (srv.nr_warm >= srv.pool)
+	if (srv.nr_warm + srv.nr_starting >= srv.pool)
 		return 0;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return -errno;
@@ -224,7 +233,7 @@ static int spawn_warm(struct vm *prepared, clone_run_fn run, void *ctx)
 
 static void refill(struct vm *prepared, clone_run_fn run, void *ctx)
 {
-	while (srv.nr_warm < srv.pool) {
+	while (srv.nr_warm + srv.nr_starting < srv.pool) {
 		int ret = spawn_warm(prepared, run, ctx);
 
 		if (ret) {
@@ -236,9 +245,10 @@ static void refill(struct vm *prepared, clone_run_fn run, void *ctx)
 }
 
 /*
- * The oldest ready warm clone takes the request: its descriptors and arrival time sent over its link. Returns
- * its pid, or 0 when none is ready (one still building would make the request wait for its build: a fork is no
- * slower) or it could not be told (it is stopped, and the request forks instead).
+ * The oldest ready warm clone takes the request: its descriptors and arrival time sent over its link, which is
+ * then kept in srv.starting until the clone says its guest runs. Returns its pid, or 0 when none is ready (one
+ * still building would make the request wait for its build: a fork is no slower) or it could not be told (it
+ * is stopped, and the request forks instead).
  */
 static pid_t assign_warm(const struct clone_req *req, int *fds, unsigned nfds, uint64_t t0)
 {
@@ -259,7 +269,7 @@ static pid_t assign_warm(const struct clone_req *req, int *fds, unsigned nfds, u
 		close(w.fd);
 		return 0;
 	}
-	close(w.fd);
+	srv.starting[srv.nr_starting++] = w; /* a slot of the pool's: nr_warm + nr_starting <= pool */
 	return w.pid;
 }
 
@@ -289,8 +299,9 @@ static void serve_request(unsigned i, struct vm *prepared, clone_run_fn run, voi
 	}
 	if (clone_req_parse(msg, (size_t)n, nfds, &req, err, sizeof(err)))
 		goto refuse;
-	pid = assign_warm(&req, fds, nfds, t0);
-	if (!pid) {
+	bool warm = (pid = assign_warm(&req, fds, nfds, t0)) > 0;
+
+	if (!warm) {
 		fflush(NULL);
 		pid = fork();
 		if (pid == 0)
@@ -308,7 +319,8 @@ static void serve_request(unsigned i, struct vm *prepared, clone_run_fn run, voi
 	srv.conns[i].pid = pid;
 	send_msg(srv.conns[i].fd, reply, clone_reply_pid(reply, pid));
 	log_info("clone server: clone %d started", (int)pid);
-	refill(prepared, run, ctx); /* after the reply: the new warm clone's fork is not this request's time */
+	if (!warm) /* after the reply; a warm clone's replacement once it runs its guest (started_said) */
+		refill(prepared, run, ctx);
 	return;
 refuse:
 	close_fds(fds, nfds);
@@ -326,6 +338,22 @@ static void warm_said(unsigned k)
 		srv.warm[k].ready = true;
 		log_info("clone server: warm clone %d ready", (int)srv.warm[k].pid);
 	}
+}
+
+/* A started clone's link readable: "s" (its guest runs), its end, or anything else: its replacement is due. */
+static void started_said(unsigned k, struct vm *prepared, clone_run_fn run, void *ctx)
+{
+	struct warm w = srv.starting[k];
+	char c = 0;
+
+	srv.starting[k] = srv.starting[--srv.nr_starting];
+	if (recv(w.fd, &c, 1, MSG_DONTWAIT) == 1 && c == 's')
+		log_info("clone server: clone %d runs its guest; its replacement is forked now", (int)w.pid);
+	else
+		log_info("clone server: clone %d ended before its guest ran; its replacement is forked now",
+			 (int)w.pid);
+	close(w.fd);
+	refill(prepared, run, ctx);
 }
 
 /* The requester shut or closed its end (or sent more): its clone is asked to stop. */
@@ -438,6 +466,8 @@ static void stop_all(void)
 	unsigned left = 0;
 
 	srv.pool = 0;
+	while (srv.nr_starting)
+		close(srv.starting[--srv.nr_starting].fd);
 	for (unsigned i = 0; i < srv.nr_warm; i++) { /* their EOF ends them; reaped below */
 		close(srv.warm[i].fd);
 		srv.warm[i].fd = -1;
@@ -520,7 +550,7 @@ static int setup(const char *sock_path, int sig_fd)
 
 int clone_serve(struct vm *prepared, const char *sock_path, unsigned pool, int sig_fd, clone_run_fn run, void *ctx)
 {
-	static struct pollfd p[3 + CLONE_CONN_MAX + CLONE_POOL_MAX];
+	static struct pollfd p[3 + CLONE_CONN_MAX + 2 * CLONE_POOL_MAX];
 	int ret;
 
 	srv.listen_fd = srv.chld_fd = srv.sig_fd = -1;
@@ -532,7 +562,7 @@ int clone_serve(struct vm *prepared, const char *sock_path, unsigned pool, int s
 	refill(prepared, run, ctx);
 	log_info("clone server: listening on %s, %u warm clones", sock_path, srv.nr_warm);
 	for (;;) {
-		unsigned nr = srv.nr, nw = srv.nr_warm;
+		unsigned nr = srv.nr, nw = srv.nr_warm, ns = srv.nr_starting;
 
 		p[0] = (struct pollfd){.fd = sig_fd, .events = POLLIN};
 		p[1] = (struct pollfd){.fd = srv.chld_fd, .events = POLLIN};
@@ -542,7 +572,9 @@ int clone_serve(struct vm *prepared, const char *sock_path, unsigned pool, int s
 		for (unsigned k = 0; k < nw; k++) /* a warm clone's link, until it is ready */
 			p[3 + nr + k] =
 			    (struct pollfd){.fd = srv.warm[k].ready ? -1 : srv.warm[k].fd, .events = POLLIN};
-		if (poll(p, 3 + nr + nw, -1) < 0) {
+		for (unsigned k = 0; k < ns; k++) /* a started warm clone's link, until it says its guest runs */
+			p[3 + nr + nw + k] = (struct pollfd){.fd = srv.starting[k].fd, .events = POLLIN};
+		if (poll(p, 3 + nr + nw + ns, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_error("clone server: poll: %s", strerror(errno));
@@ -560,6 +592,9 @@ int clone_serve(struct vm *prepared, const char *sock_path, unsigned pool, int s
 		for (unsigned k = 0; k < nw; k++) /* first: nothing below changes the warm table before this */
 			if (p[3 + nr + k].revents)
 				warm_said(k);
+		for (unsigned k = ns; k-- > 0;) /* from the last down: started_said moves the last into k */
+			if (p[3 + nr + nw + k].revents)
+				started_said(k, prepared, run, ctx);
 		/* Connections from the last one down: drop() moves the last entry into a dropped one's place. */
 		for (unsigned i = nr; i-- > 0;) {
 			if (!p[3 + i].revents)

@@ -477,10 +477,10 @@ static void start_logged(struct vm *vm)
 		log_error("%s", e.msg);
 }
 
-/* A VM without the API: run to its end, its --timeline report printed, destroyed. Returns its exit status. */
-static int run_alone(struct vm *vm, const struct vm_config *cfg, int sig_fd)
+/* A VM without the API: run to its end (started_fd: vm_run_notify), its --timeline report printed, destroyed. */
+static int run_alone(struct vm *vm, const struct vm_config *cfg, int sig_fd, int started_fd)
 {
-	int ret = vm_run(vm, sig_fd);
+	int ret = vm_run_notify(vm, sig_fd, started_fd);
 
 	timeline_mark(TL_EXIT);
 	if (cfg->timeline)
@@ -505,7 +505,7 @@ static int run_vm(const struct vm_config *cfg, struct fc_vm *fc, int sig_fd)
 	if (!link && !fc) {
 		if ((ret = cli_vm_create(cfg, &vm)))
 			return ret;
-		return run_alone(vm, cfg, sig_fd);
+		return run_alone(vm, cfg, sig_fd, -1);
 	}
 	if (!(ret = prepare_api(&a, cfg, fc)) && !(ret = cli_vm_create(fc ? &a.fc.cfg : cfg, &vm))) {
 		if (!fc && api_adopt_vm(&a, vm, cfg, true))
@@ -568,7 +568,7 @@ static int restore_vm(const struct vm_config *base, int sig_fd)
 		return cli_vm_failed(&e);
 	}
 	if (!link)
-		return run_alone(vm, base, sig_fd);
+		return run_alone(vm, base, sig_fd, -1);
 	api_init(&a, base);
 	if (api_adopt_vm(&a, vm, vm_config(vm), !paused))
 		log_warn("GET /vm/config will not describe this VM: out of memory");
@@ -610,7 +610,7 @@ static int run_clone(struct vm *vm, const struct clone_req *req, int sig_fd, voi
 		vm_destroy(vm);
 		return finish_report(report_fd, cli_vm_failed(&e));
 	}
-	return finish_report(report_fd, run_alone(vm, base, sig_fd));
+	return finish_report(report_fd, run_alone(vm, base, sig_fd, req->started_fd));
 }
 
 /* brisk restore --clone-server SOCK: the snapshot prepared once, then clone_serve until a signal. */

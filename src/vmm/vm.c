@@ -566,14 +566,24 @@ int vm_finish(struct vm *vm)
 	return vm->exit_code;
 }
 
-int vm_run(struct vm *vm, int sig_fd)
+int vm_run_notify(struct vm *vm, int sig_fd, int started_fd)
 {
 	struct vm_error e;
 
 	if (vm_start(vm, &e))
 		log_error("%s", e.msg);
+	if (started_fd >= 0) {
+		if (write(started_fd, "s", 1) != 1) /* the server gone: its own end stops this clone */
+			log_debug("telling the clone server the guest runs: %s", strerror(errno));
+		close(started_fd);
+	}
 	wait_for_exit(vm, sig_fd);
 	return vm_finish(vm);
+}
+
+int vm_run(struct vm *vm, int sig_fd)
+{
+	return vm_run_notify(vm, sig_fd, -1);
 }
 
 void vm_print_report(struct vm *vm, FILE *f)

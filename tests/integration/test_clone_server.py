@@ -234,6 +234,47 @@ def test_warm_clone_lost(snap, procs, tmp_path):
     assert children(server.proc.pid) == []
 
 
+def wait_log(server, regex, timeout=60):
+    """The first match of regex in the server's stderr (its log at info), waited for."""
+    deadline = time.monotonic() + timeout
+    while not (m := re.search(regex, server.err)):
+        assert time.monotonic() < deadline, f"no /{regex}/ in the server's log:\n{server.err}"
+        time.sleep(0.05)
+    return m
+
+
+def test_warm_clone_replaced_once_it_runs(snap, procs, tmp_path):
+    """A warm clone that takes a request tells the server once its guest runs, and only then is its replacement
+    forked (the fork and its build would compete with the clone's start for the CPUs): the log says so before
+    the replacement's own "ready". A warm clone whose request fails before its guest runs (its --report-json in a
+    directory that does not exist) is replaced all the same, and the next request goes to a warm clone again."""
+    server, sock = start_server(procs, snap, "replace", "--clone-pool", "1")
+    [first] = wait_ready(server, 1)
+    c = Clone(sock, str(tmp_path), "runs")
+    try:
+        assert c.pid == first
+        m = wait_log(server, rf"clone {first} runs its guest; its replacement is forked now")
+        second = int(wait_log(server, rf"warm clone (?!{first}\b)(\d+) ready").group(1))
+        assert server.err.index(f"warm clone {second} ready") > m.start(), server.err
+        assert second in children(server.proc.pid)
+        c.wait_for(WRITTEN)
+        c.release()
+        assert c.reply() == {"exit_code": EXIT_GUEST_OK}, c.err()
+    finally:
+        c.close()
+    body = json.dumps({"report_json": str(tmp_path / "no-such-dir" / "r.json")}).encode()
+    bad = Clone(sock, str(tmp_path), "bad", body=body)
+    try:
+        assert bad.pid == second
+        assert bad.reply()["exit_code"] == EXIT_USAGE, bad.err()
+    finally:
+        bad.close()
+    wait_log(server, rf"clone {second} ended before its guest ran; its replacement is forked now")
+    third = int(wait_log(server, rf"warm clone (?!(?:{first}|{second})\b)(\d+) ready").group(1))
+    assert serve_one(sock, tmp_path, "after") == third
+    assert server.proc.poll() is None
+
+
 @pytest.mark.security
 def test_requester_gone_stops_its_clone(snap, procs, tmp_path):
     """Shutting the connection's sending side stops the clone (SIGTERM: exit 16, still reported on the
