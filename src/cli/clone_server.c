@@ -299,9 +299,9 @@ static void serve_request(unsigned i, struct vm *prepared, clone_run_fn run, voi
 	}
 	if (clone_req_parse(msg, (size_t)n, nfds, &req, err, sizeof(err)))
 		goto refuse;
-	bool warm = (pid = assign_warm(&req, fds, nfds, t0)) > 0;
+	bool taken = (pid = assign_warm(&req, fds, nfds, t0)) > 0; /* by a warm clone */
 
-	if (!warm) {
+	if (!taken) {
 		fflush(NULL);
 		pid = fork();
 		if (pid == 0)
@@ -319,7 +319,7 @@ static void serve_request(unsigned i, struct vm *prepared, clone_run_fn run, voi
 	srv.conns[i].pid = pid;
 	send_msg(srv.conns[i].fd, reply, clone_reply_pid(reply, pid));
 	log_info("clone server: clone %d started", (int)pid);
-	if (!warm) /* after the reply; a warm clone's replacement once it runs its guest (started_said) */
+	if (!taken) /* after the reply; a warm clone's replacement once it runs its guest (started_said) */
 		refill(prepared, run, ctx);
 	return;
 refuse:
