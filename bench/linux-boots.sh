@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${BENCH_NESTED:-0}" = 1 ] && [ -z "${BRISK_IN_NESTED:-}" ]; then
-	exec env NESTED_KVM_ENV="BUILD" scripts/nested-kvm.sh -- env BRISK_IN_NESTED=1 BENCH_NESTED=0 "$0" "$@"
+	exec env NESTED_KVM_ENV="${NESTED_KVM_ENV:-BUILD}" scripts/nested-kvm.sh -- env BRISK_IN_NESTED=1 BENCH_NESTED=0 "$0" "$@"
 fi
 PATH=$PATH:/sbin:/usr/sbin
 exec /usr/bin/python3 bench/linux_boots.py "$@"

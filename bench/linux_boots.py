@@ -13,7 +13,12 @@ Linux command line + "brisk.virtio=1 brisk.root=/dev/vda brisk.poweroff=auto"):
          -append CMDLINE
 A boot passes when the root disk's init ran ("brisk-init: disk stage:" and "brisk-init: wrote" on the console)
 and the VMM exited 0 within the timeout; anything else is a failure, kept with its output. Rounds alternate which
-VMM goes first. Prints, per VMM: passed/failed, and exec -> "disk stage" line (median, min-max, of the passed).
+VMM goes first. Prints, per VMM: passed/failed, and exec -> "disk stage" line (median, min-max, of the passed),
+then the medians of exec -> each console milestone (the first byte, init started, modules loaded, root switched,
+disk stage, httpd listening; the HTTP answer; the VMM's exit) and the guest's uptime at init, so that the table
+says in which part of the boot one VMM is ahead. Each VMM's console goes to a file, read every 10 ms (as the
+real-kernel tier's boots: a pipe reader woken by every console write makes the nested harness fail more boots);
+the kept outputs carry each line's host time since exec.
 With BRISK_BASE=PATH an earlier brisk binary boots too ("base"), with the same options, in the same rounds.
 
 With --quiet both get the kernel's `quiet` word (no kernel messages on the console: what a production boot
@@ -79,41 +84,72 @@ def http_poll(port, t0, stop, result):
         time.sleep(0.02)
 
 
+# Milestones on the console, in boot order: each boot's time to each is kept (host clock since exec, as its line
+# was read), so that the table says where one VMM's boot is ahead of the other's.
+MILESTONES = (
+    ("console", None),  # the first byte on the console
+    ("init", "brisk-init: started as pid 1"),
+    ("modules", "brisk-init: modules:"),
+    ("root", "brisk-init: root: switched"),
+    ("disk", DONE),
+    ("listen", "brisk-net: httpd listening"),
+)
+
+
 def boot(argv, timeout, http_port=None):
     """Runs one boot; returns (passed, seconds from exec to the disk stage line, or with http_port to the first
-    HTTP 200 answer from it, or None, output)."""
-    t0 = time.monotonic()
-    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    stop, answered, poller = threading.Event(), [None], None
-    if http_port:
-        poller = threading.Thread(target=http_poll, args=(http_port, t0, stop, answered), daemon=True)
-        poller.start()
-    out, seen = bytearray(), None
-    os.set_blocking(p.stdout.fileno(), False)
-    while True:
-        chunk = None
-        try:
-            chunk = p.stdout.read()
-        except BlockingIOError:
-            pass
-        if chunk:
-            out.extend(chunk)
-            if seen is None and DONE.encode() in out:
-                seen = time.monotonic() - t0
-        if p.poll() is not None and not chunk:
-            break
-        if time.monotonic() - t0 > timeout:
-            p.kill()
-            p.wait()
-            break
-        time.sleep(0.01)
+    HTTP 200 answer from it, or None, {milestone: seconds}, output with each line's host time since exec).
+
+    The console goes to a file, read every 10 ms, not to a pipe: a reader woken by every console write makes the
+    nested harness's emulator fail guests far more often (scripts/nested-kvm.md "A pipe on brisk's stdout"), and
+    the tier's boots use files for that reason too."""
+    with tempfile.TemporaryFile() as f:
+        t0 = time.monotonic()
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT)
+        stop, answered, poller = threading.Event(), [None], None
+        if http_port:
+            poller = threading.Thread(target=http_poll, args=(http_port, t0, stop, answered), daemon=True)
+            poller.start()
+        lines, partial, marks, pos = [], b"", {}, 0
+        while True:
+            ended = p.poll() is not None
+            now = time.monotonic() - t0
+            chunk = os.pread(f.fileno(), 1 << 20, pos)
+            pos += len(chunk)
+            if chunk and "console" not in marks:
+                marks["console"] = now
+            *done, partial = (partial + chunk).split(b"\n")
+            for raw in done:
+                line = raw.decode(errors="replace").rstrip("\r")
+                lines.append((now, line))
+                for name, text in MILESTONES:
+                    if text and name not in marks and text in line:
+                        marks[name] = now
+                if line.startswith("brisk-init: uptime ") and "uptime" not in marks:
+                    try:  # the guest's own clock when init started: the kernel's boot, without the VMM's start
+                        marks["uptime"] = float(line.split()[2])
+                    except (IndexError, ValueError):
+                        pass
+            if ended and not chunk:
+                break
+            if now > timeout:
+                p.kill()
+                p.wait()
+                continue
+            time.sleep(0.01)
+        if partial:
+            lines.append((time.monotonic() - t0, partial.decode(errors="replace")))
     stop.set()
+    seen = marks.get("disk")
     if poller:
         poller.join()
         seen = answered[0]
-    text = out.decode(errors="replace")
+        if seen is not None:
+            marks["http"] = seen
+    marks["exit"] = time.monotonic() - t0
+    text = "".join(f"[{t:8.3f}] {line}\n" for t, line in lines)
     ok = p.returncode == 0 and seen is not None and "brisk-init: wrote" in text
-    return ok, seen, text
+    return ok, seen, marks, text
 
 
 def main():
@@ -161,22 +197,37 @@ def main():
                     fwd = f"hostfwd=tcp:127.0.0.1:{hp}-:80"
                     net = (["-netdev", f"user,id=n0,{fwd}", "-device", "virtio-net-device,netdev=n0"] if who == "qemu"
                            else ["--net", f"user,net=10.0.2.0/24,{fwd}"])
-                ok, t, text = boot(argv[who][:-6] + net + argv[who][-6:] if who == "qemu" else argv[who] + net,
+                ok, t, marks, text = boot(argv[who][:-6] + net + argv[who][-6:] if who == "qemu" else argv[who] + net,
                                    a.timeout, hp)
-                res[who].append((ok, t))
+                res[who].append((ok, t, marks))
                 (out / f"round{r + 1}-{who}.out").write_text(text)
                 print(f"round {r + 1} {who:<5} {'pass' if ok else 'FAIL'} "
                       f"{'%.2f s' % t if t is not None else '-'}", flush=True)
     print(f"\n== {a.rounds} interleaved rounds; outputs in {out}")
     for who, rows in res.items():
-        times = [t for ok, t in rows if ok]
-        fails = sum(1 for ok, _ in rows if not ok)
+        times = [t for ok, t, _ in rows if ok]
+        fails = sum(1 for ok, _, _ in rows if not ok)
         span = f"{st.median(times):.2f} s ({min(times):.2f}-{max(times):.2f})" if times else "n/a"
         print(f"{who:<5} passed {len(rows) - fails} of {len(rows)}, failed {fails}; {what} {span}")
-    b = [t for ok, t in res["brisk"] if ok]
-    q = [t for ok, t in res["qemu"] if ok]
+    b = [t for ok, t, _ in res["brisk"] if ok]
+    q = [t for ok, t, _ in res["qemu"] if ok]
     if b and q:
         print(f"brisk/QEMU (medians) {st.median(b) / st.median(q):.2f}")
+    milestone_table(res)
+
+
+def milestone_table(res):
+    """Medians of the passed boots' times to each console milestone (host clock since exec), per VMM."""
+    names = [n for n, _ in MILESTONES] + ["http", "exit", "uptime"]
+    names = [n for n in names if any(n in m for rows in res.values() for ok, _, m in rows if ok)]
+    print("\nmedians of the passed boots, s since exec (uptime: the guest's own clock at init)")
+    print(" " * 36 + " ".join(f"{n:>8}" for n in names))
+    for who, rows in res.items():
+        cells = []
+        for n in names:
+            v = [m[n] for ok, _, m in rows if ok and n in m]
+            cells.append(f"{st.median(v):8.2f}" if v else f"{'-':>8}")
+        print(f"{who:<35} " + " ".join(cells))
 
 
 if __name__ == "__main__":

@@ -11,17 +11,31 @@ struct gmem;
 #define BOOT_ERR_MAX   256
 #define BOOT_IMAGE_MAX (1ULL << 30) /* refuse kernel files above 1 GiB */
 
-/* A kernel file, mapped read-only. */
+/*
+ * A kernel or initrd file, mapped read-only for its parsers (which touch only its headers and notes), its bulk
+ * copied into guest RAM by image_copy; or a borrowed buffer (mapped 0: the built-in guest, unit tests).
+ */
 struct image {
 	const uint8_t *data;
 	size_t size;
-	int mapped;	/* 1: munmap on image_close */
+	int mapped;	/* 1: munmap and close(fd) on image_close */
+	int fd;		/* the file, open while mapped (image_copy reads it); meaningless unless mapped */
 	struct stat st; /* the file's, when mapped (an output file must not be this one) */
 };
 
-/* Maps `path` read-only. Returns 0 or -errno with `err` filled. */
+/* Maps `path` read-only and keeps it open. Returns 0 or -errno with `err` filled. */
 __attribute__((warn_unused_result)) int image_open(struct image *img, const char *path, char *err, size_t errlen);
 void image_close(struct image *img);
+
+/*
+ * Copies image bytes [off, off+len) to guest RAM [gpa, gpa+len) and marks them dirty. A file is read with
+ * pread(2) straight into guest RAM: one copy and no page fault on the mapping (Debian's 63 MB vmlinux: 8.5 ms
+ * against 34 ms for memcpy from the mapping, docs/performance.md "Loading the kernel"), and a file shortened
+ * since it was opened is an error, not a SIGBUS. A borrowed buffer is copied. Returns 0; -EFAULT when the range
+ * is outside the image or guest RAM (nothing written); -EIO when the file ended early; -errno of pread.
+ */
+__attribute__((warn_unused_result)) int image_copy(const struct image *img, uint64_t off, uint64_t len,
+						   const struct gmem *mem, uint64_t gpa);
 
 #define ELF_MAX_SEGMENTS 16
 
@@ -54,11 +68,13 @@ __attribute__((warn_unused_result)) int elf_parse(const uint8_t *img, size_t siz
 						  size_t errlen);
 
 /*
- * Copies the segments into guest RAM (zero-filling memsz beyond filesz).
- * Refuses segments outside RAM or below LAYOUT_HIGH_RAM (the boot
- * structures). Returns 0 or -EINVAL with `err` filled.
+ * Copies the segments of `img` (the image elf_parse validated) into guest
+ * RAM through image_copy (zero-filling memsz beyond filesz). Refuses
+ * segments outside RAM or below LAYOUT_HIGH_RAM (the boot structures)
+ * before copying any. Returns 0, or -EINVAL / image_copy's error with
+ * `err` filled.
  */
-__attribute__((warn_unused_result)) int elf_load(const struct elf_info *info, const uint8_t *img, size_t size,
+__attribute__((warn_unused_result)) int elf_load(const struct elf_info *info, const struct image *img,
 						 const struct gmem *mem, char *err, size_t errlen);
 
 /* Memory map entry types (E820 / hvm_memmap_table_entry use the same values). */

@@ -46,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	check_info(&info, size);
 	err[0] = 0;
-	if (elf_load(&info, data, size, &mem, err, sizeof(err)) != 0 && !err[0])
+	if (elf_load(&info, &(struct image){.data = data, .size = size}, &mem, err, sizeof(err)) != 0 && !err[0])
 		abort();
 	return 0;
 }

@@ -309,7 +309,7 @@ static int mem_teardown(void **state)
 static void expect_load_fail(const struct gmem *mem, const char *field)
 {
 	err[0] = 0;
-	int ret = elf_load(&info, img, EB_SIZE, mem, err, sizeof(err));
+	int ret = elf_load(&info, &(struct image){.data = img, .size = EB_SIZE}, mem, err, sizeof(err));
 	if (ret != -EINVAL || !strstr(err, field))
 		print_error("ret %d, err \"%s\" (want \"%s\")\n", ret, err, field);
 	assert_int_equal(ret, -EINVAL);
@@ -324,7 +324,7 @@ static void test_load_copies_and_zero_fills(void **state)
 	memset(ram, 0xaa, EB_MEMSZ);
 	eb_elf64(img);
 	assert_int_equal(elf_parse(img, EB_SIZE, &info, err, sizeof(err)), 0);
-	assert_int_equal(elf_load(&info, img, EB_SIZE, mem, err, sizeof(err)), 0);
+	assert_int_equal(elf_load(&info, &(struct image){.data = img, .size = EB_SIZE}, mem, err, sizeof(err)), 0);
 	assert_memory_equal(ram, img + EB_CODE_OFF, EB_CODE_SIZE);
 	for (unsigned i = EB_CODE_SIZE; i < EB_MEMSZ; i++)
 		assert_int_equal(ram[i], 0);
@@ -341,7 +341,7 @@ static void test_load_rejects_low_and_beyond_ram(void **state)
 	info.seg[0].paddr = (16ULL << 20) - 0x1000; /* last page fits, bss does not */
 	expect_load_fail(mem, "segment 0 [0xfff000, 0x1001000) is not inside guest RAM [0, 0x1000000) (16 MiB)");
 	info.seg[0].paddr = (16ULL << 20) - EB_MEMSZ; /* exactly the end of RAM */
-	assert_int_equal(elf_load(&info, img, EB_SIZE, mem, err, sizeof(err)), 0);
+	assert_int_equal(elf_load(&info, &(struct image){.data = img, .size = EB_SIZE}, mem, err, sizeof(err)), 0);
 	info.seg[0].offset = EB_SIZE; /* a forged elf_info is still checked */
 	expect_load_fail(mem, "outside the image");
 }
@@ -371,7 +371,7 @@ static void test_load_across_the_hole(void **state)
 	info.seg[0].paddr = LAYOUT_MMIO_HOLE - 0x1000;
 	expect_load_fail(&mem, "and [0x100000000, 0x101000000)");
 	info.seg[0].paddr = LAYOUT_RAM_ABOVE_4G; /* RAM above 4 GiB is fine */
-	assert_int_equal(elf_load(&info, img, EB_SIZE, &mem, err, sizeof(err)), 0);
+	assert_int_equal(elf_load(&info, &(struct image){.data = img, .size = EB_SIZE}, &mem, err, sizeof(err)), 0);
 	assert_memory_equal(gmem_ptr(&mem, LAYOUT_RAM_ABOVE_4G, EB_CODE_SIZE), img + EB_CODE_OFF, EB_CODE_SIZE);
 	gmem_destroy(&mem);
 }
@@ -415,6 +415,43 @@ static void test_image_open(void **state)
 	rmdir(dir);
 }
 
+/* A file image: elf_load reads the segment from the file (pread into guest RAM); a file that shrank since it was
+ * opened is -EIO with the segment named, not a SIGBUS; ranges outside the image or RAM are -EFAULT. */
+static void test_load_from_file(void **state)
+{
+	const struct gmem *mem = *state;
+	char dir[] = "/tmp/brisk-test-elf-XXXXXX", path[64];
+	uint8_t *ram = gmem_ptr(mem, EB_PADDR, EB_MEMSZ);
+	struct image im;
+	int fd;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/vmlinux", dir);
+	eb_elf64(img);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, img, EB_SIZE), EB_SIZE);
+	assert_int_equal(image_open(&im, path, err, sizeof(err)), 0);
+	assert_int_equal(im.mapped, 1);
+	assert_int_equal(elf_parse(im.data, im.size, &info, err, sizeof(err)), 0);
+	memset(ram, 0xaa, EB_MEMSZ);
+	assert_int_equal(elf_load(&info, &im, mem, err, sizeof(err)), 0);
+	assert_memory_equal(ram, img + EB_CODE_OFF, EB_CODE_SIZE);
+	for (unsigned i = EB_CODE_SIZE; i < EB_MEMSZ; i++)
+		assert_int_equal(ram[i], 0);
+	assert_int_equal(image_copy(&im, EB_SIZE, 1, mem, EB_PADDR), -EFAULT);
+	assert_int_equal(image_copy(&im, 0, EB_SIZE, mem, (16ULL << 20) - 1), -EFAULT);
+	assert_int_equal(image_copy(&im, UINT64_MAX, 2, mem, EB_PADDR), -EFAULT);
+	assert_int_equal(ftruncate(fd, EB_CODE_OFF + 1), 0);
+	err[0] = 0;
+	assert_int_equal(elf_load(&info, &im, mem, err, sizeof(err)), -EIO);
+	assert_non_null(strstr(err, "segment 0"));
+	close(fd);
+	image_close(&im);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -437,6 +474,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_load_checks_all_before_copying, mem_setup, mem_teardown),
 	    cmocka_unit_test(test_load_across_the_hole),
 	    cmocka_unit_test(test_image_open),
+	    cmocka_unit_test_setup_teardown(test_load_from_file, mem_setup, mem_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

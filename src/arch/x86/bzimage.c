@@ -220,8 +220,13 @@ int bzimage_load(struct kernel *k, const struct gmem *mem, const char *cmdline, 
 		ret = initrd_place(k, mem, limit, err, errlen);
 	if (ret)
 		return ret;
-	if (gmem_write(mem, bz->load_addr, k->image.data + bz->setup_size, bz->pm_size) || initrd_copy(k, mem))
-		return boot_fail(err, errlen, -EINVAL, "copying the kernel or initrd into guest RAM failed");
+	ret = image_copy(&k->image, bz->setup_size, bz->pm_size, mem, bz->load_addr);
+	if (ret)
+		return boot_fail(err, errlen, ret, "copying the kernel into guest RAM failed: %s", strerror(-ret));
+	ret = initrd_copy(k, mem);
+	if (ret)
+		return boot_fail(err, errlen, ret, "copying initrd %s into guest RAM failed: %s", k->initrd_name,
+				 strerror(-ret));
 	zp = (struct zeropage){
 	    .setup_hdr = k->image.data + BZ_HDR_OFF,
 	    .setup_hdr_len = bz->hdr_len,

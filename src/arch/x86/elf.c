@@ -359,9 +359,11 @@ static int check_segment(const struct elf_segment *s, unsigned k, size_t size, c
 	return 0;
 }
 
-int elf_load(const struct elf_info *info, const uint8_t *img, size_t size, const struct gmem *mem, char *err,
-	     size_t errlen)
+int elf_load(const struct elf_info *info, const struct image *img, const struct gmem *mem, char *err, size_t errlen)
 {
+	size_t size = img->size;
+	int ret;
+
 	if (info->nr_segments > ELF_MAX_SEGMENTS)
 		return boot_fail(err, errlen, -EINVAL, "elf_info: %u segments (max %d)", info->nr_segments,
 				 ELF_MAX_SEGMENTS);
@@ -374,8 +376,10 @@ int elf_load(const struct elf_info *info, const uint8_t *img, size_t size, const
 		const struct elf_segment *s = &info->seg[k];
 		uint8_t *dst = gmem_ptr(mem, s->paddr, s->memsz);
 
-		if (s->filesz)
-			memcpy(dst, img + s->offset, (size_t)s->filesz);
+		ret = image_copy(img, s->offset, s->filesz, mem, s->paddr);
+		if (ret)
+			return boot_fail(err, errlen, ret, "segment %u: reading 0x%llx bytes at file offset 0x%llx: %s",
+					 k, (ull)s->filesz, (ull)s->offset, strerror(-ret));
 		memset(dst + s->filesz, 0, (size_t)(s->memsz - s->filesz));
 		gmem_mark_dirty(mem, s->paddr, s->memsz);
 	}

@@ -1,4 +1,4 @@
-/* image.c - kernel image files: mapped read-only, with errors that name the file and the reason. */
+/* image.c - kernel image files: mapped read-only for parsing, read into guest RAM; errors name file and reason. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -11,6 +11,7 @@
 #include "brisk/boot.h"
 #include "brisk/errmsg.h"
 #include "brisk/file.h"
+#include "brisk/mem.h"
 #include "x86_boot.h"
 
 int boot_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
@@ -51,21 +52,65 @@ int image_open(struct image *img, const char *path, char *err, size_t errlen)
 		return ret;
 	}
 	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	ret = p == MAP_FAILED ? -errno : 0;
-	close(fd); /* the mapping keeps the file referenced */
-	if (ret)
+	if (p == MAP_FAILED) {
+		ret = -errno;
+		close(fd);
 		return boot_fail(err, errlen, ret, "kernel image %s: mmap of %lld bytes: %s", path,
 				 (long long)st.st_size, strerror(-ret));
+	}
 	img->data = p;
 	img->size = (size_t)st.st_size;
 	img->mapped = 1;
+	img->fd = fd;
 	img->st = st;
 	return 0;
 }
 
 void image_close(struct image *img)
 {
-	if (img->mapped && img->data)
-		munmap((void *)img->data, img->size);
+	if (img->mapped) {
+		if (img->data)
+			munmap((void *)img->data, img->size);
+		close(img->fd);
+	}
 	memset(img, 0, sizeof(*img));
+}
+
+/* pread until `len` bytes are in, retrying EINTR; 0 at end of file before that is -EIO. */
+static int pread_full(int fd, uint8_t *dst, uint64_t len, uint64_t off)
+{
+	while (len) {
+		size_t chunk = len > (1U << 30) ? (1U << 30) : (size_t)len;
+		ssize_t n = pread(fd, dst, chunk, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		dst += n;
+		off += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+	return 0;
+}
+
+int image_copy(const struct image *img, uint64_t off, uint64_t len, const struct gmem *mem, uint64_t gpa)
+{
+	uint8_t *dst;
+	int ret = 0;
+
+	if (off > img->size || len > img->size - off)
+		return -EFAULT;
+	dst = gmem_ptr(mem, gpa, len);
+	if (!dst)
+		return -EFAULT;
+	if (img->mapped)
+		ret = pread_full(img->fd, dst, len, off);
+	else if (len)
+		memcpy(dst, img->data + off, (size_t)len);
+	if (!ret)
+		gmem_mark_dirty(mem, gpa, len);
+	return ret;
 }

@@ -74,5 +74,5 @@ int initrd_copy(const struct kernel *k, const struct gmem *mem)
 {
 	if (!k->initrd.size)
 		return 0;
-	return gmem_write(mem, k->initrd_addr, k->initrd.data, k->initrd.size);
+	return image_copy(&k->initrd, 0, k->initrd.size, mem, k->initrd_addr);
 }

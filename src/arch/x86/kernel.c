@@ -236,9 +236,10 @@ static int load_elf(struct kernel *k, const struct gmem *mem, const char *cmdlin
 				 LAYOUT_CMDLINE_MAX - 1, LAYOUT_CMDLINE_MAX);
 	ret = initrd_place(k, mem, UINT64_MAX, err, errlen);
 	if (!ret)
-		ret = elf_load(&k->elf, k->image.data, k->image.size, mem, err, errlen);
-	if (!ret && initrd_copy(k, mem))
-		ret = boot_fail(err, errlen, -EINVAL, "copying the initrd into guest RAM failed");
+		ret = elf_load(&k->elf, &k->image, mem, err, errlen);
+	if (!ret && (ret = initrd_copy(k, mem)) != 0)
+		ret = boot_fail(err, errlen, ret, "copying initrd %s into guest RAM failed: %s", k->initrd_name,
+				strerror(-ret));
 	if (ret)
 		return ret;
 	if (k->format == KERNEL_PVH)

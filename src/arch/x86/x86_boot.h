@@ -143,7 +143,7 @@ __attribute__((warn_unused_result)) int initrd_open(struct image *img, const cha
 __attribute__((warn_unused_result)) int initrd_place(struct kernel *k, const struct gmem *mem, uint64_t limit,
 						     char *err, size_t errlen);
 
-/* Copies k->initrd to k->initrd_addr (after initrd_place). Returns 0 or -EFAULT. */
+/* Copies k->initrd to k->initrd_addr (after initrd_place) through image_copy. Returns 0 or its -errno. */
 __attribute__((warn_unused_result)) int initrd_copy(const struct kernel *k, const struct gmem *mem);
 
 #endif
