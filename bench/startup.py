@@ -29,6 +29,7 @@ import os
 import platform
 import re
 import selectors
+import shlex
 import shutil
 import signal
 import statistics
@@ -273,11 +274,12 @@ def burst(argv, n, timeout_s):
 def build_contenders(a):
     have_kvm = os.access("/dev/kvm", os.R_OK | os.W_OK)
     cs = []
-    brisk = Contender("brisk", [a.brisk, "run", "--kernel", a.guest], 0,
-                      marker_argv=[a.brisk, "run", "--kernel", a.guest, "--timeline"])
+    extra = shlex.split(a.brisk_args)
+    brisk = Contender("brisk", [a.brisk, "run", "--kernel", a.guest, *extra], 0,
+                      marker_argv=[a.brisk, "run", "--kernel", a.guest, *extra, "--timeline"])
     floor = Contender("floor", [a.floor, a.guest], 0, marker_argv=[a.floor, a.guest])
-    base = Contender("base", [a.base, "run", "--kernel", a.guest], 0,
-                     marker_argv=[a.base, "run", "--kernel", a.guest, "--timeline"]) if a.base else None
+    base = Contender("base", [a.base, "run", "--kernel", a.guest, *extra], 0,
+                     marker_argv=[a.base, "run", "--kernel", a.guest, *extra, "--timeline"]) if a.base else None
     qemu_bin = shutil.which(a.qemu) if a.qemu else None
     qargv = [qemu_bin or a.qemu, "-accel", a.accel,
              "-machine", "microvm,acpi=off,pit=off,pic=off,rtc=off"]
@@ -311,6 +313,8 @@ def main():
     ap.add_argument("--brisk", default="build/brisk", help="brisk binary ('' to skip)")
     ap.add_argument("--floor", default="build/bench/floor", help="floor binary ('' to skip)")
     ap.add_argument("--base", default="", help="a second brisk binary, 'base' (e.g. before a change), run as brisk is")
+    ap.add_argument("--brisk-args", default="",
+                    help="more options for brisk and base (shell words), e.g. '--net user': what a device costs")
     ap.add_argument("--burst", type=int, default=20, help="copies started at once in the burst pass (0: skip)")
     ap.add_argument("--burst-reps", type=int, default=3, help="bursts per contender, interleaved (default 3)")
     ap.add_argument("--qemu", default="qemu-system-x86_64", help="QEMU binary ('' to skip)")

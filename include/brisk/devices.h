@@ -121,10 +121,22 @@ struct vm_net;
 __attribute__((warn_unused_result)) int virtio_net_create(const struct devctx *ctx, struct bus *bus,
 							  const struct devmgr_window *win, const struct vm_net *net,
 							  unsigned index, char *err, size_t errlen);
-/* virtio_net_create with the interface's rx/tx rate limiters (cfg->rx_rl, tx_rl), *dev (may be NULL) its backend. */
+struct net_backend;
+/*
+ * virtio_net_create with the interface's rx/tx rate limiters (cfg->rx_rl, tx_rl), *dev (may be NULL) its backend;
+ * `early` (owned from here on, also on failure), when not NULL, is cfg's backend already started by
+ * net_user_start_for: the device waits for it to be ready instead of opening one.
+ */
 __attribute__((warn_unused_result)) int virtio_net_open(const struct devctx *ctx, struct bus *bus,
 							const struct devmgr_window *win, const struct vm_net *cfg,
-							unsigned index, void **dev, char *err, size_t errlen);
+							unsigned index, struct net_backend *early, void **dev,
+							char *err, size_t errlen);
+/*
+ * For a user-mode interface, net_user_start with the device's MTU: the helper starts now, while the VM is built
+ * (*out for virtio_net_open's `early`); a tap: nothing (*out NULL), it opens at once. 0 or net_user_start's -errno.
+ */
+__attribute__((warn_unused_result)) int net_user_start_for(const struct vm_net *cfg, struct net_backend **out,
+							   char *err, size_t errlen);
 /* PATCH /network-interfaces: the rx and tx limiters updated (rate_limiter.h rl_update). Event loop stopped. */
 void virtio_net_set_limiters(void *dev, const struct rl_config *rx, bool rx_bw, bool rx_ops, const struct rl_config *tx,
 			     bool tx_bw, bool tx_ops);

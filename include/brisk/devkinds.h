@@ -24,6 +24,9 @@ struct devkind_env {
 	const struct devctx *ctx;
 	struct bus *bus;
 	const struct vm_config *cfg;
+	/* per --net: its backend started early (devkinds_start_early), which the device takes (the slot set to
+	 * NULL); NULL, or a NULL slot: the device opens its own */
+	struct net_backend **net_early;
 };
 
 struct devkind {
@@ -65,6 +68,17 @@ extern const unsigned devkinds_nr;
 
 /* The row whose option has getopt value `val`, or NULL when `val` is no device kind's. */
 const struct devkind *devkind_by_opt(int val);
+
+struct net_backend;
+/*
+ * Starts the backends that take long to be ready and need nothing of KVM, so that they get ready while the VM
+ * is built (vm_create calls it once every input is checked, before the kernel is loaded): each --net user's
+ * brisk-slirp helper (net_user_start_for), into net_early[i] (VM_MAX_NETS slots; NULL for a tap). The devices
+ * take them (devkind_env.net_early) and wait for them then. 0, or -errno with `why` ("--net user: ...") and
+ * *kind; the backends started before a failure stay in net_early for the caller to destroy.
+ */
+int devkinds_start_early(const struct vm_config *cfg, struct net_backend **net_early, char *why, size_t whylen,
+			 enum vm_error_kind *kind);
 
 /* The number of virtio devices cfg asks for, over every kind. */
 unsigned devkinds_total(const struct vm_config *cfg);

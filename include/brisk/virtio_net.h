@@ -172,6 +172,15 @@ struct vm_net;
  * startable, exited or silent before it was ready: the host's failure).
  */
 int net_user_open(const struct vm_net *n, uint32_t mtu, struct net_backend **out, char *err, size_t errlen);
+/*
+ * net_user_open in two halves, so that the helper's exec and libslirp's set-up (3-4 ms on a host, more than
+ * brisk's whole start) run while the VM is built: net_user_start spawns the helper and returns its backend at
+ * once (its errors: the helper not found or not startable, -ECHILD; the socketpair); net_user_wait waits for
+ * the helper's "OK" the first time it is called on that backend (net_user_open's wait and errors; a no-op
+ * after, and for any backend not net_user_start's). After a failed wait the caller destroys the backend.
+ */
+int net_user_start(const struct vm_net *n, uint32_t mtu, struct net_backend **out, char *err, size_t errlen);
+int net_user_wait(struct net_backend *b, char *err, size_t errlen);
 
 struct bus;
 struct devctx;

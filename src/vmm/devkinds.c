@@ -55,7 +55,12 @@ static int net_create(const struct devkind_env *env, const struct devmgr_window 
 {
 	const struct vm_net *n = &env->cfg->net[i];
 	char reason[REASON_MAX];
-	int err = virtio_net_open(env->ctx, env->bus, win, n, i, dev, reason, sizeof(reason));
+	struct net_backend *early = env->net_early ? env->net_early[i] : NULL;
+	int err;
+
+	if (early)
+		env->net_early[i] = NULL; /* the device's now, also on failure */
+	err = virtio_net_open(env->ctx, env->bus, win, n, i, early, dev, reason, sizeof(reason));
 
 	return err ? err_set(why, whylen, err, "--net %s%s: %s", n->kind == NET_TAP ? "tap=" : "user",
 			     n->kind == NET_TAP ? n->tap : "", reason)
@@ -67,6 +72,21 @@ static int net_create(const struct devkind_env *env, const struct devmgr_window 
 static enum vm_error_kind net_fault(int err)
 {
 	return err == -ENOMEM || err == -ECHILD ? VM_ERR_HOST : VM_ERR_USAGE;
+}
+
+int devkinds_start_early(const struct vm_config *cfg, struct net_backend **net_early, char *why, size_t whylen,
+			 enum vm_error_kind *kind)
+{
+	for (unsigned i = 0; i < cfg->nr_nets; i++) {
+		char reason[REASON_MAX];
+		int err = net_user_start_for(&cfg->net[i], &net_early[i], reason, sizeof(reason));
+
+		if (err) {
+			*kind = net_fault(err);
+			return err_set(why, whylen, err, "--net user: %s", reason);
+		}
+	}
+	return 0;
 }
 
 /* ---- --vsock: virtio-vsock (src/virtio/vsock/) -------------------------------------------------------- */

@@ -23,6 +23,7 @@
 #include "brisk/snapshot.h"
 #include "brisk/thread.h"
 #include "brisk/timeline.h"
+#include "brisk/virtio_net.h"
 #include "vm_impl.h"
 
 #define VCPU_JOIN_TIMEOUT_MS 50
@@ -631,6 +632,10 @@ void vm_destroy(struct vm *vm)
 	evloop_stop(vm->loop);
 	bus_destroy(&vm->bus);
 	evloop_destroy(vm->loop);
+	for (unsigned i = 0; i < VM_MAX_NETS; i++) {
+		if (vm->net_early[i]) /* started, never taken: the build failed before its device */
+			vm->net_early[i]->ops->destroy(vm->net_early[i]);
+	}
 	free(vm->cmdline);
 	snap_reader_free(vm->snap);
 	cpuid_fc_free(vm->snap_strings.fc_template);

@@ -90,6 +90,21 @@ static void open_kvm(struct vm *vm)
 }
 
 /* Step 6: what opening /dev/kvm found, and the vCPU count against KVM's own limit. */
+/*
+ * Step 3c: the device backends that take long to get ready start now, to get ready while KVM is opened, the kernel
+ * loaded and the vCPUs and other devices made (each --net user's helper: its exec and libslirp's set-up took
+ * 3-4 ms on a kvm_pvm host, more than brisk's whole start; docs/performance.md "User networking's helper").
+ * The devices wait for them when they are created (step 11).
+ */
+static int start_early(struct vm *vm, struct vm_error *e)
+{
+	enum vm_error_kind kind = VM_ERR_HOST;
+	char why[sizeof(e->msg)];
+	int ret = devkinds_start_early(&vm->cfg, vm->net_early, why, sizeof(why), &kind);
+
+	return ret ? fail(e, kind, ret, "%s", why) : 0;
+}
+
 static int check_kvm(struct vm *vm, struct vm_error *e)
 {
 	if (vm->kvm_ret)
@@ -394,7 +409,7 @@ static int check_disks_distinct(const struct vm *vm, struct vm_error *e)
  */
 static int create_virtio(struct vm *vm, const struct devctx *ctx, struct vm_error *e)
 {
-	const struct devkind_env env = {.ctx = ctx, .bus = &vm->bus, .cfg = &vm->cfg};
+	const struct devkind_env env = {.ctx = ctx, .bus = &vm->bus, .cfg = &vm->cfg, .net_early = vm->net_early};
 	int err;
 
 	if (!vm->devmgr.nr)
@@ -595,7 +610,8 @@ int vm_create(const struct vm_config *cfg, struct vm **out, struct vm_error *e)
 	}
 	/* Steps 1-5 need no KVM: every input the user gave is checked before KVM is used. */
 	if ((ret = load_image(vm, e)) || (ret = open_outputs(vm, e)) || (ret = plan_cpus(vm, e)) ||
-	    (ret = plan_devices(vm, e)) || (ret = alloc_memory(vm, e)) || (ret = write_acpi(vm, e)))
+	    (ret = plan_devices(vm, e)) || (ret = alloc_memory(vm, e)) || (ret = write_acpi(vm, e)) ||
+	    (ret = start_early(vm, e)))
 		goto fail;
 	open_kvm(vm);
 	if ((ret = load_kernel(vm, e)) || (ret = check_kvm(vm, e)) || (ret = create_vm(vm, e)) ||
@@ -894,6 +910,8 @@ static int restore_build(struct vm *vm, const char *state_path, struct vm_error 
 	if ((ret = open_outputs(vm, e)) || (ret = plan_cpus(vm, e)))
 		return ret;
 	devmgr_plan(&vm->devmgr, &vm->cfg);
+	if ((ret = start_early(vm, e)))
+		return ret;
 	if (vm->kvm.fd < 0)
 		open_kvm(vm);
 	if ((ret = check_kvm(vm, e)) || (ret = create_vm(vm, e)) || (ret = map_memory(vm, e)) ||

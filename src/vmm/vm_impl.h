@@ -73,12 +73,14 @@ struct vm {
 	int serial_out_fd;		   /* --serial file:PATH, closed by vm_destroy after the bus */
 	struct devmgr devmgr;		   /* the virtio windows and lines handed out (vm_build.c step 3) */
 	void *devs[LAYOUT_VIRTIO_WINDOWS]; /* per window, the backend its kind's constructor gave (or NULL) */
-	struct cpuid_topology topo;	   /* the vCPUs' APIC IDs, computed once (step 2b) for ACPI and the vCPUs */
-	struct boot_timer boot_timer;	   /* --boot-timer's start (vm_create's first step); read by the boot marker */
-	char *cmdline;			   /* the kernel command line with the devices' words, or NULL: cfg.cmdline */
-	struct evloop *loop;		   /* the I/O event loop (evloop.h), NULL until a device needs one */
-	struct ioapic *ioapic;		   /* brisk's I/O APIC (split irqchip, owned by the bus), or NULL */
-	struct cpuid_vm cpuid_vm;	   /* the per-VM template, topology, vendor, boot MSRs */
+	/* per --net: the backend start_early started, until its device takes it (then NULL) */
+	struct net_backend *net_early[VM_MAX_NETS];
+	struct cpuid_topology topo;   /* the vCPUs' APIC IDs, computed once (step 2b) for ACPI and the vCPUs */
+	struct boot_timer boot_timer; /* --boot-timer's start (vm_create's first step); read by the boot marker */
+	char *cmdline;		      /* the kernel command line with the devices' words, or NULL: cfg.cmdline */
+	struct evloop *loop;	      /* the I/O event loop (evloop.h), NULL until a device needs one */
+	struct ioapic *ioapic;	      /* brisk's I/O APIC (split irqchip, owned by the bus), or NULL */
+	struct cpuid_vm cpuid_vm;     /* the per-VM template, topology, vendor, boot MSRs */
 	unsigned nr_vcpus;
 	struct vcpu *vcpus;
 	/*

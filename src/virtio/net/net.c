@@ -637,16 +637,40 @@ void virtio_net_set_limiters(void *dev, const struct rl_config *rx, bool rx_bw, 
 int virtio_net_create(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
 		      const struct vm_net *cfg, unsigned index, char *err, size_t errlen)
 {
-	return virtio_net_open(ctx, bus, win, cfg, index, NULL, err, errlen);
+	return virtio_net_open(ctx, bus, win, cfg, index, NULL, NULL, err, errlen);
+}
+
+/* The backend: the one started early (its helper's "OK" awaited now), else opened now. */
+static int backend(const struct vm_net *cfg, struct net_backend *early, struct net_backend **be, char *err,
+		   size_t errlen)
+{
+	int ret;
+
+	if (!early)
+		return cfg->kind == NET_TAP ? net_tap_open(cfg->tap, be, err, errlen)
+					    : net_user_open(cfg, NET_MTU, be, err, errlen);
+	ret = net_user_wait(early, err, errlen);
+	if (ret) {
+		early->ops->destroy(early);
+		return ret;
+	}
+	*be = early;
+	return 0;
+}
+
+int net_user_start_for(const struct vm_net *cfg, struct net_backend **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	return cfg->kind == NET_USER ? net_user_start(cfg, NET_MTU, out, err, errlen) : 0;
 }
 
 int virtio_net_open(const struct devctx *ctx, struct bus *bus, const struct devmgr_window *win,
-		    const struct vm_net *cfg, unsigned index, void **dev, char *err, size_t errlen)
+		    const struct vm_net *cfg, unsigned index, struct net_backend *early, void **dev, char *err,
+		    size_t errlen)
 {
 	struct net_backend *be;
 	uint8_t mac[6];
-	int ret = cfg->kind == NET_TAP ? net_tap_open(cfg->tap, &be, err, errlen)
-				       : net_user_open(cfg, NET_MTU, &be, err, errlen);
+	int ret = backend(cfg, early, &be, err, errlen);
 
 	if (ret)
 		return ret;

@@ -19,6 +19,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,7 @@ extern char **environ;
 struct user {
 	struct net_backend b;
 	pid_t pid;
+	bool waiting; /* net_user_start's helper: its "OK" not read yet (net_user_wait) */
 };
 
 static ssize_t user_send(struct net_backend *b, const struct virtio_net_hdr *hdr, const struct iovec *iov,
@@ -186,7 +188,7 @@ static int set_bufs(int fd)
 	return 0;
 }
 
-int net_user_open(const struct vm_net *n, uint32_t mtu, struct net_backend **out, char *err, size_t errlen)
+int net_user_start(const struct vm_net *n, uint32_t mtu, struct net_backend **out, char *err, size_t errlen)
 {
 	char path[PATH_MAX], store[4 + VM_NET_MAX_FWDS][64];
 	char *argv[HELPER_MAX_ARGS];
@@ -228,14 +230,42 @@ int net_user_open(const struct vm_net *n, uint32_t mtu, struct net_backend **out
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	if ((ret = wait_ready(sv[0], err, errlen)) || fcntl(sv[0], F_SETFL, O_NONBLOCK) < 0) {
-		(*out)->ops->destroy(*out);
-		return ret ? ret : -EIO;
-	}
+	((struct user *)*out)->waiting = true;
 	return 0;
 fail:
 	close(sv[0]);
 	if (sv[1] >= 0)
 		close(sv[1]);
+	return ret;
+}
+
+int net_user_wait(struct net_backend *b, char *err, size_t errlen)
+{
+	struct user *u = (struct user *)b;
+	int ret;
+
+	if (b->ops != &user_ops || !u->waiting)
+		return 0;
+	ret = wait_ready(b->fd, err, errlen);
+	if (!ret && fcntl(b->fd, F_SETFL, O_NONBLOCK) < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "fcntl O_NONBLOCK on the helper's socket: %s", strerror(-ret));
+	}
+	if (!ret)
+		u->waiting = false;
+	return ret;
+}
+
+int net_user_open(const struct vm_net *n, uint32_t mtu, struct net_backend **out, char *err, size_t errlen)
+{
+	int ret = net_user_start(n, mtu, out, err, errlen);
+
+	if (ret)
+		return ret;
+	ret = net_user_wait(*out, err, errlen);
+	if (ret) {
+		(*out)->ops->destroy(*out);
+		*out = NULL;
+	}
 	return ret;
 }
