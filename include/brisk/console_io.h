@@ -43,6 +43,9 @@ struct console_io_opts {
 	int raw_tty;	  /* put in_fd's terminal in raw mode while input runs */
 	size_t out_size;  /* output ring, bytes (> 0) */
 	size_t in_size;	  /* input ring, bytes (> 0) */
+	/* how long output that does not end a line waits for its '\n' before it is written (so that a line a UART
+	 * sends byte by byte is one write); 0: the default, 1 ms */
+	unsigned out_linger_ms;
 	const struct console_io_ops *ops;
 	void *arg; /* passed to ops */
 };

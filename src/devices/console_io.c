@@ -12,8 +12,15 @@
  * with the shell and other processes). So for a terminal or a pipe the output
  * thread writes through a private description of the same file
  * (/proc/self/fd/N reopened O_NONBLOCK), sockets get send(MSG_DONTWAIT), and
- * every wait is a poll() that also watches an abort eventfd. Regular files
- * never stall indefinitely and keep the shared description (and its offset).
+ * every wait is a poll() that also watches an abort eventfd (polled only when
+ * a write would block). Regular files never stall indefinitely and keep the
+ * shared description (and its offset).
+ *
+ * A UART gets one byte per guest write. Given a first byte after the ring was
+ * empty, the output thread lingers (at most opts.out_linger_ms, 1 ms) for the line's end, so
+ * that a line is one write(2) and two wake-ups, not one of each per byte: the
+ * producer wakes a lingering thread only for a '\n' or OUT_CHUNK bytes
+ * waiting. Output that keeps coming is written as it comes, without lingering.
  *
  * Input: the input thread polls in_fd (plus a stop eventfd) and reads at
  * most the free space of the ring; while the ring is full it sleeps on a
@@ -42,10 +49,11 @@
 #include "brisk/seccomp.h"
 #include "brisk/thread.h"
 
-#define CTRL_A	   0x01
-#define OUT_CHUNK  4096 /* PIPE_BUF: one write after POLLOUT fits a pipe's free slot */
-#define READ_CHUNK 4096 /* at most this much read(2) at a time */
-#define ESC_SCAN   64	/* a terminal with the input ring full: read this much, look for Ctrl-A x, drop */
+#define CTRL_A	      0x01
+#define OUT_CHUNK     4096 /* PIPE_BUF: one write after POLLOUT fits a pipe's free slot */
+#define OUT_LINGER_MS 1	   /* default opts.out_linger_ms: a partial line waits at most this long for its '\n' */
+#define READ_CHUNK    4096 /* at most this much read(2) at a time */
+#define ESC_SCAN      64   /* a terminal with the input ring full: read this much, look for Ctrl-A x, drop */
 
 /* A byte ring; `cap` is the size of `buf`. Covered by console_io.lock. */
 struct ring {
@@ -66,11 +74,13 @@ struct console_io {
 	pthread_t in_thread, out_thread;
 	bool in_running, out_running;
 	bool started, stopped;
-	bool stopping;	  /* the output thread exits once the ring is empty */
-	bool out_closed;  /* EPIPE, a write error or stopped: further bytes are dropped */
-	bool out_waiting; /* the output thread sleeps on out_cond */
-	bool in_waiting;  /* the input thread sleeps on in_cond (input ring full) */
-	bool interactive; /* in_fd is the terminal put in raw mode: never left unread (see in_thread) */
+	bool stopping;	    /* the output thread exits once the ring is empty */
+	bool out_closed;    /* EPIPE, a write error or stopped: further bytes are dropped */
+	bool out_waiting;   /* the output thread sleeps on out_cond */
+	bool out_lingering; /* ... and waits for a line's end (out_thread's linger) */
+	bool out_eol;	    /* a '\n' was queued since the ring was last empty */
+	bool in_waiting;    /* the input thread sleeps on in_cond (input ring full) */
+	bool interactive;   /* in_fd is the terminal put in raw mode: never left unread (see in_thread) */
 	pthread_cond_t out_cond, in_cond;
 	struct ring out;     /* guest -> host */
 	struct ring in;	     /* host -> guest */
@@ -155,7 +165,12 @@ struct console_io *console_io_create(const struct console_io_opts *o)
 	io->in_stop_fd = -1;
 	io->out_abort_fd = -1;
 	pthread_mutex_init(&io->lock, NULL);
-	pthread_cond_init(&io->out_cond, NULL);
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the linger's deadline */
+	pthread_cond_init(&io->out_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&io->in_cond, NULL);
 	return io;
 }
@@ -200,7 +215,9 @@ size_t console_io_write(struct console_io *io, const void *buf, size_t len)
 	pthread_mutex_lock(&io->lock);
 	if (!io->out_closed)
 		n = ring_put(&io->out, buf, len);
-	if (n && io->out_waiting)
+	if (n && memchr(buf, '\n', n))
+		io->out_eol = true;
+	if (n && (io->out_waiting || (io->out_lingering && (io->out_eol || io->out.count >= OUT_CHUNK))))
 		pthread_cond_signal(&io->out_cond);
 	pthread_mutex_unlock(&io->lock);
 	if (n < len)
@@ -322,21 +339,48 @@ static int wait_or_stop(int fd, short events, int stop_fd)
 	return pfd[1].revents ? 0 : 1;
 }
 
-/* Writes some of p[0..n): returns bytes written, 0 when aborted, or -errno. */
+/* Writes some of p[0..n): returns bytes written, 0 when aborted, or -errno. Waits only when the write would block. */
 static ssize_t write_some(struct console_io *io, const uint8_t *p, size_t n)
 {
 	ssize_t w;
 	int ready;
 
 	for (;;) {
-		if ((ready = wait_or_stop(io->out_fd, POLLOUT, io->out_abort_fd)) <= 0)
-			return ready;
 		w = write_once(io, p, n);
 		if (w > 0)
 			return w;
-		if (w < 0 && errno != EAGAIN && errno != EINTR)
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno != EAGAIN)
 			return -errno;
+		if ((ready = wait_or_stop(io->out_fd, POLLOUT, io->out_abort_fd)) <= 0)
+			return ready;
 	}
+}
+
+/*
+ * Called with the lock held, bytes queued since the ring was last empty: waits until a '\n' or OUT_CHUNK bytes are
+ * queued, the console stops, or opts.out_linger_ms pass (a prompt, a line still being written), whichever is first.
+ */
+static void linger(struct console_io *io)
+{
+	unsigned ms = io->opts.out_linger_ms ? io->opts.out_linger_ms : OUT_LINGER_MS;
+	struct timespec deadline;
+
+	if (io->stopping || io->out_eol || io->out.count >= OUT_CHUNK)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += ms / 1000;
+	deadline.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+	io->out_lingering = true;
+	while (!io->stopping && !io->out_eol && io->out.count < OUT_CHUNK)
+		if (pthread_cond_timedwait(&io->out_cond, &io->lock, &deadline) == ETIMEDOUT)
+			break;
+	io->out_lingering = false;
 }
 
 /* The contiguous run of queued bytes starting at the ring's head, at most OUT_CHUNK. */
@@ -353,6 +397,7 @@ static size_t out_chunk(const struct ring *r)
 static void *out_thread(void *arg)
 {
 	struct console_io *io = arg;
+	bool fresh = true; /* the bytes queued now began after the ring was last empty: linger for the line's end */
 	ssize_t w;
 	size_t n;
 
@@ -367,6 +412,8 @@ static void *out_thread(void *arg)
 		}
 		if (io->out.count == 0)
 			break;
+		if (fresh)
+			linger(io);
 		n = out_chunk(&io->out);
 		pthread_mutex_unlock(&io->lock);
 		w = write_some(io, io->out.buf + io->out.head, n);
@@ -383,6 +430,9 @@ static void *out_thread(void *arg)
 		}
 		io->out.head = (io->out.head + (size_t)w) % io->out.cap;
 		io->out.count -= (size_t)w;
+		fresh = io->out.count == 0; /* else more came meanwhile: a stream, written as it comes */
+		if (fresh)
+			io->out_eol = false;
 	}
 	count_dropped(io, io->out.count);
 	io->out.head = 0;

@@ -8,12 +8,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -174,6 +176,83 @@ static void test_output_order_and_wrap(void **state)
 	console_io_destroy(io);
 	close(p[0]);
 	close(p[1]);
+}
+
+/* One message from the output socket, waiting at most 5 s; its length, 0 for none. */
+static size_t recv_msg(int fd, char *buf, size_t len)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	ssize_t n;
+
+	if (poll(&p, 1, 5000) != 1)
+		return 0;
+	n = recv(fd, buf, len - 1, 0);
+	assert_true(n > 0);
+	buf[n] = '\0';
+	return (size_t)n;
+}
+
+/*
+ * A line the guest writes a byte at a time (as a UART does) is one write: on a SOCK_SEQPACKET output each write is
+ * one message. The linger is long here (10 s) and the bytes 2 ms apart, so nothing but the '\n' can end it; a
+ * partial line then waits, and stop writes it.
+ */
+static void test_output_line_is_one_write(void **state)
+{
+	static const char line[] = "hello world\n", prompt[] = "login: ";
+	struct console_io_opts o = {.name = "t",
+				    .out_fd = -1,
+				    .in_fd = -1,
+				    .out_size = 64,
+				    .in_size = 8,
+				    .out_linger_ms = 10000,
+				    .ops = &cb_ops};
+	struct console_io *io;
+	char got[64];
+	int sv[2];
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	o.out_fd = sv[0];
+	io = console_io_create(&o);
+	assert_non_null(io);
+	assert_int_equal(console_io_start_output(io), 0);
+	for (size_t i = 0; i < sizeof(line) - 1; i++) {
+		assert_int_equal(console_io_write(io, line + i, 1), 1);
+		sleep_ms(2);
+	}
+	assert_int_equal(recv_msg(sv[1], got, sizeof(got)), sizeof(line) - 1);
+	assert_string_equal(got, line);
+	for (size_t i = 0; i < sizeof(prompt) - 1; i++)
+		assert_int_equal(console_io_write(io, prompt + i, 1), 1);
+	sleep_ms(20);
+	assert_int_equal(recv(sv[1], got, sizeof(got), MSG_DONTWAIT), -1); /* lingering: nothing yet */
+	console_io_stop(io, 1000);
+	assert_int_equal(recv_msg(sv[1], got, sizeof(got)), sizeof(prompt) - 1);
+	assert_string_equal(got, prompt);
+	console_io_destroy(io);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* With the default linger a partial line (a prompt) is written by itself, without a '\n' or a stop. */
+static void test_output_partial_line_written(void **state)
+{
+	int sv[2];
+	struct console_io *io;
+	char got[16];
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	io = make(sv[0], -1, 64, 8);
+	assert_int_equal(console_io_start_output(io), 0);
+	assert_int_equal(console_io_write(io, "$ ", 2), 2);
+	assert_int_equal(recv_msg(sv[1], got, sizeof(got)), 2);
+	assert_string_equal(got, "$ ");
+	console_io_stop(io, 100);
+	console_io_destroy(io);
+	close(sv[0]);
+	close(sv[1]);
 }
 
 /* A stalled reader: writes never block, what does not fit is dropped and counted; stop is bounded. */
@@ -390,6 +469,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_create_rejects_bad_opts),
 	    cmocka_unit_test(test_output_order_and_wrap),
+	    cmocka_unit_test(test_output_line_is_one_write),
+	    cmocka_unit_test(test_output_partial_line_written),
 	    cmocka_unit_test(test_output_stalled),
 	    cmocka_unit_test(test_output_epipe),
 	    cmocka_unit_test(test_output_discarded),
