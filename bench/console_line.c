@@ -81,11 +81,12 @@ int main(int argc, char **argv)
 	console_io_destroy(io); /* its private reopen of the pipe closed too: the reader sees the end */
 	close(pipe_fd[1]);
 	pthread_join(rd, NULL);
-	printf("%d lines of %zu bytes in %.0f ms: CPU %.1f us per line beyond the producer's spinning, context switches "
-	       "%.2f per line, reads %.2f per line, dropped %llu\n",
-	       lines, sizeof(line) - 1, (now_us() - t0) / 1e3,
-	       (cpu_us(&r1) - cpu_us(&r0)) / lines - ((sizeof(line) - 1) * 2.0 + 200),
-	       (double)(r1.ru_nvcsw + r1.ru_nivcsw - r0.ru_nvcsw - r0.ru_nivcsw) / lines, (double)reads / lines,
-	       (unsigned long long)dropped);
+	printf(
+	    "%d lines of %zu bytes in %.0f ms: CPU %.1f us per line beyond the producer's spinning, context switches "
+	    "%.2f per line, reads %.2f per line, dropped %llu\n",
+	    lines, sizeof(line) - 1, (now_us() - t0) / 1e3,
+	    (cpu_us(&r1) - cpu_us(&r0)) / lines - ((sizeof(line) - 1) * 2.0 + 200),
+	    (double)(r1.ru_nvcsw + r1.ru_nivcsw - r0.ru_nvcsw - r0.ru_nivcsw) / lines, (double)reads / lines,
+	    (unsigned long long)dropped);
 	return 0;
 }
