@@ -19,6 +19,12 @@
 int file_open_input(const char *path, const char *what, struct stat *st, char *err, size_t errlen);
 
 /*
+ * Whether fd is open on the null device (character device 1:3, devices.txt): a read of it only ever returns
+ * end-of-file, so a console need not start a thread to read it (stdin under systemd, an orchestrator, a bench).
+ */
+bool file_is_dev_null(int fd);
+
+/*
  * The guard: the files this process boots from, serves to a guest or was
  * restored from, which no output it opens may overwrite, truncate or
  * replace (docs/security.md "Output paths"). Kinds differ only in what a

@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "brisk/console_io.h"
+#include "brisk/file.h"
 #include "brisk/log.h"
 #include "brisk/seccomp.h"
 #include "brisk/thread.h"
@@ -619,7 +620,11 @@ int console_io_start_input(struct console_io *io)
 
 	if (!io->started || io->in_stop_fd < 0)
 		return -EINVAL;
-	if (io->in_running || io->opts.in_fd < 0)
+	/*
+	 * The null device only ever reads EOF (stdin under systemd, an orchestrator, a benchmark): no thread to read
+	 * it. Asked now, not when the console was made: a warm clone gets its stdin with its request.
+	 */
+	if (io->in_running || io->opts.in_fd < 0 || file_is_dev_null(io->opts.in_fd))
 		return 0;
 	if (io->opts.raw_tty)
 		set_raw_tty(io, io->opts.in_fd);

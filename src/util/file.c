@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -456,4 +457,11 @@ bool file_replace_same_target(const struct file_replace *a, const struct file_re
 	if (same_inode(&a->dir_st, &b->dir_st) && strcmp(a->name, b->name) == 0)
 		return true;
 	return a->target_exists && b->target_exists && same_inode(&a->target_st, &b->target_st);
+}
+
+bool file_is_dev_null(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 && minor(st.st_rdev) == 3;
 }

@@ -319,11 +319,17 @@ void *vcpu_thread(void *arg)
 	v->setup_error = vcpu_create(v);
 	if (vm_vcpu_wait_config(vm) == 0 && !v->setup_error)
 		v->setup_error = vcpu_configure(v);
-	vm_vcpu_ready_wait_go(vm);
-	if (!v->setup_error && !atomic_load(&vm->exit_requested)) {
-		seccomp_enter(SECCOMP_VCPU); /* configured: from here on only what the guest's exits need */
+	vm_vcpu_ready(vm);
+	/*
+	 * Configured: from here on only what the guest's exits need. Attached between ready and go, while the main
+	 * thread finishes the build (its own filter; a restore's saved state, which it sets on this vCPU's fd), not
+	 * after go on the way to the first KVM_RUN (docs/performance.md "The vCPU's filter before go").
+	 */
+	if (!v->setup_error)
+		seccomp_enter(SECCOMP_VCPU);
+	vm_vcpu_wait_go(vm);
+	if (!v->setup_error && !atomic_load(&vm->exit_requested))
 		run_loop(v);
-	}
 	record_rusage(&v->stats);
 	atomic_store(&v->done, 1);
 	return NULL;

@@ -139,11 +139,17 @@ void vm_publish_config(struct vm *vm, int state)
 	pthread_mutex_unlock(&vm->go_lock);
 }
 
-void vm_vcpu_ready_wait_go(struct vm *vm)
+void vm_vcpu_ready(struct vm *vm)
 {
 	pthread_mutex_lock(&vm->go_lock);
 	vm->nr_ready++;
 	pthread_cond_signal(&vm->ready_cond);
+	pthread_mutex_unlock(&vm->go_lock);
+}
+
+void vm_vcpu_wait_go(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->go_lock);
 	while (!vm->go)
 		pthread_cond_wait(&vm->go_cond, &vm->go_lock);
 	pthread_mutex_unlock(&vm->go_lock);
@@ -157,7 +163,7 @@ void vm_wait_vcpus_ready(struct vm *vm, unsigned started)
 	pthread_mutex_unlock(&vm->go_lock);
 }
 
-/* Lets every vCPU thread waiting in vm_vcpu_ready_wait_go run (or see the exit request and stop). */
+/* Lets every vCPU thread waiting in vm_vcpu_wait_go run (or see the exit request and stop). */
 static void release_vcpus(struct vm *vm)
 {
 	pthread_mutex_lock(&vm->go_lock);

@@ -177,8 +177,9 @@ extern const struct devctx_ops vm_devctx_ops;
  * failed (the thread then only counts itself ready and stops).
  */
 int vm_vcpu_wait_config(struct vm *vm);
-/* vm.c: called by each vCPU thread once its vCPU is configured: counts it ready, waits for go. */
-void vm_vcpu_ready_wait_go(struct vm *vm);
+/* vm.c: called by each vCPU thread once its vCPU is configured: counts it ready; then it waits for go. */
+void vm_vcpu_ready(struct vm *vm);
+void vm_vcpu_wait_go(struct vm *vm);
 /* vm.c: waits until the first `started` vCPU threads are configured (counted in nr_ready). */
 void vm_wait_vcpus_ready(struct vm *vm, unsigned started);
 /* vm_snapshot.c: every vCPU's saved state into its vCPU (threads configured, not released). 0 or -errno + err. */

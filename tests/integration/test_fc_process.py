@@ -8,6 +8,7 @@ Firecracker's own signal handling is src/vmm/src/signal_handler.rs: SIGPIPE is s
 have no handler there (brisk stops the VM cleanly, 16)."""
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import time
@@ -73,6 +74,30 @@ def test_device_threads_have_their_own_names(procs, tmp_path):
     for want in ("brisk", "brisk_io", "brisk_con_out"):
         assert want in names, names
     assert sorted(kata_vcpu_threads(b.proc.pid)) == [0, 1, 2]
+
+
+@pytest.mark.usefixtures("kvm")
+@pytest.mark.parametrize("console", ["serial", "virtio"])
+@pytest.mark.parametrize("stdin", ["devnull", "pipe"])
+def test_console_input_thread_only_for_a_readable_stdin(tmp_path, console, stdin):
+    """stdin on /dev/null only ever reads EOF: no brisk_con_in thread is started for it (one thread less per VM);
+    a pipe gets one (the UART's, or with --console virtio the virtio console's). The thread names itself first
+    thing, so the trace of prctl calls shows whether it ever ran."""
+    if not shutil.which("strace"):
+        pytest.skip("needs strace")
+    trace = tmp_path / "strace.txt"
+    args = ["run", "--kernel", guest("hello"), "--memory", "64M"] + (["--console", "virtio"] if console == "virtio" else [])
+    env = dict(os.environ, ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0")  # no LSan under ptrace
+    p = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=prctl", "-o", str(trace), str(BRISK), *args],
+                         stdin=subprocess.DEVNULL if stdin == "devnull" else subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    out, err = p.communicate(timeout=120)  # a pipe: closed at once, the thread reads its EOF
+    check_sanitizers(err)
+    assert p.returncode == 0, err
+    assert "Hello from brisk test guest" in out, out
+    names = trace.read_text()
+    assert '"fc_vcpu 0"' in names, names  # the trace saw the threads name themselves ...
+    assert ('"brisk_con_in"' in names) == (stdin == "pipe"), names  # ... and the input thread only for a pipe
 
 
 @pytest.mark.usefixtures("kvm")
