@@ -43,6 +43,7 @@ LIB_SRCS := \
 	src/vmm/kvm.c \
 	src/vmm/vm.c \
 	src/vmm/vm_build.c \
+	src/vmm/vm_prewarm.c \
 	src/vmm/evloop.c \
 	src/vmm/devmgr.c \
 	src/vmm/devkinds.c \

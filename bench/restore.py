@@ -13,7 +13,8 @@ For each guest memory size (default 128 MiB and 1 GiB):
   3. for comparison, boots the same guest N times (`brisk run`): exec -> first serial byte.
 Then the API's own cost (hello.elf): exec -> first serial byte for a plain `brisk run`, a
 `--config-file --no-api` boot and an API boot (configure + InstanceStart), and InstanceStart -> first
-KVM_RUN. Medians (and min/max) per figure; no thresholds. Standard library only.
+KVM_RUN. With --base B, only the API's load and boot, by B and by --brisk interleaved (bench_api_ab).
+Medians (and min/max) per figure; no thresholds. Standard library only.
 """
 
 import argparse
@@ -118,12 +119,13 @@ def restore_cli(brisk, state, mem, report):
     return phases(report)
 
 
-def restore_api(brisk, state, mem, report, tmp):
+def restore_api(brisk, state, mem, report, tmp, idle_ms=0):
     sock = os.path.join(tmp, "load.sock")
     p = subprocess.Popen([brisk, "--api-sock", sock, "--report-json", report], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     try:
         wait_socket(sock, p)
+        time.sleep(idle_ms / 1000)
         api(sock, "PUT", "/snapshot/load", {"snapshot_path": state,
                                             "mem_backend": {"backend_type": "File", "backend_path": mem},
                                             "resume_vm": True})
@@ -133,7 +135,7 @@ def restore_api(brisk, state, mem, report, tmp):
             p.kill()
             p.wait()
     if p.returncode != 0 or "counter: PASS" not in out:
-        raise RuntimeError(f"API restore exited {p.returncode}: {err.strip()[-300:]}")
+        raise RuntimeError(f"{brisk}: API restore exited {p.returncode}: {err.strip()[-3000:]}")
     return phases(report)
 
 
@@ -158,12 +160,13 @@ def boot_config_file(brisk, guest, tmp, report):
     return phases(report)
 
 
-def boot_api(brisk, guest, tmp, report):
+def boot_api(brisk, guest, tmp, report, idle_ms=0):
     sock = os.path.join(tmp, "boot.sock")
     p = subprocess.Popen([brisk, "--api-sock", sock, "--report-json", report], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     try:
         wait_socket(sock, p)
+        time.sleep(idle_ms / 1000)
         api(sock, "PUT", "/boot-source", {"kernel_image_path": guest})
         api(sock, "PUT", "/machine-config", {"vcpu_count": 1, "mem_size_mib": 128})
         api(sock, "PUT", "/actions", {"action_type": "InstanceStart"})
@@ -237,6 +240,28 @@ def bench_api_boot(args, tmp):
     ])
 
 
+def bench_api_ab(args, tmp):
+    """--base B: the API's two starts (snapshot/load of a 128 MiB counter guest, configure + InstanceStart of
+    hello.elf) by B and by --brisk, interleaved (the order alternating by round), each with the client idle
+    --idle ms after the socket accepts. Both brisk's clocks: request -> first KVM_RUN and exec -> first KVM_RUN."""
+    state, mem, _ = take_snapshot(args.brisk, args.guest, 128, tmp)
+    report = os.path.join(tmp, "ab.json")
+    who = {"base": args.base, "new": args.brisk}
+    runs = {(w, k): [] for w in who for k in ("load", "boot")}
+    for i in range(args.rounds):
+        for w in (("base", "new") if i % 2 == 0 else ("new", "base")):
+            runs[(w, "load")].append(restore_api(who[w], state, mem, report, tmp, args.idle))
+            runs[(w, "boot")].append(boot_api(who[w], args.hello, tmp, report, args.idle))
+    for kind, title in (("load", "PUT /snapshot/load, 128 MiB"), ("boot", "configure + InstanceStart, hello.elf")):
+        rows = []
+        for w in ("base", "new"):
+            rs = runs[(w, kind)]
+            rows += [(f"{w}: request -> first KVM_RUN",
+                      [d for r in rs if (d := delta(r, "API start request", "first KVM_RUN")) is not None]),
+                     (f"{w}: exec -> first KVM_RUN", [r["first KVM_RUN"] for r in rs if "first KVM_RUN" in r])]
+        table(f"{title}: {args.rounds} rounds, client idle {args.idle} ms after the socket accepts", rows)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     build = os.environ.get("BUILD", "build")
@@ -245,12 +270,17 @@ def main():
     ap.add_argument("--hello", default=os.path.join(ROOT, build, "guests", "hello.elf"))
     ap.add_argument("-n", "--rounds", type=int, default=10)
     ap.add_argument("--sizes", default="128,1024", help="guest memory sizes in MiB")
+    ap.add_argument("--base", help="another brisk: only the API's load and boot, A/B against --brisk")
+    ap.add_argument("--idle", type=float, default=0, help="with --base: ms the client waits after the socket accepts")
     args = ap.parse_args()
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         print("restore.py: no usable /dev/kvm here; run it where KVM runs the test guests", file=sys.stderr)
         return 2
     print(f"bench/restore.py: {args.brisk}, {args.rounds} rounds, host {os.uname().release}")
     with tempfile.TemporaryDirectory(prefix="brisk-restore-") as tmp:
+        if args.base:
+            bench_api_ab(args, tmp)
+            return 0
         for size in [int(s) for s in args.sizes.split(",")]:
             bench_size(args, size, tmp)
         bench_api_boot(args, tmp)

@@ -9,6 +9,7 @@
 enum tl_event {
 	TL_EXEC = 0,	   /* process start, estimated (see timeline.c) */
 	TL_MAIN,	   /* main() entered */
+	TL_KVM_PREWARMED,  /* API: KVM opened, its CPUID fetched and an empty VM made while idle (vm_prewarm.c) */
 	TL_API_REQUEST,	   /* the API request that starts the guest arrived (InstanceStart, snapshot/load) */
 	TL_SNAPSHOT_READ,  /* restore: the state file read and checked, guest memory mapped from its file */
 	TL_KVM_OPEN,	   /* /dev/kvm opened and checked (the CPUID fetch starts) */

@@ -295,6 +295,13 @@ __attribute__((warn_unused_result)) int vm_restore_prepare(const struct vm_confi
 							   const char *mem_path, struct vm **out, struct vm_error *err);
 __attribute__((warn_unused_result)) int vm_restore_clone_build(struct vm *prepared, struct vm_error *err);
 __attribute__((warn_unused_result)) int vm_restore_clone(struct vm *prepared, bool resume, struct vm_error *err);
+/*
+ * For a process that waits for its API's first request (src/vmm/vm_prewarm.c): does the next piece of the
+ * work every VM needs whatever its configuration (/dev/kvm opened and checked, KVM's CPUID and MSR tables,
+ * an empty VM), which the next vm_create or vm_restore then takes instead of doing it. Returns true while
+ * pieces remain. A failure is kept for the VM to report, as if it had opened /dev/kvm itself. Main thread only.
+ */
+bool vm_prewarm_step(void);
 /* The --timeline report: phases, exit counters, KVM ioctls. */
 void vm_print_report(struct vm *vm, FILE *f);
 void vm_destroy(struct vm *vm);

@@ -124,7 +124,9 @@ static int finish(struct api *a)
 int api_serve(struct api *a, struct api_link *link, int sig_fd)
 {
 	struct pollfd p[4 + VM_WATCH_FDS];
+	bool warming = !a->vm && !a->dry_run; /* vm_prewarm_step's pieces left for idle turns */
 	char why[96];
+	int n;
 
 	fc_metrics_report_process_times(); /* Firecracker's ApiServer::run, as its API starts serving */
 	for (;;) {
@@ -140,11 +142,17 @@ int api_serve(struct api *a, struct api_link *link, int sig_fd)
 			vm_watch_fds(a->vm, p + 4); /* a Uffd handler's exit, a working set's window */
 		if (a->vm && vm_exit_requested(a->vm))
 			return finish(a);
-		if (poll(p, 4 + VM_WATCH_FDS, fc_metrics_timeout_ms()) < 0) {
+		warming = warming && !a->vm;
+		n = poll(p, 4 + VM_WATCH_FDS, warming ? 0 : fc_metrics_timeout_ms());
+		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			log_error("API: poll: %s", strerror(errno));
 			return EXIT_HOST;
+		}
+		if (n == 0 && warming) { /* idle: one more piece of any VM's set-up, then look again */
+			warming = vm_prewarm_step();
+			continue;
 		}
 		if ((p[1].revents & POLLIN) && on_signal(a, sig_fd))
 			return EXIT_STOPPED;

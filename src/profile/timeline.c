@@ -8,6 +8,7 @@
 static const char *const names[TL__COUNT] = {
     [TL_EXEC] = "process start",
     [TL_MAIN] = "main entered",
+    [TL_KVM_PREWARMED] = "KVM prewarmed",
     [TL_API_REQUEST] = "API start request",
     [TL_SNAPSHOT_READ] = "snapshot read",
     [TL_STATE_RESTORED] = "state restored",

@@ -323,7 +323,8 @@ void *vcpu_thread(void *arg)
 	/*
 	 * Configured: from here on only what the guest's exits need. Attached between ready and go, while the main
 	 * thread finishes the build (its own filter; a restore's saved state, which it sets on this vCPU's fd), not
-	 * after go on the way to the first KVM_RUN (docs/performance.md "The vCPU's filter before go").
+	 * after go on the way to the first KVM_RUN (docs/performance.md, "The console's input thread and the vCPU's
+	 * filter").
 	 */
 	if (!v->setup_error)
 		seccomp_enter(SECCOMP_VCPU);

@@ -200,4 +200,10 @@ void vm_wset_started(struct vm *vm);
 void vm_wset_record(struct vm *vm, bool at_marker);
 void vm_wset_destroy(struct vm *vm);
 
+/* vm_prewarm.c: what vm_prewarm_step prepared, taken once. take_kvm returns false (and stops the prewarm) when
+ * nothing was opened, else moves the handle (fd -1 when kvm_open_err failed: *ret, err say why). */
+bool vm_prewarm_take_kvm(struct kvm *k, int *ret, char *err, size_t errlen);
+/* The prepared VM's fd (KVM_CREATE_VM, TSS and identity map set), or -1; only after take_kvm returned true. */
+int vm_prewarm_take_vm_fd(void);
+
 #endif

@@ -38,8 +38,8 @@ COUNT_RE = re.compile(r"^count (\d+) sum \d+", re.M)
 class Brisk(BriskProcess):
     """brisk with args (apiclient.BriskProcess), with the counter guest's helpers."""
 
-    def __init__(self, args, sock=None, env=None):
-        super().__init__(BRISK, args, sock, env=env)
+    def __init__(self, args, sock=None, env=None, stdin=subprocess.DEVNULL):
+        super().__init__(BRISK, args, sock, stdin=stdin, env=env)
 
     def counts(self):
         return [int(n) for n in COUNT_RE.findall(self.out)]
@@ -448,6 +448,52 @@ def test_metrics_flush_before_boot(fresh, sockdir):
     assert {"timeline_us", "kvm_ioctls"} <= set(m["brisk"])
     assert "Reinitialization" in fault(fresh.api.put("/metrics", {"metrics_path": path}))
     assert "Reinitialization" in fault(fresh.api.put("/metrics", {"emit_id": True}))
+
+
+def flush_metrics(b, path):
+    b.api.ok("PUT", "/actions", {"action_type": "FlushMetrics"})
+    return read_metrics(path)[-1]["brisk"]
+
+
+def test_prewarm_is_what_the_vm_uses(kvm, fresh, sockdir):
+    """While it waits for its first request, the API process opens /dev/kvm, fetches KVM's CPUID and makes an
+    empty VM (src/vmm/vm_prewarm.c); the boot then takes them: still one KVM_CREATE_VM and one CPUID fetch."""
+    path = os.path.join(sockdir, "metrics.json")
+    fresh.api.ok("PUT", "/metrics", {"metrics_path": path})
+    deadline = time.monotonic() + 20
+    while "KVM prewarmed" not in (m := flush_metrics(fresh, path))["timeline_us"]:
+        assert time.monotonic() < deadline, f"no prewarm while idle: {m}"
+        time.sleep(0.05)
+    assert m["kvm_ioctls"].get("KVM_CREATE_VM") == 1, m["kvm_ioctls"]
+    assert m["kvm_ioctls"].get("KVM_GET_SUPPORTED_CPUID") == 1, m["kvm_ioctls"]
+    assert "/dev/kvm opened" not in m["timeline_us"], m  # marked when a VM takes it
+    boot_counter(fresh)
+    m = flush_metrics(fresh, path)
+    io, tl = m["kvm_ioctls"], m["timeline_us"]
+    assert io.get("KVM_CREATE_VM") == 1 and io.get("KVM_GET_SUPPORTED_CPUID") == 1, io
+    assert io.get("KVM_SET_TSS_ADDR") == 1, io
+    assert tl["KVM prewarmed"] <= tl["API start request"] <= tl["/dev/kvm opened"] <= tl["first KVM_RUN"], tl
+    fresh.assert_counting("after a prewarmed boot")
+
+
+def test_prewarm_keeps_kvm_errors_for_the_request(procs, sockdir):
+    """A /dev/kvm that is not KVM, found by the idle prewarm, is still InstanceStart's error (with the same message
+    a `brisk run` gives), after the configuration was accepted; the process stays up to be asked again."""
+    if os.geteuid() != 0 or not shutil.which("unshare") or not os.path.exists("/dev/kvm"):
+        pytest.skip("needs root, unshare(1) and a /dev/kvm to hide in a private mount namespace")
+    sock = os.path.join(sockdir, "nokvm.sock")
+    b = BriskProcess("unshare", ["-m", "sh", "-c", 'mount --bind /dev/null /dev/kvm && exec "$@"', "sh", BRISK,
+                                 "--api-sock", sock], sock=sock)
+    procs.append(b)
+    time.sleep(0.3)  # idle: the prewarm has run
+    b.api.boot_source(guest("hello"))
+    b.api.machine_config(1, 64)
+    for _ in range(2):
+        msg = fault(b.api.put("/actions", {"action_type": "InstanceStart"}))
+        assert "/dev/kvm is not a KVM device: KVM_GET_API_VERSION failed" in msg, msg
+    assert b.proc.poll() is None
+    b.kill()
+    check_sanitizers(b.err)
 
 
 def test_metrics_of_a_running_vm(running, sockdir):
