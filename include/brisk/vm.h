@@ -100,6 +100,13 @@ struct kvm_run;
 /* Callbacks for the profiler (brisk profile); a plain run has none. */
 struct vm_hooks {
 	/*
+	 * NULL, or called on the main thread by vm_start before it waits for
+	 * the vCPU threads to finish configuring themselves (so that it
+	 * overlaps their KVM_SET_CPUID2 and KVM_SET_MSRS), and before any of
+	 * them enters KVM_RUN: the main thread's seccomp filter goes on here.
+	 */
+	void (*confine)(struct vm *vm, void *ctx);
+	/*
 	 * Called on the main thread once every vCPU thread exists and is
 	 * configured, before any of them enters KVM_RUN (tracing starts here).
 	 */

@@ -521,8 +521,8 @@ static int run_vm(const struct vm_config *cfg, struct fc_vm *fc, int sig_fd)
 }
 
 /*
- * The main thread's filter goes on once the VM is built and its vCPUs are configured, before any enters
- * KVM_RUN (vm.h's vcpus_ready): the same point for a VM from options, a config file, a restore, or the
+ * The main thread's filter goes on once the VM is built, while its vCPU threads configure themselves and before
+ * any enters KVM_RUN (vm.h's confine): the same point for a VM from options, a config file, a restore, or the
  * API's InstanceStart or snapshot load (the API's base configuration carries these hooks).
  */
 static void confine_main(struct vm *vm, void *ctx)
@@ -531,7 +531,7 @@ static void confine_main(struct vm *vm, void *ctx)
 	seccomp_enter(SECCOMP_MAIN);
 }
 
-static const struct vm_hooks seccomp_hooks = {.vcpus_ready = confine_main};
+static const struct vm_hooks seccomp_hooks = {.confine = confine_main};
 
 static int setup_seccomp(struct vm_config *cfg)
 {

@@ -498,6 +498,8 @@ int vm_start(struct vm *vm, struct vm_error *e)
 	/* Every vCPU is configured (in parallel, by its thread) before any runs. */
 	int failed = 0;
 
+	if (vm->cfg.hooks && vm->cfg.hooks->confine && !atomic_load(&vm->exit_requested))
+		vm->cfg.hooks->confine(vm, vm->cfg.hooks->ctx); /* while the vCPU threads still configure */
 	vm_wait_vcpus_ready(vm, vm->nr_vcpus);
 	timeline_mark(TL_VCPUS_READY);
 	for (unsigned i = 0; i < vm->nr_vcpus && !failed; i++) {
