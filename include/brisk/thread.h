@@ -16,4 +16,10 @@ int bthread_create(pthread_t *t, void *(*fn)(void *), void *arg);
 int bthread_join(pthread_t t, void **ret);
 int bthread_timedjoin(pthread_t t, void **ret, const struct timespec *abstime);
 
+/*
+ * The absolute time ms milliseconds from now on clock clk, for pthread_cond_timedwait (the condition's clock) or
+ * bthread_timedjoin (CLOCK_REALTIME: pthread_timedjoin_np measures that clock).
+ */
+struct timespec bthread_deadline(clockid_t clk, unsigned ms);
+
 #endif

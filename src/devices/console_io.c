@@ -370,13 +370,7 @@ static void linger(struct console_io *io)
 
 	if (io->stopping || io->out_eol || io->out.count >= OUT_CHUNK)
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += ms / 1000;
-	deadline.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
+	deadline = bthread_deadline(CLOCK_MONOTONIC, ms);
 	io->out_lingering = true;
 	while (!io->stopping && !io->out_eol && io->out.count < OUT_CHUNK)
 		if (pthread_cond_timedwait(&io->out_cond, &io->lock, &deadline) == ETIMEDOUT)
@@ -634,17 +628,6 @@ int console_io_start_input(struct console_io *io)
 	return err;
 }
 
-static void deadline_after_ms(struct timespec *ts, int ms)
-{
-	clock_gettime(CLOCK_REALTIME, ts); /* pthread_timedjoin_np measures CLOCK_REALTIME */
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 /* Lets the output thread drain for at most flush_ms, then aborts it. */
 static void stop_output(struct console_io *io, int flush_ms)
 {
@@ -653,7 +636,7 @@ static void stop_output(struct console_io *io, int flush_ms)
 	if (!io->out_running)
 		return;
 	if (flush_ms > 0) {
-		deadline_after_ms(&deadline, flush_ms);
+		deadline = bthread_deadline(CLOCK_REALTIME, (unsigned)flush_ms);
 		if (bthread_timedjoin(io->out_thread, NULL, &deadline) == 0) {
 			io->out_running = false;
 			return;

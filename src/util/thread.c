@@ -120,6 +120,20 @@ int bthread_join(pthread_t t, void **ret)
 	return err;
 }
 
+struct timespec bthread_deadline(clockid_t clk, unsigned ms)
+{
+	struct timespec at;
+
+	clock_gettime(clk, &at);
+	at.tv_sec += ms / 1000;
+	at.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (at.tv_nsec >= 1000000000L) {
+		at.tv_sec++;
+		at.tv_nsec -= 1000000000L;
+	}
+	return at;
+}
+
 int bthread_timedjoin(pthread_t t, void **ret, const struct timespec *abstime)
 {
 	int err = pthread_timedjoin_np(t, ret, abstime);

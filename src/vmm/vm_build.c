@@ -125,19 +125,17 @@ static int check_kvm(struct vm *vm, struct vm_error *e)
  */
 static int create_vm(struct vm *vm, struct vm_error *e)
 {
+	const char *failed = NULL;
+
 	vm->fd = vm_prewarm_take_vm_fd(); /* made as below while the API idled, or -1 */
-	if (vm->fd >= 0) {
-		timeline_mark(TL_VM_CREATED);
-		return 0;
-	}
-	vm->fd = KVM_IOCTL(vm->kvm.fd, KVM_CREATE_VM, 0);
 	if (vm->fd < 0)
-		return fail(e, VM_ERR_HOST, -errno, "KVM_CREATE_VM failed: %s", strerror(errno));
-	/* Intel needs three pages for the real-mode TSS and one identity-map page, inside the hole. */
-	if (KVM_IOCTL(vm->fd, KVM_SET_TSS_ADDR, LAYOUT_KVM_TSS) < 0 ||
-	    KVM_IOCTL(vm->fd, KVM_SET_IDENTITY_MAP_ADDR, &(uint64_t){LAYOUT_KVM_IDENTITY_MAP}) < 0)
-		return fail(e, VM_ERR_HOST, -errno, "KVM_SET_TSS_ADDR/KVM_SET_IDENTITY_MAP_ADDR failed: %s",
-			    strerror(errno));
+		vm->fd = vm_create_kvm_vm(vm->kvm.fd, &failed);
+	if (vm->fd < 0) {
+		int err = vm->fd;
+
+		vm->fd = -1;
+		return fail(e, VM_ERR_HOST, err, "%s failed: %s", failed, strerror(-err));
+	}
 	timeline_mark(TL_VM_CREATED);
 	return 0;
 }

@@ -200,6 +200,13 @@ void vm_wset_started(struct vm *vm);
 void vm_wset_record(struct vm *vm, bool at_marker);
 void vm_wset_destroy(struct vm *vm);
 
+/*
+ * vm_prewarm.c (for vm_build.c's create_vm too): KVM_CREATE_VM on kvm_fd, then the real-mode TSS and identity-map pages
+ * Intel needs inside the hole. Returns the VM's fd, or -errno with *failed naming the ioctl that failed (nothing is
+ * left open).
+ */
+int vm_create_kvm_vm(int kvm_fd, const char **failed);
+
 /* vm_prewarm.c: what vm_prewarm_step prepared, taken once. take_kvm returns false (and stops the prewarm) when
  * nothing was opened, else moves the handle (fd -1 when kvm_open_err failed: *ret, err say why). */
 bool vm_prewarm_take_kvm(struct kvm *k, int *ret, char *err, size_t errlen);

@@ -37,19 +37,29 @@ static struct {
 	int vm_fd; /* step 3: a VM nobody took yet, or -1 */
 } pw = {.stage = PW_NONE, .vm_fd = -1};
 
-/* Step 3: a VM, its TSS and identity-map pages set as vm_build.c's create_vm sets them; -1 on any failure. */
-static int create_spare_vm(int kvm_fd)
+int vm_create_kvm_vm(int kvm_fd, const char **failed)
 {
 	int fd = KVM_IOCTL(kvm_fd, KVM_CREATE_VM, 0);
+	int err;
 
-	if (fd < 0)
-		return -1;
-	if (KVM_IOCTL(fd, KVM_SET_TSS_ADDR, LAYOUT_KVM_TSS) < 0 ||
-	    KVM_IOCTL(fd, KVM_SET_IDENTITY_MAP_ADDR, &(uint64_t){LAYOUT_KVM_IDENTITY_MAP}) < 0) {
-		close(fd);
-		return -1;
+	if (fd < 0) {
+		*failed = "KVM_CREATE_VM";
+		return -errno;
+	}
+	/* Intel needs three pages for the real-mode TSS and one identity-map page, inside the hole. */
+	if (KVM_IOCTL(fd, KVM_SET_TSS_ADDR, LAYOUT_KVM_TSS) < 0) {
+		*failed = "KVM_SET_TSS_ADDR";
+		goto out;
+	}
+	if (KVM_IOCTL(fd, KVM_SET_IDENTITY_MAP_ADDR, &(uint64_t){LAYOUT_KVM_IDENTITY_MAP}) < 0) {
+		*failed = "KVM_SET_IDENTITY_MAP_ADDR";
+		goto out;
 	}
 	return fd;
+out:
+	err = -errno;
+	close(fd);
+	return err;
 }
 
 bool vm_prewarm_step(void)
@@ -64,7 +74,9 @@ bool vm_prewarm_step(void)
 		pw.stage = PW_CPUID;
 		return true;
 	case PW_CPUID:
-		pw.vm_fd = create_spare_vm(pw.kvm.fd);
+		pw.vm_fd = vm_create_kvm_vm(pw.kvm.fd, &(const char *){NULL}); /* a failure: the VM tries again */
+		if (pw.vm_fd < 0)
+			pw.vm_fd = -1;
 		pw.stage = PW_VM_CREATED;
 		timeline_mark(TL_KVM_PREWARMED);
 		return false;

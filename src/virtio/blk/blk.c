@@ -41,6 +41,7 @@
 #include "brisk/file.h"
 #include "brisk/log.h"
 #include "brisk/snapshot.h"
+#include "brisk/thread.h"
 #include "brisk/virtio.h"
 #include "brisk/virtio_blk.h"
 #include "brisk/vm.h"
@@ -317,26 +318,12 @@ static void put_list(struct blk *b, struct blk_inflight *s)
  * generation is stale, its entry comes back, no status or used entry is written.
  */
 /* CLOCK_MONOTONIC `ms` from now (the pool's conditions wait on that clock). */
-static struct timespec deadline_in(unsigned ms)
-{
-	struct timespec until;
-
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += ms / 1000;
-	until.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
-	return until;
-}
-
 static void blk_reset(void *dev)
 {
 	struct blk *b = dev;
 	struct pool *p = &b->pool;
 	struct blk_inflight *todo, *finished;
-	struct timespec until = deadline_in(BLK_RESET_WAIT_MS);
+	struct timespec until = bthread_deadline(CLOCK_MONOTONIC, BLK_RESET_WAIT_MS);
 	unsigned left;
 
 	b->gen++;
@@ -394,7 +381,7 @@ static int wait_idle(struct pool *p, const struct timespec *until)
 static int blk_quiesce(void *dev)
 {
 	struct blk *b = dev;
-	struct timespec until = deadline_in(BLK_QUIESCE_WAIT_MS);
+	struct timespec until = bthread_deadline(CLOCK_MONOTONIC, BLK_QUIESCE_WAIT_MS);
 
 	for (;;) {
 		if (wait_idle(&b->pool, &until)) {
@@ -749,7 +736,7 @@ static int open_swap(struct blk *b, const struct vm_disk *d, struct blk *n, char
 /* Waits for every request in flight to finish and gives them to the guest (I/O lock held). 0 or -ETIMEDOUT. */
 static int drain(struct blk *b)
 {
-	struct timespec until = deadline_in(BLK_QUIESCE_WAIT_MS);
+	struct timespec until = bthread_deadline(CLOCK_MONOTONIC, BLK_QUIESCE_WAIT_MS);
 
 	if (wait_idle(&b->pool, &until))
 		return -ETIMEDOUT;
