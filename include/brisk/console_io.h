@@ -4,11 +4,15 @@
  * back-pressure, the Ctrl-A escape, and raw terminal mode.
  *
  * Output (guest -> host): console_io_write() copies into the ring under the console's own lock and
- * never blocks; what does not fit (a stalled reader) is dropped and counted. One output thread drains
- * the ring to out_fd through a private O_NONBLOCK description of a terminal or pipe (stdout's own is
- * shared with the shell and is never switched to O_NONBLOCK), send(MSG_DONTWAIT) for a socket, the fd
- * itself for a regular file; every wait also watches an abort eventfd, so a stalled reader delays a stop
- * by at most the flush time given to console_io_stop().
+ * never waits for a reader; what does not fit (a stalled reader) is dropped and counted. A terminal or
+ * pipe is written through a private O_NONBLOCK description (stdout's own is shared with the shell and is
+ * never switched to O_NONBLOCK), a socket with send(MSG_DONTWAIT), a regular file through the fd itself.
+ * When a '\n' (or 4 KiB) is queued, console_io_write() itself writes the ring's bytes, one write(2)
+ * per line, unless a write is pending or out_fd is a socket (a regular file's write may wait for the
+ * page cache, as Firecracker's and QEMU's serial writes do; never for a reader). The output thread
+ * writes the rest: a partial line once it waited out_linger_ms, what a reader was not ready for
+ * (EAGAIN), everything for a socket; every wait of it also watches an abort eventfd, so a stalled
+ * reader delays a stop by at most the flush time given to console_io_stop().
  *
  * Input (host -> guest): one input thread reads in_fd, at most the ring's free space at a time; while
  * the ring is full it reads nothing (back-pressure: a host stdin flood stays in the pipe, docs/security.md
@@ -75,7 +79,8 @@ __attribute__((warn_unused_result)) int console_io_start_input(struct console_io
 void console_io_stop(struct console_io *io, int flush_ms);
 
 /*
- * Queues up to `len` guest bytes for out_fd; never blocks. Returns the bytes
+ * Queues up to `len` guest bytes for out_fd and, when they end a line, writes
+ * what is queued (see the top); never waits for a reader. Returns the bytes
  * queued; the rest is dropped and counted (ring full, output closed or
  * stopped). With out_fd -1 everything is discarded uncounted (returns len).
  */

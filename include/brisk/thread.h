@@ -21,5 +21,7 @@ int bthread_timedjoin(pthread_t t, void **ret, const struct timespec *abstime);
  * bthread_timedjoin (CLOCK_REALTIME: pthread_timedjoin_np measures that clock).
  */
 struct timespec bthread_deadline(clockid_t clk, unsigned ms);
+/* t plus ms milliseconds. */
+struct timespec bthread_after(struct timespec t, unsigned ms);
 
 #endif

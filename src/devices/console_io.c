@@ -3,24 +3,38 @@
  * The contract is in include/brisk/console_io.h. Here, how it is kept:
  *
  * Output: the producer (a vCPU for the UART, the event loop for the virtio
- * console) copies into the ring under io->lock and never waits. Only the
- * output thread moves the ring's head, and the producer only writes beyond
- * head + count, so the thread writes a chunk from the ring without the lock.
+ * console) copies into the ring under io->lock and never waits for a reader.
+ * The ring's head moves under the lock, by whoever wrote: the producer, which
+ * writes holding the lock, or the output thread, which writes a chunk without
+ * it while out_busy says so (nobody else writes then; the producer only adds
+ * beyond head + count).
  *
  * A stalled reader must stall neither the producer nor brisk's exit, and
  * stdout must not be switched to O_NONBLOCK (its file description is shared
- * with the shell and other processes). So for a terminal or a pipe the output
- * thread writes through a private description of the same file
+ * with the shell and other processes). So for a terminal or a pipe both
+ * write through a private description of the same file
  * (/proc/self/fd/N reopened O_NONBLOCK), sockets get send(MSG_DONTWAIT), and
  * every wait is a poll() that also watches an abort eventfd (polled only when
  * a write would block). Regular files never stall indefinitely and keep the
  * shared description (and its offset).
  *
- * A UART gets one byte per guest write. Given a first byte after the ring was
- * empty, the output thread lingers (at most opts.out_linger_ms, 1 ms) for the line's end, so
- * that a line is one write(2) and two wake-ups, not one of each per byte: the
- * producer wakes a lingering thread only for a '\n' or OUT_CHUNK bytes
- * waiting. Output that keeps coming is written as it comes, without lingering.
+ * A UART gets one byte per guest write. A line is one write(2), not one per
+ * byte, and reaches the reader without a thread hop: when a '\n' or OUT_CHUNK
+ * bytes are queued, the producer itself writes what the ring holds (under the
+ * lock, so nobody else writes meanwhile), if the write cannot wait for a
+ * reader (out_direct: the private O_NONBLOCK description, or a regular file,
+ * whose write waits at most for the page cache, as Firecracker's and QEMU's
+ * serial writes do) and no write is pending (the output thread is not writing
+ * and no write would have blocked). What is left (a partial write, EAGAIN,
+ * a socket) is the output thread's. Given a first byte after the ring was
+ * empty, the output thread is woken and lingers (at most opts.out_linger_ms,
+ * 1 ms, from that byte) for the line's end, and writes a partial line (a
+ * prompt) when it has waited that long. The producer wakes a lingering thread
+ * only for what it could not write itself; one whose line the producer wrote
+ * sleeps to its deadline and then waits for the line begun since, if any
+ * (line_start), so lines that keep coming wake it once per linger, not once
+ * per line. Output that keeps coming while the thread writes is written as it
+ * comes.
  *
  * Input: the input thread polls in_fd (plus a stop eventfd) and reads at
  * most the free space of the ring; while the ring is full it sleeps on a
@@ -67,21 +81,25 @@ struct ring {
 struct console_io {
 	struct console_io_opts opts;
 	pthread_mutex_t lock; /* everything below but the fds and threads */
-	int out_fd;	      /* where the output thread writes: opts.out_fd or a private non-blocking reopen */
+	int out_fd;	      /* where output is written: opts.out_fd or a private non-blocking reopen */
 	bool out_fd_own;      /* out_fd is ours to close */
 	bool out_is_sock;     /* out_fd is a socket: send(MSG_DONTWAIT) */
+	bool out_direct;      /* the producer may write a line itself: out_fd never waits for a reader */
 	int in_stop_fd;	      /* eventfd: the input thread must stop now */
 	int out_abort_fd;     /* eventfd: the output thread must stop now, even with bytes left */
 	pthread_t in_thread, out_thread;
 	bool in_running, out_running;
 	bool started, stopped;
-	bool stopping;	    /* the output thread exits once the ring is empty */
-	bool out_closed;    /* EPIPE, a write error or stopped: further bytes are dropped */
-	bool out_waiting;   /* the output thread sleeps on out_cond */
-	bool out_lingering; /* ... and waits for a line's end (out_thread's linger) */
-	bool out_eol;	    /* a '\n' was queued since the ring was last empty */
-	bool in_waiting;    /* the input thread sleeps on in_cond (input ring full) */
-	bool interactive;   /* in_fd is the terminal put in raw mode: never left unread (see in_thread) */
+	bool stopping;	  /* the output thread exits once the ring is empty */
+	bool out_closed;  /* EPIPE, a write error or stopped: further bytes are dropped */
+	bool out_waiting; /* the output thread sleeps on out_cond */
+	bool out_busy;	  /* the output thread writes a chunk without the lock: nobody else writes */
+	bool out_blocked; /* a write would have blocked: the output thread waits for the reader, the producer queues */
+	bool out_lingering;	    /* ... and waits for a line's end (out_thread's linger) */
+	bool out_eol;		    /* a '\n' was queued since the ring was last empty */
+	struct timespec line_start; /* CLOCK_MONOTONIC: when the bytes queued now began (the ring was empty) */
+	bool in_waiting;	    /* the input thread sleeps on in_cond (input ring full) */
+	bool interactive;	    /* in_fd is the terminal put in raw mode: never left unread (see in_thread) */
 	pthread_cond_t out_cond, in_cond;
 	struct ring out;     /* guest -> host */
 	struct ring in;	     /* host -> guest */
@@ -207,20 +225,61 @@ static void count_dropped(struct console_io *io, uint64_t n)
 	__atomic_fetch_add(&io->dropped, n, __ATOMIC_RELAXED);
 }
 
+static void out_consumed(struct console_io *io, size_t n);
+static size_t out_chunk(const struct ring *r);
+static void out_failed(struct console_io *io, ssize_t err);
+
+/*
+ * Called with the lock held, a line's end or OUT_CHUNK bytes queued, nobody writing: writes what the ring holds
+ * from the producer's thread until it is empty or a write would block (then the output thread takes over).
+ */
+static void write_direct(struct console_io *io)
+{
+	while (io->out.count) {
+		size_t n = out_chunk(&io->out);
+		ssize_t w = write(io->out_fd, io->out.buf + io->out.head, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno != EAGAIN) {
+			out_failed(io, -errno);
+			return;
+		}
+		if (w > 0)
+			out_consumed(io, (size_t)w);
+		if (w < 0 || (size_t)w < n) {
+			io->out_blocked = true; /* the reader is behind: the output thread polls for it */
+			return;
+		}
+	}
+}
+
 size_t console_io_write(struct console_io *io, const void *buf, size_t len)
 {
 	size_t n = 0;
+	bool flush, wake;
 
 	if (io->opts.out_fd < 0)
 		return len; /* output discarded by configuration, not "dropped" */
 	pthread_mutex_lock(&io->lock);
+	if (!io->out_closed && !io->out.count && len)
+		clock_gettime(CLOCK_MONOTONIC, &io->line_start); /* the linger counts from here (vDSO) */
 	if (!io->out_closed)
 		n = ring_put(&io->out, buf, len);
 	if (n && memchr(buf, '\n', n))
 		io->out_eol = true;
-	if (n && (io->out_waiting || (io->out_lingering && (io->out_eol || io->out.count >= OUT_CHUNK))))
-		pthread_cond_signal(&io->out_cond);
+	flush = n && (io->out_eol || io->out.count >= OUT_CHUNK);
+	if (flush && io->out_direct && !io->out_busy && !io->out_blocked && !io->stopping)
+		write_direct(io);
+	/*
+	 * The output thread: a sleeping one for what is queued (it lingers for the line's end), a lingering one for
+	 * what this call could not write. A lingering thread whose line was written here is left to its timeout: it
+	 * waits then for the line begun meanwhile, if any, so lines that keep coming cost it no wake-up each.
+	 */
+	wake = (io->out_waiting && io->out.count) || (io->out_lingering && flush && io->out.count);
 	pthread_mutex_unlock(&io->lock);
+	if (wake)
+		pthread_cond_signal(&io->out_cond); /* after the unlock: the thread does not wake into a held lock */
 	if (n < len)
 		count_dropped(io, len - n);
 	return n;
@@ -305,6 +364,7 @@ static void open_output(struct console_io *io)
 	if (io->out_fd < 0 || fstat(io->out_fd, &st) < 0)
 		return;
 	io->out_is_sock = S_ISSOCK(st.st_mode);
+	io->out_direct = S_ISREG(st.st_mode);
 	if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
 		return;
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", io->opts.out_fd);
@@ -316,6 +376,7 @@ static void open_output(struct console_io *io)
 	}
 	io->out_fd = fd;
 	io->out_fd_own = true;
+	io->out_direct = true; /* its writes never wait */
 }
 
 static ssize_t write_once(const struct console_io *io, const uint8_t *p, size_t n)
@@ -361,20 +422,24 @@ static ssize_t write_some(struct console_io *io, const uint8_t *p, size_t n)
 
 /*
  * Called with the lock held, bytes queued since the ring was last empty: waits until a '\n' or OUT_CHUNK bytes are
- * queued, the console stops, or opts.out_linger_ms pass (a prompt, a line still being written), whichever is first.
+ * queued, the console stops, the ring is empty (the producer wrote the line), or opts.out_linger_ms pass since the
+ * queued bytes began (a prompt, a line still being written), whichever is first.
  */
 static void linger(struct console_io *io)
 {
 	unsigned ms = io->opts.out_linger_ms ? io->opts.out_linger_ms : OUT_LINGER_MS;
-	struct timespec deadline;
 
-	if (io->stopping || io->out_eol || io->out.count >= OUT_CHUNK)
-		return;
-	deadline = bthread_deadline(CLOCK_MONOTONIC, ms);
 	io->out_lingering = true;
-	while (!io->stopping && !io->out_eol && io->out.count < OUT_CHUNK)
-		if (pthread_cond_timedwait(&io->out_cond, &io->lock, &deadline) == ETIMEDOUT)
+	/* ends early for a line's end, a chunk, a stop, a blocked write, or a ring the producer emptied itself */
+	while (!io->stopping && !io->out_eol && io->out.count && io->out.count < OUT_CHUNK && !io->out_closed &&
+	       !io->out_blocked) {
+		struct timespec started = io->line_start, deadline = bthread_after(started, ms);
+
+		/* timed out: unless the producer wrote that line and began another meanwhile (wait for its end) */
+		if (pthread_cond_timedwait(&io->out_cond, &io->lock, &deadline) == ETIMEDOUT &&
+		    io->line_start.tv_sec == started.tv_sec && io->line_start.tv_nsec == started.tv_nsec)
 			break;
+	}
 	io->out_lingering = false;
 }
 
@@ -388,7 +453,35 @@ static size_t out_chunk(const struct ring *r)
 	return n > OUT_CHUNK ? OUT_CHUNK : n;
 }
 
-/* Drains the output ring until it is empty after a stop request, or until aborted or closed. */
+/* Called with the lock held: n bytes at the ring's head were written. An empty ring starts a fresh line. */
+static void out_consumed(struct console_io *io, size_t n)
+{
+	io->out.head = (io->out.head + n) % io->out.cap;
+	io->out.count -= n;
+	if (io->out.count == 0) {
+		io->out_eol = false;
+		io->out_blocked = false;
+	}
+}
+
+/* Called with the lock held: a write failed with -err (0: aborted). Further output is dropped and counted. */
+static void out_failed(struct console_io *io, ssize_t err)
+{
+	if (err == -EPIPE)
+		log_debug("%s: the reader of fd %d went away; further output dropped", io->opts.name, io->out_fd);
+	else if (err < 0)
+		log_warn("%s: write(fd %d): %s; further output dropped", io->opts.name, io->out_fd,
+			 strerror((int)-err));
+	io->out_closed = true; /* EPIPE included: the reader is gone */
+	count_dropped(io, io->out.count);
+	io->out.head = 0;
+	io->out.count = 0;
+}
+
+/*
+ * Drains what the producer leaves in the output ring (a partial line after its linger, what a reader was not
+ * ready for, everything for a socket) until it is empty after a stop request, or until aborted or closed.
+ */
 static void *out_thread(void *arg)
 {
 	struct console_io *io = arg;
@@ -400,34 +493,30 @@ static void *out_thread(void *arg)
 	seccomp_enter(SECCOMP_CONSOLE_OUT);
 	pthread_mutex_lock(&io->lock);
 	for (;;) {
-		while (io->out.count == 0 && !io->stopping) {
+		while (io->out.count == 0 && !io->stopping && !io->out_closed) {
 			io->out_waiting = true;
 			pthread_cond_wait(&io->out_cond, &io->lock);
 			io->out_waiting = false;
+			fresh = true;
 		}
-		if (io->out.count == 0)
+		if (io->out.count == 0 || io->out_closed)
 			break;
 		if (fresh)
 			linger(io);
+		fresh = false;
+		if (io->out.count == 0 || io->out_closed)
+			continue; /* the producer wrote the line itself (or failed to) */
 		n = out_chunk(&io->out);
+		io->out_busy = true;
 		pthread_mutex_unlock(&io->lock);
 		w = write_some(io, io->out.buf + io->out.head, n);
 		pthread_mutex_lock(&io->lock);
+		io->out_busy = false;
 		if (w <= 0) {
-			if (w == -EPIPE)
-				log_debug("%s: the reader of fd %d went away; further output dropped", io->opts.name,
-					  io->out_fd);
-			else if (w < 0)
-				log_warn("%s: write(fd %d): %s; further output dropped", io->opts.name, io->out_fd,
-					 strerror((int)-w));
-			io->out_closed = true; /* EPIPE included: the reader is gone */
+			out_failed(io, w);
 			break;
 		}
-		io->out.head = (io->out.head + (size_t)w) % io->out.cap;
-		io->out.count -= (size_t)w;
-		fresh = io->out.count == 0; /* else more came meanwhile: a stream, written as it comes */
-		if (fresh)
-			io->out_eol = false;
+		out_consumed(io, (size_t)w); /* an empty ring: the loop waits, and lingers for the next line */
 	}
 	count_dropped(io, io->out.count);
 	io->out.head = 0;

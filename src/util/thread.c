@@ -120,18 +120,23 @@ int bthread_join(pthread_t t, void **ret)
 	return err;
 }
 
+struct timespec bthread_after(struct timespec t, unsigned ms)
+{
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
+
 struct timespec bthread_deadline(clockid_t clk, unsigned ms)
 {
-	struct timespec at;
+	struct timespec now;
 
-	clock_gettime(clk, &at);
-	at.tv_sec += ms / 1000;
-	at.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (at.tv_nsec >= 1000000000L) {
-		at.tv_sec++;
-		at.tv_nsec -= 1000000000L;
-	}
-	return at;
+	clock_gettime(clk, &now);
+	return bthread_after(now, ms);
 }
 
 int bthread_timedjoin(pthread_t t, void **ret, const struct timespec *abstime)

@@ -284,6 +284,151 @@ static void test_output_stalled(void **state)
 	close(p[1]);
 }
 
+/* A console whose partial lines wait 10 s for their end (only a '\n' or a stop can end the linger). */
+static struct console_io *make_lingering(int out_fd)
+{
+	struct console_io_opts o = {.name = "t",
+				    .out_fd = out_fd,
+				    .in_fd = -1,
+				    .out_size = 256,
+				    .in_size = 8,
+				    .out_linger_ms = 10000,
+				    .ops = &cb_ops};
+	struct console_io *io = console_io_create(&o);
+
+	assert_non_null(io);
+	assert_int_equal(console_io_start_output(io), 0);
+	return io;
+}
+
+/*
+ * A pipe's reader gets a line the moment the producer writes its '\n', in one write, without waiting for the output
+ * thread: the producer wrote it itself. The bytes before the '\n' are not there yet (the line is one write).
+ */
+static void test_output_line_written_by_the_producer(void **state)
+{
+	static const char line[] = "first line\n";
+	struct console_io *io;
+	char got[64];
+	int p[2];
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	io = make_lingering(p[1]);
+	for (int round = 0; round < 3; round++) {
+		for (size_t i = 0; i < sizeof(line) - 2; i++)
+			assert_int_equal(console_io_write(io, line + i, 1), 1);
+		assert_int_equal(poll(&(struct pollfd){.fd = p[0], .events = POLLIN}, 1, 0), 0); /* nothing yet */
+		assert_int_equal(console_io_write(io, "\n", 1), 1);
+		/* no wait: on return the line is in the pipe (poll timeout 0), all of it in one read */
+		assert_int_equal(poll(&(struct pollfd){.fd = p[0], .events = POLLIN}, 1, 0), 1);
+		assert_int_equal(read(p[0], got, sizeof(got)), (ssize_t)sizeof(line) - 1);
+		assert_memory_equal(got, line, sizeof(line) - 1);
+	}
+	assert_int_equal(console_io_dropped(io), 0);
+	console_io_destroy(io);
+	close(p[0]);
+	close(p[1]);
+}
+
+/*
+ * Lines that keep coming stay whole: the output thread, lingering since line A began, reaches its deadline while
+ * line B (begun after the producer wrote A) is half written; it waits on for B's own deadline instead of writing
+ * the half. The linger is 200 ms; B begins 150 ms after A and ends 60 ms later.
+ */
+static void test_output_next_line_keeps_its_own_linger(void **state)
+{
+	struct console_io_opts o = {.name = "t",
+				    .out_fd = -1,
+				    .in_fd = -1,
+				    .out_size = 256,
+				    .in_size = 8,
+				    .out_linger_ms = 200,
+				    .ops = &cb_ops};
+	static const char b[] = "second line";
+	struct console_io *io;
+	char got[64];
+	int p[2];
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	o.out_fd = p[1];
+	io = console_io_create(&o);
+	assert_non_null(io);
+	assert_int_equal(console_io_start_output(io), 0);
+	assert_int_equal(console_io_write(io, "A", 1), 1); /* the thread wakes and lingers until A's start + 200 ms */
+	sleep_ms(5);
+	assert_int_equal(console_io_write(io, "\n", 1), 1); /* written here */
+	assert_int_equal(read(p[0], got, sizeof(got)), 2);
+	sleep_ms(145);
+	for (size_t i = 0; i < sizeof(b) - 1; i++) { /* 60 ms of B, across A's deadline */
+		assert_int_equal(console_io_write(io, b + i, 1), 1);
+		sleep_ms(6);
+	}
+	assert_int_equal(poll(&(struct pollfd){.fd = p[0], .events = POLLIN}, 1, 0), 0); /* no half line */
+	assert_int_equal(console_io_write(io, "\n", 1), 1);
+	assert_int_equal(read(p[0], got, sizeof(got)), (ssize_t)sizeof(b));
+	assert_memory_equal(got, "second line\n", sizeof(b));
+	console_io_destroy(io);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* A regular file gets each line as its '\n' is written, at the shared description's offset. */
+static void test_output_line_to_a_file(void **state)
+{
+	char path[] = "/tmp/test_console_io.XXXXXX", got[64];
+	struct console_io *io;
+	int fd = mkstemp(path);
+
+	(void)state;
+	assert_true(fd >= 0);
+	unlink(path);
+	io = make_lingering(fd);
+	assert_int_equal(console_io_write(io, "ab\ncd\n", 6), 6);
+	assert_int_equal(pread(fd, got, sizeof(got), 0), 6); /* no wait */
+	assert_memory_equal(got, "ab\ncd\n", 6);
+	assert_int_equal(lseek(fd, 0, SEEK_CUR), 6);
+	console_io_destroy(io);
+	close(fd);
+}
+
+/*
+ * The producer's write meets a full pipe: nothing blocks, the line stays queued, and the output thread writes it in
+ * order once the reader makes room, with the lines queued behind it; nothing is dropped.
+ */
+static void test_output_full_pipe_then_drained(void **state)
+{
+	static uint8_t sink[65536];
+	struct console_io *io;
+	char got[64];
+	uint64_t t0;
+	int p[2], junk;
+
+	(void)state;
+	full_pipe(p);
+	assert_int_equal(ioctl(p[0], FIONREAD, &junk), 0);
+	io = make_lingering(p[1]);
+	t0 = now_ms();
+	assert_int_equal(console_io_write(io, "one\n", 4), 4);
+	assert_int_equal(console_io_write(io, "two\n", 4), 4);
+	assert_true(now_ms() - t0 < 500);
+	for (ssize_t n; junk > 0; junk -= (int)n) /* the junk only */
+		assert_true((n = read(p[0], sink, (size_t)junk < sizeof(sink) ? (size_t)junk : sizeof(sink))) > 0);
+	for (size_t have = 0; have < 8;) {
+		assert_int_equal(poll(&(struct pollfd){.fd = p[0], .events = POLLIN}, 1, 5000), 1);
+		ssize_t n = read(p[0], got + have, sizeof(got) - have);
+
+		assert_true(n > 0);
+		have += (size_t)n;
+	}
+	assert_memory_equal(got, "one\ntwo\n", 8);
+	assert_int_equal(console_io_dropped(io), 0);
+	console_io_destroy(io);
+	close(p[0]);
+	close(p[1]);
+}
+
 /* The reader went away (EPIPE; SIGPIPE ignored as brisk does): output closes, later bytes are dropped. */
 static void test_output_epipe(void **state)
 {
@@ -471,6 +616,10 @@ int main(void)
 	    cmocka_unit_test(test_output_order_and_wrap),
 	    cmocka_unit_test(test_output_line_is_one_write),
 	    cmocka_unit_test(test_output_partial_line_written),
+	    cmocka_unit_test(test_output_line_written_by_the_producer),
+	    cmocka_unit_test(test_output_line_to_a_file),
+	    cmocka_unit_test(test_output_next_line_keeps_its_own_linger),
+	    cmocka_unit_test(test_output_full_pipe_then_drained),
 	    cmocka_unit_test(test_output_stalled),
 	    cmocka_unit_test(test_output_epipe),
 	    cmocka_unit_test(test_output_discarded),
