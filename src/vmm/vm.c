@@ -207,10 +207,7 @@ int vm_pause(struct vm *vm)
 		vcpu_kick(&vm->vcpus[i]);
 	pthread_mutex_lock(&vm->pause_lock);
 	while (vm->nr_parked < live_vcpus(vm) && !atomic_load(&vm->exit_requested)) {
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += VM_PAUSE_KICK_MS * 1000000L;
-		ts.tv_sec += ts.tv_nsec / 1000000000L;
-		ts.tv_nsec %= 1000000000L;
+		ts = bthread_deadline(CLOCK_REALTIME, VM_PAUSE_KICK_MS); /* pause_cond's clock */
 		if (pthread_cond_timedwait(&vm->pause_cond, &vm->pause_lock, &ts) != ETIMEDOUT)
 			continue;
 		if (++tries == VM_PAUSE_TRIES) {
@@ -460,10 +457,7 @@ static void join_vcpus(struct vm *vm)
 			continue;
 		/* Without KVM_CAP_IMMEDIATE_EXIT a kick can race with entry: repeat it. */
 		for (;;) {
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += VCPU_JOIN_TIMEOUT_MS * 1000000L;
-			ts.tv_sec += ts.tv_nsec / 1000000000L;
-			ts.tv_nsec %= 1000000000L;
+			ts = bthread_deadline(CLOCK_REALTIME, VCPU_JOIN_TIMEOUT_MS);
 			if (bthread_timedjoin(v->thread, NULL, &ts) == 0)
 				break;
 			if (++tries == VCPU_JOIN_TRIES) {
