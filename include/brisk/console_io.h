@@ -65,6 +65,21 @@ void console_io_destroy(struct console_io *io);
  */
 __attribute__((warn_unused_result)) int console_io_start_output(struct console_io *io);
 /*
+ * As console_io_start_output, but the output thread waits until it is needed: while every line ends within
+ * its linger and every write finds the reader ready, the producer writes them all and no thread is made.
+ * For that the console makes a timer fd and passes it to watch(arg, fd, fn, io), which must have the caller's
+ * main loop poll it for POLLIN and call fn(io) (console_io_service) on that thread (one that may start
+ * threads) when it is readable, until console_io_stop (the devices pass dev_main_watch, device.h). The producer arms it
+ * for a line that has not ended when its linger is over, or a write that would have blocked; console_io_service then
+ * starts the thread, which takes over as console_io_start_output's would. A socket, no timer, or watch < 0: the thread
+ * starts now. A stop with bytes still queued starts it to write them. Returns 0, -EBUSY if started, or -errno.
+ */
+__attribute__((warn_unused_result)) int
+console_io_start_output_deferred(struct console_io *io, int (*watch)(void *arg, int fd, void (*fn)(void *io), void *io),
+				 void *arg);
+/* The main loop's call when the fd is readable (what watch's fn(io) calls). */
+void console_io_service(struct console_io *io);
+/*
  * Starts raw terminal mode and the input thread, after console_io_start_output.
  * Returns 0 (also without in_fd, or already running), -EINVAL if output was
  * not started, or -errno.

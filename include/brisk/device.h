@@ -9,6 +9,7 @@
 #ifndef BRISK_DEVICE_H
 #define BRISK_DEVICE_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -128,6 +129,14 @@ struct devctx_ops {
 	 */
 	int (*msi)(void *vm, uint64_t addr, uint32_t data);
 	int (*msi_routes)(void *vm, const struct devctx_msi *r, unsigned n);
+	/*
+	 * Work for the main thread, which otherwise only waits while the guest runs: it polls `fd` for POLLIN
+	 * beside its own fds and calls fn(arg) on its thread when it is readable (fn reads what makes it so), until
+	 * the VM ends. For what must happen some time after a vCPU asked and may start a thread (which a vCPU's
+	 * filter does not allow): the console's deferred output thread. Returns 0, or -ENOSPC (VM_MAIN_WATCHES
+	 * taken). NULL: not offered (the device does without).
+	 */
+	int (*main_watch)(void *vm, int fd, void (*fn)(void *arg), void *arg);
 };
 
 struct devctx {
@@ -144,6 +153,15 @@ static inline void dev_irq_line(const struct devctx *c, unsigned irq, int level)
 static inline void dev_request_exit(const struct devctx *c, int code, const char *reason)
 {
 	c->ops->request_exit(c->vm, code, reason);
+}
+
+/* devctx_ops.main_watch, or -ENOTSUP when the VM offers none. ctx is a const struct devctx *, untyped so that
+ * it can be passed where a callback's argument is (console_io_start_output_deferred's watch). */
+static inline int dev_main_watch(void *ctx, int fd, void (*fn)(void *arg), void *arg)
+{
+	const struct devctx *c = ctx;
+
+	return c->ops->main_watch ? c->ops->main_watch(c->vm, fd, fn, arg) : -ENOTSUP;
 }
 
 #endif

@@ -235,11 +235,13 @@ bool vm_wset_prefetched(const struct vm *vm, uint64_t *pages, uint64_t *advise_u
 /*
  * What the main thread polls beside vm_wake_fd, VM_WATCH_FDS entries (an fd of -1: nothing there): the
  * page-fault handler of a Uffd-restored VM's memory exiting (mem_uffd.h), a working-set recording's window
- * closing (its timer, the guest's boot marker: wset.h). vm_watch_events handles what poll reported: a handler
+ * closing (its timer, the guest's boot marker: wset.h), and the devices' main-thread work (device.h,
+ * devctx_ops.main_watch: at most VM_MAIN_WATCHES). vm_watch_events handles what poll reported: a handler
  * gone with pages of RAM unserved ends the VM (EXIT_UFFD_HANDLER), else the VM runs on anonymous memory; a
- * window closed records the working set.
+ * window closed records the working set; a device's fd calls its function.
  */
-#define VM_WATCH_FDS 3
+#define VM_MAIN_WATCHES 2 /* the UART's console and one more */
+#define VM_WATCH_FDS	(3 + VM_MAIN_WATCHES)
 struct pollfd;
 void vm_watch_fds(const struct vm *vm, struct pollfd *p);
 void vm_watch_events(struct vm *vm, const struct pollfd *p);

@@ -54,6 +54,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,6 +88,7 @@ struct console_io {
 	bool out_direct;      /* the producer may write a line itself: out_fd never waits for a reader */
 	int in_stop_fd;	      /* eventfd: the input thread must stop now */
 	int out_abort_fd;     /* eventfd: the output thread must stop now, even with bytes left */
+	int svc_fd; /* deferred output: the timerfd the caller's main loop polls (console_io_service), or -1 */
 	pthread_t in_thread, out_thread;
 	bool in_running, out_running;
 	bool started, stopped;
@@ -183,6 +185,7 @@ struct console_io *console_io_create(const struct console_io_opts *o)
 	io->out_fd = -1;
 	io->in_stop_fd = -1;
 	io->out_abort_fd = -1;
+	io->svc_fd = -1;
 	pthread_mutex_init(&io->lock, NULL);
 	pthread_condattr_t ca;
 
@@ -208,6 +211,7 @@ void console_io_destroy(struct console_io *io)
 	console_io_stop(io, 0);
 	close_fd(&io->in_stop_fd);
 	close_fd(&io->out_abort_fd);
+	close_fd(&io->svc_fd);
 	if (io->out_fd_own)
 		close_fd(&io->out_fd);
 	pthread_cond_destroy(&io->out_cond);
@@ -254,15 +258,33 @@ static void write_direct(struct console_io *io)
 	}
 }
 
+/*
+ * Called with the lock held, bytes queued and no output thread (deferred output): arms the service timer to fire
+ * when the queued bytes' linger ends (line_start + linger), or at once when a write would have blocked. The main
+ * loop then calls console_io_service, which starts the thread if anything is still queued; a line the producer
+ * writes meanwhile leaves nothing for it, and costs no thread.
+ */
+static void call_service(struct console_io *io)
+{
+	unsigned ms = io->opts.out_linger_ms ? io->opts.out_linger_ms : OUT_LINGER_MS;
+	/* blocked: any time past (1 ns: an it_value of 0 would disarm) */
+	struct itimerspec at = {.it_value =
+				    io->out_blocked ? (struct timespec){0, 1} : bthread_after(io->line_start, ms)};
+
+	if (io->svc_fd >= 0 && timerfd_settime(io->svc_fd, TFD_TIMER_ABSTIME, &at, NULL) < 0)
+		log_warn("%s: arming the output timer: %s", io->opts.name, strerror(errno));
+}
+
 size_t console_io_write(struct console_io *io, const void *buf, size_t len)
 {
 	size_t n = 0;
-	bool flush, wake;
+	bool began, flush, wake;
 
 	if (io->opts.out_fd < 0)
 		return len; /* output discarded by configuration, not "dropped" */
 	pthread_mutex_lock(&io->lock);
-	if (!io->out_closed && !io->out.count && len)
+	began = !io->out_closed && !io->out.count && len;
+	if (began)
 		clock_gettime(CLOCK_MONOTONIC, &io->line_start); /* the linger counts from here (vDSO) */
 	if (!io->out_closed)
 		n = ring_put(&io->out, buf, len);
@@ -271,6 +293,8 @@ size_t console_io_write(struct console_io *io, const void *buf, size_t len)
 	flush = n && (io->out_eol || io->out.count >= OUT_CHUNK);
 	if (flush && io->out_direct && !io->out_busy && !io->out_blocked && !io->stopping)
 		write_direct(io);
+	if (!io->out_running && io->out.count && (began || io->out_blocked))
+		call_service(io); /* no output thread yet: the main loop starts one if these bytes need it */
 	/*
 	 * The output thread: a sleeping one for what is queued (it lingers for the line's end), a lingering one for
 	 * what this call could not write. A lingering thread whose line was written here is left to its timeout: it
@@ -293,6 +317,17 @@ size_t console_io_read(struct console_io *io, void *buf, size_t len)
 	n = ring_get(&io->in, buf, len);
 	if (n && io->in_waiting)
 		pthread_cond_signal(&io->in_cond);
+	pthread_mutex_unlock(&io->lock);
+	return n;
+}
+
+/* Guest output bytes queued, not yet written. */
+static size_t console_io_out_pending(struct console_io *io)
+{
+	size_t n;
+
+	pthread_mutex_lock(&io->lock);
+	n = io->out.count;
 	pthread_mutex_unlock(&io->lock);
 	return n;
 }
@@ -677,7 +712,24 @@ static void kick(const struct console_io *io, int fd)
 		log_debug("%s: eventfd write: %s", io->opts.name, strerror(errno));
 }
 
-int console_io_start_output(struct console_io *io)
+static void set_out_running(struct console_io *io, bool running)
+{
+	pthread_mutex_lock(&io->lock); /* console_io_write reads it */
+	io->out_running = running;
+	pthread_mutex_unlock(&io->lock);
+}
+
+/* The output thread, now; 0 or -errno. */
+static int start_out_thread(struct console_io *io)
+{
+	int err = start_thread(&io->out_thread, out_thread, io);
+
+	set_out_running(io, !err);
+	return err;
+}
+
+/* What both starts do first: the eventfds, the output's description. */
+static int prepare_output(struct console_io *io)
 {
 	int err;
 
@@ -690,11 +742,63 @@ int console_io_start_output(struct console_io *io)
 	if (err)
 		return err; /* console_io_destroy closes what was opened */
 	open_output(io);
-	if (io->out_fd >= 0) {
-		err = start_thread(&io->out_thread, out_thread, io);
-		io->out_running = !err;
+	return 0;
+}
+
+int console_io_start_output(struct console_io *io)
+{
+	int err = prepare_output(io);
+
+	return err || io->out_fd < 0 ? err : start_out_thread(io);
+}
+
+static void serve(void *io)
+{
+	console_io_service(io);
+}
+
+int console_io_start_output_deferred(struct console_io *io,
+				     int (*watch)(void *arg, int fd, void (*fn)(void *io), void *io), void *arg)
+{
+	int err = prepare_output(io);
+
+	if (err || io->out_fd < 0)
+		return err;
+	if (!io->out_direct) /* a socket: every line is the thread's */
+		return start_out_thread(io);
+	io->svc_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (io->svc_fd < 0 || watch(arg, io->svc_fd, serve, io) < 0) {
+		log_debug("%s: no deferred output thread (%s): starting it now", io->opts.name,
+			  io->svc_fd < 0 ? strerror(errno) : "no main-loop watch");
+		close_fd(&io->svc_fd);
+		return start_out_thread(io);
 	}
-	return err;
+	pthread_mutex_lock(&io->lock);
+	if (io->out.count) { /* queued before the start: written when the main loop first looks */
+		io->out_blocked = true;
+		call_service(io);
+	}
+	pthread_mutex_unlock(&io->lock);
+	return 0;
+}
+
+void console_io_service(struct console_io *io)
+{
+	uint64_t expired;
+	bool need;
+	int err;
+
+	if (read(io->svc_fd, &expired, sizeof(expired)) < 0 && errno != EAGAIN)
+		log_debug("%s: reading the output timer: %s", io->opts.name, strerror(errno));
+	pthread_mutex_lock(&io->lock);
+	need = !io->out_running && io->out.count && !io->stopping && !io->out_closed;
+	pthread_mutex_unlock(&io->lock);
+	if (!need || !(err = start_out_thread(io)))
+		return;
+	log_warn("%s: starting the output thread: %s; further output dropped", io->opts.name, strerror(-err));
+	pthread_mutex_lock(&io->lock);
+	out_failed(io, 0);
+	pthread_mutex_unlock(&io->lock);
 }
 
 int console_io_start_input(struct console_io *io)
@@ -727,13 +831,13 @@ static void stop_output(struct console_io *io, int flush_ms)
 	if (flush_ms > 0) {
 		deadline = bthread_deadline(CLOCK_REALTIME, (unsigned)flush_ms);
 		if (bthread_timedjoin(io->out_thread, NULL, &deadline) == 0) {
-			io->out_running = false;
+			set_out_running(io, false);
 			return;
 		}
 	}
 	kick(io, io->out_abort_fd);
 	bthread_join(io->out_thread, NULL);
-	io->out_running = false;
+	set_out_running(io, false);
 }
 
 void console_io_stop(struct console_io *io, int flush_ms)
@@ -753,6 +857,9 @@ void console_io_stop(struct console_io *io, int flush_ms)
 	if (io->in_running)
 		bthread_join(io->in_thread, NULL);
 	io->in_running = false;
+	if (!io->out_running && io->svc_fd >= 0 && flush_ms > 0 && console_io_out_pending(io) &&
+	    start_out_thread(io) < 0)
+		log_debug("%s: no thread to write the output left at stop: dropped", io->opts.name);
 	stop_output(io, flush_ms);
 	if (io->opts.raw_tty)
 		console_io_restore_tty();

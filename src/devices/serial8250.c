@@ -535,7 +535,8 @@ static const struct console_io_ops serial_io_ops = {.input_ready = input_ready, 
 
 int serial8250_start_output(struct serial8250 *s)
 {
-	return console_io_start_output(s->io);
+	/* no output thread while the vCPU writes every line itself; the main thread's when needed (console_io.h) */
+	return console_io_start_output_deferred(s->io, dev_main_watch, &s->ctx);
 }
 
 int serial8250_start_input(struct serial8250 *s)

@@ -230,7 +230,8 @@ static int con_start(void *dev)
 {
 	struct vcon *c = dev;
 
-	return console_io_start_output(c->io);
+	/* the I/O loop writes each complete line; a thread only for what it leaves (console_io.h) */
+	return console_io_start_output_deferred(c->io, dev_main_watch, &c->ctx);
 }
 
 static int con_late_start(void *dev)

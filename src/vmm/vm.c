@@ -411,6 +411,19 @@ static int ctx_msi_routes(void *vm, const struct devctx_msi *r, unsigned n)
 	return KVM_IOCTL(((struct vm *)vm)->fd, KVM_SET_GSI_ROUTING, &t) < 0 ? -errno : 0;
 }
 
+static int ctx_main_watch(void *vm_, int fd, void (*fn)(void *arg), void *arg)
+{
+	struct vm *vm = vm_;
+
+	if (vm->nr_main_watch == VM_MAIN_WATCHES)
+		return -ENOSPC;
+	vm->main_watch[vm->nr_main_watch].fd = fd;
+	vm->main_watch[vm->nr_main_watch].fn = fn;
+	vm->main_watch[vm->nr_main_watch].arg = arg;
+	vm->nr_main_watch++;
+	return 0;
+}
+
 const struct devctx_ops vm_devctx_ops = {
     .irq_line = ctx_irq_line,
     .request_exit = ctx_request_exit,
@@ -419,6 +432,7 @@ const struct devctx_ops vm_devctx_ops = {
     .loop = ctx_loop,
     .msi = ctx_msi,
     .msi_routes = ctx_msi_routes,
+    .main_watch = ctx_main_watch,
 };
 
 /* Blocks until an exit is requested or SIGINT/SIGTERM/SIGHUP arrives. */
@@ -527,6 +541,8 @@ void vm_watch_fds(const struct vm *vm, struct pollfd *p)
 	p[0] = (struct pollfd){.fd = vm->uffd_peer.pidfd, .events = POLLIN};
 	p[1] = (struct pollfd){.fd = vm->ws.timer_fd, .events = POLLIN};
 	p[2] = (struct pollfd){.fd = vm->ws.recorded ? -1 : vm->ws.marker_fd, .events = POLLIN};
+	for (unsigned i = 0; i < VM_MAIN_WATCHES; i++)
+		p[3 + i] = (struct pollfd){.fd = i < vm->nr_main_watch ? vm->main_watch[i].fd : -1, .events = POLLIN};
 }
 
 static void handler_exited(struct vm *vm)
@@ -554,6 +570,9 @@ void vm_watch_events(struct vm *vm, const struct pollfd *p)
 		handler_exited(vm);
 	if ((p[1].fd >= 0 && (p[1].revents & POLLIN)) || (p[2].fd >= 0 && (p[2].revents & POLLIN)))
 		vm_wset_record(vm, p[2].revents & POLLIN);
+	for (unsigned i = 0; i < vm->nr_main_watch; i++)
+		if (p[3 + i].fd >= 0 && (p[3 + i].revents & POLLIN))
+			vm->main_watch[i].fn(vm->main_watch[i].arg);
 }
 
 int vm_finish(struct vm *vm)

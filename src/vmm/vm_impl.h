@@ -121,6 +121,12 @@ struct vm {
 	struct uffd_peer uffd_peer;	/* with cfg.mem_uffd: the page-fault handler's process (mem_uffd.h) */
 	struct uffd_fetcher uffd_fetch; /* with cfg.mem_uffd: a snapshot create's fetch of all of RAM */
 	struct vm_wset ws;
+	struct {
+		int fd;
+		void (*fn)(void *arg);
+		void *arg;
+	} main_watch[VM_MAIN_WATCHES]; /* devctx_ops.main_watch's, nr_main_watch of them */
+	unsigned nr_main_watch;
 	/*
 	 * Whether a Diff has a base: the VM was restored, or a snapshot of it was taken. A VM booted with dirty
 	 * tracking and never snapshotted has none (its Diff holds every page it wrote: a complete memory file).

@@ -1,6 +1,7 @@
 """Booting the test guests: output, exit statuses, devices, signals, stalled output (needs KVM)."""
 import os
 import re
+import select
 import signal
 import subprocess
 import time
@@ -43,6 +44,33 @@ def test_serial_input_echo():
     check_sanitizers(err)
     assert proc.returncode == EXIT_GUEST_OK, err
     assert out.splitlines() == ["hello brisk", "echo: done"]
+
+
+def test_serial_partial_line_reaches_stdout():
+    """A line the guest has not ended (the echo of "ab" typed without Return, as a shell prompt is) reaches stdout
+    while the guest waits: the vCPU writes only complete lines, so this one is written once its 1 ms linger is over,
+    by the output thread that the main thread starts then (docs/devices.md, "Output thread")."""
+    proc = subprocess.Popen([str(BRISK), "run", "--kernel", guest("echo")], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"echo: ready\n"
+        proc.stdin.write(b"ab")
+        proc.stdin.flush()
+        fd = proc.stdout.fileno()
+        got = b""
+        deadline = time.monotonic() + 30
+        while got != b"ab" and time.monotonic() < deadline:
+            if select.select([fd], [], [], 1)[0]:
+                got += os.read(fd, 16)
+        assert got == b"ab"
+        proc.stdin.write(b"\n")
+        proc.stdin.flush()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    check_sanitizers(err.decode(errors="replace"))
+    assert proc.returncode == EXIT_GUEST_OK, err
+    assert out == b"\necho: done\n"
 
 
 def test_serial_input_before_the_guest_takes_it():

@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,27 @@ static void full_pipe(int p[2])
 	while (write(p[1], junk, sizeof(junk)) > 0)
 		;
 	fcntl(p[1], F_SETFL, 0);
+}
+
+/* Reads and discards n bytes of fd (what full_pipe put there). */
+static void drain(int fd, int n)
+{
+	static uint8_t sink[65536];
+
+	for (ssize_t got; n > 0; n -= (int)got)
+		assert_true((got = read(fd, sink, (size_t)n < sizeof(sink) ? (size_t)n : sizeof(sink))) > 0);
+}
+
+/* Reads exactly n bytes from fd, each read waiting at most 5 s for them. */
+static void read_exactly(int fd, char *buf, size_t n)
+{
+	for (size_t have = 0; have < n;) {
+		assert_int_equal(poll(&(struct pollfd){.fd = fd, .events = POLLIN}, 1, 5000), 1);
+		ssize_t got = read(fd, buf + have, n - have);
+
+		assert_true(got > 0);
+		have += (size_t)got;
+	}
 }
 
 /* ---- tests ---------------------------------------------------------------------------------- */
@@ -399,7 +421,6 @@ static void test_output_line_to_a_file(void **state)
  */
 static void test_output_full_pipe_then_drained(void **state)
 {
-	static uint8_t sink[65536];
 	struct console_io *io;
 	char got[64];
 	uint64_t t0;
@@ -413,20 +434,189 @@ static void test_output_full_pipe_then_drained(void **state)
 	assert_int_equal(console_io_write(io, "one\n", 4), 4);
 	assert_int_equal(console_io_write(io, "two\n", 4), 4);
 	assert_true(now_ms() - t0 < 500);
-	for (ssize_t n; junk > 0; junk -= (int)n) /* the junk only */
-		assert_true((n = read(p[0], sink, (size_t)junk < sizeof(sink) ? (size_t)junk : sizeof(sink))) > 0);
-	for (size_t have = 0; have < 8;) {
-		assert_int_equal(poll(&(struct pollfd){.fd = p[0], .events = POLLIN}, 1, 5000), 1);
-		ssize_t n = read(p[0], got + have, sizeof(got) - have);
-
-		assert_true(n > 0);
-		have += (size_t)n;
-	}
+	drain(p[0], junk);
+	read_exactly(p[0], got, 8);
 	assert_memory_equal(got, "one\ntwo\n", 8);
 	assert_int_equal(console_io_dropped(io), 0);
 	console_io_destroy(io);
 	close(p[0]);
 	close(p[1]);
+}
+
+/* ---- deferred output: the test is the main loop ---- */
+
+static int watched_fd = -1;
+
+static int watch(void *arg, int fd, void (*fn)(void *io), void *io)
+{
+	(void)arg;
+	(void)fn;
+	(void)io;
+	watched_fd = fd;
+	return 0;
+}
+
+/* Threads of this process (/proc/self/task). */
+static unsigned nr_threads(void)
+{
+	char line[256];
+	unsigned n = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Threads: %u", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
+/* The main loop's part: waits up to ms for the watched fd, then calls console_io_service; whether it fired. */
+static bool serve(struct console_io *io, int ms)
+{
+	if (poll(&(struct pollfd){.fd = watched_fd, .events = POLLIN}, 1, ms) != 1)
+		return false;
+	console_io_service(io);
+	return true;
+}
+
+static struct console_io *make_deferred(int out_fd, unsigned linger_ms)
+{
+	struct console_io_opts o = {.name = "t",
+				    .out_fd = out_fd,
+				    .in_fd = -1,
+				    .out_size = 256,
+				    .in_size = 8,
+				    .out_linger_ms = linger_ms,
+				    .ops = &cb_ops};
+	struct console_io *io = console_io_create(&o);
+
+	assert_non_null(io);
+	watched_fd = -1;
+	assert_int_equal(console_io_start_output_deferred(io, watch, NULL), 0);
+	assert_true(watched_fd >= 0);
+	return io;
+}
+
+/* Lines that end in time, to a reader that keeps up: the producer writes them all, no thread is ever made. */
+static void test_deferred_lines_need_no_thread(void **state)
+{
+	unsigned threads = nr_threads();
+	struct console_io *io;
+	char got[64];
+	int p[2];
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	io = make_deferred(p[1], 20);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(console_io_write(io, "ab", 2), 2);
+		assert_int_equal(console_io_write(io, "c\n", 2), 2);
+		assert_int_equal(read(p[0], got, sizeof(got)), 4);
+		assert_memory_equal(got, "abc\n", 4);
+	}
+	assert_true(serve(io, 1000)); /* the last line's linger timer: nothing left, so nothing started */
+	assert_int_equal(nr_threads(), threads);
+	console_io_stop(io, 1000);
+	assert_int_equal(nr_threads(), threads);
+	assert_int_equal(console_io_dropped(io), 0);
+	console_io_destroy(io);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* A prompt (no '\n'): its linger ends, the main loop's call starts the thread, which writes it. */
+static void test_deferred_prompt_starts_the_thread(void **state)
+{
+	unsigned threads = nr_threads();
+	struct console_io *io;
+	char got[16];
+	int p[2];
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	io = make_deferred(p[1], 20);
+	assert_int_equal(console_io_write(io, "$ ", 2), 2);
+	assert_false(serve(io, 0)); /* its 20 ms are not over */
+	assert_true(serve(io, 2000));
+	assert_int_equal(poll(&(struct pollfd){.fd = p[0], .events = POLLIN}, 1, 2000), 1);
+	assert_int_equal(read(p[0], got, sizeof(got)), 2);
+	assert_memory_equal(got, "$ ", 2);
+	assert_int_equal(nr_threads(), threads + 1);
+	console_io_stop(io, 1000);
+	assert_int_equal(nr_threads(), threads);
+	console_io_destroy(io);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* A reader not ready (a full pipe): the timer fires at once, the thread waits for the reader and writes in order. */
+static void test_deferred_full_pipe(void **state)
+{
+	struct console_io *io;
+	char got[16];
+	int p[2], junk;
+
+	(void)state;
+	full_pipe(p);
+	assert_int_equal(ioctl(p[0], FIONREAD, &junk), 0);
+	io = make_deferred(p[1], 10000);
+	assert_int_equal(console_io_write(io, "one\n", 4), 4);
+	assert_int_equal(console_io_write(io, "two\n", 4), 4);
+	assert_true(serve(io, 1000)); /* not the 10 s linger: at once */
+	drain(p[0], junk);
+	read_exactly(p[0], got, 8);
+	assert_memory_equal(got, "one\ntwo\n", 8);
+	assert_int_equal(console_io_dropped(io), 0);
+	console_io_destroy(io);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* A partial line still queued when the console stops (the main loop never served it): the stop writes it. */
+static void test_deferred_stop_writes_what_is_left(void **state)
+{
+	struct console_io *io;
+	char got[16];
+	int p[2];
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	io = make_deferred(p[1], 10000);
+	assert_int_equal(console_io_write(io, "bye", 3), 3);
+	console_io_stop(io, 1000);
+	assert_int_equal(read(p[0], got, sizeof(got)), 3);
+	assert_memory_equal(got, "bye", 3);
+	assert_int_equal(console_io_dropped(io), 0);
+	console_io_destroy(io);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* A socket's output is all the thread's: it starts at once, no timer is watched. */
+static void test_deferred_socket_starts_the_thread(void **state)
+{
+	unsigned threads = nr_threads();
+	struct console_io_opts o = {
+	    .name = "t", .out_fd = -1, .in_fd = -1, .out_size = 64, .in_size = 8, .ops = &cb_ops};
+	struct console_io *io;
+	char got[16];
+	int sv[2];
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	o.out_fd = sv[0];
+	io = console_io_create(&o);
+	assert_non_null(io);
+	watched_fd = -1;
+	assert_int_equal(console_io_start_output_deferred(io, watch, NULL), 0);
+	assert_int_equal(watched_fd, -1);
+	assert_int_equal(nr_threads(), threads + 1);
+	assert_int_equal(console_io_write(io, "x\n", 2), 2);
+	assert_int_equal(recv_msg(sv[1], got, sizeof(got)), 2);
+	console_io_destroy(io);
+	close(sv[0]);
+	close(sv[1]);
 }
 
 /* The reader went away (EPIPE; SIGPIPE ignored as brisk does): output closes, later bytes are dropped. */
@@ -619,6 +809,11 @@ int main(void)
 	    cmocka_unit_test(test_output_line_written_by_the_producer),
 	    cmocka_unit_test(test_output_line_to_a_file),
 	    cmocka_unit_test(test_output_next_line_keeps_its_own_linger),
+	    cmocka_unit_test(test_deferred_lines_need_no_thread),
+	    cmocka_unit_test(test_deferred_prompt_starts_the_thread),
+	    cmocka_unit_test(test_deferred_full_pipe),
+	    cmocka_unit_test(test_deferred_stop_writes_what_is_left),
+	    cmocka_unit_test(test_deferred_socket_starts_the_thread),
 	    cmocka_unit_test(test_output_full_pipe_then_drained),
 	    cmocka_unit_test(test_output_stalled),
 	    cmocka_unit_test(test_output_epipe),
