@@ -180,6 +180,8 @@ struct console_io *console_io_create(const struct console_io_opts *o)
 		return NULL;
 	}
 	io->opts = *o;
+	if (!io->opts.out_linger_ms)
+		io->opts.out_linger_ms = OUT_LINGER_MS;
 	io->out.cap = o->out_size;
 	io->in.cap = o->in_size;
 	io->out_fd = -1;
@@ -229,9 +231,46 @@ static void count_dropped(struct console_io *io, uint64_t n)
 	__atomic_fetch_add(&io->dropped, n, __ATOMIC_RELAXED);
 }
 
-static void out_consumed(struct console_io *io, size_t n);
-static size_t out_chunk(const struct ring *r);
-static void out_failed(struct console_io *io, ssize_t err);
+/* The contiguous run of queued bytes starting at the ring's head, at most OUT_CHUNK. */
+static size_t out_chunk(const struct ring *r)
+{
+	size_t n = r->cap - r->head;
+
+	if (n > r->count)
+		n = r->count;
+	return n > OUT_CHUNK ? OUT_CHUNK : n;
+}
+
+/* Called with the lock held: n bytes at the ring's head were written. An empty ring starts a fresh line. */
+static void out_consumed(struct console_io *io, size_t n)
+{
+	io->out.head = (io->out.head + n) % io->out.cap;
+	io->out.count -= n;
+	if (io->out.count == 0) {
+		io->out_eol = false;
+		io->out_blocked = false;
+	}
+}
+
+/* Called with the lock held: what the output ring still holds is dropped and counted. */
+static void drop_queued(struct console_io *io)
+{
+	count_dropped(io, io->out.count);
+	io->out.head = 0;
+	io->out.count = 0;
+}
+
+/* Called with the lock held: a write failed with -err (0: aborted). Further output is dropped and counted. */
+static void out_failed(struct console_io *io, ssize_t err)
+{
+	if (err == -EPIPE)
+		log_debug("%s: the reader of fd %d went away; further output dropped", io->opts.name, io->out_fd);
+	else if (err < 0)
+		log_warn("%s: write(fd %d): %s; further output dropped", io->opts.name, io->out_fd,
+			 strerror((int)-err));
+	io->out_closed = true; /* EPIPE included: the reader is gone */
+	drop_queued(io);
+}
 
 /*
  * Called with the lock held, a line's end or OUT_CHUNK bytes queued, nobody writing: writes what the ring holds
@@ -266,10 +305,9 @@ static void write_direct(struct console_io *io)
  */
 static void call_service(struct console_io *io)
 {
-	unsigned ms = io->opts.out_linger_ms ? io->opts.out_linger_ms : OUT_LINGER_MS;
 	/* blocked: any time past (1 ns: an it_value of 0 would disarm) */
-	struct itimerspec at = {.it_value =
-				    io->out_blocked ? (struct timespec){0, 1} : bthread_after(io->line_start, ms)};
+	struct itimerspec at = {.it_value = io->out_blocked ? (struct timespec){0, 1}
+							    : bthread_after(io->line_start, io->opts.out_linger_ms)};
 
 	if (io->svc_fd >= 0 && timerfd_settime(io->svc_fd, TFD_TIMER_ABSTIME, &at, NULL) < 0)
 		log_warn("%s: arming the output timer: %s", io->opts.name, strerror(errno));
@@ -321,25 +359,20 @@ size_t console_io_read(struct console_io *io, void *buf, size_t len)
 	return n;
 }
 
-/* Guest output bytes queued, not yet written. */
-static size_t console_io_out_pending(struct console_io *io)
+/* Bytes ring r (io->in or io->out) holds now. */
+static size_t held(struct console_io *io, const struct ring *r)
 {
 	size_t n;
 
 	pthread_mutex_lock(&io->lock);
-	n = io->out.count;
+	n = r->count;
 	pthread_mutex_unlock(&io->lock);
 	return n;
 }
 
 size_t console_io_pending(struct console_io *io)
 {
-	size_t n;
-
-	pthread_mutex_lock(&io->lock);
-	n = io->in.count;
-	pthread_mutex_unlock(&io->lock);
-	return n;
+	return held(io, &io->in);
 }
 
 uint64_t console_io_dropped(const struct console_io *io)
@@ -462,13 +495,11 @@ static ssize_t write_some(struct console_io *io, const uint8_t *p, size_t n)
  */
 static void linger(struct console_io *io)
 {
-	unsigned ms = io->opts.out_linger_ms ? io->opts.out_linger_ms : OUT_LINGER_MS;
-
 	io->out_lingering = true;
 	/* ends early for a line's end, a chunk, a stop, a blocked write, or a ring the producer emptied itself */
 	while (!io->stopping && !io->out_eol && io->out.count && io->out.count < OUT_CHUNK && !io->out_closed &&
 	       !io->out_blocked) {
-		struct timespec started = io->line_start, deadline = bthread_after(started, ms);
+		struct timespec started = io->line_start, deadline = bthread_after(started, io->opts.out_linger_ms);
 
 		/* timed out: unless the producer wrote that line and began another meanwhile (wait for its end) */
 		if (pthread_cond_timedwait(&io->out_cond, &io->lock, &deadline) == ETIMEDOUT &&
@@ -476,41 +507,6 @@ static void linger(struct console_io *io)
 			break;
 	}
 	io->out_lingering = false;
-}
-
-/* The contiguous run of queued bytes starting at the ring's head, at most OUT_CHUNK. */
-static size_t out_chunk(const struct ring *r)
-{
-	size_t n = r->cap - r->head;
-
-	if (n > r->count)
-		n = r->count;
-	return n > OUT_CHUNK ? OUT_CHUNK : n;
-}
-
-/* Called with the lock held: n bytes at the ring's head were written. An empty ring starts a fresh line. */
-static void out_consumed(struct console_io *io, size_t n)
-{
-	io->out.head = (io->out.head + n) % io->out.cap;
-	io->out.count -= n;
-	if (io->out.count == 0) {
-		io->out_eol = false;
-		io->out_blocked = false;
-	}
-}
-
-/* Called with the lock held: a write failed with -err (0: aborted). Further output is dropped and counted. */
-static void out_failed(struct console_io *io, ssize_t err)
-{
-	if (err == -EPIPE)
-		log_debug("%s: the reader of fd %d went away; further output dropped", io->opts.name, io->out_fd);
-	else if (err < 0)
-		log_warn("%s: write(fd %d): %s; further output dropped", io->opts.name, io->out_fd,
-			 strerror((int)-err));
-	io->out_closed = true; /* EPIPE included: the reader is gone */
-	count_dropped(io, io->out.count);
-	io->out.head = 0;
-	io->out.count = 0;
 }
 
 /*
@@ -553,9 +549,7 @@ static void *out_thread(void *arg)
 		}
 		out_consumed(io, (size_t)w); /* an empty ring: the loop waits, and lingers for the next line */
 	}
-	count_dropped(io, io->out.count);
-	io->out.head = 0;
-	io->out.count = 0;
+	drop_queued(io);
 	pthread_mutex_unlock(&io->lock);
 	return NULL;
 }
@@ -857,8 +851,7 @@ void console_io_stop(struct console_io *io, int flush_ms)
 	if (io->in_running)
 		bthread_join(io->in_thread, NULL);
 	io->in_running = false;
-	if (!io->out_running && io->svc_fd >= 0 && flush_ms > 0 && console_io_out_pending(io) &&
-	    start_out_thread(io) < 0)
+	if (!io->out_running && io->svc_fd >= 0 && flush_ms > 0 && held(io, &io->out) && start_out_thread(io) < 0)
 		log_debug("%s: no thread to write the output left at stop: dropped", io->opts.name);
 	stop_output(io, flush_ms);
 	if (io->opts.raw_tty)
@@ -866,7 +859,6 @@ void console_io_stop(struct console_io *io, int flush_ms)
 
 	pthread_mutex_lock(&io->lock);
 	io->out_closed = true;
-	count_dropped(io, io->out.count);
-	io->out.count = 0;
+	drop_queued(io);
 	pthread_mutex_unlock(&io->lock);
 }

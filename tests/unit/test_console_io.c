@@ -151,6 +151,14 @@ static void read_exactly(int fd, char *buf, size_t n)
 	}
 }
 
+/* A test's end: the console destroyed, its pipe closed. */
+static void done(struct console_io *io, int p[2])
+{
+	console_io_destroy(io);
+	close(p[0]);
+	close(p[1]);
+}
+
 /* ---- tests ---------------------------------------------------------------------------------- */
 
 static void test_create_rejects_bad_opts(void **state)
@@ -195,9 +203,7 @@ static void test_output_order_and_wrap(void **state)
 	}
 	assert_memory_equal(in, out, sizeof(in));
 	console_io_stop(io, 100);
-	console_io_destroy(io);
-	close(p[0]);
-	close(p[1]);
+	done(io, p);
 }
 
 /* One message from the output socket, waiting at most 5 s; its length, 0 for none. */
@@ -301,9 +307,7 @@ static void test_output_stalled(void **state)
 	assert_int_equal(console_io_dropped(io), 8 + 5 + 32);
 	assert_int_equal(console_io_write(io, buf, 3), 0); /* stopped: dropped */
 	assert_int_equal(console_io_dropped(io), 8 + 5 + 32 + 3);
-	console_io_destroy(io);
-	close(p[0]);
-	close(p[1]);
+	done(io, p);
 }
 
 /* A console whose partial lines wait 10 s for their end (only a '\n' or a stop can end the linger). */
@@ -348,9 +352,7 @@ static void test_output_line_written_by_the_producer(void **state)
 		assert_memory_equal(got, line, sizeof(line) - 1);
 	}
 	assert_int_equal(console_io_dropped(io), 0);
-	console_io_destroy(io);
-	close(p[0]);
-	close(p[1]);
+	done(io, p);
 }
 
 /*
@@ -391,9 +393,7 @@ static void test_output_next_line_keeps_its_own_linger(void **state)
 	assert_int_equal(console_io_write(io, "\n", 1), 1);
 	assert_int_equal(read(p[0], got, sizeof(got)), (ssize_t)sizeof(b));
 	assert_memory_equal(got, "second line\n", sizeof(b));
-	console_io_destroy(io);
-	close(p[0]);
-	close(p[1]);
+	done(io, p);
 }
 
 /* A regular file gets each line as its '\n' is written, at the shared description's offset. */
@@ -438,9 +438,7 @@ static void test_output_full_pipe_then_drained(void **state)
 	read_exactly(p[0], got, 8);
 	assert_memory_equal(got, "one\ntwo\n", 8);
 	assert_int_equal(console_io_dropped(io), 0);
-	console_io_destroy(io);
-	close(p[0]);
-	close(p[1]);
+	done(io, p);
 }
 
 /* ---- deferred output: the test is the main loop ---- */
@@ -520,9 +518,7 @@ static void test_deferred_lines_need_no_thread(void **state)
 	console_io_stop(io, 1000);
 	assert_int_equal(nr_threads(), threads);
 	assert_int_equal(console_io_dropped(io), 0);
-	console_io_destroy(io);
-	close(p[0]);
-	close(p[1]);
+	done(io, p);
 }
 
 /* A prompt (no '\n'): its linger ends, the main loop's call starts the thread, which writes it. */
@@ -545,9 +541,7 @@ static void test_deferred_prompt_starts_the_thread(void **state)
 	assert_int_equal(nr_threads(), threads + 1);
 	console_io_stop(io, 1000);
 	assert_int_equal(nr_threads(), threads);
-	console_io_destroy(io);
-	close(p[0]);
-	close(p[1]);
+	done(io, p);
 }
 
 /* A reader not ready (a full pipe): the timer fires at once, the thread waits for the reader and writes in order. */
@@ -568,9 +562,7 @@ static void test_deferred_full_pipe(void **state)
 	read_exactly(p[0], got, 8);
 	assert_memory_equal(got, "one\ntwo\n", 8);
 	assert_int_equal(console_io_dropped(io), 0);
-	console_io_destroy(io);
-	close(p[0]);
-	close(p[1]);
+	done(io, p);
 }
 
 /* A partial line still queued when the console stops (the main loop never served it): the stop writes it. */
@@ -588,9 +580,7 @@ static void test_deferred_stop_writes_what_is_left(void **state)
 	assert_int_equal(read(p[0], got, sizeof(got)), 3);
 	assert_memory_equal(got, "bye", 3);
 	assert_int_equal(console_io_dropped(io), 0);
-	console_io_destroy(io);
-	close(p[0]);
-	close(p[1]);
+	done(io, p);
 }
 
 /* A socket's output is all the thread's: it starts at once, no timer is watched. */
@@ -692,9 +682,7 @@ static void test_input_backpressure(void **state)
 	take(io, got, sizeof(got));
 	assert_memory_equal(data, got, sizeof(data));
 	console_io_stop(io, 100);
-	console_io_destroy(io);
-	close(p[0]);
-	close(p[1]);
+	done(io, p);
 }
 
 /* Ctrl-A Ctrl-A sends one Ctrl-A, Ctrl-A y sends both, Ctrl-A x quits (input goes on), also split across reads. */
@@ -724,9 +712,7 @@ static void test_escape(void **state)
 		sleep_ms(1);
 	assert_int_equal(get_quits(), 2);
 	console_io_stop(io, 100);
-	console_io_destroy(io);
-	close(p[0]);
-	close(p[1]);
+	done(io, p);
 }
 
 /* EOF on input ends the input thread only; stop still returns at once. */

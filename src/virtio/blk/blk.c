@@ -317,7 +317,6 @@ static void put_list(struct blk *b, struct blk_inflight *s)
  * driver may reuse. One that outlives the wait completes into nothing: its
  * generation is stale, its entry comes back, no status or used entry is written.
  */
-/* CLOCK_MONOTONIC `ms` from now (the pool's conditions wait on that clock). */
 static void blk_reset(void *dev)
 {
 	struct blk *b = dev;
