@@ -8,6 +8,7 @@ forked by time, a 1 MiB process). Not ru_maxrss of a child of this Python proces
 vfork of Python starts with Python's high-water mark (fs/exec.c exec_mmap), which would hide brisk's.
 
 BRISK_ENDURANCE_RUNS overrides the 1,000 (the sanitizer build is slower)."""
+import ctypes
 import os
 import re
 import signal
@@ -35,6 +36,18 @@ def proc_status(pid, key):
     except OSError:
         return 0
     return int(m.group(1)) if m else 0
+
+
+PR_SET_THP_DISABLE = 41  # <linux/prctl.h>
+
+
+def no_thp():
+    """preexec_fn: transparent huge pages off for brisk (PR_SET_THP_DISABLE survives execve). Otherwise khugepaged
+    (a 10 s scan) collapses brisk's anonymous memory into 2 MiB pages at a moment of its own, ASan's 5.6 MiB .bss
+    among it, and RSS rises by up to 2 MiB a region with nothing allocated (measured: +6 MiB, AnonHugePages 0 to
+    8 MiB, no malloc, mmap or stack-depot call in between)."""
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_THP_DISABLE)")
 
 
 def footprint(pid):
@@ -171,6 +184,19 @@ def thread_cpu(pid):
     return out
 
 
+def thread_states(pid):
+    """{tid: "name state wchan"} of pid's threads: where each waits (a report's evidence)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f, open(f"/proc/{pid}/task/{tid}/wchan") as w:
+                name, rest = f.read().split(" (", 1)[1].rsplit(")", 1)
+                out[int(tid)] = f"{name} {rest.split()[0]} {w.read() or '-'}"
+        except OSError:
+            continue
+    return out
+
+
 def written(pid):
     """Bytes the process has written (/proc/PID/io wchar)."""
     with open(f"/proc/{pid}/io") as f:
@@ -183,12 +209,12 @@ def written(pid):
 
 def test_serial_flood_with_stdout_stalled():
     """flood.elf writes to the UART without end while nobody reads brisk's stdout (a pipe) for 4 s (longer where the
-    UART is slow, until the ring behind the pipe has filled): the vCPU
-    keeps running (its CPU time grows: it never blocks on the output), RSS stays flat (the 64 KiB output ring
-    is the only buffer), the bytes the ring cannot take are dropped and counted, SIGTERM stops it (16)."""
+    UART is slow, until the ring behind the pipe has filled): the vCPU keeps running (its CPU time grows: it never
+    blocks on the output), RSS stays flat (the 64 KiB output ring is the only buffer; huge pages off, see no_thp),
+    the bytes the ring cannot take are dropped and counted, SIGTERM stops it (16)."""
     r, w = os.pipe()
     p = subprocess.Popen([str(BRISK), "run", "--kernel", guest("flood"), "--cmdline", "bytes=100000000000"],
-                         stdin=subprocess.DEVNULL, stdout=w, stderr=subprocess.PIPE, text=True)
+                         stdin=subprocess.DEVNULL, stdout=w, stderr=subprocess.PIPE, text=True, preexec_fn=no_thp)
     started = time.monotonic()
     os.close(w)
     err = []
@@ -213,7 +239,7 @@ def test_serial_flood_with_stdout_stalled():
                     pytest.skip(f"the guest's UART moves {rate:.0f} bytes/s here (an emulated KVM): filling the "
                                 f"pipe and the 64 KiB ring behind it would take {131072 / max(rate, 1):.0f} s")
                 end += 1
-        cpu1 = thread_cpu(p.pid)
+        cpu1, states, t_end = thread_cpu(p.pid), thread_states(p.pid), time.monotonic()
         p.send_signal(signal.SIGTERM)
         status = p.wait(timeout=30)  # at most 1 s of draining into the stalled pipe (devices.md)
     finally:
@@ -227,7 +253,9 @@ def test_serial_flood_with_stdout_stalled():
     grown = max((cpu1[t] - cpu0.get(t, 0.0) for t in cpu1), default=0.0)  # the busiest thread: the vCPU
     m = re.search(r"serial output: (\d+) bytes dropped", stderr)
     report = f"RSS {rss0} KiB, at most {rss_max} KiB over the 4 s stall; vCPU CPU +{grown:.2f} s; " \
-             f"dropped {m.group(1) if m else None}"
+             f"dropped {m.group(1) if m else None}; pipe full at {t_full and t_full - started:.1f} s, stall ended " \
+             f"at {t_end - started:.1f} s; threads (CPU s, state, wchan): " \
+             f"{[(states.get(t), round(cpu1[t] - cpu0.get(t, 0.0), 2)) for t in cpu1]}"
     print(report)
     assert status == EXIT_STOPPED, stderr
     assert m and int(m.group(1)) > 0, stderr
