@@ -13,6 +13,8 @@
  * bthread_timedjoin once the thread is joined; a thread never joined (detached: a vCPU stuck in the kernel) keeps it.
  */
 int bthread_create(pthread_t *t, void *(*fn)(void *), void *arg);
+/* bthread_create with every signal blocked in the new thread: SIGINT/SIGTERM and the vCPU kick are others'. */
+int bthread_create_masked(pthread_t *t, void *(*fn)(void *), void *arg);
 int bthread_join(pthread_t t, void **ret);
 int bthread_timedjoin(pthread_t t, void **ret, const struct timespec *abstime);
 

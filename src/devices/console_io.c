@@ -679,17 +679,10 @@ static void *in_thread(void *arg)
 
 /* ---- start / stop ------------------------------------------------------------ */
 
-/* Starts a thread with every signal blocked: SIGINT/SIGTERM and vCPU kicks are not for it. */
+/* Starts a thread with every signal blocked: SIGINT/SIGTERM and vCPU kicks are not for it. 0 or -errno. */
 static int start_thread(pthread_t *t, void *(*fn)(void *), struct console_io *io)
 {
-	sigset_t all, old;
-	int err;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = bthread_create(t, fn, io);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return -err;
+	return -bthread_create_masked(t, fn, io);
 }
 
 static int make_eventfd(int *fd)

@@ -12,6 +12,7 @@
  * frees nor caches a stack it was given: the list below remembers each one until its thread is joined.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -89,6 +90,18 @@ int bthread_create(pthread_t *t, void *(*fn)(void *), void *arg)
 	stacks = s;
 	pthread_mutex_unlock(&stacks_lock);
 	return 0;
+}
+
+int bthread_create_masked(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	int err;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits the mask */
+	err = bthread_create(t, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return err;
 }
 
 /* After t was joined: its stack unmapped and forgotten. */

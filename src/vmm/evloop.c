@@ -155,7 +155,6 @@ static void *loop_thread(void *arg)
 
 int evloop_start(struct evloop *l)
 {
-	sigset_t all, old;
 	int err;
 
 	uint64_t stale;
@@ -179,10 +178,7 @@ int evloop_start(struct evloop *l)
 	}
 	if (read(l->stop_fd, &stale, sizeof(stale)) < 0 && errno != EAGAIN)
 		return -errno;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = bthread_create(&l->thread, loop_thread, l);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	err = bthread_create_masked(&l->thread, loop_thread, l);
 	if (err)
 		return -err;
 	l->started = l->running = true;

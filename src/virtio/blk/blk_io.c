@@ -216,13 +216,8 @@ static void *worker(void *arg)
 static int spawn(struct blk *b)
 {
 	struct pool *p = &b->pool;
-	sigset_t all, old;
-	int err;
+	int err = bthread_create_masked(&p->th[p->threads], worker, b);
 
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = bthread_create(&p->th[p->threads], worker, b);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err)
 		return -err;
 	p->threads++;
