@@ -5,8 +5,9 @@
      with the API, snapshots it while it waits for its go byte, into DIR (not tmpfs: drop_caches must be able to
      drop the memory file's pages);
   2. records the working set once: `brisk restore --working-set record=60000` (ended by the guest's boot marker);
-  3. restores it ROUNDS times in each of four ways, interleaved, each in a fresh process with "g" already on its
-     stdin: lazy and prefetch (`--working-set off` or not), each with the page cache cold (`echo 3 >
+  3. restores it ROUNDS times in each of six ways, interleaved, each in a fresh process with "g" already on its
+     stdin: lazy (`--working-set off`), prefetch (the default: pages mapped by a thread while the vCPUs run) and
+     wait (`--working-set wait`: mapped before the vCPUs run), each with the page cache cold (`echo 3 >
      /proc/sys/vm/drop_caches` first: needs root) and warm (the file read just before);
 and reports, medians (min-max): exec -> the guest's done marker (brisk's timeline, --report-json: the restore,
 the prefetch and the guest's touching of every page), split at the first KVM_RUN (before it: the restore and the
@@ -106,8 +107,8 @@ def main():
     _, _, _, _, _, err = restore(a.brisk, state, mem, report, ["--working-set", "record=60000"])
     rec = re.search(r"working set: .*recorded in \S+", err)
     print(rec.group(0) if rec else err[-1000:], flush=True)
-    ways = [("lazy", "cold", ["--working-set", "off"]), ("prefetch", "cold", []),
-            ("lazy", "warm", ["--working-set", "off"]), ("prefetch", "warm", [])]
+    ways = [(w, c, x) for c in ("cold", "warm")
+            for w, x in (("lazy", ["--working-set", "off"]), ("prefetch", []), ("wait", ["--working-set", "wait"]))]
     rows = {(w, c): [] for w, c, _ in ways}
     for r in range(a.rounds):
         for way, cache, extra in ways:
@@ -133,8 +134,8 @@ def main():
         print(f"| {way} | {cache} | " + " | ".join(med([x[i] for x in v]) for i in range(8)) + " |")
     for cache in ("cold", "warm"):
         lazy = statistics.median(x[0] for x in rows[("lazy", cache)])
-        pre = statistics.median(x[0] for x in rows[("prefetch", cache)])
-        print(f"{cache}: prefetch / lazy = {pre / lazy:.2f}")
+        for way in ("prefetch", "wait"):
+            print(f"{cache}: {way} / lazy = {statistics.median(x[0] for x in rows[(way, cache)]) / lazy:.2f}")
 
 
 if __name__ == "__main__":

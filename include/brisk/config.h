@@ -81,7 +81,8 @@ __attribute__((warn_unused_result)) int config_parse_rng(const char *s, struct v
 __attribute__((warn_unused_result)) int config_parse_acpi(const char *s, struct vm_config *cfg);
 /*
  * brisk restore --working-set: "record=MS" (MS 1..WSET_RECORD_MAX_MS: record the pages the guest touches in its
- * first MS ms or until its boot marker) or "off" (no prefetch from a recorded file). 0 or -EINVAL.
+ * first MS ms or until its boot marker), "wait" (prefetch a recorded file's pages before the vCPUs run rather than
+ * while they run) or "off" (no prefetch from a recorded file). 0 or -EINVAL.
  */
 __attribute__((warn_unused_result)) int config_parse_working_set(const char *s, struct vm_config *cfg);
 /* --irqchip split|kernel. 0 or -EINVAL. */

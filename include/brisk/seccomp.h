@@ -20,6 +20,7 @@ enum seccomp_role {
 	SECCOMP_BLK,	      /* a virtio-blk worker: file I/O on the disk image */
 	SECCOMP_CONSOLE_OUT,  /* a console's output thread: ring to stdout or the file */
 	SECCOMP_CONSOLE_IN,   /* a console's input thread: stdin to the ring */
+	SECCOMP_PREFETCH,     /* a restore's working-set thread: madvise over guest RAM while the vCPUs run */
 	SECCOMP_API_HELPER,   /* the brisk-api process (all its threads) */
 	SECCOMP_SLIRP_HELPER, /* the brisk-slirp process */
 	SECCOMP_ROLES

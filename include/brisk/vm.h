@@ -164,10 +164,12 @@ struct vm_config {
 	/*
 	 * Restore only: the working set (include/brisk/wset.h). ws_record_ms > 0: record the pages the restored
 	 * guest touches in its first ws_record_ms ms, or until it writes its boot marker, into the file beside
-	 * the memory file; ws_no_prefetch: do not prefetch the pages such a file lists (lazy, as without one).
+	 * the memory file; ws_no_prefetch: do not prefetch the pages such a file lists (lazy, as without one);
+	 * ws_prefetch_wait: map them before the vCPUs run (default: a thread maps them while the vCPUs run).
 	 */
 	unsigned ws_record_ms; /* 1..WSET_RECORD_MAX_MS */
 	bool ws_no_prefetch;
+	bool ws_prefetch_wait;
 	/* Not an option: set when the VM is built, cpuid_template_digest of its --cpu-template file (0: none). */
 	uint64_t cpu_template_digest;
 	/*

@@ -1,8 +1,8 @@
 /*
  * wset.h - a restored VM's working set: which pages of its memory file the guest touched soon after a restore
  * (recorded once, `brisk restore --working-set record=MS`), kept in a small file beside the memory file, and
- * fetched in bulk by later restores of the same snapshot before the vCPUs run (docs/performance.md "Working
- * set"), the rest loading lazily as before.
+ * fetched in bulk by later restores of the same snapshot while the vCPUs start and run (or, `--working-set wait`,
+ * before they run; docs/performance.md "Working set"), the rest loading lazily as before.
  *
  * The file (MEM.ws for memory file MEM; little-endian):
  *   header  "BRSKWSET" (8), u32 version (WSET_VERSION), u32 page size (4096), u64 the state file's CRC-64
@@ -18,6 +18,7 @@
 #ifndef BRISK_WSET_H
 #define BRISK_WSET_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -88,6 +89,8 @@ struct wset_prefetch_stats {
 	uint64_t ranges;      /* madvise calls made by the last phase */
 	uint64_t ns_advise;   /* MADV_WILLNEED over every range: the reads started */
 	uint64_t ns_populate; /* MADV_POPULATE_READ over every range: mapped, waiting for the reads */
+	uint64_t mapped;      /* pages the populate pass covered (all of them unless cancelled or failed) */
+	bool cancelled;	      /* the populate pass was stopped (the VM ended first) */
 	int error;	      /* the first madvise's -errno, 0 */
 };
 
@@ -99,9 +102,11 @@ struct wset_prefetch_stats {
 void wset_prefetch_begin(const struct gmem *m, const struct wset *w, struct wset_prefetch_stats *st);
 /*
  * Maps every listed page into this process (MADV_POPULATE_READ, Linux 5.14+: waits for the reads begun), so that
- * the guest's first touch of one is a minor fault with no I/O. Best effort: an error stops it (st->error) and
- * the rest stays lazy.
+ * the guest's first touch of one is no fault at all. Best effort: an error stops it (st->error) and the rest stays
+ * lazy. `cancel` (may be NULL), read before each range: once true, the rest stays lazy (st->cancelled). Safe while
+ * vCPUs run: it only reads, and a page the guest reached first is found mapped.
  */
-void wset_prefetch_end(const struct gmem *m, const struct wset *w, struct wset_prefetch_stats *st);
+void wset_prefetch_end(const struct gmem *m, const struct wset *w, struct wset_prefetch_stats *st,
+		       const atomic_bool *cancel);
 
 #endif

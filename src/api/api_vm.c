@@ -287,7 +287,7 @@ static int load_mem_path(const struct fcj *c, json_object *o, const char **mem, 
  */
 struct load_opts {
 	bool uffd, resume, track;
-	struct vm_config ws; /* only ws_record_ms and ws_no_prefetch */
+	struct vm_config ws; /* only ws_record_ms, ws_no_prefetch and ws_prefetch_wait */
 	struct fc_net_overrides ov;
 };
 
@@ -328,6 +328,7 @@ static void do_load(struct api *a, const char *state, const char *mem, const str
 	base.mem_uffd = l->uffd;
 	base.ws_record_ms = l->ws.ws_record_ms;
 	base.ws_no_prefetch = l->ws.ws_no_prefetch;
+	base.ws_prefetch_wait = l->ws.ws_prefetch_wait;
 	base.track_dirty = l->track;
 	base.restore_adjust = l->ov.nr ? adjust_nets : NULL;
 	base.restore_ctx = (void *)&l->ov;
@@ -354,7 +355,7 @@ void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_r
 	    "track_dirty_pages",
 	    "resume_vm",
 	    "network_overrides",
-	    "working_set", /* brisk's: "record=MS" or "off", as brisk restore --working-set */
+	    "working_set", /* brisk's: "record=MS", "wait" or "off", as brisk restore --working-set */
 	    NULL};
 	char err[1024];
 	const struct fcj c = {.what = "snapshot/load", .err = err, .errlen = sizeof(err)};
@@ -375,7 +376,7 @@ void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_r
 	    load_options(&c, o, l) || fcj_str(&c, o, "working_set", 1, 32, &ws) < 0)
 		api_fault(r, 400, "%s", err);
 	else if (ws && config_parse_working_set(ws, &l->ws))
-		api_fault(r, 400, "snapshot/load: working_set '%s': expected record=MS (1..%u) or off", ws,
+		api_fault(r, 400, "snapshot/load: working_set '%s': expected record=MS (1..%u), wait or off", ws,
 			  WSET_RECORD_MAX_MS);
 	else if (a->state != API_NOT_STARTED)
 		api_not_after_start(r);

@@ -154,7 +154,7 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 		return 0;
 	case OPT_WORKING_SET:
 		if (config_parse_working_set(arg, cfg))
-			return bad_value("--working-set", arg, "record=MS (1..60000) or off");
+			return bad_value("--working-set", arg, "record=MS (1..60000), wait or off");
 		working_set = arg;
 		return 0;
 	case OPT_PAUSED:

@@ -234,8 +234,9 @@ int config_parse_working_set(const char *s, struct vm_config *cfg)
 	char *end;
 	unsigned long ms;
 
-	if (strcmp(s, "off") == 0) {
-		cfg->ws_no_prefetch = true;
+	if (strcmp(s, "off") == 0 || strcmp(s, "wait") == 0) {
+		cfg->ws_no_prefetch = s[0] == 'o';
+		cfg->ws_prefetch_wait = s[0] == 'w';
 		return 0;
 	}
 	if (strncmp(s, "record=", 7) != 0 || s[7] < '0' || s[7] > '9')

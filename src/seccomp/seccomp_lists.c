@@ -112,6 +112,8 @@ static const struct sc_call io_calls[] = {BASE_CALLS, KICK_CALLS, IO_CALLS, BLK_
 static const struct sc_call blk_calls[] = {BASE_CALLS, BLK_CALLS, {0, NULL}};
 static const struct sc_call out_calls[] = {BASE_CALLS, SC(poll), SC(read), {0, NULL}};
 static const struct sc_call in_calls[] = {BASE_CALLS, KICK_CALLS, SC(poll), SC(read), SC(ioctl), {0, NULL}};
+/* madvise(MADV_POPULATE_READ) over guest RAM and the log line: the base list holds both. */
+static const struct sc_call prefetch_calls[] = {BASE_CALLS, {0, NULL}};
 /*
  * ASan+UBSan builds only (main and the helpers): LeakSanitizer's check when a process exits stops the world the way a
  * debugger does: a tracer task cloned from the main thread (not a thread: CLONE_UNTRACED) attaches to every thread with
@@ -232,6 +234,7 @@ const struct sc_role sc_roles[SECCOMP_ROLES] = {
     [SECCOMP_BLK] = {"blk", blk_calls},
     [SECCOMP_CONSOLE_OUT] = {"console-out", out_calls},
     [SECCOMP_CONSOLE_IN] = {"console-in", in_calls},
+    [SECCOMP_PREFETCH] = {"prefetch", prefetch_calls},
     [SECCOMP_API_HELPER] = {"brisk-api", api_calls},
     [SECCOMP_SLIRP_HELPER] = {"brisk-slirp", slirp_calls},
 };

@@ -579,6 +579,7 @@ int vm_finish(struct vm *vm)
 {
 	gmem_uffd_release(&vm->mem); /* a vCPU waiting for a page nobody serves can stop */
 	join_vcpus(vm);
+	vm_wset_join(vm);      /* a working set still being mapped: stopped */
 	evloop_stop(vm->loop); /* no device callback runs while the devices stop */
 	bus_stop(&vm->bus);
 	log_info("VM ended: %s (exit status %d)", vm->exit_reason, vm->exit_code);

@@ -943,7 +943,7 @@ static int restore_state(struct vm *vm, bool resume, struct vm_error *e)
 		return ret;
 	snap_reader_free(vm->snap);
 	vm->snap = NULL;
-	vm_wset_restored(vm); /* the listed pages mapped before any vCPU runs */
+	vm_wset_restored(vm); /* the listed pages mapped while (or, --working-set wait, before) the vCPUs run */
 	vm->has_base = true;
 	if (!resume)
 		atomic_store(&vm->pause_req, 1);

@@ -58,6 +58,9 @@ struct vm_wset {
 	bool prefetching;
 	struct wset list;
 	struct wset_prefetch_stats st;
+	pthread_t thread;   /* mapping the list while the vCPUs run (vm_wset.c), when populating */
+	bool populating;    /* the thread runs or has not been joined */
+	atomic_bool cancel; /* the VM ended: the thread stops before its next range */
 };
 
 struct vm {
@@ -197,11 +200,14 @@ void vm_vcpu_park(struct vcpu *v);
  * The working set (vm_wset.c). prepare: restore step R2b, after guest RAM is mapped (the state file still
  * open): with --working-set record=MS the pagemap, timer and marker eventfd; else, unless off or Uffd, the list
  * beside the memory file checked and its reads started (a bad list: a warning, a lazy restore). 0 or -errno
- * with e. restored: the end of the restore, the listed pages mapped. started: the vCPUs released, the window
- * opens. record: the window closed (the main thread, from vm_watch_events). destroy: after the vCPUs stopped.
+ * with e. restored: the end of the restore, the listed pages' mapping started on a thread (--working-set wait:
+ * done). started: the vCPUs released, the window opens. record: the window closed (the main thread, from
+ * vm_watch_events). join: the VM ended, the mapping thread stopped and joined (vm_finish; idempotent). destroy:
+ * after the vCPUs stopped.
  */
 int vm_wset_prepare(struct vm *vm, const char *mem_path, struct vm_error *e);
 void vm_wset_restored(struct vm *vm);
+void vm_wset_join(struct vm *vm);
 void vm_wset_started(struct vm *vm);
 void vm_wset_record(struct vm *vm, bool at_marker);
 void vm_wset_destroy(struct vm *vm);

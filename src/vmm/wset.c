@@ -300,14 +300,15 @@ static uint64_t now_ns(void)
 
 /*
  * madvise(advice) over every range inside RAM, ranges less than `gap` pages apart joined into one call (0: each
- * range alone); the first error stops it.
+ * range alone); the first error stops it, as does `cancel` (may be NULL) once true. Counts st->ranges, st->mapped.
  */
 static void advise_all(const struct gmem *m, const struct wset *w, int advice, uint64_t gap,
-		       struct wset_prefetch_stats *st)
+		       struct wset_prefetch_stats *st, const atomic_bool *cancel)
 {
 	uint64_t npages = m->size / WSET_PAGE, first = 0, end = 0;
 
 	st->ranges = 0;
+	st->mapped = 0;
 	for (uint32_t i = 0; i <= w->nr && !st->error; i++) {
 		const struct wset_range *r = i < w->nr ? &w->range[i] : NULL;
 
@@ -317,10 +318,15 @@ static void advise_all(const struct gmem *m, const struct wset *w, int advice, u
 			end = r->first + r->count;
 			continue;
 		}
+		if (end && cancel && atomic_load_explicit(cancel, memory_order_relaxed)) {
+			st->cancelled = true;
+			return;
+		}
 		if (end) {
 			if (madvise(m->base + first * WSET_PAGE, (size_t)((end - first) * WSET_PAGE), advice) < 0)
 				st->error = -errno;
 			st->ranges++;
+			st->mapped += end - first;
 		}
 		if (r) {
 			first = r->first;
@@ -335,15 +341,16 @@ void wset_prefetch_begin(const struct gmem *m, const struct wset *w, struct wset
 
 	memset(st, 0, sizeof(*st));
 	st->pages = w->pages;
-	advise_all(m, w, MADV_WILLNEED, WSET_ADVISE_GAP, st);
+	advise_all(m, w, MADV_WILLNEED, WSET_ADVISE_GAP, st, NULL);
 	st->ns_advise = now_ns() - t0;
 }
 
-void wset_prefetch_end(const struct gmem *m, const struct wset *w, struct wset_prefetch_stats *st)
+void wset_prefetch_end(const struct gmem *m, const struct wset *w, struct wset_prefetch_stats *st,
+		       const atomic_bool *cancel)
 {
 	uint64_t t0 = now_ns();
 
 	if (!st->error)
-		advise_all(m, w, MADV_POPULATE_READ, 0, st);
+		advise_all(m, w, MADV_POPULATE_READ, 0, st, cancel);
 	st->ns_populate = now_ns() - t0;
 }

@@ -54,6 +54,26 @@ static void test_serial(void **state)
 	assert_int_equal(config_parse_serial("", &c), -EINVAL);
 }
 
+/* --working-set (and the load's working_set): record=MS, wait or off; the last one given decides off/wait. */
+static void test_working_set(void **state)
+{
+	struct vm_config c;
+
+	(void)state;
+	config_defaults(&c);
+	assert_false(c.ws_no_prefetch || c.ws_prefetch_wait || c.ws_record_ms); /* prefetch on a thread */
+	assert_int_equal(config_parse_working_set("wait", &c), 0);
+	assert_true(c.ws_prefetch_wait && !c.ws_no_prefetch);
+	assert_int_equal(config_parse_working_set("off", &c), 0);
+	assert_true(c.ws_no_prefetch && !c.ws_prefetch_wait);
+	assert_int_equal(config_parse_working_set("record=250", &c), 0);
+	assert_int_equal(c.ws_record_ms, 250);
+	assert_int_equal(config_parse_working_set("record=60001", &c), -EINVAL);
+	assert_int_equal(config_parse_working_set("wait=1", &c), -EINVAL);
+	assert_int_equal(config_parse_working_set("waiting", &c), -EINVAL);
+	assert_int_equal(config_parse_working_set("", &c), -EINVAL);
+}
+
 static void test_limits(void **state)
 {
 	struct vm_config c;
@@ -287,13 +307,10 @@ static void test_devkinds_options(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_defaults),
-	    cmocka_unit_test(test_serial),
-	    cmocka_unit_test(test_limits),
-	    cmocka_unit_test(test_topology_apic_ids),
-	    cmocka_unit_test(test_cpu_template_checked_before_kvm),
-	    cmocka_unit_test(test_devkinds_plan),
-	    cmocka_unit_test(test_disk_paths),
+	    cmocka_unit_test(test_defaults),	      cmocka_unit_test(test_serial),
+	    cmocka_unit_test(test_working_set),	      cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_topology_apic_ids), cmocka_unit_test(test_cpu_template_checked_before_kvm),
+	    cmocka_unit_test(test_devkinds_plan),     cmocka_unit_test(test_disk_paths),
 	    cmocka_unit_test(test_devkinds_options),
 	};
 

@@ -250,9 +250,11 @@ static void test_prefetch(void **state)
 	assert_int_equal(st.error, 0);
 	assert_int_equal(st.pages, 8);
 	assert_int_equal(st.ranges, 3); /* [0, 7), [39, 40) (the gap 32: not joined), [900, 903); 2000 is past RAM */
-	wset_prefetch_end(&m, &w, &st);
+	wset_prefetch_end(&m, &w, &st, NULL);
 	assert_int_equal(st.error, 0);
 	assert_int_equal(st.ranges, 4); /* each range inside RAM alone */
+	assert_int_equal(st.mapped, 7);
+	assert_false(st.cancelled);
 	if (pm >= 0) {
 		assert_int_equal(wset_residency(&m, pm, present), 0);
 		assert_int_equal(present[0] & present[5] & present[6] & present[39], 1);
@@ -265,12 +267,45 @@ static void test_prefetch(void **state)
 	close(fd);
 }
 
+/* A cancelled populate pass (the VM ended first) stops before its next range: what it did not map stays lazy. */
+static void test_prefetch_cancel(void **state)
+{
+	const uint64_t size = 1ull << 20;
+	struct wset_range r[] = {{3, 1}, {100, 2}};
+	struct wset w = {.nr = 2, .range = r, .pages = 3};
+	struct wset_prefetch_stats st;
+	static uint8_t present[256], buf[1 << 20];
+	atomic_bool cancel = true;
+	struct gmem m;
+	int fd = memfd_create("wset", MFD_CLOEXEC), pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+
+	(void)state;
+	memset(buf, 0x5a, sizeof(buf));
+	assert_int_equal(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	assert_int_equal(gmem_init_file(&m, fd, size), 0);
+	wset_prefetch_begin(&m, &w, &st);
+	wset_prefetch_end(&m, &w, &st, &cancel);
+	assert_true(st.cancelled);
+	assert_int_equal(st.ranges, 0);
+	assert_int_equal(st.mapped, 0);
+	if (pm >= 0) {
+		assert_int_equal(wset_residency(&m, pm, present), 0);
+		assert_int_equal(present[3] | present[100], 0); /* nothing mapped */
+		close(pm);
+	}
+	assert_int_equal(*(volatile uint8_t *)gmem_ptr(&m, 100 * 4096, 1), 0x5a); /* lazily, as ever */
+	gmem_destroy(&m);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_round_trip),	cmocka_unit_test(test_stale),	     cmocka_unit_test(test_bad_ranges),
-	    cmocka_unit_test(test_bad_framing), cmocka_unit_test(test_from_present), cmocka_unit_test(test_path),
-	    cmocka_unit_test(test_uffd_json),	cmocka_unit_test(test_fill_page),    cmocka_unit_test(test_prefetch),
+	    cmocka_unit_test(test_round_trip),	 cmocka_unit_test(test_stale),
+	    cmocka_unit_test(test_bad_ranges),	 cmocka_unit_test(test_bad_framing),
+	    cmocka_unit_test(test_from_present), cmocka_unit_test(test_path),
+	    cmocka_unit_test(test_uffd_json),	 cmocka_unit_test(test_fill_page),
+	    cmocka_unit_test(test_prefetch),	 cmocka_unit_test(test_prefetch_cancel),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
