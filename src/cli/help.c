@@ -222,7 +222,8 @@ static const char api_usage[] =
     "meaning, docs/api.md every endpoint.\n";
 
 static const char restore_usage[] =
-    "usage: brisk restore --snapshot STATE --mem MEM [--paused] [--api-sock PATH] [PROCESS-OPTIONS]\n"
+    "usage: brisk restore --snapshot STATE (--mem MEM | --uffd SOCK) [--working-set record=MS|wait|off]\n"
+    "                     [--paused] [--api-sock PATH] [PROCESS-OPTIONS]\n"
     "\n"
     "Resume a snapshot taken with PUT /snapshot/create in this new process: the VM's configuration\n"
     "comes from STATE, guest memory is mapped from MEM (privately: pages load on first touch, the\n"
@@ -231,6 +232,12 @@ static const char restore_usage[] =
     "\n"
     "      --snapshot STATE   the state file (snapshot_path)\n"
     "      --mem MEM          the guest memory file (mem_file_path)\n"
+    "      --uffd SOCK        guest memory from a page-fault handler listening on SOCK\n"
+    "                         (Firecracker's Uffd backend and handshake)\n"
+    "      --working-set record=MS|wait|off\n"
+    "                         record=MS: record the pages the guest touches in its first MS ms (or\n"
+    "                         until its boot marker) into MEM.ws; later restores fetch them, mapped\n"
+    "                         by a thread while the vCPUs run (wait: before they run); off: lazily\n"
     "      --paused           stay paused until PATCH /vm {\"state\": \"Resumed\"} (needs --api-sock)\n"
     "      --api-sock PATH    serve the Firecracker-compatible API beside the VM\n"
     "      --track-dirty-pages  log the pages the guest writes from now on, for Diff snapshots\n"

@@ -295,8 +295,10 @@ int cli_parse_run_options(int argc, char **argv, struct vm_config *cfg)
 		if (!snapshot_option && is_snapshot_option(c))
 			snapshot_option = option_name(c);
 		ret = apply_option(c, optarg, cfg);
-		if (ret < 0) {
-			cli_usage(stdout, "run");
+		if (ret < 0) { /* --help: the command's own usage (brisk restore's, profile's), else run's */
+			const char *cmd = command_name(argv[0]);
+
+			cli_usage(stdout, cmd && strcmp(cmd, "acpi") != 0 ? cmd : "run");
 			return -1;
 		}
 		if (ret)

@@ -25,6 +25,12 @@ def test_help_lists_run():
                 "--timeline", "--log-level"):
         assert opt in p.stdout
     assert run_brisk("run", "--help").returncode == 0
+    # A command's --help is its own usage, the same as `brisk help COMMAND` (restore's was run's).
+    p = run_brisk("restore", "--help")
+    assert p.returncode == 0 and p.stdout == run_brisk("help", "restore").stdout, p.stdout[:300]
+    for opt in ("usage: brisk restore", "--snapshot", "--mem", "--uffd", "--working-set record=MS|wait|off",
+                "--paused", "--clone-server"):
+        assert opt in p.stdout, opt
 
 
 def test_unknown_command_and_option():
