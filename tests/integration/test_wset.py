@@ -2,7 +2,8 @@
 guests/wset.c guest: it fills pages scattered over 256 MiB, is snapshotted, and after a restore reads them all back
 in a scattered order and checks each. `brisk restore --working-set record=MS` writes MEM.ws, which must cover every
 page the guest touched (computed here from the guest's LCG); a later restore prefetches it; `off` does not; a
-corrupt, truncated or foreign MEM.ws is refused with a warning and the restore is lazy (docs/security.md case 84).
+corrupt, truncated or foreign MEM.ws is refused with a warning and the restore is lazy (docs/security.md case 84);
+a clone server's clones prefetch it too.
 The timing comparison is bench/wset.py (nested harness). Needs KVM."""
 import json
 import os
@@ -10,6 +11,7 @@ import re
 import shutil
 import struct
 import subprocess
+import time
 
 import pytest
 
@@ -132,6 +134,34 @@ def test_prefetch_thread_is_confined(snap):
     p = subprocess.run([BRISK, "restore", "--snapshot", state, "--mem", mem, "--working-set", "wait"], input=b"g",
                        capture_output=True, env=env, timeout=120)
     assert p.returncode == EXIT_GUEST_OK and b"wset: PASS" in p.stdout, p.stderr.decode(errors="replace")[-2000:]
+
+
+@pytest.mark.parametrize("pool", [0, 1])
+def test_clones_prefetch(snap, procs, pool):
+    """A clone server's clones each prefetch the recorded pages on a thread of their own (the server only starts
+    the reads, once, before it forks), a warm clone (--clone-pool 1, built and confined before its request) too:
+    each passes and logs the mapping."""
+    state, mem = snap
+    restore(state, mem, "--working-set", "record=30000")
+    sockdir = short_tmpdir("bws")
+    sock = os.path.join(sockdir, "c.sock")
+    try:
+        server = BriskProcess(BRISK, ["restore", "--snapshot", state, "--mem", mem, "--clone-server", sock,
+                                      "--clone-pool", str(pool), "--log-level", "info"])
+        procs.append(server)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(sock):
+            assert server.proc.poll() is None and time.monotonic() < deadline, server.err
+            time.sleep(0.02)
+        for n in range(2):
+            r = subprocess.run([str(BRISK), "clone", "--server", sock], input="g", capture_output=True, text=True,
+                               timeout=120)
+            check_sanitizers(r.stderr)
+            assert r.returncode == EXIT_GUEST_OK and "wset: PASS" in r.stdout, (n, r.stdout[-1000:], r.stderr)
+            m = PREFETCH_RE.search(r.stderr)
+            assert m and m.group(4) == "while", (n, r.stderr)
+    finally:
+        shutil.rmtree(sockdir, ignore_errors=True)
 
 
 @pytest.mark.security
