@@ -20,7 +20,7 @@ int cmd_trace(int argc, char **argv);
 struct vm_config;
 /*
  * The options of brisk run (argv[0] is skipped) into cfg, validated. Returns
- * 0, EXIT_USAGE (after a message), or -1 when --help was printed.
+ * 0, EXIT_USAGE (after a message), or -1 for --help (the caller prints its command's usage).
  */
 int cli_parse_run_options(int argc, char **argv, struct vm_config *cfg);
 /*

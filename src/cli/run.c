@@ -295,12 +295,8 @@ int cli_parse_run_options(int argc, char **argv, struct vm_config *cfg)
 		if (!snapshot_option && is_snapshot_option(c))
 			snapshot_option = option_name(c);
 		ret = apply_option(c, optarg, cfg);
-		if (ret < 0) { /* --help: the command's own usage (brisk restore's, profile's), else run's */
-			const char *cmd = command_name(argv[0]);
-
-			cli_usage(stdout, cmd && strcmp(cmd, "acpi") != 0 ? cmd : "run");
-			return -1;
-		}
+		if (ret < 0)
+			return -1; /* --help: the caller prints its command's usage */
 		if (ret)
 			return ret;
 	}
@@ -757,6 +753,8 @@ static int run_command(int argc, char **argv, enum run_mode mode)
 	struct vm_config cfg;
 	int ret = cli_parse_run_options(argc, argv, &cfg);
 
+	if (ret < 0)
+		cli_usage(stdout, mode == MODE_RESTORE ? "restore" : "run");
 	ret = ret ? (ret < 0 ? 0 : ret) : run_parsed(&cfg, mode);
 	config_release(&cfg);
 	return ret;

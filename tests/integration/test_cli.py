@@ -31,6 +31,8 @@ def test_help_lists_run():
     for opt in ("usage: brisk restore", "--snapshot", "--mem", "--uffd", "--working-set record=MS|wait|off",
                 "--paused", "--clone-server"):
         assert opt in p.stdout, opt
+    p = run_brisk("profile", "--kernel", "k", "--help")  # --help among the RUN-OPTIONS: profile's usage, once
+    assert p.returncode == 0 and p.stdout.count("usage: ") == 1 and "usage: brisk profile" in p.stdout, p.stdout
 
 
 def test_unknown_command_and_option():
