@@ -128,6 +128,7 @@ LIB_SRCS := \
 	src/devices/cmos.c \
 	src/devices/acpi_pm.c \
 	src/devices/vmgenid.c \
+	src/devices/vmclock.c \
 	src/devices/ioapic.c \
 	src/devices/legacy_absent.c \
 	src/virtio/queue.c \
@@ -235,6 +236,7 @@ UNIT_TESTS := \
 	test_wset \
 	test_mem_uffd \
 	test_vmgenid \
+	test_vmclock \
 	test_acpi \
 	test_reports \
 	test_cpuid \

@@ -243,14 +243,18 @@ def bench_api_boot(args, tmp):
 def bench_api_ab(args, tmp):
     """--base B: the API's two starts (snapshot/load of a 128 MiB counter guest, configure + InstanceStart of
     hello.elf) by B and by --brisk, interleaved (the order alternating by round), each with the client idle
-    --idle ms after the socket accepts. Both brisk's clocks: request -> first KVM_RUN and exec -> first KVM_RUN."""
-    state, mem, _ = take_snapshot(args.brisk, args.guest, 128, tmp)
+    --idle ms after the socket accepts. Both brisk's clocks: request -> first KVM_RUN and exec -> first KVM_RUN.
+    Each loads a snapshot it took itself: an older brisk refuses the sections of a device it does not have."""
     report = os.path.join(tmp, "ab.json")
     who = {"base": args.base, "new": args.brisk}
+    snaps = {}
+    for w in who:
+        os.makedirs(os.path.join(tmp, w), exist_ok=True)
+        snaps[w] = take_snapshot(who[w], args.guest, 128, os.path.join(tmp, w))[:2]
     runs = {(w, k): [] for w in who for k in ("load", "boot")}
     for i in range(args.rounds):
         for w in (("base", "new") if i % 2 == 0 else ("new", "base")):
-            runs[(w, "load")].append(restore_api(who[w], state, mem, report, tmp, args.idle))
+            runs[(w, "load")].append(restore_api(who[w], *snaps[w], report, tmp, args.idle))
             runs[(w, "boot")].append(boot_api(who[w], args.hello, tmp, report, args.idle))
     for kind, title in (("load", "PUT /snapshot/load, 128 MiB"), ("boot", "configure + InstanceStart, hello.elf")):
         rows = []

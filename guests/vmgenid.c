@@ -1,6 +1,9 @@
-/* vmgenid.c - the VM Generation ID from inside: found in the DSDT as Linux finds it, read before and after a restore.
+/* vmgenid.c - the VM Generation ID and the VMClock page from inside: found in the DSDT as Linux finds them, read
+ * before and after a restore.
  */
 #include "guest.h"
+
+#include "brisk/vmclock_abi.h"
 
 /*
  * What Linux's drivers/virt/vmgenid.c and drivers/acpi/evged.c do, in a test guest (docs/acpi.md "VMGenID"):
@@ -17,7 +20,15 @@
  * own ID meanwhile), and each page is read back:
  *   vmgenid: CHECK private: PASS|FAIL (N of N pages hold this generation's ID)
  *   vmgenid: PASS                           (exit status 0, i8042 reset)
- * Command-line words: absent=1: expect no VGEN device (--acpi off): PASS when there is none; hold=1: as above.
+ * The VMClock page, as Linux's drivers/ptp/ptp_vmclock.c finds it: the device whose _HID is "AMZNC10C", its one
+ * memory resource in _CRS (a Memory32Fixed descriptor, 6.4.3.4), the structure there checked as the driver
+ * checks it (magic, version 1, size within the resource) and as Firecracker fills it (no counter, both flags):
+ *   vmgenid: vmclock at 0xADDR, N bytes, generation G, disruption marker M, seq S
+ *   vmgenid: CHECK vmclock page: PASS|FAIL (magic 0x..., version V, counter C, flags 0x...)
+ * and after the restore, with the ID's change:
+ *   vmgenid: CHECK vmclock restored: PASS|FAIL (generation G -> G+1, disruption marker M -> M+1, seq S -> S+2)
+ * Command-line words: absent=1: expect no VGEN and no VCLK device (--acpi off): PASS when there is none; hold=1:
+ * as above.
  * The guest needs 9 MiB of RAM at least.
  */
 #define NAME "vmgenid"
@@ -114,6 +125,74 @@ static long ged_gsi(const struct acpi_aml_device *d)
 	return (long)((uint32_t)o[5] | (uint32_t)o[6] << 8 | (uint32_t)o[7] << 16 | (uint32_t)o[8] << 24);
 }
 
+/* VCLK's _CRS: a Buffer holding one Memory32Fixed descriptor (6.4.3.4); its base and length, or 0. */
+static uint64_t vmclock_region(const struct acpi_aml_device *d, uint32_t *len)
+{
+	size_t objlen, k, v, n;
+	const uint8_t *o = acpi_aml_find_name(d->body, d->len, "_CRS", &objlen);
+	uint64_t size;
+
+	if (!o || o[0] != 0x11 || !(k = acpi_aml_pkglen(o + 1, objlen - 1, &v)) ||
+	    !(n = acpi_aml_int(o + 1 + k, objlen - 1 - k, &size)))
+		return 0;
+	o += 1 + k + n;
+	objlen -= 1 + k + n;
+	if (size > objlen || size < 12 || o[0] != 0x86 || o[1] != 9 || o[2] != 0)
+		return 0;
+	*len = (uint32_t)o[8] | (uint32_t)o[9] << 8 | (uint32_t)o[10] << 16 | (uint32_t)o[11] << 24;
+	return (uint32_t)o[4] | (uint32_t)o[5] << 8 | (uint32_t)o[6] << 16 | (uint32_t)o[7] << 24;
+}
+
+struct vmclock_seen {
+	uint32_t seq;
+	uint64_t gen, marker, flags;
+};
+
+static struct vmclock_seen vmclock_read(uint64_t at)
+{
+	return (struct vmclock_seen){
+	    .seq = phys_read32((uintptr_t)at + offsetof(struct vmclock_abi, seq_count)),
+	    .gen = phys_read64((uintptr_t)at + offsetof(struct vmclock_abi, vm_generation_counter)),
+	    .marker = phys_read64((uintptr_t)at + offsetof(struct vmclock_abi, disruption_marker)),
+	    .flags = phys_read64((uintptr_t)at + offsetof(struct vmclock_abi, flags)),
+	};
+}
+
+/* What the driver's probe checks and what Firecracker publishes at a boot; the fields it saw. */
+static struct vmclock_seen vmclock_boot(uint64_t at, uint32_t len)
+{
+	uint32_t magic = phys_read32((uintptr_t)at + offsetof(struct vmclock_abi, magic));
+	uint32_t size = phys_read32((uintptr_t)at + offsetof(struct vmclock_abi, size));
+	uint16_t version = phys_read16((uintptr_t)at + offsetof(struct vmclock_abi, version));
+	uint8_t counter = phys_read8((uintptr_t)at + offsetof(struct vmclock_abi, counter_id));
+	struct vmclock_seen v = vmclock_read(at);
+	int ok = magic == VMCLOCK_MAGIC && version == VMCLOCK_VERSION && size <= len && size >= 4096 &&
+		 counter == VMCLOCK_COUNTER_INVALID && !(v.seq & 1) &&
+		 v.flags == (VMCLOCK_FLAG_VM_GEN_COUNTER_PRESENT | VMCLOCK_FLAG_NOTIFICATION_PRESENT);
+
+	gprintf("%s: vmclock at 0x%llx, %u bytes, generation %llu, disruption marker %llu, seq %u\n", NAME,
+		(unsigned long long)at, len, (unsigned long long)v.gen, (unsigned long long)v.marker, v.seq);
+	gprintf("%s: CHECK vmclock page: %s (magic 0x%x, version %u, counter %u, flags 0x%llx)\n", NAME,
+		ok ? "PASS" : "FAIL", magic, version, counter, (unsigned long long)v.flags);
+	if (!ok)
+		guest_fail(NAME, "the VMClock page is not what Linux's driver takes");
+	return v;
+}
+
+static void vmclock_restored(uint64_t at, struct vmclock_seen was)
+{
+	struct vmclock_seen now = vmclock_read(at);
+	int ok =
+	    now.gen == was.gen + 1 && now.marker == was.marker + 1 && now.seq == was.seq + 2 && now.flags == was.flags;
+
+	gprintf("%s: CHECK vmclock restored: %s (generation %llu -> %llu, disruption marker %llu -> %llu, seq %u -> "
+		"%u)\n",
+		NAME, ok ? "PASS" : "FAIL", (unsigned long long)was.gen, (unsigned long long)now.gen,
+		(unsigned long long)was.marker, (unsigned long long)now.marker, was.seq, now.seq);
+	if (!ok)
+		guest_fail(NAME, "the VMClock counters did not move on by one");
+}
+
 static void route(unsigned int gsi, uint8_t vector)
 {
 	/* Fixed delivery, physical destination this CPU, edge, active high, unmasked (82093AA 3.2.4). */
@@ -178,8 +257,10 @@ void guest_main(struct hvm_start_info *si)
 {
 	static struct acpi_aml_device dev[MAX_DEVICES];
 	const char *cmdline = guest_cmdline(si), *why = "";
-	uint64_t rsdp, facp, dsdt, addr = 0, absent = 0, hold = 0, before[2], now[2];
+	uint64_t rsdp, facp, dsdt, addr = 0, absent = 0, hold = 0, before[2], now[2], clk = 0;
 	unsigned int nfacp = 0;
+	uint32_t clk_len = 0;
+	struct vmclock_seen clk_boot;
 	uint32_t kept;
 	long gsi = -1;
 	int ndev;
@@ -210,16 +291,23 @@ void guest_main(struct hvm_start_info *si)
 		cid = acpi_aml_find_name(dev[i].body, dev[i].len, "_HID", &ol);
 		if (is_string(cid, ol, "ACPI0013"))
 			gsi = ged_gsi(&dev[i]);
+		if (is_string(cid, ol, "AMZNC10C"))
+			clk = vmclock_region(&dev[i], &clk_len);
 	}
 	if (absent) {
-		gprintf("%s: CHECK absent: %s (ADDR 0x%llx, GED GSI %ld)\n", NAME, addr || gsi >= 0 ? "FAIL" : "PASS",
-			(unsigned long long)addr, gsi);
-		if (addr || gsi >= 0)
-			guest_fail(NAME, "a VM Generation ID without ACPI");
+		int none = !addr && gsi < 0 && !clk;
+
+		gprintf("%s: CHECK absent: %s (ADDR 0x%llx, GED GSI %ld, VMClock 0x%llx)\n", NAME,
+			none ? "PASS" : "FAIL", (unsigned long long)addr, gsi, (unsigned long long)clk);
+		if (!none)
+			guest_fail(NAME, "a VM Generation ID or VMClock without ACPI");
 		guest_pass(NAME);
 	}
 	if (!addr || addr % 8 || gsi < 0 || gsi > 23)
 		guest_fail(NAME, "no VM_Gen_Counter device with an 8-byte aligned ADDR, or no GED with an interrupt");
+	if (!clk || clk % 4096 || clk_len < sizeof(struct vmclock_abi))
+		guest_fail(NAME, "no AMZNC10C device with a page in _CRS");
+	clk_boot = vmclock_boot(clk, clk_len);
 
 	outb(0x21, 0xff); /* only the GED's interrupt: the legacy PICs masked, as virtio.c does */
 	outb(0xa1, 0xff);
@@ -247,6 +335,7 @@ void guest_main(struct hvm_start_info *si)
 	gprintf("%s: CHECK notified: %s (%u interrupts on GSI %ld)\n", NAME, notified ? "PASS" : "FAIL", notified, gsi);
 	if (!notified)
 		guest_fail(NAME, "the ID changed without the GED's interrupt");
+	vmclock_restored(clk, clk_boot);
 	kept = private_pages(now, hold);
 	gprintf("%s: CHECK private: %s (%u of %u pages hold this generation's ID)\n", NAME,
 		kept == CLONE_PAGES ? "PASS" : "FAIL", kept, CLONE_PAGES);

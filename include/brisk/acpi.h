@@ -51,7 +51,8 @@ struct acpi_machine {
 	const struct devmgr_window *virtio; /* [nr_virtio]: the device manager's windows, in its order */
 	unsigned legacy;		    /* ACPI_DEV_* */
 	uint64_t vmgenid;		    /* guest-physical address of the VM Generation ID (VGEN, GED); 0: none */
-	uint32_t ged_gsi;		    /* the GED's interrupt, which notifies VGEN (with vmgenid) */
+	uint64_t vmclock;		    /* ... of the VMClock page (VCLK; 4 KiB below 4 GiB); 0: none */
+	uint32_t ged_gsi;		    /* the GED's interrupt (with either), which notifies VGEN and VCLK */
 };
 
 #define ACPI_SCRATCH 16 /* Scope > Device > Buffer: (4 - 1) + (4 - 1) + (9 - 3) bytes reserved at most */

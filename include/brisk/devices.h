@@ -194,6 +194,13 @@ __attribute__((warn_unused_result)) int acpi_pm_create(const struct devctx *ctx,
  * ACPI tables. 0 or -errno.
  */
 __attribute__((warn_unused_result)) int vmgenid_create(const struct devctx *ctx, struct bus *bus, bool restoring);
+/*
+ * The VMClock page (vmclock.c, docs/acpi.md): struct vmclock_abi at LAYOUT_VMCLOCK, which the DSDT's VCLK device
+ * names. A boot writes it now with both counters 0 (`restoring` false); a restore advances its disruption marker
+ * and VM generation counter when the device's section is restored (the GED's edge, raised by the VM Generation
+ * ID's restore, notifies both). Only where the VM has ACPI tables. 0 or -errno.
+ */
+__attribute__((warn_unused_result)) int vmclock_create(const struct devctx *ctx, struct bus *bus, bool restoring);
 
 /*
  * The I/O APIC of a split irqchip (ioapic.c): 24 pins at BRISK_IOAPIC_BASE, the ID register reading `id` after

@@ -75,7 +75,7 @@
  * Linux's legacy scan of [0xe0000, 0x100000) on 16-byte boundaries
  * (drivers/acpi/acpica/tbxfroot.c) finds it first, then XSDT, FADT, MADT
  * and DSDT. Inside [EBDA, 1 MiB), reserved in the memory map; 254 vCPUs
- * and every virtio window need about 4 KiB of the 64.
+ * and every virtio window need about 4 KiB of the 56 the tables may take.
  */
 #define LAYOUT_ACPI	 0xe0000UL
 #define LAYOUT_ACPI_SIZE 0x10000UL
@@ -87,9 +87,17 @@
  * its GED device's interrupt, GSI LAYOUT_GED_GSI (I/O APIC pin 3: COM2's, which brisk has not), is how a restore
  * tells the guest it changed (Notify 0x80).
  */
-#define LAYOUT_VMGENID	     0xef000UL
-#define LAYOUT_VMGENID_SIZE  16UL
-#define LAYOUT_ACPI_TABLES   (LAYOUT_VMGENID - LAYOUT_ACPI) /* bytes the tables may take */
+#define LAYOUT_VMGENID	    0xef000UL
+#define LAYOUT_VMGENID_SIZE 16UL
+/*
+ * The VMClock page (the UAPI group's VMClock specification; src/devices/vmclock.c): struct vmclock_abi at the
+ * start of the page below the VM Generation ID's, the whole page its region (the DSDT's VCLK device names it in
+ * _CRS, and Linux maps that page into user space), so it too holds nothing else. The same GED interrupt notifies
+ * VCLK. The tables end below it.
+ */
+#define LAYOUT_VMCLOCK	     0xee000UL
+#define LAYOUT_VMCLOCK_SIZE  0x1000UL
+#define LAYOUT_ACPI_TABLES   (LAYOUT_VMCLOCK - LAYOUT_ACPI) /* bytes the tables may take: 56 KiB */
 #define LAYOUT_GED_GSI	     3u
 #define LAYOUT_ACPI_SCAN_END 0x100000UL
 

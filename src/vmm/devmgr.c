@@ -61,6 +61,7 @@ void devmgr_acpi_machine(const struct devmgr *m, const struct vm_config *cfg, co
 	    .legacy =
 		ACPI_DEV_COM1 | ACPI_DEV_I8042 | ACPI_DEV_RTC | (cfg->irqchip == IRQCHIP_KERNEL ? ACPI_DEV_PIC : 0),
 	    .vmgenid = LAYOUT_VMGENID,
+	    .vmclock = LAYOUT_VMCLOCK,
 	    .ged_gsi = LAYOUT_GED_GSI,
 	};
 }

@@ -457,7 +457,12 @@ static int create_ioapic(struct vm *vm, const struct devctx *ctx, struct vm_erro
  * The VM Generation ID with the ACPI tables that describe it; a restore has it only when the snapshot's VM had it
  * (its section next in bus order): a snapshot from before it restores as it was, its DSDT without the device.
  */
-static bool want_vmgenid(const struct vm *vm)
+/*
+ * Whether the VM has the ACPI device `name` (vmgenid, vmclock): every boot with ACPI tables; a restore only when
+ * the snapshot's next device section is that device's, so that a snapshot from a brisk before the device (its
+ * tables in its memory have none) restores without it.
+ */
+static bool want_acpi_device(const struct vm *vm, const char *name)
 {
 	const char *next;
 
@@ -466,7 +471,7 @@ static bool want_vmgenid(const struct vm *vm)
 	if (!vm->restoring)
 		return true;
 	next = snap_section_name(vm->snap, SNAP_TAG_DEVICE, vm->bus.nr_devices);
-	return next && strcmp(next, "vmgenid") == 0;
+	return next && strcmp(next, name) == 0;
 }
 
 /* Step 11: the devices, each added to the one bus, which owns them. */
@@ -489,7 +494,8 @@ static int create_devices(struct vm *vm, struct vm_error *e)
 	    (err = debugexit_create(&ctx, &vm->bus)) ||
 	    (err = bootmark_create(&vm->bus, vm->cfg.boot_timer ? &vm->boot_timer : NULL)) ||
 	    (err = cmos_create(&vm->bus)) || (!vm->cfg.no_acpi && (err = acpi_pm_create(&ctx, &vm->bus))) ||
-	    (want_vmgenid(vm) && (err = vmgenid_create(&ctx, &vm->bus, vm->restoring))))
+	    (want_acpi_device(vm, "vmgenid") && (err = vmgenid_create(&ctx, &vm->bus, vm->restoring))) ||
+	    (want_acpi_device(vm, "vmclock") && (err = vmclock_create(&ctx, &vm->bus, vm->restoring))))
 		return fail(e, VM_ERR_HOST, err, "creating the platform devices failed: %s", strerror(-err));
 	return create_virtio(vm, &ctx, e);
 }

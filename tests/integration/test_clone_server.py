@@ -19,7 +19,7 @@ import pytest
 from conftest import BRISK, EXIT_GUEST_OK, EXIT_STOPPED, EXIT_USAGE, KVM_REASON, check_sanitizers, guest, sha, \
     short_tmpdir
 from test_snapshot import Brisk
-from test_vmgenid import CHANGED_RE, PRIVATE_RE
+from test_vmgenid import CHANGED_RE, CLOCK_RESTORED, PRIVATE_RE
 
 pytestmark = pytest.mark.usefixtures("kvm")
 
@@ -199,7 +199,7 @@ def test_clones_each_their_own(snap, procs, tmp_path, pool):
             assert c.reply() == {"exit_code": EXIT_GUEST_OK}, c.err()
             out = c.out()
             m = CHANGED_RE.search(out)
-            assert m and PRIVATE_RE.search(out), out
+            assert m and PRIVATE_RE.search(out) and CLOCK_RESTORED in out, out
             ids.append(m.group(2))
             check_sanitizers(c.err())
             with open(c.report) as f:

@@ -1,6 +1,8 @@
-"""The VM Generation ID, from inside the guest (guests/vmgenid.c): it finds the VGEN device in the DSDT as Linux
-does (_CID "VM_Gen_Counter", ADDR), routes the GED's interrupt, reads the ID, is snapshotted, and after a restore
-sees a new ID and the notification; two restores of one snapshot see two different IDs, and two clones restored at
+"""The VM Generation ID and the VMClock page, from inside the guest (guests/vmgenid.c): it finds the VGEN device in
+the DSDT as Linux does (_CID "VM_Gen_Counter", ADDR) and the VCLK device as Linux's ptp_vmclock does (_HID
+"AMZNC10C", its page in _CRS; the structure as Firecracker fills it), routes the GED's interrupt, reads the ID, is
+snapshotted, and after a restore sees a new ID, the notification and both VMClock counters one on; two restores of
+one snapshot see two different IDs (and the same generation, 1), and clones restored at
 once keep what each writes to itself (the memory file unchanged). Also: no device with
 --acpi off, KVM's irqchip, a Uffd restore (the ID's page placed with UFFDIO_COPY), and a snapshot from before the
 device (tests/fixtures/snapshot-v1, test_snapshot_fixture.py) still restoring without it. Two boots (one per irqchip)
@@ -21,6 +23,11 @@ ID_RE = re.compile(r"^vmgenid: device at (0x[0-9a-f]+), GED GSI (\d+), id ([0-9a
 CHANGED_RE = re.compile(r"^vmgenid: CHECK changed: PASS \(before ([0-9a-f]{32}), after ([0-9a-f]{32})\)$", re.M)
 NOTIFIED_RE = re.compile(r"^vmgenid: CHECK notified: PASS \((\d+) interrupts on GSI 3\)$", re.M)
 PRIVATE_RE = re.compile(r"^vmgenid: CHECK private: PASS \(256 of 256 pages hold this generation's ID\)$", re.M)
+CLOCK_RE = re.compile(r"^vmgenid: vmclock at (0x[0-9a-f]+), (\d+) bytes, generation (\d+), disruption marker (\d+), "
+                      r"seq (\d+)$", re.M)
+CLOCK_PAGE = "vmgenid: CHECK vmclock page: PASS (magic 0x4b4c4356, version 1, counter 255, flags 0x300)"
+# Every restore of a booted VM's snapshot: both counters 0 -> 1, the seqcount two on (an update done).
+CLOCK_RESTORED = "vmgenid: CHECK vmclock restored: PASS (generation 0 -> 1, disruption marker 0 -> 1, seq 0 -> 2)"
 
 
 def snapshot_vmgenid(procs, sockdir, d, *run_args):
@@ -31,6 +38,8 @@ def snapshot_vmgenid(procs, sockdir, d, *run_args):
     b.wait_for(r"^vmgenid: waiting$", timeout=60)
     m = ID_RE.search(b.out)
     assert m and m.group(1) == "0xef000" and m.group(2) == "3", b.out
+    clock = CLOCK_RE.search(b.out)
+    assert clock and clock.groups() == ("0xee000", "4096", "0", "0", "0") and CLOCK_PAGE in b.out, b.out
     b.api.pause()
     state, mem = os.path.join(d, "v.state"), os.path.join(d, "v.mem")
     assert b.api.snapshot_create(state, mem).status == 204
@@ -65,7 +74,7 @@ def restore(procs, state, mem, *extra):
     assert rc == EXIT_GUEST_OK, f"exit {rc}\n{b.out[-2000:]}\n{b.err[-2000:]}"
     assert "vmgenid: PASS" in b.out
     changed, notified = CHANGED_RE.search(b.out), NOTIFIED_RE.search(b.out)
-    assert changed and notified, b.out
+    assert changed and notified and CLOCK_RESTORED in b.out, b.out
     return changed.group(1), changed.group(2)
 
 
@@ -127,7 +136,7 @@ def test_clones_keep_their_writes_to_themselves(irqchip, tmp_path, sockdir, proc
     for c in clones:
         assert c.wait(timeout=60) == EXIT_GUEST_OK, c.out + c.err
         changed = CHANGED_RE.search(c.out)
-        assert changed and PRIVATE_RE.search(c.out) and "vmgenid: PASS" in c.out, c.out
+        assert changed and PRIVATE_RE.search(c.out) and CLOCK_RESTORED in c.out and "vmgenid: PASS" in c.out, c.out
         ids.append(changed.group(2))
     assert len(set(ids)) == 3 and boot_id not in ids, ids
     assert sha(mem) == digest, "a clone wrote to the snapshot's memory file"

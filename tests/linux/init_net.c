@@ -694,7 +694,8 @@ void httpd_once(const char *cmdline)
  *   "exchange\n"          then the exchange of init_net.c's header comment, the init as the acceptor
  *   "dial PORT BYTES\n"   answered "ok\n"; the init then connects to the host port PORT and exchanges BYTES
  *   "random\n"            answered with 32 bytes of /dev/urandom in hex and "\n", also printed as
- *                         "brisk-snap: random HEX" (two restores of one snapshot must differ: VMGenID)
+ *                         "brisk-snap: random HEX" (two restores of one snapshot must differ: VMGenID),
+ *                         then the VMClock line (snap_vmclock), also printed once before the first tick
  *   "stop\n"              answered "ok\n"; the init closes its files, unmounts /mnt and returns
  * Ctrl-Alt-Del (the API's SendCtrlAltDel) stops it the same way, for when vsock does not work: the mode turns
  * the kernel's immediate reboot off (RB_DISABLE_CAD), so the kernel sends PID 1 a SIGINT instead.
@@ -799,7 +800,51 @@ static int snap_hold(unsigned port)
 	return fd;
 }
 
-/* "random": 32 bytes read from /dev/urandom, as a userspace program draws them, in hex. */
+/*
+ * The VMClock page where Linux put it: the region of the platform device it made from the DSDT's VCLK (_HID
+ * AMZNC10C, the page in _CRS) in /proc/iomem, read through /dev/mem (x86 lets the first MiB be read where it is
+ * not RAM). Debian's 6.1 kernel has no ptp_vmclock driver (7.0 has the generation counter); this reads the bytes
+ * that driver maps (include/brisk/vmclock_abi.h's offsets). Printed as
+ *   "brisk-snap: vmclock START-END magic 0xM generation G disruption marker D seq S"
+ * or "brisk-snap: vmclock absent (why)".
+ */
+static void snap_vmclock(void)
+{
+	FILE *f = fopen("/proc/iomem", "re");
+	char line[256], why[96] = "no AMZNC10C region in /proc/iomem";
+	unsigned long long start = 0, end = 0;
+	uint8_t b[112];
+	int fd;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, "AMZNC10C") && sscanf(line, " %llx-%llx", &start, &end) == 2) {
+			why[0] = 0;
+			break;
+		}
+	if (f)
+		fclose(f);
+	if (!why[0]) {
+		fd = open("/dev/mem", O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || pread(fd, b, sizeof(b), (off_t)start) != (ssize_t)sizeof(b))
+			snprintf(why, sizeof(why), "/dev/mem at 0x%llx: %s", start, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+	}
+	if (why[0]) {
+		say("brisk-snap: vmclock absent (%s)\n", why);
+		return;
+	}
+	uint32_t magic, seq;
+	uint64_t marker, gen;
+	memcpy(&magic, b, 4);
+	memcpy(&seq, b + 12, 4);
+	memcpy(&marker, b + 16, 8);
+	memcpy(&gen, b + 104, 8);
+	say("brisk-snap: vmclock %llx-%llx magic 0x%x generation %llu disruption marker %llu seq %u\n", start, end,
+	    magic, (unsigned long long)gen, (unsigned long long)marker, seq);
+}
+
+/* "random": 32 bytes read from /dev/urandom, as a userspace program draws them, in hex; then the VMClock page. */
 static void snap_random(int c)
 {
 	unsigned char b[32];
@@ -817,6 +862,7 @@ static void snap_random(int c)
 	for (size_t i = 0; i < sizeof(b); i++)
 		snprintf(hex + 2 * i, 3, "%02x", b[i]);
 	say("brisk-snap: random %s\n", hex);
+	snap_vmclock();
 	hex[2 * sizeof(b)] = '\n';
 	(void)!write(c, hex, 2 * sizeof(b) + 1);
 	close(c);
@@ -876,6 +922,7 @@ void snapshot_mode(const char *cmdline)
 	struct sigaction sa = {.sa_handler = on_sigint}; /* no SA_RESTART: poll returns EINTR */
 	sigaction(SIGINT, &sa, NULL);
 	reboot(RB_DISABLE_CAD);
+	snap_vmclock();
 	say("brisk-snap: ticking every %d ms\n", TICK_MS);
 	long due = now_ms();
 	int stop = 0;

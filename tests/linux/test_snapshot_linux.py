@@ -83,6 +83,9 @@ KMSG_RE = re.compile(r"\[ *\d+\.\d+\] [^\n]*\n")
 STEPS = ["mkrootfs", "boot", "base snapshot", "pause and snapshot", "merge", "restore", "ticks after the vsock checks",
          "stop"]
 RESEED = "crng reseeded due to virtual machine fork"  # drivers/char/random.c add_vmfork_randomness
+# tests/linux/init_net.c snap_vmclock: the VCLK region Linux made from the DSDT, the page's fields through /dev/mem
+VMCLOCK_RE = re.compile(r"brisk-snap: vmclock ([0-9a-f]+)-([0-9a-f]+) magic 0x([0-9a-f]+) generation (\d+) "
+                        r"disruption marker (\d+) seq (\d+)")
 NEW_BOOT_RE = re.compile(r"Linux version|Command line:|brisk-init: started as pid|brisk-init: kernel ")
 
 
@@ -688,3 +691,23 @@ def test_vmgenid_four_restores_draw_different_random_bytes(snap_run):
     for got in r.randoms[2:]:
         for marker in ("AddressSanitizer", "runtime error:", "UndefinedBehaviorSanitizer"):
             assert marker not in got["err"] and marker not in (r.clone_server_err or ""), got["err"]
+
+
+def test_vmclock_counts_the_loads_from_a_snapshot(snap_run):
+    """Debian's kernel enumerates the DSDT's VCLK device (_HID AMZNC10C) and claims its page as brisk's _CRS names
+    it (/proc/iomem: 0xee000-0xeefff); read there from inside (/dev/mem), the page holds the VMClock structure
+    (magic "VCLK") with generation, disruption marker and seq 0 at the boot, and 1, 1 and 2 after each of the four
+    restores of that boot's snapshot (File, Uffd, two clones): a counter of loads, the same for siblings (6.1 has
+    no ptp_vmclock driver to map it; 7.0's reads these fields)."""
+    r = snap_run
+    r.need("stop")
+    boot = VMCLOCK_RE.findall(r.out1)
+    assert boot and boot[0] == ("ee000", "eefff", "4b4c4356", "0", "0", "0"), boot or r.out1[-3000:]
+    outs = [r.out2] + [got.get("out", "") for got in r.randoms[1:]]
+    seen = [VMCLOCK_RE.findall(out) for out in outs]
+    _report.append("vmclock: boot " + " ".join(boot[0][3:]) + "; restores " +
+                   ", ".join(f"{got['mode']}: {' '.join(s[-1][3:]) if s else 'none'}"
+                             for got, s in zip(r.randoms, seen)))
+    assert len(seen) == 4 and all(seen), seen
+    for found in seen:
+        assert found[-1] == ("ee000", "eefff", "4b4c4356", "1", "1", "2"), found

@@ -251,13 +251,18 @@ static int check_virtio(const struct acpi_machine *m, char *err, size_t errlen)
 				       "ACPI: virtio device %u at 0x%llx IRQ %u: the DSDT takes 32-bit windows and "
 				       "IRQs 0..%u",
 				       i, (unsigned long long)s->base, s->irq, LAYOUT_IOAPIC_PINS - 1);
-		if (m->vmgenid && s->irq == m->ged_gsi)
+		if ((m->vmgenid || m->vmclock) && s->irq == m->ged_gsi)
 			return err_set(err, errlen, -EINVAL, "ACPI: virtio device %u and the GED share GSI %u", i,
 				       s->irq);
 	}
 	if (m->vmgenid && (m->ged_gsi >= LAYOUT_IOAPIC_PINS || m->vmgenid > UINT64_MAX - LAYOUT_VMGENID_SIZE))
 		return err_set(err, errlen, -EINVAL, "ACPI: the GED's GSI %u (0..%u) or VMGenID at 0x%llx", m->ged_gsi,
 			       LAYOUT_IOAPIC_PINS - 1, (unsigned long long)m->vmgenid);
+	/* Memory32Fixed: a page-aligned page below 4 GiB, on the GED's line as well */
+	if (m->vmclock && (m->ged_gsi >= LAYOUT_IOAPIC_PINS || m->vmclock % LAYOUT_VMCLOCK_SIZE ||
+			   m->vmclock > (uint64_t)UINT32_MAX + 1 - LAYOUT_VMCLOCK_SIZE))
+		return err_set(err, errlen, -EINVAL, "ACPI: the GED's GSI %u (0..%u) or the VMClock page at 0x%llx",
+			       m->ged_gsi, LAYOUT_IOAPIC_PINS - 1, (unsigned long long)m->vmclock);
 	return 0;
 }
 
@@ -504,28 +509,60 @@ static void dsdt_vmgenid(struct aml *a, uint64_t gpa)
 }
 
 /*
- * The Generic Event Device (ACPI 6.3 section 5.6.9, "ACPI0013"): how a hardware-reduced machine raises an ACPI
- * event. Its interrupt (edge, active high) makes the OS run _EVT with the GSI, which notifies VGEN (0x80: the
- * generation changed), as Firecracker's acpi.rs and QEMU's microvm write it. VGEN is named relative: the
- * namespace search from \_SB.GED_._EVT finds \_SB.VGEN, and iasl writes it so.
+ * The VMClock device (the UAPI group's VMClock specification; Linux drivers/ptp/ptp_vmclock.c; Firecracker's
+ * devices/acpi/vmclock.rs, QEMU's hw/acpi/vmclock.c): _HID "AMZNC10C", which Linux's driver matches, _CID and
+ * _DDN "VMCLOCK", and the page holding struct vmclock_abi as its one memory resource: Memory32Fixed, read-only
+ * (the driver walks _CRS for a memory or an address-space descriptor; Firecracker writes a QWord one, QEMU a
+ * Memory32Fixed one, read-write).
  */
-static void dsdt_ged(struct aml *a, uint32_t gsi)
+static void dsdt_vmclock(struct aml *a, uint64_t gpa)
+{
+	size_t dev = aml_device_begin(a, "VCLK"), res;
+
+	aml_name(a, "_HID");
+	aml_string(a, "AMZNC10C");
+	aml_name(a, "_CID");
+	aml_string(a, "VMCLOCK");
+	aml_name(a, "_DDN");
+	aml_string(a, "VMCLOCK");
+	res = crs_begin(a);
+	aml_memory32_fixed(a, false, (uint32_t)gpa, (uint32_t)LAYOUT_VMCLOCK_SIZE);
+	aml_resource_end(a, res);
+	aml_end(a, dev);
+}
+
+static void notify_0x80(struct aml *a, const char *device)
+{
+	aml_notify(a);
+	aml_name_string(a, device);
+	aml_int(a, 0x80);
+}
+
+/*
+ * The Generic Event Device (ACPI 6.3 section 5.6.9, "ACPI0013"): how a hardware-reduced machine raises an ACPI
+ * event. Its interrupt (edge, active high) makes the OS run _EVT with the GSI, which notifies VGEN and VCLK
+ * (0x80: the generation changed), as Firecracker's acpi.rs and QEMU's microvm write it; one line for both, as
+ * a restore changes both at once (Firecracker gives each its own GSI and the same _EVT dispatch). The devices
+ * are named relative: the namespace search from \_SB.GED_._EVT finds \_SB.VGEN, and iasl writes it so.
+ */
+static void dsdt_ged(struct aml *a, const struct acpi_machine *mach)
 {
 	size_t dev = aml_device_begin(a, "GED"), res, m, cond;
 
 	aml_name(a, "_HID");
 	aml_string(a, "ACPI0013");
 	res = crs_begin(a);
-	aml_interrupt(a, AML_INT_CONSUMER | AML_INT_EDGE, gsi);
+	aml_interrupt(a, AML_INT_CONSUMER | AML_INT_EDGE, mach->ged_gsi);
 	aml_resource_end(a, res);
 	m = aml_method_begin(a, "_EVT", 1, true);
 	cond = aml_if_begin(a);
 	aml_lequal(a);
 	aml_arg(a, 0);
-	aml_int(a, gsi);
-	aml_notify(a);
-	aml_name_string(a, "VGEN");
-	aml_int(a, 0x80);
+	aml_int(a, mach->ged_gsi);
+	if (mach->vmgenid)
+		notify_0x80(a, "VGEN");
+	if (mach->vmclock)
+		notify_0x80(a, "VCLK");
 	aml_end(a, cond);
 	aml_end(a, m);
 	aml_end(a, dev);
@@ -552,10 +589,12 @@ static int put_dsdt(uint8_t *p, size_t cap, const struct acpi_machine *m, size_t
 		dsdt_rtc(&a);
 	for (unsigned i = 0; i < m->nr_virtio; i++)
 		dsdt_virtio(&a, i, &m->virtio[i]);
-	if (m->vmgenid) {
+	if (m->vmgenid)
 		dsdt_vmgenid(&a, m->vmgenid);
-		dsdt_ged(&a, m->ged_gsi);
-	}
+	if (m->vmclock)
+		dsdt_vmclock(&a, m->vmclock);
+	if (m->vmgenid || m->vmclock)
+		dsdt_ged(&a, m);
 	aml_end(&a, sb);
 	ret = aml_status(&a);
 	if (ret)
@@ -631,7 +670,7 @@ int acpi_write(const struct gmem *mem, const struct acpi_machine *m, uint64_t *r
 	if (!p)
 		return err_set(err, errlen, -EFAULT, "ACPI: guest RAM does not cover 0x%lx..0x%lx", LAYOUT_ACPI,
 			       LAYOUT_ACPI + LAYOUT_ACPI_SIZE);
-	ret = acpi_build(m, LAYOUT_ACPI, p, LAYOUT_ACPI_TABLES, &l, err, errlen); /* below the VMGenID page */
+	ret = acpi_build(m, LAYOUT_ACPI, p, LAYOUT_ACPI_TABLES, &l, err, errlen); /* below the VMClock page */
 	if (ret)
 		return ret;
 	gmem_mark_dirty(mem, LAYOUT_ACPI, LAYOUT_ACPI_SIZE);
