@@ -29,6 +29,9 @@
  *                 at most 16384): a known number of pages a line dirties (Diff snapshots)
  *   fill=N        RAM pages spread over RAM, written once at boot and checked every line
  *                 (default 0, at most 262144): memory a Diff snapshot leaves to its base
+ *   kvmclock=1    read the guest's clock as Linux does (KVM's paravirtual clock: MSR_KVM_SYSTEM_TIME_NEW and its
+ *                 pvclock structure, Documentation/virt/kvm/x86/msr.rst) and end each line with " clock MS",
+ *                 its milliseconds: what a restore does to the guest's time (clock_realtime) shows there
  */
 #define NAME "counter"
 
@@ -299,9 +302,46 @@ static uint64_t step(uint64_t n)
 	return sum;
 }
 
+/* KVM's pvclock structure (msr.rst, "MSR_KVM_SYSTEM_TIME_NEW"; Linux's struct pvclock_vcpu_time_info). */
+struct pvclock {
+	uint32_t version; /* odd while KVM updates it */
+	uint32_t pad0;
+	uint64_t tsc_timestamp;
+	uint64_t system_time; /* ns at tsc_timestamp */
+	uint32_t tsc_to_system_mul;
+	int8_t tsc_shift;
+	uint8_t flags;
+	uint8_t pad[2];
+};
+#define MSR_KVM_SYSTEM_TIME_NEW 0x4b564d01u
+
+static volatile struct pvclock pvclock __attribute__((aligned(64)));
+static int use_kvmclock;
+
+/* The guest's time in ns: system_time + (TSC - tsc_timestamp) scaled (pvclock_scale_delta), read under version. */
+static uint64_t kvmclock_ns(void)
+{
+	uint32_t v;
+	uint64_t ns;
+
+	do {
+		v = pvclock.version;
+		__asm__ volatile("" ::: "memory");
+		uint64_t delta = rdtsc() - pvclock.tsc_timestamp;
+		int shift = pvclock.tsc_shift;
+
+		delta = shift < 0 ? delta >> -shift : delta << shift;
+		ns = pvclock.system_time + (uint64_t)(((unsigned __int128)delta * pvclock.tsc_to_system_mul) >> 32);
+		__asm__ volatile("" ::: "memory");
+	} while ((v & 1) || v != pvclock.version);
+	return ns;
+}
+
 static void print_line(uint64_t n, uint64_t sum)
 {
 	gprintf("count %llu sum %llu", (unsigned long long)n, (unsigned long long)sum);
+	if (use_kvmclock)
+		gprintf(" clock %llu", (unsigned long long)(kvmclock_ns() / 1000000u));
 	if (ncpus > 1) {
 		gprintf(" cpus %llu", (unsigned long long)n);
 		for (unsigned int s = 1; s < ncpus; s++)
@@ -313,7 +353,7 @@ static void print_line(uint64_t n, uint64_t sum)
 void guest_main(struct hvm_start_info *si)
 {
 	const char *cmdline = guest_cmdline(si);
-	uint64_t period = 30, smp = 2, stop = 0, spread = RAM_PAGES, fill = 0;
+	uint64_t period = 30, smp = 2, stop = 0, spread = RAM_PAGES, fill = 0, kvmclock = 0;
 	unsigned int bsp;
 	uint32_t seen;
 	struct mp_info mp;
@@ -325,6 +365,11 @@ void guest_main(struct hvm_start_info *si)
 	cmdline_get_u64(cmdline, "stop", &stop);
 	cmdline_get_u64(cmdline, "spread", &spread);
 	cmdline_get_u64(cmdline, "fill", &fill);
+	cmdline_get_u64(cmdline, "kvmclock", &kvmclock);
+	if (kvmclock) { /* the structure's guest-physical address, bit 0 enables (identity-mapped RAM) */
+		wrmsr(MSR_KVM_SYSTEM_TIME_NEW, (uint64_t)(uintptr_t)&pvclock | 1);
+		use_kvmclock = 1;
+	}
 	if (period < 1 || period > 500)
 		guest_fail(NAME, "period_ms= out of 1..500");
 	if (spread < 1 || spread > MAX_RAM_PAGES)

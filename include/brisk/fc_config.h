@@ -270,9 +270,13 @@ __attribute__((warn_unused_result)) int fc_vm_set_from_restore(struct fc_vm *f, 
 							       const char *desc);
 
 /*
- * PUT /snapshot/load's network_overrides (Firecracker 1.12's NetworkOverride: {iface_id, host_dev_name}, both
- * required strings; other keys ignored, as serde without deny_unknown_fields): each gives the interface with that
- * id in the snapshot another tap.
+ * What PUT /snapshot/load may change in the snapshot's configuration (Firecracker's LoadSnapshotParams):
+ * - network_overrides (1.12's NetworkOverride: {iface_id, host_dev_name}, both required strings; other keys
+ *   ignored, as serde without deny_unknown_fields): each gives the interface with that id in the snapshot
+ *   another tap;
+ * - vsock_override (1.15's VsockOverride: {uds_path}, the same rules): the vsock device's socket elsewhere;
+ * - huge_pages (1.15's SnapshotLoadHugePageConfig): "Snapshot" (the default: as the snapshot's VM had it),
+ *   "None", "Transparent" or "2M".
  */
 #define FC_MAX_NET_OVERRIDES 64u
 struct fc_net_override {
@@ -280,27 +284,39 @@ struct fc_net_override {
 	bool unknown; /* an iface_id longer than any id can be: it names no interface */
 	char host_dev_name[VM_NET_IFNAME_MAX + 1];
 };
-struct fc_net_overrides {
+enum fc_load_huge { FC_LOAD_HUGE_SNAPSHOT = 0, FC_LOAD_HUGE_NONE, FC_LOAD_HUGE_TRANSPARENT, FC_LOAD_HUGE_2M };
+struct fc_load_overrides {
 	unsigned nr;
 	struct fc_net_override ov[FC_MAX_NET_OVERRIDES];
+	char vsock_uds[VM_VSOCK_UDS_MAX + 1]; /* empty: no vsock_override */
+	enum fc_load_huge huge;
 };
 /*
- * Parses the array `arr` (NULL: none) into *out: at most FC_MAX_NET_OVERRIDES entries, host_dev_name a tap
- * name as PUT /network-interfaces takes it. 0 or -EINVAL with c's message.
+ * Parses the array `arr` (NULL: none) into out->nr and out->ov: at most FC_MAX_NET_OVERRIDES entries,
+ * host_dev_name a tap name as PUT /network-interfaces takes it. 0 or -EINVAL with c's message.
  */
-int fc_parse_net_overrides(const struct fcj *c, json_object *arr, struct fc_net_overrides *out);
+int fc_parse_net_overrides(const struct fcj *c, json_object *arr, struct fc_load_overrides *out);
 /*
- * Applies them to a snapshot's configuration `cfg` (vm_config.restore_adjust), the interfaces named by the ids
- * the snapshot's API description `desc` (may be NULL: brisk's net0, net1, ...) gives them, in order (a later
- * override of one interface wins, as Firecracker's loop). An id no interface has: -ENODEV, "Unknown Network
- * Device." (Firecracker's SnapshotStateFromFileError::UnknownNetworkDevice); an interface of brisk's user-mode
- * network (no tap): -EINVAL. 0, or -errno with `err`.
+ * Parses the load body `o`'s vsock_override (absent or null: none; uds_path 1..VM_VSOCK_UDS_MAX bytes, as
+ * PUT /vsock takes it) and huge_pages into out. 0 or -EINVAL with c's message.
  */
-int fc_apply_net_overrides(struct vm_config *cfg, const char *desc, const struct fc_net_overrides *o, char *err,
-			   size_t errlen);
+int fc_parse_load_overrides(const struct fcj *c, json_object *o, struct fc_load_overrides *out);
+/* Whether a load with `o` changes anything in the snapshot's configuration (o NULL: no). */
+bool fc_load_overrides_any(const struct fc_load_overrides *o);
+/*
+ * Applies them to a snapshot's configuration `cfg` (vm_config.restore_adjust). Network overrides name the
+ * interfaces by the ids the snapshot's API description `desc` (may be NULL: brisk's net0, net1, ...) gives them,
+ * in order (a later override of one interface wins, as Firecracker's loop). An id no interface has: -ENODEV,
+ * "Unknown Network Device." (Firecracker's SnapshotStateFromFileError::UnknownNetworkDevice); an interface of
+ * brisk's user-mode network (no tap): -EINVAL. A vsock_override without a vsock device in the snapshot: -ENODEV,
+ * "Unknown Vsock Device." (UnknownVsockDevice). huge_pages sets cfg's hugetlbfs and hugepages as the machine
+ * configuration's values do. 0, or -errno with `err`.
+ */
+int fc_apply_load_overrides(struct vm_config *cfg, const char *desc, const struct fc_load_overrides *o, char *err,
+			    size_t errlen);
 /* fc_vm_set_from_restore for a VM loaded with overrides `o` (NULL: none): its description read with them too. */
 __attribute__((warn_unused_result)) int fc_vm_set_from_restore_ov(struct fc_vm *f, const struct vm_config *cfg,
-								  const char *desc, const struct fc_net_overrides *o);
+								  const char *desc, const struct fc_load_overrides *o);
 
 /*
  * GET /vm/config: {"balloon", "drives", "boot-source", "logger",

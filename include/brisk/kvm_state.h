@@ -71,9 +71,11 @@ __attribute__((warn_unused_result)) int x86_vm_save(int vm_fd, bool kernel_irqch
 /*
  * Restores the VM-wide state into a VM created like the saved one (with `kernel_irqchip`: irqchip and PIT2
  * created; a section of the other kind is refused). kvmclock resumes at the saved value: the guest does not
- * see the paused time (see kvm_state.c). Returns 0 or -errno with `err` filled.
+ * see the paused time; with `clock_realtime` it is advanced by the host's wall-clock time since the save, which
+ * needs the saved wall-clock reading (see kvm_state.c): -ENODATA when the snapshot has none. Returns 0 or -errno
+ * with `err` filled.
  */
-__attribute__((warn_unused_result)) int x86_vm_restore(int vm_fd, bool kernel_irqchip, struct snap_reader *sec,
-						       char *err, size_t errlen);
+__attribute__((warn_unused_result)) int x86_vm_restore(int vm_fd, bool kernel_irqchip, bool clock_realtime,
+						       struct snap_reader *sec, char *err, size_t errlen);
 
 #endif

@@ -170,6 +170,12 @@ struct vm_config {
 	unsigned ws_record_ms; /* 1..WSET_RECORD_MAX_MS */
 	bool ws_no_prefetch;
 	bool ws_prefetch_wait;
+	/*
+	 * Restore only: KVM_SET_CLOCK with KVM_CLOCK_REALTIME (api.rst 4.30; PUT /snapshot/load's clock_realtime,
+	 * Firecracker 1.15): kvmclock advanced by the host's wall-clock time since the snapshot was taken. false:
+	 * the guest's clocks resume where they stopped.
+	 */
+	bool clock_realtime;
 	/* Not an option: set when the VM is built, cpuid_template_digest of its --cpu-template file (0: none). */
 	uint64_t cpu_template_digest;
 	/*

@@ -288,13 +288,14 @@ static int load_mem_path(const struct fcj *c, json_object *o, const char **mem, 
 struct load_opts {
 	bool uffd, resume, track;
 	struct vm_config ws; /* only ws_record_ms, ws_no_prefetch and ws_prefetch_wait */
-	struct fc_net_overrides ov;
+	bool clock_realtime;
+	struct fc_load_overrides ov;
 };
 
 /*
  * enable_diff_snapshots (v1.7.0) and track_dirty_pages (its name from Firecracker 1.13, which keeps the old one
  * as deprecated): either turns dirty tracking on, as 1.13's parse_put_snapshot_load ors them; network_overrides
- * (Firecracker 1.12).
+ * (Firecracker 1.12); vsock_override, clock_realtime and huge_pages (Firecracker 1.15).
  */
 static int load_options(const struct fcj *c, json_object *o, struct load_opts *l)
 {
@@ -302,16 +303,17 @@ static int load_options(const struct fcj *c, json_object *o, struct load_opts *l
 
 	if (fcj_bool(c, o, "resume_vm", &l->resume) < 0 || fcj_bool(c, o, "enable_diff_snapshots", &diff) < 0 ||
 	    fcj_bool(c, o, "track_dirty_pages", &track) < 0 ||
-	    fc_parse_net_overrides(c, fcj_get(o, "network_overrides"), &l->ov))
+	    fcj_bool(c, o, "clock_realtime", &l->clock_realtime) < 0 ||
+	    fc_parse_net_overrides(c, fcj_get(o, "network_overrides"), &l->ov) || fc_parse_load_overrides(c, o, &l->ov))
 		return -EINVAL;
 	l->track = diff || track;
 	return 0;
 }
 
-/* vm_config.restore_adjust: the overrides onto the snapshot's interfaces. */
-static int adjust_nets(struct vm_config *cfg, const char *desc, void *ctx, char *err, size_t errlen)
+/* vm_config.restore_adjust: the overrides onto the snapshot's configuration. */
+static int adjust_config(struct vm_config *cfg, const char *desc, void *ctx, char *err, size_t errlen)
 {
-	return fc_apply_net_overrides(cfg, desc, ctx, err, errlen);
+	return fc_apply_load_overrides(cfg, desc, ctx, err, errlen);
 }
 
 static void do_load(struct api *a, const char *state, const char *mem, const struct load_opts *l, struct api_reply *r,
@@ -330,7 +332,8 @@ static void do_load(struct api *a, const char *state, const char *mem, const str
 	base.ws_no_prefetch = l->ws.ws_no_prefetch;
 	base.ws_prefetch_wait = l->ws.ws_prefetch_wait;
 	base.track_dirty = l->track;
-	base.restore_adjust = l->ov.nr ? adjust_nets : NULL;
+	base.clock_realtime = l->clock_realtime;
+	base.restore_adjust = fc_load_overrides_any(&l->ov) ? adjust_config : NULL;
 	base.restore_ctx = (void *)&l->ov;
 	if (vm_restore(&base, state, mem, l->resume, &a->vm, &e))
 		return vm_fault(a, r, "Load snapshot error", e.msg);
@@ -355,6 +358,9 @@ void api_snapshot_load(struct api *a, const char *body, size_t len, struct api_r
 	    "track_dirty_pages",
 	    "resume_vm",
 	    "network_overrides",
+	    "vsock_override",
+	    "clock_realtime",
+	    "huge_pages",
 	    "working_set", /* brisk's: "record=MS", "wait" or "off", as brisk restore --working-set */
 	    NULL};
 	char err[1024];

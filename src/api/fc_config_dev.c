@@ -296,11 +296,11 @@ static int net_override(const struct fcj *c, json_object *o, struct fc_net_overr
 	return 0;
 }
 
-int fc_parse_net_overrides(const struct fcj *c, json_object *arr, struct fc_net_overrides *out)
+int fc_parse_net_overrides(const struct fcj *c, json_object *arr, struct fc_load_overrides *out)
 {
 	char err[512];
 
-	memset(out, 0, sizeof(*out));
+	out->nr = 0;
 	if (!arr || json_object_is_type(arr, json_type_null))
 		return 0;
 	if (!json_object_is_type(arr, json_type_array))
@@ -318,6 +318,41 @@ int fc_parse_net_overrides(const struct fcj *c, json_object *arr, struct fc_net_
 		out->nr++;
 	}
 	return 0;
+}
+
+/* VsockOverride: {uds_path}, other keys ignored (no deny_unknown_fields in Firecracker); uds_path as PUT /vsock. */
+static int vsock_override(const struct fcj *c, json_object *v, char out[VM_VSOCK_UDS_MAX + 1])
+{
+	const char *uds;
+
+	if (!json_object_is_type(v, json_type_object))
+		return fcj_fail(c, "vsock_override: expected an object {\"uds_path\"}");
+	if (fcj_req_str(c, v, "uds_path", VM_VSOCK_UDS_MAX, &uds) < 0)
+		return -EINVAL;
+	strcpy(out, uds);
+	return 0;
+}
+
+int fc_parse_load_overrides(const struct fcj *c, json_object *o, struct fc_load_overrides *out)
+{
+	static const char *const huge[] = {"Snapshot", "None", "Transparent", "2M", NULL};
+	json_object *v = fcj_get(o, "vsock_override");
+	unsigned h = FC_LOAD_HUGE_SNAPSHOT;
+	char err[512];
+	const struct fcj e = {.what = "vsock_override", .err = err, .errlen = sizeof(err)};
+
+	out->vsock_uds[0] = '\0';
+	if (v && vsock_override(&e, v, out->vsock_uds))
+		return fcj_fail(c, "%s", err);
+	if (fcj_enum(c, o, "huge_pages", huge, false, &h) < 0)
+		return -EINVAL;
+	out->huge = (enum fc_load_huge)h;
+	return 0;
+}
+
+bool fc_load_overrides_any(const struct fc_load_overrides *o)
+{
+	return o && (o->nr || o->vsock_uds[0] || o->huge != FC_LOAD_HUGE_SNAPSHOT);
 }
 
 /* Firecracker's MacAddr::from_str (v1.7.0 src/utils/src/net/mac.rs): six ':'-separated pairs of hex digits. */

@@ -393,13 +393,15 @@ static int take_identities(struct fc_vm *f, struct fc_vm *d)
 	return 0;
 }
 
-/* The load's network_overrides applied to the description's interfaces too (by id), as to the configuration. */
-static void override_desc(struct fc_vm *d, const struct fc_net_overrides *o)
+/* The load's overrides applied to the description too (interfaces by id), as to the configuration. */
+static void override_desc(struct fc_vm *d, const struct fc_load_overrides *o)
 {
 	for (unsigned k = 0; o && k < o->nr; k++)
 		for (unsigned i = 0; i < d->cfg.nr_nets; i++)
 			if (!o->ov[k].unknown && strcmp(d->net[i].id, o->ov[k].iface_id) == 0)
 				snprintf(d->cfg.net[i].tap, sizeof(d->cfg.net[i].tap), "%s", o->ov[k].host_dev_name);
+	if (o && o->vsock_uds[0] && d->cfg.vsock.uds[0])
+		snprintf(d->cfg.vsock.uds, sizeof(d->cfg.vsock.uds), "%s", o->vsock_uds);
 }
 
 int fc_vm_set_from_restore(struct fc_vm *f, const struct vm_config *cfg, const char *desc)
@@ -408,7 +410,7 @@ int fc_vm_set_from_restore(struct fc_vm *f, const struct vm_config *cfg, const c
 }
 
 int fc_vm_set_from_restore_ov(struct fc_vm *f, const struct vm_config *cfg, const char *desc,
-			      const struct fc_net_overrides *o)
+			      const struct fc_load_overrides *o)
 {
 	struct fc_vm *d;
 	char err[512];
@@ -440,13 +442,14 @@ out:
 	return ret;
 }
 
-int fc_apply_net_overrides(struct vm_config *cfg, const char *desc, const struct fc_net_overrides *o, char *err,
-			   size_t errlen)
+/* The network_overrides: each onto the interface the description names with its id. */
+static int apply_net_overrides(struct vm_config *cfg, const char *desc, const struct fc_load_overrides *o, char *err,
+			       size_t errlen)
 {
 	struct fc_vm *v;
 	int ret = 0;
 
-	if (!o || !o->nr)
+	if (!o->nr)
 		return 0;
 	v = malloc(sizeof(*v));
 	if (!v)
@@ -479,4 +482,27 @@ out:
 	fc_vm_free(v);
 	free(v);
 	return ret;
+}
+
+int fc_apply_load_overrides(struct vm_config *cfg, const char *desc, const struct fc_load_overrides *o, char *err,
+			    size_t errlen)
+{
+	int ret;
+
+	if (!fc_load_overrides_any(o))
+		return 0;
+	if ((ret = apply_net_overrides(cfg, desc, o, err, errlen)))
+		return ret;
+	if (o->vsock_uds[0] && !cfg->vsock.uds[0])
+		return err_set(err, errlen, -ENODEV,
+			       "Failed to restore from snapshot: Failed to get snapshot state from file: Unknown Vsock "
+			       "Device.");
+	if (o->vsock_uds[0])
+		snprintf(cfg->vsock.uds, sizeof(cfg->vsock.uds), "%s", o->vsock_uds);
+	/* SnapshotLoadHugePageConfig::resolve: Snapshot keeps the snapshot's, the others are machine-config's values */
+	if (o->huge != FC_LOAD_HUGE_SNAPSHOT) {
+		cfg->hugetlbfs = o->huge == FC_LOAD_HUGE_2M;
+		cfg->hugepages = o->huge == FC_LOAD_HUGE_TRANSPARENT;
+	}
+	return 0;
 }

@@ -223,7 +223,7 @@ static const char api_usage[] =
 
 static const char restore_usage[] =
     "usage: brisk restore --snapshot STATE (--mem MEM | --uffd SOCK) [--working-set record=MS|wait|off]\n"
-    "                     [--paused] [--api-sock PATH] [PROCESS-OPTIONS]\n"
+    "                     [--clock-realtime] [--paused] [--api-sock PATH] [PROCESS-OPTIONS]\n"
     "\n"
     "Resume a snapshot taken with PUT /snapshot/create in this new process: the VM's configuration\n"
     "comes from STATE, guest memory is mapped from MEM (privately: pages load on first touch, the\n"
@@ -242,6 +242,8 @@ static const char restore_usage[] =
     "      --api-sock PATH    serve the Firecracker-compatible API beside the VM\n"
     "      --track-dirty-pages  log the pages the guest writes from now on, for Diff snapshots\n"
     "                         (the API's enable_diff_snapshots)\n"
+    "      --clock-realtime   advance the guest's kvmclock by the wall-clock time since the snapshot\n"
+    "                         (the API's clock_realtime; default: its clocks resume where they stopped)\n"
     "      --clone-server SOCK  keep the snapshot prepared (read, checked, memory mapped, /dev/kvm\n"
     "                         open) and fork one VM per request on the Unix socket SOCK, each\n"
     "                         confined as brisk restore's ('brisk help clone', docs/cli.md); ends\n"

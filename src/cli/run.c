@@ -43,6 +43,7 @@ static size_t api_max_payload;
  */
 static const char *snapshot_path, *mem_path, *vm_option, *snapshot_option;
 static bool paused;
+static bool clock_realtime; /* --clock-realtime (also set in vm_config) */
 /* brisk restore --working-set SPEC (--uffd SOCK sets mem_path and vm_config's mem_uffd). */
 static const char *working_set;
 /* brisk restore --clone-server SOCK: one prepared snapshot, a forked VM per request (clone.h). */
@@ -157,6 +158,9 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 			return bad_value("--working-set", arg, "record=MS (1..60000), wait or off");
 		working_set = arg;
 		return 0;
+	case OPT_CLOCK_REALTIME: /* the load's clock_realtime */
+		clock_realtime = cfg->clock_realtime = true;
+		return 0;
 	case OPT_PAUSED:
 		paused = true;
 		return 0;
@@ -236,6 +240,7 @@ bool cli_is_process_option(int c)
 	case OPT_MEM:
 	case OPT_UFFD:
 	case OPT_WORKING_SET:
+	case OPT_CLOCK_REALTIME:
 	case OPT_PAUSED:
 	case OPT_CLONE_SERVER:
 	case OPT_CLONE_POOL:
@@ -704,10 +709,11 @@ static int check_mode(enum run_mode mode)
 				 : "report-json");
 		return EXIT_USAGE;
 	}
-	if (mode != MODE_RESTORE && (snapshot_path || mem_path || paused || working_set || clone_sock)) {
+	if (mode != MODE_RESTORE &&
+	    (snapshot_path || mem_path || paused || working_set || clone_sock || clock_realtime)) {
 		fprintf(stderr,
-			"%s: --snapshot, --mem, --uffd, --working-set, --paused and --clone-server belong to 'brisk "
-			"restore'\n",
+			"%s: --snapshot, --mem, --uffd, --working-set, --clock-realtime, --paused and --clone-server "
+			"belong to 'brisk restore'\n",
 			me);
 		return EXIT_USAGE;
 	}

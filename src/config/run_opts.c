@@ -35,6 +35,7 @@ static const struct option tail[] = {
     {"paused", no_argument, NULL, OPT_PAUSED},
     {"uffd", required_argument, NULL, OPT_UFFD},
     {"working-set", required_argument, NULL, OPT_WORKING_SET},
+    {"clock-realtime", no_argument, NULL, OPT_CLOCK_REALTIME},
     {"clone-server", required_argument, NULL, OPT_CLONE_SERVER},
     {"clone-pool", required_argument, NULL, OPT_CLONE_POOL},
     {"seccomp", required_argument, NULL, OPT_SECCOMP},

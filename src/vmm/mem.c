@@ -55,6 +55,11 @@ static void request_thp(const struct gmem *m, unsigned flags)
 		log_warn("madvise(MADV_HUGEPAGE) on guest RAM failed: %s", strerror(errno));
 }
 
+void gmem_request_thp(const struct gmem *m)
+{
+	request_thp(m, GMEM_HUGEPAGES);
+}
+
 static int apply_flags(struct gmem *m, unsigned flags)
 {
 	request_thp(m, flags);

@@ -780,6 +780,8 @@ static int map_snapshot_memory(struct vm *vm, const char *path, struct vm_error 
 	file_guard_add(&st, FILE_GUARD_SNAPSHOT, "the memory file this VM was restored from");
 	(void)file_lock_mapped(fd); /* a file system without locks: the guard still protects it in this process */
 	vm->mem_file_fd = fd;
+	if (vm->cfg.hugepages)
+		gmem_request_thp(&vm->mem);
 	timeline_mark(TL_SNAPSHOT_READ);
 	return start_tracking(vm, e);
 }
@@ -823,6 +825,8 @@ static int map_uffd_memory(struct vm *vm, const char *sock, struct vm_error *e)
 	}
 	log_info("guest RAM%s served by the page-fault handler at %s (pid %d)", vm->mem.hugetlbfs ? " (hugetlbfs)" : "",
 		 sock, vm->uffd_peer.pid);
+	if (vm->cfg.hugepages)
+		gmem_request_thp(&vm->mem); /* the handler still copies 4 KiB pages: khugepaged may collapse them */
 	timeline_mark(TL_SNAPSHOT_READ);
 	return start_tracking(vm, e); /* a load's dirty tracking, with this backend too (Firecracker's) */
 }
@@ -836,9 +840,14 @@ static int restore_kvm_vm(struct vm *vm, struct vm_error *e)
 
 	if (ret)
 		return fail(e, VM_ERR_USAGE, -EINVAL, "the state file has no VM section");
-	ret = x86_vm_restore(vm->fd, vm->cfg.irqchip == IRQCHIP_KERNEL, sec, err, sizeof(err));
+	ret = x86_vm_restore(vm->fd, vm->cfg.irqchip == IRQCHIP_KERNEL, vm->cfg.clock_realtime, sec, err, sizeof(err));
 	if (!ret && (snap_remaining(sec) || snap_reader_error(sec)))
 		ret = -EINVAL, snprintf(err, sizeof(err), "malformed VM section");
+	if (ret == -ENODATA) /* clock_realtime without the reading: Firecracker's error chain, word for word */
+		return fail(e, VM_ERR_USAGE, ret,
+			    "Failed to restore from snapshot: Failed to build microVM from snapshot: Failed to restore "
+			    "microVM state: %s",
+			    err);
 	if (ret)
 		return fail(e, ret == -EINVAL ? VM_ERR_USAGE : VM_ERR_HOST, ret, "restoring the VM state: %s", err);
 	return 0;

@@ -23,7 +23,7 @@ from conftest import BRISK, EXIT_GUEST_OK, EXIT_USAGE, boot, check_sanitizers, d
 
 pytestmark = pytest.mark.usefixtures("kvm")
 
-COUNT_RE = re.compile(r"^count (\d+) sum (\d+)(?: cpus ([\d,]+))?$")
+COUNT_RE = re.compile(r"^count (\d+) sum (\d+)(?: cpus ([\d,]+))?(?: clock (\d+))?$")  # clock: kvmclock=1
 BLK_RE = re.compile(r"^blk (\d+) ok$")
 HIST_PAGES = 64  # guests/counter.c: the sum covers the last 64 lines
 PAGE = 4096

@@ -19,6 +19,7 @@ Needs KVM (the nested harness here: scripts/nested-kvm.sh)."""
 import os
 import re
 import shutil
+import stat
 import subprocess
 import time
 
@@ -35,6 +36,11 @@ DIFF_NOT_ALLOWED = ("The requested operation is not supported: Diff snapshots ar
                     "page tracking disabled.")
 UNKNOWN_NET = ("Load snapshot error: Failed to restore from snapshot: Failed to get snapshot state from file: "
                "Unknown Network Device.")
+UNKNOWN_VSOCK = ("Load snapshot error: Failed to restore from snapshot: Failed to get snapshot state from file: "
+                 "Unknown Vsock Device.")
+NO_REALTIME = ("Load snapshot error: Failed to restore from snapshot: Failed to build microVM from snapshot: Failed "
+               "to restore microVM state: clock_realtime requested but not present in the snapshot state")
+CLOCK_RE = re.compile(r"^count (\d+) sum \d+ clock (\d+)$", re.M)
 
 
 def fault(r):
@@ -346,6 +352,121 @@ def test_network_overrides(tmp_path, sockdir, procs):
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
+def clock_jump(before, after):
+    """The guest's kvmclock step (ms) from the last count line before the snapshot to the first after the restore."""
+    last = {int(n): int(c) for n, c in CLOCK_RE.findall(before)}
+    rows = [(int(n), int(c)) for n, c in CLOCK_RE.findall(after)]
+    n0 = max(last)
+    first = [c for n, c in rows if n == n0 + 1]
+    assert first, f"no count line {n0 + 1} with a clock after the restore:\n{after[-1500:]}"
+    return first[0] - last[n0]
+
+
+def test_clock_realtime(tmp_path, sockdir, procs):
+    """Firecracker 1.15's clock_realtime, seen from inside (guests/counter.c kvmclock=1 reads kvmclock as Linux
+    does): a plain load resumes the guest's clock where the snapshot stopped it (a step of well under the time the
+    snapshot lay on disk), one with clock_realtime advances it by that wall-clock time (KVM_CLOCK_REALTIME with the
+    reading KVM_GET_CLOCK gave at the create); where this KVM gives no reading (Linux < 5.16, a host clocksource
+    other than the TSC) the load is refused with Firecracker's words, nothing built, and the test says so."""
+    b = boot_counter(procs, sockdir, "clk", 64, track=False, extra="kvmclock=1 period_ms=20")
+    b.wait_for(r"^count 10 .* clock \d+$")
+    state, mem = tmp_path / "c.state", tmp_path / "c.mem"
+    before = pause_and(b, ("Full", state, mem))
+    t_snap = time.monotonic()
+    b.kill()
+    time.sleep(2.5)
+    plain = load_and_check(procs, sockdir, "clk-plain", state, mem, before)
+    jump_plain = clock_jump(before, plain.out)
+    c = api_brisk(procs, sockdir, "clk-rt")
+    body = {"snapshot_path": str(state), "mem_backend": {"backend_type": "File", "backend_path": str(mem)},
+            "resume_vm": True, "clock_realtime": True}
+    t_load = time.monotonic()
+    r = c.api.put("/snapshot/load", body)
+    if r.status == 400:
+        assert r.json["fault_message"] == NO_REALTIME, r.json
+        assert c.api.get("/").json["state"] == "Not started"
+        pytest.skip("this KVM gave the snapshot no KVM_CLOCK_REALTIME reading (Linux < 5.16 or a host "
+                    "clocksource other than the TSC): the refusal is checked, the clock step is not")
+    assert r.status == 204, f"{r}\n{c.err[-2000:]}"
+    last = counts(before)[-1][0]
+    c.wait_for(rf"^count {last + 4} ", timeout=60)
+    check_continues(before, c.out, more=4)
+    jump_rt = clock_jump(before, c.out)
+    gap_ms = (t_load - t_snap) * 1000
+    print(f"clock_realtime: snapshot -> load {gap_ms:.0f} ms; the guest's clock stepped {jump_plain} ms (plain "
+          f"load), {jump_rt} ms (clock_realtime)")
+    assert jump_plain < gap_ms - 1500, (jump_plain, gap_ms)
+    assert jump_rt >= gap_ms - 300, (jump_rt, jump_plain, gap_ms)
+
+
+def test_vsock_override(tmp_path, sockdir, procs):
+    """Firecracker 1.15's vsock_override: a snapshot of a VM whose vsock listened on v1.sock loads with its socket
+    at v2.sock (brisk listens there, GET /vm/config says so, v1.sock is not made again) and the guest counts on;
+    a snapshot without a vsock device refuses it with Firecracker's "Unknown Vsock Device.", nothing built; a
+    malformed override is a 400 naming it."""
+    v1, v2 = os.path.join(sockdir, "v1.sock"), os.path.join(sockdir, "v2.sock")
+    b = api_brisk(procs, sockdir, "vs")
+    b.api.boot_source(guest("counter"), "console=ttyS0")
+    b.api.machine_config(vcpu_count=1, mem_size_mib=64)
+    b.api.ok("PUT", "/vsock", {"guest_cid": 3, "uds_path": v1})
+    b.api.start()
+    b.wait_for(r"^count 3 ")
+    before = pause_and(b, ("Full", tmp_path / "v.state", tmp_path / "v.mem"))
+    b.kill()  # SIGKILL: v1.sock stays behind, as after a crash
+    os.unlink(v1)
+    c = load_and_check(procs, sockdir, "vs-load", tmp_path / "v.state", tmp_path / "v.mem", before,
+                       vsock_override={"uds_path": v2, "ignored": 1})
+    assert stat.S_ISSOCK(os.stat(v2).st_mode) and not os.path.exists(v1)
+    assert c.api.get("/vm/config").json["vsock"]["uds_path"] == v2
+    # a snapshot without vsock
+    d = boot_counter(procs, sockdir, "novs", 64, track=False)
+    d.wait_for(r"^count 3 ")
+    pause_and(d, ("Full", tmp_path / "n.state", tmp_path / "n.mem"))
+    d.kill()
+    e = api_brisk(procs, sockdir, "novs-load")
+    load = {"snapshot_path": str(tmp_path / "n.state"), "mem_file_path": str(tmp_path / "n.mem")}
+    assert fault(e.api.put("/snapshot/load", {**load, "vsock_override": {"uds_path": v2}})) == UNKNOWN_VSOCK
+    for bad, why in (({"path": v2}, "uds_path is required"), ("v2", "expected an object"),
+                     ({"uds_path": ""}, "uds_path: empty")):
+        assert why in fault(e.api.put("/snapshot/load", {**load, "vsock_override": bad}))
+    assert e.api.get("/").json["state"] == "Not started"
+
+
+def ram_vmflags(pid, mem):
+    """The VmFlags of the mapping of the memory file `mem` in process pid's smaps (the restored guest's RAM)."""
+    cur = None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                cur = line.rstrip().endswith(str(mem))
+            elif cur and line.startswith("VmFlags:"):
+                return line.split()[1:]
+    raise AssertionError(f"no mapping of {mem} in /proc/{pid}/smaps")
+
+
+def test_load_huge_pages(tmp_path, sockdir, procs):
+    """Firecracker 1.15's huge_pages on a load: "Transparent" asks transparent huge pages for the restored RAM
+    (madvise MADV_HUGEPAGE: "hg" in the mapping's VmFlags), "None" and the default "Snapshot" (a 4 KiB snapshot)
+    do not; GET /machine-config says which; the guest counts on each time; a value Firecracker's enum has not is
+    a 400 listing the four."""
+    b = boot_counter(procs, sockdir, "hp", 64, track=False)
+    b.wait_for(r"^count 3 ")
+    state, mem = tmp_path / "h.state", tmp_path / "h.mem"
+    before = pause_and(b, ("Full", state, mem))
+    b.kill()
+    for name, value, hg in (("hp-thp", "Transparent", True), ("hp-none", "None", False),
+                            ("hp-snap", None, False)):
+        extra = {"huge_pages": value} if value else {}
+        c = load_and_check(procs, sockdir, name, state, mem, before, **extra)
+        assert ("hg" in ram_vmflags(c.proc.pid, mem)) == hg, (value, ram_vmflags(c.proc.pid, mem))
+        assert c.api.get("/machine-config").json["huge_pages"] == ("Transparent" if hg else "None")
+        c.kill()
+    e = api_brisk(procs, sockdir, "hp-bad")
+    msg = fault(e.api.put("/snapshot/load", {"snapshot_path": str(state), "mem_file_path": str(mem),
+                                             "huge_pages": "2m"}))
+    assert msg.endswith('huge_pages: "2m" is not one of "Snapshot", "None", "Transparent", "2M"'), msg
+
+
 # ---- hugetlbfs ------------------------------------------------------------------------------------------------
 
 
@@ -403,6 +524,29 @@ def test_hugetlbfs_boot_snapshot_restore(tmp_path, sockdir, procs, huge_pool):
     assert c.api.get("/machine-config").json["huge_pages"] == "2M"
     hp = hugepages()
     assert free0 - hp["Free"] + hp["Rsvd"] >= 32, (free0, hp)
+
+
+def test_load_huge_pages_2m(tmp_path, sockdir, procs, huge_pool):
+    """huge_pages on a load across kinds: a 4 KiB snapshot loaded with "2M" gets hugetlbfs RAM (its 32 pages taken
+    from the pool, the memory file copied in), a "2M" one loaded with "None" gets 4 KiB RAM mapped from its file
+    (the pool untouched); the guest counts on both times and GET /machine-config says which."""
+    free0 = hugepages()["Free"]
+    b = boot_counter(procs, sockdir, "h4k", 64, track=False)
+    b.wait_for(r"^count 3 ")
+    before = pause_and(b, ("Full", tmp_path / "a.state", tmp_path / "a.mem"))
+    b.kill()
+    c = load_and_check(procs, sockdir, "h4k-2m", tmp_path / "a.state", tmp_path / "a.mem", before, huge_pages="2M")
+    hp = hugepages()
+    assert free0 - hp["Free"] + hp["Rsvd"] >= 32, (free0, hp)
+    assert c.api.get("/machine-config").json["huge_pages"] == "2M"
+    before += pause_and(c, ("Full", tmp_path / "b.state", tmp_path / "b.mem"))  # the lines since line 1
+    c.kill()
+    c.wait(timeout=30)
+    d = load_and_check(procs, sockdir, "h2m-none", tmp_path / "b.state", tmp_path / "b.mem", before,
+                       huge_pages="None")
+    hp = hugepages()
+    assert hp["Free"] - hp["Rsvd"] == free0, (free0, hp)
+    assert d.api.get("/machine-config").json["huge_pages"] == "None"
 
 
 def test_hugetlbfs_pool_too_small(sockdir, procs, huge_pool):

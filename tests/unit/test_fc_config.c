@@ -906,7 +906,7 @@ static void test_round_trip(void **state)
 /* PUT /snapshot/load's network_overrides: parsed as Firecracker 1.12's NetworkOverride, every bad shape refused. */
 static void test_net_overrides_parse(void **state)
 {
-	struct fc_net_overrides *o = calloc(1, sizeof(*o));
+	struct fc_load_overrides *o = calloc(1, sizeof(*o));
 	const struct fcj c = {"snapshot/load", err, sizeof(err)};
 	static const char *const bad[][2] = {
 	    {"{}", "network_overrides: expected an array"},
@@ -959,7 +959,7 @@ static void test_net_overrides_parse(void **state)
 static void test_net_overrides_apply(void **state)
 {
 	struct fc_vm *f = *state, *r = calloc(1, sizeof(*r));
-	struct fc_net_overrides o = {.nr = 1};
+	struct fc_load_overrides o = {.nr = 1};
 	struct vm_config cfg;
 	char *desc, why[256];
 
@@ -972,7 +972,7 @@ static void test_net_overrides_apply(void **state)
 	assert_non_null(desc);
 	cfg = f->cfg;
 	o.ov[0] = (struct fc_net_override){.iface_id = "wan", .host_dev_name = "tapB"};
-	assert_int_equal(fc_apply_net_overrides(&cfg, desc, &o, why, sizeof(why)), 0);
+	assert_int_equal(fc_apply_load_overrides(&cfg, desc, &o, why, sizeof(why)), 0);
 	assert_string_equal(cfg.net[0].tap, "tap0");
 	assert_string_equal(cfg.net[1].tap, "tapB");
 	fc_vm_init(r);
@@ -982,21 +982,97 @@ static void test_net_overrides_apply(void **state)
 	fc_vm_free(r);
 	/* an id the snapshot has not: Firecracker's message, the configuration unchanged */
 	o.ov[0] = (struct fc_net_override){.iface_id = "eth1", .host_dev_name = "tapC"};
-	assert_int_equal(fc_apply_net_overrides(&cfg, desc, &o, why, sizeof(why)), -ENODEV);
+	assert_int_equal(fc_apply_load_overrides(&cfg, desc, &o, why, sizeof(why)), -ENODEV);
 	assert_string_equal(why, "Failed to restore from snapshot: Failed to get snapshot state from file: Unknown "
 				 "Network Device.");
 	o.ov[0] = (struct fc_net_override){.unknown = true, .host_dev_name = "tapC"};
-	assert_int_equal(fc_apply_net_overrides(&cfg, desc, &o, why, sizeof(why)), -ENODEV);
+	assert_int_equal(fc_apply_load_overrides(&cfg, desc, &o, why, sizeof(why)), -ENODEV);
 	/* no description (a VM of brisk's options): the ids GET /vm/config gives, net0, net1, ... */
 	o.ov[0] = (struct fc_net_override){.iface_id = "net0", .host_dev_name = "tapD"};
-	assert_int_equal(fc_apply_net_overrides(&cfg, NULL, &o, why, sizeof(why)), 0);
+	assert_int_equal(fc_apply_load_overrides(&cfg, NULL, &o, why, sizeof(why)), 0);
 	assert_string_equal(cfg.net[0].tap, "tapD");
 	/* an interface of the user-mode network has no tap to change */
 	cfg.net[0].kind = NET_USER;
-	assert_int_equal(fc_apply_net_overrides(&cfg, NULL, &o, why, sizeof(why)), -EINVAL);
+	assert_int_equal(fc_apply_load_overrides(&cfg, NULL, &o, why, sizeof(why)), -EINVAL);
 	assert_non_null(strstr(why, "user-mode network"));
 	free(r);
 	free(desc);
+}
+
+/*
+ * The load's vsock_override and huge_pages (Firecracker 1.15): parsed as its VsockOverride and
+ * SnapshotLoadHugePageConfig (unknown keys of the override ignored, every bad shape refused), applied onto a
+ * snapshot's configuration: the socket moves; a snapshot without vsock is Firecracker's "Unknown Vsock Device.";
+ * "Snapshot" keeps the snapshot's pages, the others set them as machine-config's values do.
+ */
+static void test_load_overrides(void **state)
+{
+	struct fc_load_overrides *o = calloc(1, sizeof(*o));
+	const struct fcj c = {"snapshot/load", err, sizeof(err)};
+	static const char *const bad[][2] = {
+	    {"{\"vsock_override\": \"/s\"}", "vsock_override: expected an object"},
+	    {"{\"vsock_override\": {}}", "uds_path is required"},
+	    {"{\"vsock_override\": {\"uds_path\": \"\"}}", "uds_path: empty"},
+	    {"{\"vsock_override\": {\"uds_path\": 5}}", "uds_path: expected a string"},
+	    {"{\"vsock_override\": {\"uds_path\": "
+	     "\"/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}}",
+	     "at most 96"},
+	    {"{\"huge_pages\": \"2m\"}",
+	     "huge_pages: \"2m\" is not one of \"Snapshot\", \"None\", \"Transparent\", \"2M\""},
+	    {"{\"huge_pages\": true}", "huge_pages: expected a string"},
+	};
+	struct vm_config cfg = {0};
+	char why[256];
+	json_object *b;
+
+	(void)state;
+	assert_non_null(o);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		b = json_tokener_parse(bad[i][0]);
+		assert_non_null(b);
+		err[0] = 0;
+		assert_int_equal(fc_parse_load_overrides(&c, b, o), -EINVAL);
+		if (!strstr(err, bad[i][1]))
+			fail_msg("%s: got \"%s\", expected \"%s\"", bad[i][0], err, bad[i][1]);
+		json_object_put(b);
+	}
+	b = json_tokener_parse("{\"vsock_override\": null}");
+	assert_int_equal(fc_parse_load_overrides(&c, b, o), 0);
+	json_object_put(b);
+	assert_false(fc_load_overrides_any(o)); /* null is absent; Snapshot is the default */
+	b = json_tokener_parse(
+	    "{\"vsock_override\": {\"uds_path\": \"/run/v2.sock\", \"x\": 1}, \"huge_pages\": \"None\"}");
+	assert_int_equal(fc_parse_load_overrides(&c, b, o), 0);
+	json_object_put(b);
+	assert_string_equal(o->vsock_uds, "/run/v2.sock");
+	assert_int_equal(o->huge, FC_LOAD_HUGE_NONE);
+	assert_true(fc_load_overrides_any(o));
+
+	/* no vsock device in the snapshot */
+	assert_int_equal(fc_apply_load_overrides(&cfg, NULL, o, why, sizeof(why)), -ENODEV);
+	assert_string_equal(why, "Failed to restore from snapshot: Failed to get snapshot state from file: Unknown "
+				 "Vsock Device.");
+	/* the socket moves; a 2M snapshot loaded as None, Transparent, 2M, Snapshot */
+	strcpy(cfg.vsock.uds, "/run/v1.sock");
+	cfg.vsock.cid = 3;
+	cfg.hugetlbfs = true;
+	assert_int_equal(fc_apply_load_overrides(&cfg, NULL, o, why, sizeof(why)), 0);
+	assert_string_equal(cfg.vsock.uds, "/run/v2.sock");
+	assert_int_equal(cfg.vsock.cid, 3);
+	assert_false(cfg.hugetlbfs);
+	assert_false(cfg.hugepages);
+	o->vsock_uds[0] = 0;
+	o->huge = FC_LOAD_HUGE_TRANSPARENT;
+	assert_int_equal(fc_apply_load_overrides(&cfg, NULL, o, why, sizeof(why)), 0);
+	assert_true(cfg.hugepages && !cfg.hugetlbfs);
+	o->huge = FC_LOAD_HUGE_2M;
+	assert_int_equal(fc_apply_load_overrides(&cfg, NULL, o, why, sizeof(why)), 0);
+	assert_true(cfg.hugetlbfs && !cfg.hugepages);
+	o->huge = FC_LOAD_HUGE_SNAPSHOT;
+	assert_int_equal(fc_apply_load_overrides(&cfg, NULL, o, why, sizeof(why)), 0);
+	assert_true(cfg.hugetlbfs && !cfg.hugepages);
+	free(o);
 }
 
 /* brisk run --api-sock: GET /vm/config describes the command line's VM. */
@@ -1239,6 +1315,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_machine_config_put, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_machine_config_patch, setup, teardown),
 	    cmocka_unit_test(test_net_overrides_parse),
+	    cmocka_unit_test(test_load_overrides),
 	    cmocka_unit_test_setup_teardown(test_net_overrides_apply, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_drives, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_drive_errors, setup, teardown),

@@ -32,13 +32,17 @@
  *   u32 tsc_khz                 KVM_GET_TSC_KHZ (4.56); 0 when KVM cannot tell (no capability, unstable TSC)
  * A blob is a u32 length and that many bytes: restore checks each length against this host's size.
  *
- * VM section body (version 2; version 1 had no u32 chips: its chips were always there):
+ * VM section body (version 3; version 2 had no clock flags, realtime or host TSC; version 1 no u32 chips either:
+ * its chips were always there):
  *   u32 chips                   1: KVM's in-kernel irqchip and PIT (--irqchip kernel); 0: a split irqchip, whose
  *                               I/O APIC is a device of brisk's with its own section, and no PIT
  *   blob irqchip x3             (chips 1 only) struct kvm_irqchip for KVM_IRQCHIP_PIC_MASTER, _PIC_SLAVE, _IOAPIC
  *                               (4.26)
  *   blob pit                    struct kvm_pit_state2 (4.72); 0 bytes without KVM_CAP_PIT_STATE2 or a PIT
  *   u32 has_clock, u64 clock    KVM_GET_CLOCK's value (4.29); has_clock 0 without KVM_CAP_ADJUST_CLOCK
+ *   u32 clock_flags, u64 realtime, u64 host_tsc
+ *                               the rest of KVM_GET_CLOCK's answer (Linux 5.16+): KVM_CLOCK_REALTIME when `realtime`
+ *                               is the host's wall clock (ns) at `clock`, which a restore with clock_realtime needs
  */
 
 /* KVM refuses KVM_GET_MSRS / KVM_SET_MSRS with nmsrs >= MAX_IO_MSRS (256, arch/x86/kvm/x86.c msr_io). */
@@ -150,7 +154,7 @@ static int need_init(char *err, size_t errlen)
  * restore keeps reading the older ones. Both are hand-serialised (blobs of KVM's structs, lists whose
  * length KVM decides), not field tables.
  */
-#define KVM_VM_SNAP_VERSION   2u
+#define KVM_VM_SNAP_VERSION   3u
 #define KVM_VCPU_SNAP_VERSION 1u
 
 /* A section of a version this brisk reads: 0, or -EINVAL with `err` naming it. */
@@ -786,8 +790,10 @@ int x86_vm_save(int vm_fd, bool kernel_irqchip, struct snap_writer *w, char *err
 		ret = ioctl_err("KVM_GET_PIT2", err, errlen);
 	if (!ret && kst.adjust_clock && KVM_IOCTL(vm_fd, KVM_GET_CLOCK, &clock))
 		ret = ioctl_err("KVM_GET_CLOCK", err, errlen);
+	clock.flags &= KVM_CLOCK_REALTIME | KVM_CLOCK_HOST_TSC | KVM_CLOCK_TSC_STABLE;
 	if (!ret && (ret = put_blob(w, &pit, has_pit ? sizeof(pit) : 0) ?: snap_put_u32(w, kst.adjust_clock)
-			   ?: snap_put_u64(w, clock.clock)))
+			   ?: snap_put_u64(w, clock.clock) ?: snap_put_u32(w, clock.flags) ?: snap_put_u64(w, clock.realtime)
+			   ?: snap_put_u64(w, clock.host_tsc)))
 		snprintf(err, errlen, "writing the VM state: %s", strerror(-ret));
 	return ret;
 }
@@ -817,20 +823,28 @@ static int restore_chips(int vm_fd, struct snap_reader *sec, char *err, size_t e
 }
 
 /*
- * kvmclock: KVM_SET_CLOCK with the saved value and no flags (api.rst 4.30). KVM_CLOCK_REALTIME would
- * add the host wall time elapsed since the save, so a guest restored an hour later would see its
- * monotonic clock jump by an hour (and the realtime pair means nothing on another host). As
- * Firecracker does, the guest's clocks resume where they stopped: the paused time is invisible, and
- * the guest's wall clock is behind until it resynchronises (NTP, or a kvm-ptp/RTC read).
+ * kvmclock: KVM_SET_CLOCK with the saved value and no flags (api.rst 4.30): as Firecracker does by default, the
+ * guest's clocks resume where they stopped; the paused time is invisible, and the guest's wall clock is behind
+ * until it resynchronises (NTP, a kvm-ptp or RTC read, the VMClock page's disruption marker telling it to).
+ * With `realtime` (the load's clock_realtime, Firecracker 1.15) KVM_CLOCK_REALTIME and the saved wall-clock
+ * reading: KVM adds the host's wall-clock time elapsed since the save, so the guest's monotonic clock jumps by
+ * it. The snapshot must have that reading (KVM_GET_CLOCK gives it from Linux 5.16, on a host whose clocksource
+ * is the TSC), else the load is refused with Firecracker's words. A KVM without a master clock ignores the flag
+ * (x86.c kvm_vm_ioctl_set_clock): the clock then resumes where it stopped.
  */
-static int restore_clock(int vm_fd, struct snap_reader *sec, char *err, size_t errlen)
+static int restore_clock(int vm_fd, struct snap_reader *sec, bool realtime, char *err, size_t errlen)
 {
 	struct kvm_clock_data clock;
-	uint32_t has;
-	uint64_t value;
+	uint32_t has, flags = 0;
+	uint64_t value, real = 0, host_tsc = 0;
 
-	if (snap_get_u32(sec, &has) || snap_get_u64(sec, &value) || has > 1)
+	if (snap_get_u32(sec, &has) || snap_get_u64(sec, &value) || has > 1 ||
+	    (snap_version(sec) >= 3 &&
+	     (snap_get_u32(sec, &flags) || snap_get_u64(sec, &real) || snap_get_u64(sec, &host_tsc))))
 		return snprintf(err, errlen, "truncated or malformed VM section (kvmclock)"), -EINVAL;
+	if (realtime && (!has || !(flags & KVM_CLOCK_REALTIME)))
+		return snprintf(err, errlen, "clock_realtime requested but not present in the snapshot state"),
+		       -ENODATA;
 	if (!has)
 		return 0;
 	if (!kst.adjust_clock)
@@ -838,6 +852,10 @@ static int restore_clock(int vm_fd, struct snap_reader *sec, char *err, size_t e
 		       -EINVAL;
 	memset(&clock, 0, sizeof(clock));
 	clock.clock = value;
+	if (realtime) {
+		clock.flags = KVM_CLOCK_REALTIME;
+		clock.realtime = real;
+	}
 	return KVM_IOCTL(vm_fd, KVM_SET_CLOCK, &clock) ? ioctl_err("KVM_SET_CLOCK", err, errlen) : 0;
 }
 
@@ -855,7 +873,8 @@ static int check_chips(struct snap_reader *sec, bool kernel_irqchip, char *err, 
 	return 0;
 }
 
-int x86_vm_restore(int vm_fd, bool kernel_irqchip, struct snap_reader *sec, char *err, size_t errlen)
+int x86_vm_restore(int vm_fd, bool kernel_irqchip, bool clock_realtime, struct snap_reader *sec, char *err,
+		   size_t errlen)
 {
 	struct kvm_pit_state2 pit;
 	bool present;
@@ -876,5 +895,5 @@ int x86_vm_restore(int vm_fd, bool kernel_irqchip, struct snap_reader *sec, char
 		       -EINVAL;
 	if (present && KVM_IOCTL(vm_fd, KVM_SET_PIT2, &pit))
 		return ioctl_err("KVM_SET_PIT2", err, errlen);
-	return restore_clock(vm_fd, sec, err, errlen);
+	return restore_clock(vm_fd, sec, clock_realtime, err, errlen);
 }
