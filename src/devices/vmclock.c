@@ -75,7 +75,6 @@ static const struct snap_layout vmclock_layout = {
  * VM's page is placed with UFFDIO_COPY rather than fetched from its handler first (gmem_fill_page). */
 static int publish(const struct vmclock *v)
 {
-	static uint8_t page[LAYOUT_VMCLOCK_SIZE];
 	const struct vmclock_abi abi = {
 	    .magic = VMCLOCK_MAGIC,
 	    .size = LAYOUT_VMCLOCK_SIZE,
@@ -88,9 +87,7 @@ static int publish(const struct vmclock *v)
 	    .vm_generation_counter = v->vm_generation_counter,
 	};
 
-	memset(page, 0, sizeof(page));
-	memcpy(page, &abi, sizeof(abi));
-	return gmem_fill_page(v->ctx.mem, v->gpa, page);
+	return gmem_fill_page_head(v->ctx.mem, v->gpa, &abi, sizeof(abi));
 }
 
 static int vmclock_save(void *dev, struct snap_writer *w)

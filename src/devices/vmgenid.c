@@ -53,11 +53,7 @@ static int new_id(uint8_t id[LAYOUT_VMGENID_SIZE])
  */
 static int publish(struct vmgenid *g)
 {
-	static uint8_t page[4096];
-
-	memset(page, 0, sizeof(page));
-	memcpy(page, g->id, sizeof(g->id));
-	return gmem_fill_page(g->ctx.mem, g->gpa, page);
+	return gmem_fill_page_head(g->ctx.mem, g->gpa, g->id, sizeof(g->id));
 }
 
 static int vmgenid_save(void *dev, struct snap_writer *w)

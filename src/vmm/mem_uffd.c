@@ -259,6 +259,17 @@ int gmem_fill_page(const struct gmem *m, uint64_t gpa, const void *page)
 	return 0;
 }
 
+int gmem_fill_page_head(const struct gmem *m, uint64_t gpa, const void *data, size_t len)
+{
+	uint8_t page[PAGE_4K];
+
+	if (len > sizeof(page))
+		return -EINVAL;
+	memcpy(page, data, len);
+	memset(page + len, 0, sizeof(page) - len);
+	return gmem_fill_page(m, gpa, page);
+}
+
 void gmem_uffd_release(struct gmem *m)
 {
 	struct uffdio_range r = {.start = (uintptr_t)m->base, .len = m->size};

@@ -209,7 +209,7 @@ static void test_uffd_json(void **state)
 	gmem_destroy(&m);
 }
 
-/* gmem_fill_page without a userfaultfd is a checked copy of one whole page. */
+/* gmem_fill_page (and _head) without a userfaultfd is a checked copy of one whole page. */
 static void test_fill_page(void **state)
 {
 	static uint8_t page[4096];
@@ -223,6 +223,13 @@ static void test_fill_page(void **state)
 	assert_int_equal(gmem_fill_page(&m, 0x5001, page), -EINVAL);
 	assert_int_equal(gmem_fill_page(&m, (16ull << 20) - 2048, page), -EINVAL);
 	assert_int_equal(gmem_fill_page(&m, 16ull << 20, page), -EINVAL);
+	/* gmem_fill_page_head: the bytes given, then zeros to the page's end; at most a page */
+	assert_int_equal(gmem_fill_page_head(&m, 0x5000, "brisk", 5), 0);
+	assert_memory_equal(gmem_ptr(&m, 0x5000, 5), "brisk", 5);
+	for (size_t i = 5; i < 4096; i++)
+		assert_int_equal(((const uint8_t *)gmem_ptr(&m, 0x5000, 4096))[i], 0);
+	assert_int_equal(gmem_fill_page_head(&m, 0x5000, page, 4097), -EINVAL);
+	assert_int_equal(gmem_fill_page_head(&m, 0x5001, "x", 1), -EINVAL);
 	gmem_destroy(&m);
 }
 
