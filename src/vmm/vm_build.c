@@ -780,8 +780,6 @@ static int map_snapshot_memory(struct vm *vm, const char *path, struct vm_error 
 	file_guard_add(&st, FILE_GUARD_SNAPSHOT, "the memory file this VM was restored from");
 	(void)file_lock_mapped(fd); /* a file system without locks: the guard still protects it in this process */
 	vm->mem_file_fd = fd;
-	if (vm->cfg.hugepages)
-		gmem_request_thp(&vm->mem);
 	timeline_mark(TL_SNAPSHOT_READ);
 	return start_tracking(vm, e);
 }
@@ -825,8 +823,6 @@ static int map_uffd_memory(struct vm *vm, const char *sock, struct vm_error *e)
 	}
 	log_info("guest RAM%s served by the page-fault handler at %s (pid %d)", vm->mem.hugetlbfs ? " (hugetlbfs)" : "",
 		 sock, vm->uffd_peer.pid);
-	if (vm->cfg.hugepages)
-		gmem_request_thp(&vm->mem); /* the handler still copies 4 KiB pages: khugepaged may collapse them */
 	timeline_mark(TL_SNAPSHOT_READ);
 	return start_tracking(vm, e); /* a load's dirty tracking, with this backend too (Firecracker's) */
 }
@@ -911,6 +907,10 @@ static int restore_read(struct vm *vm, const struct vm_config *base, const char 
 			    state_path);
 	if ((ret = (vm->cfg.mem_uffd ? map_uffd_memory : map_snapshot_memory)(vm, mem_path, e)))
 		return ret;
+	/* huge_pages "Transparent" (the snapshot's or the load's), whichever backend: a Uffd handler still copies
+	 * 4 KiB pages, which khugepaged may collapse later */
+	if (vm->cfg.hugepages)
+		gmem_request_thp(&vm->mem);
 	return vm_wset_prepare(vm, mem_path, e);
 }
 

@@ -287,19 +287,27 @@ static const uint8_t gold_dsdt2[] = {
     0xd0, 0x00, 0x10, 0x00, 0x00, 0x89, 0x06, 0x00, 0x03, 0x01, 0x06, 0x00, 0x00, 0x00, 0x79, 0x00,
 };
 
+/* Writes m's tables and checks that the DSDT's body is `gold` (len bytes) byte for byte; returns the DSDT. */
+static const uint8_t *dsdt_is(const struct gmem *mem, const struct acpi_machine *m, const uint8_t *gold, size_t len)
+{
+	uint64_t rsdp;
+	const uint8_t *d;
+
+	assert_int_equal(acpi_write(mem, m, &rsdp, err, sizeof(err)), 0);
+	d = walk(mem, rsdp).dsdt;
+	assert_int_equal(le32(d + 4), 36 + len);
+	assert_memory_equal(d + 36, gold, len);
+	return d;
+}
+
 static void test_dsdt_golden(void **state)
 {
 	const struct gmem *mem = *state;
 	uint32_t id = 0;
 	struct devmgr dm;
 	struct acpi_machine m = machine(1, &id, &dm, 2);
-	uint64_t rsdp;
-	const uint8_t *d;
 
-	assert_int_equal(acpi_write(mem, &m, &rsdp, err, sizeof(err)), 0);
-	d = walk(mem, rsdp).dsdt;
-	assert_int_equal(le32(d + 4), 36 + sizeof(gold_dsdt2));
-	assert_memory_equal(d + 36, gold_dsdt2, sizeof(gold_dsdt2));
+	dsdt_is(mem, &m, gold_dsdt2, sizeof(gold_dsdt2));
 }
 
 /*
@@ -334,15 +342,11 @@ static void test_dsdt_vmgenid(void **state)
 	struct devmgr dm;
 	struct acpi_machine m = machine(1, &id, &dm, 0);
 	uint64_t rsdp;
-	const uint8_t *d;
 
 	m.legacy = 0;
 	m.vmgenid = LAYOUT_VMGENID;
 	m.ged_gsi = LAYOUT_GED_GSI;
-	assert_int_equal(acpi_write(mem, &m, &rsdp, err, sizeof(err)), 0);
-	d = walk(mem, rsdp).dsdt;
-	assert_int_equal(le32(d + 4), 36 + sizeof(gold_dsdt_vmgenid));
-	assert_memory_equal(d + 36, gold_dsdt_vmgenid, sizeof(gold_dsdt_vmgenid));
+	dsdt_is(mem, &m, gold_dsdt_vmgenid, sizeof(gold_dsdt_vmgenid));
 	/* A GED on a virtio device's line, or past the I/O APIC's pins, is refused. */
 	m = machine(1, &id, &dm, 1);
 	m.vmgenid = LAYOUT_VMGENID;
@@ -388,10 +392,7 @@ static void test_dsdt_vmclock(void **state)
 	m.vmgenid = LAYOUT_VMGENID;
 	m.vmclock = LAYOUT_VMCLOCK;
 	m.ged_gsi = LAYOUT_GED_GSI;
-	assert_int_equal(acpi_write(mem, &m, &rsdp, err, sizeof(err)), 0);
-	d = walk(mem, rsdp).dsdt;
-	assert_int_equal(le32(d + 4), 36 + sizeof(gold_dsdt_vmclock));
-	assert_memory_equal(d + 36, gold_dsdt_vmclock, sizeof(gold_dsdt_vmclock));
+	d = dsdt_is(mem, &m, gold_dsdt_vmclock, sizeof(gold_dsdt_vmclock));
 	/* The tables end below the page (and the VMGenID's above it). */
 	assert_true(d + le32(d + 4) <= (const uint8_t *)gmem_ptr(mem, LAYOUT_VMCLOCK, 1));
 	/* A page not page-aligned, or not below 4 GiB, or on a virtio device's line, is refused. */

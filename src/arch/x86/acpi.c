@@ -390,6 +390,13 @@ static size_t crs_begin(struct aml *a)
 	return aml_resource_begin(a);
 }
 
+/* Name(name, "s"). */
+static void name_string(struct aml *a, const char *name, const char *str)
+{
+	aml_name(a, name);
+	aml_string(a, str);
+}
+
 static void dsdt_com1(struct aml *a)
 {
 	size_t dev = aml_device_begin(a, "COM1"), res;
@@ -451,8 +458,7 @@ static void dsdt_virtio(struct aml *a, unsigned i, const struct devmgr_window *s
 
 	snprintf(name, sizeof(name), "VR%02u", i);
 	dev = aml_device_begin(a, name);
-	aml_name(a, "_HID");
-	aml_string(a, "LNRO0005");
+	name_string(a, "_HID", "LNRO0005");
 	aml_name(a, "_UID");
 	aml_int(a, i);
 	aml_name(a, "_CCA");
@@ -494,12 +500,9 @@ static void dsdt_vmgenid(struct aml *a, uint64_t gpa)
 {
 	size_t dev = aml_device_begin(a, "VGEN"), pkg;
 
-	aml_name(a, "_HID");
-	aml_string(a, "BRSK0001");
-	aml_name(a, "_CID");
-	aml_string(a, "VM_Gen_Counter");
-	aml_name(a, "_DDN");
-	aml_string(a, "VM_Gen_Counter");
+	name_string(a, "_HID", "BRSK0001");
+	name_string(a, "_CID", "VM_Gen_Counter");
+	name_string(a, "_DDN", "VM_Gen_Counter");
 	aml_name(a, "ADDR");
 	pkg = aml_package_begin(a, 2);
 	aml_int(a, gpa & 0xffffffffu);
@@ -519,12 +522,9 @@ static void dsdt_vmclock(struct aml *a, uint64_t gpa)
 {
 	size_t dev = aml_device_begin(a, "VCLK"), res;
 
-	aml_name(a, "_HID");
-	aml_string(a, "AMZNC10C");
-	aml_name(a, "_CID");
-	aml_string(a, "VMCLOCK");
-	aml_name(a, "_DDN");
-	aml_string(a, "VMCLOCK");
+	name_string(a, "_HID", "AMZNC10C");
+	name_string(a, "_CID", "VMCLOCK");
+	name_string(a, "_DDN", "VMCLOCK");
 	res = crs_begin(a);
 	aml_memory32_fixed(a, false, (uint32_t)gpa, (uint32_t)LAYOUT_VMCLOCK_SIZE);
 	aml_resource_end(a, res);
@@ -549,8 +549,7 @@ static void dsdt_ged(struct aml *a, const struct acpi_machine *mach)
 {
 	size_t dev = aml_device_begin(a, "GED"), res, m, cond;
 
-	aml_name(a, "_HID");
-	aml_string(a, "ACPI0013");
+	name_string(a, "_HID", "ACPI0013");
 	res = crs_begin(a);
 	aml_interrupt(a, AML_INT_CONSUMER | AML_INT_EDGE, mach->ged_gsi);
 	aml_resource_end(a, res);
