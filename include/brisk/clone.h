@@ -3,8 +3,9 @@
  * confined VM per request (docs/cli.md "Clone server"). The wire: a SOCK_SEQPACKET Unix socket, one
  * JSON object per message.
  *
- *   request  {} or {"report_json": "/abs/path"}, with 0 or 3 descriptors (SCM_RIGHTS): the clone's stdin,
- *            stdout and stderr (none: /dev/null, and the server's stdout and stderr)
+ *   request  {} or any of {"report_json": "/abs/path", "vsock_override": {"uds_path": "/abs/path"}}, with 0
+ *            or 3 descriptors (SCM_RIGHTS): the clone's stdin, stdout and stderr (none: /dev/null, and the
+ *            server's stdout and stderr)
  *   replies  {"pid": N} once the clone is forked; {"exit_code": N} when it ended (its brisk exit status,
  *            docs/exit-codes.md; 128+signal if it was killed); or {"error": "...", "exit_code": N} and the
  *            connection closed (2: the request, 4: the host)
@@ -20,6 +21,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "brisk/vm.h"
+
 #define CLONE_MSG_MAX  4096 /* a request or reply message, bytes */
 #define CLONE_FDS      3    /* stdin, stdout, stderr */
 #define CLONE_CONN_MAX 1024 /* connections (and so clones) at once */
@@ -27,6 +30,8 @@
 
 struct clone_req {
 	char report_json[PATH_MAX]; /* "" unless the request names a --report-json file for the clone */
+	/* "" unless the request moves the clone's vsock socket (Firecracker's snapshot/load vsock_override) */
+	char vsock_uds[VM_VSOCK_UDS_MAX + 1];
 	/*
 	 * Not on the wire: -1, or in a warm clone its link to the server, told "s" (and closed) once the guest
 	 * runs (vm_run_notify): the server forks the clone's replacement then, not while the clone starts.
@@ -36,8 +41,9 @@ struct clone_req {
 
 /*
  * Parses one request of `n` bytes (untrusted: json_strict.h's rules) that came with `nfds` descriptors.
- * Accepts only the members above, report_json an absolute path without NUL shorter than PATH_MAX, and 0 or
- * CLONE_FDS descriptors. Returns 0 and *r, or -EINVAL with err.
+ * Accepts only the members above, report_json an absolute path without NUL shorter than PATH_MAX,
+ * vsock_override an object with only uds_path, an absolute path without NUL of at most VM_VSOCK_UDS_MAX bytes,
+ * and 0 or CLONE_FDS descriptors. Returns 0 and *r, or -EINVAL with err.
  */
 int clone_req_parse(const char *msg, size_t n, unsigned nfds, struct clone_req *r, char *err, size_t errlen);
 

@@ -27,6 +27,8 @@ struct devkind_env {
 	/* per --net: its backend started early (devkinds_start_early), which the device takes (the slot set to
 	 * NULL); NULL, or a NULL slot: the device opens its own */
 	struct net_backend **net_early;
+	/* the vsock device listens later, where vm_restore_clone is told (a clone server's clone); else on cfg's uds */
+	bool vsock_later;
 };
 
 struct devkind {

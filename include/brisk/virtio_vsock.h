@@ -137,8 +137,9 @@ int vsock_parse_connect(const char *line, size_t n, uint32_t *port);
  * Creates the device in window `win` with guest CID `cid` (any: the API takes 0..0xffffffff as
  * Firecracker, --vsock VSOCK_CID_MIN..VSOCK_CID_MAX), listening on the AF_UNIX socket `uds`
  * (created here; a stale socket there is replaced, anything else refused, removed again when the device
- * is destroyed). Returns 0 and *out (may be NULL; valid until the bus destroys the device), or -errno
- * with what is wrong in `err` (-EEXIST: not a socket; -EADDRINUSE: another process listens there).
+ * is destroyed), or on none yet when `uds` is NULL (virtio_vsock_listen below). Returns 0 and *out (may be
+ * NULL; valid until the bus destroys the device), or -errno with what is wrong in `err` (-EEXIST: not a
+ * socket; -EADDRINUSE: another process listens there; -EINVAL: PATH_P would not fit a socket address).
  */
 __attribute__((warn_unused_result)) int virtio_vsock_create(const struct devctx *ctx, struct bus *bus,
 							    const struct devmgr_window *win, uint32_t cid,
@@ -146,10 +147,18 @@ __attribute__((warn_unused_result)) int virtio_vsock_create(const struct devctx 
 							    struct virtio_vsock **out);
 
 /*
+ * The listening socket of a device created with `uds` NULL (a clone server's clone: built ahead of its request,
+ * it listens where the request says, docs/cli.md "Clone server"), made as virtio_vsock_create would, with the
+ * same refusals; -EBUSY when the device listens already. Before the event loop starts (the main thread, while
+ * the VM is built or restored). On failure the device still has no listener.
+ */
+__attribute__((warn_unused_result)) int virtio_vsock_listen(struct virtio_vsock *v, const char *uds, char *err,
+							    size_t errlen);
+
+/*
  * Asks for VIRTIO_VSOCK_EVENT_TRANSPORT_RESET on the event queue (5.10.6.8): the event loop drops every
  * connection (their host sockets are closed; the driver drops its side on the event) and sends the event
- * in the next buffer the driver posted there (none posted: counted, missed). Snapshot restore will call
- * it (the guest's connections do not survive one); nothing does yet. Any thread; asynchronous.
+ * in the next buffer the driver posted there (none posted: counted, missed). Any thread; asynchronous.
  * Returns 0 or -errno.
  */
 int virtio_vsock_transport_reset(struct virtio_vsock *v);

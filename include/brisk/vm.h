@@ -305,13 +305,16 @@ __attribute__((warn_unused_result)) int vm_restore(const struct vm_config *base,
  * vm_restore_clone, in a forked child, builds the prepared copy as vm_restore would from there on (its own
  * eventfd, outputs, KVM VM, memory slot, irqchip, vCPUs and devices) and gives it the saved state (a new VM
  * Generation ID), once per child. vm_restore_clone_build does only the first half, ahead of a request (a warm
- * clone: vm_restore_clone then only restores the state). On failure the child vm_destroy()s it. Each returns
- * 0 or -errno with *err.
+ * clone: vm_restore_clone then only restores the state). A prepared VM's vsock device listens only in
+ * vm_restore_clone: on `vsock_uds` when it is neither NULL nor empty (the request's vsock_override; a snapshot
+ * without vsock refuses one), else on the snapshot's path. On failure the child vm_destroy()s it. Each
+ * returns 0 or -errno with *err.
  */
 __attribute__((warn_unused_result)) int vm_restore_prepare(const struct vm_config *base, const char *state_path,
 							   const char *mem_path, struct vm **out, struct vm_error *err);
 __attribute__((warn_unused_result)) int vm_restore_clone_build(struct vm *prepared, struct vm_error *err);
-__attribute__((warn_unused_result)) int vm_restore_clone(struct vm *prepared, bool resume, struct vm_error *err);
+__attribute__((warn_unused_result)) int vm_restore_clone(struct vm *prepared, bool resume, const char *vsock_uds,
+							 struct vm_error *err);
 /*
  * For a process that waits for its API's first request (src/vmm/vm_prewarm.c): does the next piece of the
  * work every VM needs whatever its configuration (/dev/kvm opened and checked, KVM's CPUID and MSR tables,

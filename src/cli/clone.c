@@ -1,8 +1,8 @@
 /*
  * clone.c - `brisk clone --server SOCK`: asks a clone server (brisk restore --clone-server, clone.h) for one
- * clone that uses this process's stdin, stdout and stderr, and exits with the clone's exit status. A signal
- * (SIGINT, SIGTERM, SIGHUP) shuts the connection's sending side: the server stops the clone, whose status
- * (16, stopped) still comes back.
+ * clone that uses this process's stdin, stdout and stderr (and, with --vsock-uds, its own vsock socket path),
+ * and exits with the clone's exit status. A signal (SIGINT, SIGTERM, SIGHUP) shuts the connection's sending
+ * side: the server stops the clone, whose status (16, stopped) still comes back.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -28,6 +28,7 @@
 static const struct option opts[] = {
     {"server", required_argument, NULL, 's'},
     {"report-json", required_argument, NULL, 'r'},
+    {"vsock-uds", required_argument, NULL, 'v'},
     {"log-level", required_argument, NULL, 'l'},
     {"help", no_argument, NULL, 'h'},
     {0, 0, 0, 0},
@@ -40,31 +41,49 @@ static int usage_error(const char *why, const char *arg)
 	return EXIT_USAGE;
 }
 
-/* The request: {"report_json": ABSOLUTE} or {} into buf. Returns its length or -1 (message printed). */
-static int build_request(const char *report, char *buf)
+/* `path` made absolute into out (PATH_MAX bytes): the server's working directory is not ours. NULL stays NULL. */
+static const char *absolute(const char *opt, const char *path, char *out)
 {
-	char path[PATH_MAX], cwd[PATH_MAX];
-	json_object *o = json_object_new_object();
+	char cwd[PATH_MAX];
+
+	if (!path || path[0] == '/')
+		return path;
+	if (!getcwd(cwd, sizeof(cwd)) || snprintf(out, PATH_MAX, "%s/%s", cwd, path) >= PATH_MAX) {
+		fprintf(stderr, "brisk clone: %s %s: cannot make it an absolute path\n", opt, path);
+		return NULL;
+	}
+	return out;
+}
+
+/*
+ * The request into buf: {} with report_json and vsock_override {uds_path} when given, made absolute. Returns
+ * its length or -1 (message printed; the server checks the lengths).
+ */
+static int build_request(const char *report, const char *vsock, char *buf)
+{
+	char rpath[PATH_MAX], vpath[PATH_MAX];
+	json_object *o = json_object_new_object(), *v = NULL;
 	const char *s;
 	int n = -1;
 
 	if (!o)
 		return fprintf(stderr, "brisk clone: out of memory\n"), -1;
-	if (report && report[0] != '/') { /* the server's working directory is not ours */
-		if (!getcwd(cwd, sizeof(cwd)) ||
-		    snprintf(path, sizeof(path), "%s/%s", cwd, report) >= (int)sizeof(path)) {
-			fprintf(stderr, "brisk clone: --report-json %s: cannot make it an absolute path\n", report);
-			goto out;
-		}
-		report = path;
-	}
+	if ((report && !(report = absolute("--report-json", report, rpath))) ||
+	    (vsock && !(vsock = absolute("--vsock-uds", vsock, vpath))))
+		goto out;
 	if (report && json_object_object_add(o, "report_json", json_object_new_string(report)))
 		goto out;
+	if (vsock &&
+	    (!(v = json_object_new_object()) || json_object_object_add(v, "uds_path", json_object_new_string(vsock)) ||
+	     json_object_object_add(o, "vsock_override", v))) {
+		json_object_put(v);
+		goto out;
+	}
 	s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
 	if (s && strlen(s) < CLONE_MSG_MAX)
 		n = snprintf(buf, CLONE_MSG_MAX, "%s", s);
 	else
-		fprintf(stderr, "brisk clone: --report-json: the path is too long\n");
+		fprintf(stderr, "brisk clone: the request is too long (the paths)\n");
 out:
 	json_object_put(o);
 	return n;
@@ -162,7 +181,7 @@ static int wait_replies(int fd)
 
 int cmd_clone(int argc, char **argv)
 {
-	const char *server = NULL, *report = NULL;
+	const char *server = NULL, *report = NULL, *vsock = NULL;
 	char req[CLONE_MSG_MAX], err[256];
 	enum log_level level;
 	int c, fd, n, ret;
@@ -175,6 +194,8 @@ int cmd_clone(int argc, char **argv)
 			server = optarg;
 		else if (c == 'r')
 			report = optarg;
+		else if (c == 'v')
+			vsock = optarg;
 		else if (c == 'l' && !log_parse_level(optarg, &level))
 			log_set_level(level);
 		else if (c == 'h')
@@ -187,7 +208,7 @@ int cmd_clone(int argc, char **argv)
 		return usage_error("unexpected argument", argv[optind]);
 	if (!server)
 		return usage_error("--server SOCK is required", NULL);
-	if ((n = build_request(report, req)) < 0)
+	if ((n = build_request(report, vsock, req)) < 0)
 		return EXIT_USAGE;
 	if ((fd = connect_to(server)) < 0)
 		return -fd;

@@ -9,24 +9,35 @@
 
 #define WHY_MAX 600 /* bytes of an error's text: escaped (at most 6 bytes each) it still fits CLONE_MSG_MAX */
 
-static int get_path(json_object *v, struct clone_req *r, const struct fcj *c)
+/* An absolute path without NUL, shorter than `size`, into out. */
+static int get_path(json_object *v, const char *name, char *out, size_t size, const struct fcj *c)
 {
 	const char *s;
 	size_t n;
 
 	if (!json_object_is_type(v, json_type_string))
-		return fcj_fail(c, "report_json must be a string");
+		return fcj_fail(c, "%s must be a string", name);
 	s = json_object_get_string(v);
 	n = (size_t)json_object_get_string_len(v);
 	if (n == 0 || s[0] != '/')
-		return fcj_fail(c,
-				"report_json must be an absolute path (the server's working directory is not yours)");
+		return fcj_fail(c, "%s must be an absolute path (the server's working directory is not yours)", name);
 	if (strlen(s) != n)
-		return fcj_fail(c, "report_json contains a NUL byte");
-	if (n >= sizeof(r->report_json))
-		return fcj_fail(c, "report_json is %zu bytes, the limit is %zu", n, sizeof(r->report_json) - 1);
-	memcpy(r->report_json, s, n + 1);
+		return fcj_fail(c, "%s contains a NUL byte", name);
+	if (n >= size)
+		return fcj_fail(c, "%s is %zu bytes, the limit is %zu", name, n, size - 1);
+	memcpy(out, s, n + 1);
 	return 0;
+}
+
+/* vsock_override: {"uds_path": PATH}, as Firecracker's snapshot/load takes it (brisk's wire: nothing else). */
+static int get_vsock(json_object *v, struct clone_req *r, const struct fcj *c)
+{
+	json_object *path;
+
+	if (!json_object_is_type(v, json_type_object) || json_object_object_length(v) != 1 ||
+	    !json_object_object_get_ex(v, "uds_path", &path))
+		return fcj_fail(c, "vsock_override must be an object with only uds_path");
+	return get_path(path, "vsock_override.uds_path", r->vsock_uds, sizeof(r->vsock_uds), c);
 }
 
 int clone_req_parse(const char *msg, size_t n, unsigned nfds, struct clone_req *r, char *err, size_t errlen)
@@ -47,9 +58,12 @@ int clone_req_parse(const char *msg, size_t n, unsigned nfds, struct clone_req *
 	json_object_object_foreach(o, key, v)
 	{
 		if (strcmp(key, "report_json") == 0)
-			ret = get_path(v, r, &c);
+			ret = get_path(v, "report_json", r->report_json, sizeof(r->report_json), &c);
+		else if (strcmp(key, "vsock_override") == 0)
+			ret = get_vsock(v, r, &c);
 		else
-			ret = fcj_fail(&c, "unknown member \"%s\" (a request has only report_json)", key);
+			ret = fcj_fail(&c, "unknown member \"%s\" (a request has only report_json and vsock_override)",
+				       key);
 		if (ret)
 			break;
 	}

@@ -202,6 +202,7 @@ static void warm_child(struct vm *prepared, int link, clone_run_fn run, void *ct
 		exit(EXIT_STOPPED);
 	}
 	a.req.report_json[sizeof(a.req.report_json) - 1] = '\0';
+	a.req.vsock_uds[sizeof(a.req.vsock_uds) - 1] = '\0';
 	a.req.started_fd = link; /* told "s" once the guest runs; closed then, or at the clone's exit */
 	child_run(prepared, &a.req, fds, nfds, a.t0, sig_fd, run, ctx);
 }

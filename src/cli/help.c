@@ -256,7 +256,7 @@ static const char restore_usage[] =
     "the snapshot holds the devices, so every device option (--console too) is refused (exit status 2).\n";
 
 static const char clone_usage[] =
-    "usage: brisk clone --server SOCK [--report-json FILE] [--log-level LEVEL]\n"
+    "usage: brisk clone --server SOCK [--vsock-uds PATH] [--report-json FILE] [--log-level LEVEL]\n"
     "\n"
     "Ask the clone server at SOCK (brisk restore --snapshot STATE --mem MEM --clone-server SOCK) for\n"
     "one VM restored from its snapshot, with this process's stdin, stdout and stderr as its console\n"
@@ -264,6 +264,8 @@ static const char clone_usage[] =
     "(16). Each clone gets a new VM Generation ID; its memory writes are its own.\n"
     "\n"
     "      --server SOCK        the clone server's socket\n"
+    "      --vsock-uds PATH     the clone's vsock device listens on PATH (its guest's connections go to\n"
+    "                           PATH_PORT), not on the snapshot's path: many vsock clones at once\n"
     "      --report-json FILE   the clone's timeline as JSON (brisk restore's --report-json)\n"
     "      --log-level LEVEL    this command's messages: error, warn, info or debug\n";
 

@@ -594,7 +594,8 @@ static int finish_report(int report_fd, int ret)
 
 /*
  * One clone, in the clone server's forked child: the prepared VM built (vm_restore_clone), run and reported
- * as brisk restore's would be; its --report-json is the request's. Returns the child's exit status.
+ * as brisk restore's would be; its --report-json and vsock socket path are the request's. Returns the child's
+ * exit status.
  */
 static int run_clone(struct vm *vm, const struct clone_req *req, int sig_fd, void *ctx)
 {
@@ -609,7 +610,7 @@ static int run_clone(struct vm *vm, const struct clone_req *req, int sig_fd, voi
 			return report_fd == -EMFILE || report_fd == -ENFILE ? EXIT_HOST : EXIT_USAGE;
 		}
 	}
-	if (vm_restore_clone(vm, true, &e)) {
+	if (vm_restore_clone(vm, true, req->vsock_uds, &e)) {
 		vm_destroy(vm);
 		return finish_report(report_fd, cli_vm_failed(&e));
 	}

@@ -101,9 +101,9 @@ static int vsock_create(const struct devkind_env *env, const struct devmgr_windo
 {
 	const struct vm_vsock *v = &env->cfg->vsock;
 	char reason[REASON_MAX];
-	int err = virtio_vsock_create(env->ctx, env->bus, win, v->cid, v->uds, reason, sizeof(reason), NULL);
+	int err = virtio_vsock_create(env->ctx, env->bus, win, v->cid, env->vsock_later ? NULL : v->uds, reason,
+				      sizeof(reason), (struct virtio_vsock **)dev);
 
-	(void)dev;
 	(void)i;
 	return err ? err_set(why, whylen, err, "--vsock uds=%s: %s", v->uds, reason) : 0;
 }

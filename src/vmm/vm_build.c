@@ -414,7 +414,8 @@ static int check_disks_distinct(const struct vm *vm, struct vm_error *e)
  */
 static int create_virtio(struct vm *vm, const struct devctx *ctx, struct vm_error *e)
 {
-	const struct devkind_env env = {.ctx = ctx, .bus = &vm->bus, .cfg = &vm->cfg, .net_early = vm->net_early};
+	const struct devkind_env env = {
+	    .ctx = ctx, .bus = &vm->bus, .cfg = &vm->cfg, .net_early = vm->net_early, .vsock_later = vm->vsock_later};
 	int err;
 
 	if (!vm->devmgr.nr)
@@ -1000,6 +1001,7 @@ int vm_restore_prepare(const struct vm_config *base, const char *state_path, con
 	}
 	if ((ret = restore_read(vm, base, state_path, mem_path, true, e)))
 		goto fail;
+	vm->vsock_later = true; /* each clone's own path: a warm clone is built before it knows it */
 	open_kvm(vm);
 	if ((ret = check_kvm(vm, e)))
 		goto fail;
@@ -1031,9 +1033,40 @@ int vm_restore_clone_build(struct vm *prepared, struct vm_error *e)
 	return 0;
 }
 
-int vm_restore_clone(struct vm *prepared, bool resume, struct vm_error *e)
+/*
+ * A clone's vsock device listens now: on `uds` (the request's vsock_override), or where the snapshot's VM did.
+ * The VM's configuration says where (a snapshot of the clone records it).
+ */
+static int clone_vsock_listen(struct vm *vm, const char *uds, struct vm_error *e)
+{
+	struct vm_vsock *v = &vm->cfg.vsock;
+	struct virtio_vsock *dev;
+	char err[512];
+	int ret;
+
+	if (uds && uds[0] && !v->uds[0])
+		return fail(e, VM_ERR_USAGE, -ENODEV, "vsock_override %s: the snapshot's VM has no vsock device", uds);
+	if (!v->uds[0])
+		return 0;
+	if (uds && uds[0]) {
+		if (strlen(uds) >= sizeof(v->uds))
+			return fail(e, VM_ERR_USAGE, -EINVAL, "vsock_override %s: longer than %zu bytes", uds,
+				    sizeof(v->uds) - 1);
+		memcpy(v->uds, uds, strlen(uds) + 1);
+	}
+	dev = vm_device(vm, "vsock", 0);
+	if (!dev)
+		return fail(e, VM_ERR_HOST, -ENODEV, "the vsock device is missing");
+	if ((ret = virtio_vsock_listen(dev, v->uds, err, sizeof(err))))
+		return fail(e, ret == -ENOMEM ? VM_ERR_HOST : VM_ERR_USAGE, ret, "--vsock uds=%s: %s", v->uds, err);
+	return 0;
+}
+
+int vm_restore_clone(struct vm *prepared, bool resume, const char *vsock_uds, struct vm_error *e)
 {
 	int ret = vm_restore_clone_build(prepared, e);
 
+	if (!ret && prepared->vsock_later)
+		ret = clone_vsock_listen(prepared, vsock_uds, e);
 	return ret ? ret : restore_state(prepared, resume, e);
 }

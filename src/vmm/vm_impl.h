@@ -121,6 +121,7 @@ struct vm {
 	bool restoring;			/* the vCPUs get the saved state, not the boot entry state */
 	char *state_path;		/* vm_restore_prepare's state file, for vm_restore_clone's messages */
 	bool clone_built;		/* restore_build done: the KVM VM, vCPUs and devices exist */
+	bool vsock_later;		/* a prepared VM's vsock device listens at vm_restore_clone, not at its build */
 	struct uffd_peer uffd_peer;	/* with cfg.mem_uffd: the page-fault handler's process (mem_uffd.h) */
 	struct uffd_fetcher uffd_fetch; /* with cfg.mem_uffd: a snapshot create's fetch of all of RAM */
 	struct vm_wset ws;

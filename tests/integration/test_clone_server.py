@@ -311,7 +311,10 @@ def test_requester_gone_stops_its_clone(snap, procs, tmp_path):
     (b"{}", 4, "4 descriptors came with it"),
     (b"{}", 9, "longer than 4095 bytes or more than 3 descriptors"),
     (b"{" + b" " * 5000 + b"}", 3, "longer than 4095 bytes"),
-], ids=["not-json", "unknown", "relative", "not-string", "nul", "array", "two-fds", "four-fds", "nine-fds", "oversize"])
+    (b'{"vsock_override": "/v.sock"}', 3, "vsock_override must be an object with only uds_path"),
+    (b'{"vsock_override": {"uds_path": "v.sock"}}', 3, "vsock_override.uds_path must be an absolute path"),
+], ids=["not-json", "unknown", "relative", "not-string", "nul", "array", "two-fds", "four-fds", "nine-fds", "oversize",
+        "vsock-not-object", "vsock-relative"])
 def test_bad_requests_refused(snap, procs, tmp_path, body, nfds, why):
     """A malformed request gets {"error": ..., "exit_code": 2} and its connection closed; no clone; the server
     then serves a good request."""
@@ -442,3 +445,143 @@ def test_brisk_clone_command(snap, procs, tmp_path):
                        text=True, timeout=60)
     assert r.returncode == EXIT_USAGE and "is brisk restore --clone-server running there?" in r.stderr, r.stderr
     assert server.proc.poll() is None
+
+
+VSOCK_CID, VSOCK_PORT = 42, 1234
+
+
+@pytest.fixture(scope="module")
+def vsock_snap(tmp_path_factory):
+    """(state, mem, sockdir): guests/virtio-vsock.c waiting for the host's connection to its port 1234 (64 MiB,
+    --vsock on sockdir/v.sock), snapshotted; the socket its brisk (killed) left is removed."""
+    if KVM_REASON:
+        pytest.skip(KVM_REASON)
+    sockdir = short_tmpdir("bcv")
+    d = str(tmp_path_factory.mktemp("vclones"))
+    sock, uds = os.path.join(sockdir, "g.sock"), os.path.join(sockdir, "v.sock")
+    b = Brisk(["run", "--kernel", guest("virtio-vsock"), "--memory", "64", "--vsock", f"cid={VSOCK_CID},uds={uds}",
+               "--cmdline", f"expect_cid={VSOCK_CID} listen={VSOCK_PORT} listen_ms=240000", "--api-sock", sock],
+              sock=sock)
+    try:
+        b.wait_for(r"CHECK event_buffer_posted: PASS", timeout=60)
+        b.api.pause()
+        state, mem = os.path.join(d, "v.state"), os.path.join(d, "v.mem")
+        assert b.api.snapshot_create(state, mem).status == 204
+    finally:
+        b.kill()
+        check_sanitizers(b.err)
+    if os.path.exists(uds):
+        os.unlink(uds)
+    yield state, mem, sockdir
+    shutil.rmtree(sockdir, ignore_errors=True)
+
+
+def vsock_echo(uds, n):
+    """CONNECT to the guest's port through `uds`, n bytes of the guest's pattern sent (it checks them), the echo
+    read back to EOF: whether it is what was sent."""
+    data = bytes(((i * 7) + (i >> 10)) & 0xFF for i in range(n))
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(60)
+    try:
+        s.connect(uds)
+        s.sendall(f"CONNECT {VSOCK_PORT}\n".encode())
+        line = b""
+        while not line.endswith(b"\n") and len(line) < 64 and (b := s.recv(1)):
+            line += b
+        assert re.fullmatch(rb"OK \d+\n", line), line
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        got = bytearray()
+        while b := s.recv(65536):
+            got += b
+    finally:
+        s.close()
+    return bytes(got) == data
+
+
+def vsock_body(clone, path):
+    return json.dumps({"report_json": clone, "vsock_override": {"uds_path": path}}).encode()
+
+
+@pytest.mark.parametrize("pool", [0, 2])
+def test_vsock_clones_at_once(vsock_snap, procs, tmp_path, pool):
+    """Many clones of a snapshot with vsock at once, each told its own socket path (the request's vsock_override,
+    Firecracker's snapshot/load field): three clones, forked per request or two of them warm (built before the
+    request said where), each listening on its path; the host connects through each, the guest answers on its
+    port and echoes 64 KiB checked byte for byte, then ends its run (exit 0, "listen_echo: PASS"); the
+    snapshot's own path is not made. A fourth request without an override listens on the snapshot's path; a
+    fifth beside it is refused there (in use: exit 2, the message on its stderr) and the fourth still echoes.
+    Each clone's socket is removed when it ends."""
+    state, mem, sockdir = vsock_snap
+    uds = os.path.join(sockdir, "v.sock")
+    server, sock = start_server(procs, vsock_snap, f"vs{pool}", "--clone-pool", str(pool))
+    wait_ready(server, pool)
+    paths = [os.path.join(sockdir, f"p{pool}c{i}.sock") for i in range(3)]
+    clones = [Clone(sock, str(tmp_path), f"c{i}", vsock_body(str(tmp_path / f"c{i}.json"), p))
+              for i, p in enumerate(paths)]
+    try:
+        for c, p in zip(clones, paths):
+            deadline = time.monotonic() + 60
+            while not os.path.exists(p):
+                assert time.monotonic() < deadline, f"{p} never appeared:\n{c.err()}"
+                time.sleep(0.02)
+        assert not os.path.exists(uds)
+        for c, p in zip(clones, paths):
+            assert vsock_echo(p, 64 << 10), c.out()
+        for c, p in zip(clones, paths):
+            assert c.reply() == {"exit_code": EXIT_GUEST_OK}, c.out() + c.err()
+            assert "CHECK listen_echo: PASS" in c.out() and "virtio-vsock: PASS" in c.out(), c.out()
+            check_sanitizers(c.err())
+            assert not os.path.exists(p)
+    finally:
+        for c in clones:
+            c.close()
+    first = Clone(sock, str(tmp_path), "first")
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(uds):
+            assert time.monotonic() < deadline, first.err()
+            time.sleep(0.02)
+        second = Clone(sock, str(tmp_path), "second")
+        try:
+            assert second.reply() == {"exit_code": EXIT_USAGE}, second.err()
+            assert f"--vsock uds={uds}: {uds} is in use: another process listens on it" in second.err()
+        finally:
+            second.close()
+        assert vsock_echo(uds, 4096)
+        assert first.reply() == {"exit_code": EXIT_GUEST_OK}, first.err()
+    finally:
+        first.close()
+    assert not os.path.exists(uds)
+    assert server.proc.poll() is None
+
+
+def test_vsock_override_refused(snap, vsock_snap, procs, tmp_path):
+    """A vsock_override for a snapshot without vsock: that clone ends with exit 2 saying so, the server serves on;
+    `brisk clone --vsock-uds` with a relative path sends it absolute (the server's working directory is not the
+    client's) and the clone listens there."""
+    server, sock = start_server(procs, snap, "novs")
+    c = Clone(sock, str(tmp_path), "novs", vsock_body(str(tmp_path / "n.json"), "/tmp/x.sock"))
+    try:
+        assert c.reply() == {"exit_code": EXIT_USAGE}, c.err()
+        assert "vsock_override /tmp/x.sock: the snapshot's VM has no vsock device" in c.err(), c.err()
+    finally:
+        c.close()
+    assert server.proc.poll() is None
+    _, _, sockdir = vsock_snap
+    vserver, vsock = start_server(procs, vsock_snap, "vscli")
+    path = os.path.join(sockdir, "cli.sock")
+    p = subprocess.Popen([str(BRISK), "clone", "--server", vsock, "--vsock-uds", "cli.sock"], cwd=sockdir,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(path):
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+            time.sleep(0.02)
+        assert vsock_echo(path, 4096)
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    check_sanitizers(err)
+    assert p.returncode == EXIT_GUEST_OK and "CHECK listen_echo: PASS" in out, out + err
+    assert vserver.proc.poll() is None

@@ -34,7 +34,8 @@ image is clean (e2fsck -fn) and /brisk-ticks on it holds every tick 1..last in o
 written by the first process, the rest by the restored one; the restores' random bytes differ and each
 restored kernel said it reseeded for a VM fork (VMGenID).
   5. then two clones of the snapshot from one `brisk restore --clone-server` (one after the other, each on a fresh
-     copy of the disk), each asked for 32 bytes of /dev/urandom too and stopped through its connection.
+     copy of the disk), each with its vsock socket at a path of its own (the request's vsock_override), asked
+     there for 32 bytes of /dev/urandom too and stopped through its connection.
 A vsock step that fails is recorded and the run goes on; when the "stop" command cannot be sent over vsock the
 guest is stopped with the API's SendCtrlAltDel instead (the init turns it into the same stop), so the disk checks
 still run.
@@ -471,10 +472,10 @@ def _uffd_restore(r, tmp, sockdir):
 
 def _clone_restores(r, tmp, sockdir):
     """Two clones of the snapshot from one clone server (`brisk restore --clone-server`), one after the other (each
-    opens the snapshot's disk read-write and listens on its vsock socket: two at once would be refused), each on a
-    fresh copy of the disk as the snapshot saw it. Each is asked over vsock for 32 bytes of /dev/urandom, then
-    stopped by shutting its connection (the server's SIGTERM: status 16)."""
-    uds = os.path.join(sockdir, "v.sock")
+    opens the snapshot's disk read-write: two at once would be refused), each on a fresh copy of the disk as the
+    snapshot saw it and with its vsock socket at a path of its own (the request's vsock_override). Each is asked
+    over vsock, at that path, for 32 bytes of /dev/urandom, then stopped by shutting its connection (the server's
+    SIGTERM: status 16)."""
     state, mem = tmp / "vm.state", tmp / "vm.mem"
     sock = os.path.join(sockdir, "clones.sock")
     server = Proc(["restore", "--snapshot", state, "--mem", mem, "--clone-server", sock, "--log-level", "info"])
@@ -491,8 +492,9 @@ def _clone_restores(r, tmp, sockdir):
                    os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)]
             c = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             try:
+                uds = os.path.join(sockdir, f"clone{i}.sock")
                 c.connect(sock)
-                socket.send_fds(c, [b"{}"], fds)
+                socket.send_fds(c, [json.dumps({"vsock_override": {"uds_path": uds}}).encode()], fds)
                 for fd in fds:
                     os.close(fd)
                 c.settimeout(240)

@@ -28,6 +28,46 @@ static void test_good_requests(void **state)
 	assert_int_equal(parse(" { } \n", 3, &r, err), 0);
 	assert_int_equal(parse("{\"report_json\": \"/tmp/c 1.json\"}", 3, &r, err), 0);
 	assert_string_equal(r.report_json, "/tmp/c 1.json");
+	assert_string_equal(r.vsock_uds, "");
+	assert_int_equal(
+	    parse("{\"vsock_override\": {\"uds_path\": \"/run/c1/v.sock\"}, \"report_json\": \"/r\"}", 3, &r, err), 0);
+	assert_string_equal(r.vsock_uds, "/run/c1/v.sock");
+	assert_string_equal(r.report_json, "/r");
+}
+
+/* vsock_override: Firecracker's {uds_path}, strictly; the path absolute and short enough for PATH_P. */
+static void test_vsock_override(void **state)
+{
+	static const struct {
+		const char *text;
+		const char *why;
+	} bad[] = {
+	    {"{\"vsock_override\": \"/v.sock\"}", "an object with only uds_path"},
+	    {"{\"vsock_override\": {}}", "an object with only uds_path"},
+	    {"{\"vsock_override\": null}", "an object with only uds_path"},
+	    {"{\"vsock_override\": {\"path\": \"/v.sock\"}}", "an object with only uds_path"},
+	    {"{\"vsock_override\": {\"uds_path\": \"/v\", \"x\": 1}}", "an object with only uds_path"},
+	    {"{\"vsock_override\": {\"uds_path\": \"v.sock\"}}", "vsock_override.uds_path must be an absolute"},
+	    {"{\"vsock_override\": {\"uds_path\": 7}}", "vsock_override.uds_path must be a string"},
+	    {"{\"vsock_override\": {\"uds_path\": \"/a\\u0000b\"}}", "NUL"},
+	};
+	char text[256], err[512];
+	struct clone_req r;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		assert_int_equal(parse(bad[i].text, 3, &r, err), -EINVAL);
+		if (!strstr(err, bad[i].why))
+			fail_msg("%s: '%s' does not say '%s'", bad[i].text, err, bad[i].why);
+	}
+	/* VM_VSOCK_UDS_MAX bytes fit (with "_4294967295" PATH_P still fits sun_path); one more does not */
+	snprintf(text, sizeof(text), "{\"vsock_override\": {\"uds_path\": \"/%0*d\"}}", VM_VSOCK_UDS_MAX - 1, 0);
+	assert_int_equal(parse(text, 3, &r, err), 0);
+	assert_int_equal(strlen(r.vsock_uds), VM_VSOCK_UDS_MAX);
+	snprintf(text, sizeof(text), "{\"vsock_override\": {\"uds_path\": \"/%0*d\"}}", VM_VSOCK_UDS_MAX, 0);
+	assert_int_equal(parse(text, 3, &r, err), -EINVAL);
+	assert_non_null(strstr(err, "vsock_override.uds_path is 97 bytes, the limit is 96"));
 }
 
 /* Each refused with -EINVAL and a message naming what is wrong. */
@@ -136,9 +176,8 @@ static void test_bad_replies(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_good_requests),
-	    cmocka_unit_test(test_bad_requests),
-	    cmocka_unit_test(test_replies_round_trip),
+	    cmocka_unit_test(test_good_requests),  cmocka_unit_test(test_bad_requests),
+	    cmocka_unit_test(test_vsock_override), cmocka_unit_test(test_replies_round_trip),
 	    cmocka_unit_test(test_bad_replies),
 	};
 

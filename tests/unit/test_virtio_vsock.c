@@ -378,21 +378,36 @@ static int unix_connect(const char *path)
 	return fd;
 }
 
-static int dev_setup(void **state)
+/* The device, listening on fx.path, or (`later`) on nothing yet: started only then (a clone's order). */
+static int dev_open(bool later)
 {
 	struct devctx ctx = {.ops = &fake_ops};
 	const struct devmgr_window *slot;
 	char err[256];
 
-	(void)state;
 	memset(&fx, 0, sizeof(fx));
 	snprintf(fx.dir, sizeof(fx.dir), "/tmp/brisk-vsock-XXXXXX");
 	assert_non_null(mkdtemp(fx.dir));
 	snprintf(fx.path, sizeof(fx.path), "%s/v.sock", fx.dir);
 	slot = vdrv_open(&fx.drv, "virtio-vsock", &ctx);
-	assert_int_equal(virtio_vsock_create(&ctx, &fx.drv.bus, slot, DEV_CID, fx.path, err, sizeof(err), &fx.dev), 0);
-	vdrv_start(&fx.drv);
+	assert_int_equal(
+	    virtio_vsock_create(&ctx, &fx.drv.bus, slot, DEV_CID, later ? NULL : fx.path, err, sizeof(err), &fx.dev),
+	    0);
+	if (!later)
+		vdrv_start(&fx.drv);
 	return 0;
+}
+
+static int dev_setup(void **state)
+{
+	(void)state;
+	return dev_open(false);
+}
+
+static int dev_setup_later(void **state)
+{
+	(void)state;
+	return dev_open(true);
 }
 
 static int dev_teardown(void **state)
@@ -495,6 +510,62 @@ static void test_dev_host_to_guest_and_reset(void **state)
 	close(c);
 }
 
+/*
+ * A device created without a socket (a clone server's clone) listens where virtio_vsock_listen says, with
+ * virtio_vsock_create's refusals (each leaving it without a listener), once: the host's CONNECT and the guest's
+ * PATH_P both go by the new path.
+ */
+static void test_dev_listen_later(void **state)
+{
+	char other[128], p[128], err[256], line[32] = {0};
+	struct virtio_vsock_hdr h;
+	int fd, busy, lfd, c;
+
+	(void)state;
+	assert_int_equal(access(fx.path, F_OK), -1); /* nothing made at creation */
+	snprintf(other, sizeof(other), "%s/file", fx.dir);
+	fd = open(other, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(virtio_vsock_listen(fx.dev, other, err, sizeof(err)), -EEXIST);
+	assert_non_null(strstr(err, "exists and is not a socket"));
+	unlink(other);
+	snprintf(other, sizeof(other), "%s/busy.sock", fx.dir);
+	busy = unix_listen(other);
+	assert_int_equal(virtio_vsock_listen(fx.dev, other, err, sizeof(err)), -EADDRINUSE);
+	close(busy);
+	unlink(other);
+	memset(p, 'a', sizeof(p) - 1);
+	p[0] = '/';
+	p[sizeof(p) - 1] = '\0';
+	assert_int_equal(virtio_vsock_listen(fx.dev, p, err, sizeof(err)), -EINVAL); /* PATH_P would not fit */
+	assert_int_equal(virtio_vsock_listen(fx.dev, fx.path, err, sizeof(err)), 0);
+	assert_int_equal(virtio_vsock_listen(fx.dev, other, err, sizeof(err)), -EBUSY);
+	assert_int_equal(access(other, F_OK), -1);
+	vdrv_start(&fx.drv);
+	bring_up();
+	c = unix_connect(fx.path);
+	assert_int_equal(send(c, "CONNECT 77\n", 11, 0), 11);
+	assert_int_equal(recv_pkt(&h, NULL, 2000), VSOCK_HDR_SIZE);
+	assert_int_equal(h.op, VSOCK_OP_REQUEST);
+	send_pkt(VSOCK_OP_RESPONSE, 77, h.src_port, NULL, 0);
+	assert_true(recv(c, line, sizeof(line) - 1, 0) > 0);
+	assert_memory_equal(line, "OK ", 3);
+	close(c);
+	snprintf(p, sizeof(p), "%s_5000", fx.path);
+	lfd = unix_listen(p);
+	send_pkt(VSOCK_OP_REQUEST, 1000, 5000, NULL, 0);
+	do /* the closed host client's SHUTDOWN may come first */
+		assert_int_equal(recv_pkt(&h, NULL, 2000), VSOCK_HDR_SIZE);
+	while (h.dst_port != 1000);
+	assert_int_equal(h.op, VSOCK_OP_RESPONSE);
+	c = accept(lfd, NULL, NULL);
+	assert_true(c >= 0);
+	close(c);
+	close(lfd);
+	unlink(p);
+}
+
 /* virtio_vsock_transport_reset: the event in the driver's buffer, every connection dropped. */
 static void test_dev_transport_reset(void **state)
 {
@@ -538,6 +609,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_dev_guest_to_host, dev_setup, dev_teardown),
 	    cmocka_unit_test_setup_teardown(test_dev_host_to_guest_and_reset, dev_setup, dev_teardown),
 	    cmocka_unit_test_setup_teardown(test_dev_transport_reset, dev_setup, dev_teardown),
+	    cmocka_unit_test_setup_teardown(test_dev_listen_later, dev_setup_later, dev_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -635,23 +635,46 @@ static int listen_on(struct vsock_dev *v, char *err, size_t errlen)
 	return 0;
 }
 
-/* Everything but the transport: the socket, the inner epoll set, the timer, the kick. */
-static int setup(struct vsock_dev *v, char *err, size_t errlen)
+/* The listening socket at v->path, in the inner epoll set. */
+static int listen_and_watch(struct vsock_dev *v, char *err, size_t errlen)
 {
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL}; /* NULL: the listener */
 	int e = listen_on(v, err, errlen);
 
 	if (e)
 		return e;
+	if (epoll_ctl(v->ep_fd, EPOLL_CTL_ADD, v->listen_fd, &ev) < 0) {
+		e = errno;
+		snprintf(err, errlen, "epoll_ctl: %s", strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+/* Everything but the transport: the inner epoll set, the timer, the kick; the socket unless `listen_later`. */
+static int setup(struct vsock_dev *v, bool listen_later, char *err, size_t errlen)
+{
+	int e;
+
 	v->ep_fd = epoll_create1(EPOLL_CLOEXEC);
 	v->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	v->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (v->ep_fd < 0 || v->timer_fd < 0 || v->kick_fd < 0 ||
-	    epoll_ctl(v->ep_fd, EPOLL_CTL_ADD, v->listen_fd, &ev) < 0) {
+	if (v->ep_fd < 0 || v->timer_fd < 0 || v->kick_fd < 0) {
 		e = errno;
 		snprintf(err, errlen, "epoll, timerfd or eventfd: %s", strerror(e));
 		return -e;
 	}
+	return listen_later ? 0 : listen_and_watch(v, err, errlen);
+}
+
+/* `uds` into v->path, where PATH_P (the guest's connections to port P) must still fit sun_path. */
+static int set_path(struct vsock_dev *v, const char *uds, char *err, size_t errlen)
+{
+	if (strlen(uds) + VSOCK_PORT_SUFFIX_MAX >= sizeof(v->path)) {
+		snprintf(err, errlen, "path %s out of range", uds);
+		return -EINVAL;
+	}
+	memcpy(v->path, uds, strlen(uds) + 1);
 	return 0;
 }
 
@@ -669,13 +692,11 @@ int virtio_vsock_create(const struct devctx *ctx, struct bus *bus, const struct 
 	*v = (struct vsock_dev){
 	    .cid = cid, .listen_fd = -1, .ep_fd = -1, .timer_fd = -1, .kick_fd = -1, .next_port = 1u << 30};
 	/* Any CID: --vsock holds it to VSOCK_CID_MIN..MAX, the API takes any u32 as Firecracker does. */
-	if (strlen(uds) + VSOCK_PORT_SUFFIX_MAX >= sizeof(v->path)) {
-		snprintf(err, errlen, "path %s out of range", uds);
+	if (uds && (e = set_path(v, uds, err, errlen))) {
 		free(vv);
-		return -EINVAL;
+		return e;
 	}
-	memcpy(v->path, uds, strlen(uds) + 1);
-	e = setup(v, err, errlen);
+	e = setup(v, !uds, err, errlen);
 	if (e) {
 		close_fds(v);
 		free(vv);
@@ -690,5 +711,24 @@ int virtio_vsock_create(const struct devctx *ctx, struct bus *bus, const struct 
 		snprintf(err, errlen, "creating its virtio-mmio transport: %s", strerror(-e));
 	if (!e && out)
 		*out = vv;
+	return e;
+}
+
+int virtio_vsock_listen(struct virtio_vsock *vv, const char *uds, char *err, size_t errlen)
+{
+	struct vsock_dev *v = &vv->d;
+	int e;
+
+	if (v->listen_fd >= 0) {
+		snprintf(err, errlen, "already listening on %s", v->path);
+		return -EBUSY;
+	}
+	if ((e = set_path(v, uds, err, errlen)))
+		return e;
+	if ((e = listen_and_watch(v, err, errlen)) && v->listen_fd >= 0) {
+		close(v->listen_fd);
+		unlink(v->path);
+		v->listen_fd = -1;
+	}
 	return e;
 }
