@@ -30,6 +30,7 @@ struct jail_cgroup_kv {
 /* A host file brisk jail places into the chroot (a hard link, or a bind mount across file systems). */
 struct jail_file {
 	const char *host; /* the path RUN-ARGS named, on the host (for messages) */
+	const char *opt;  /* the RUN-ARG that named it: "--kernel", "--disk", "--snapshot", ... (for messages) */
 	char *real;	  /* set by jail_check_inputs: host resolved (realpath: no symlink left), what is placed */
 	char name[24];	  /* its name in the jail's root directory: "kernel", "disk0", ... */
 	bool ro;	  /* bind mounts only: read-only (kernel, initrd, template, ",ro" disks) */
@@ -83,12 +84,17 @@ int jail_parse_rlimit(const char *arg, struct jail_config *cfg, char *err, size_
 int jail_check_inner_path(const char *what, const char *path, char *err, size_t errlen);
 
 /*
- * RUN-ARGS (argv[0] = "run" or "--api-sock"...) into cfg->run_argv: --kernel,
- * --initrd, --disk and a --cpu-template file become /kernel, /initrd, /diskN,
- * /cpu-template.json (cfg->files records where they come from); --api-sock,
- * --serial file:, --report-json and --vsock uds= paths are in-jail paths,
- * recorded in cfg->out. --config-file, --snapshot, --mem and the restore
- * command are refused (their files name other files the jail cannot see).
+ * RUN-ARGS (argv[0] = "run", "restore" or "--api-sock"...) into cfg->run_argv:
+ * --kernel, --initrd, --disk and a --cpu-template file become /kernel, /initrd,
+ * /diskN, /cpu-template.json (cfg->files records where they come from);
+ * --api-sock, --serial file:, --report-json, --vsock uds= and --clone-server
+ * paths are in-jail paths, recorded in cfg->out. With "restore", --snapshot
+ * and --mem become /snapshot.state and /snapshot.mem, and each --disk PATH is
+ * placed as /diskN (where a jailed run names its disks, so where the state
+ * file of a VM snapshotted in a jail names them) and taken out of RUN-ARGS
+ * (the snapshot holds the devices). --config-file (its file names other
+ * files the jail cannot see), --uffd (the page-fault handler's socket is
+ * outside the jail) and, outside "restore", --snapshot and --mem are refused.
  * Allocates; jail_config_free releases. Returns 0 or -EINVAL/-ENOMEM with err.
  */
 int jail_rewrite_run_args(int argc, char **argv, struct jail_config *cfg, char *err, size_t errlen);

@@ -155,7 +155,7 @@ static char *place(struct jail_config *cfg, const char *what, const char *host, 
 		return NULL;
 	}
 	f = &cfg->files[cfg->nr_files];
-	*f = (struct jail_file){.host = host, .ro = ro};
+	*f = (struct jail_file){.host = host, .opt = what, .ro = ro};
 	snprintf(f->name, sizeof(f->name), "%s", name);
 	if (asprintf(&in, "/%s", name) < 0 || !own(cfg, in)) {
 		err_set(err, errlen, -ENOMEM, "out of memory");
@@ -225,6 +225,12 @@ static int vsock_out(struct jail_config *cfg, const char *val, char *err, size_t
 /* The rewritten value of option `opt` = `val`, or val itself; NULL with err on refusal. */
 static char *rewrite_value(struct jail_config *cfg, const char *opt, char *val, char *err, size_t errlen)
 {
+	if (strcmp(opt, "--snapshot") == 0) /* restore's only: refuse_option refused them elsewhere */
+		return place(cfg, "--snapshot", val, "snapshot.state", true, err, errlen);
+	if (strcmp(opt, "--mem") == 0)
+		return place(cfg, "--mem", val, "snapshot.mem", true, err, errlen);
+	if (strcmp(opt, "--clone-server") == 0)
+		return out_path(cfg, opt, val, err, errlen) ? NULL : val;
 	if (strcmp(opt, "--kernel") == 0 || strcmp(opt, "-k") == 0)
 		return place(cfg, "--kernel", val, "kernel", true, err, errlen);
 	if (strcmp(opt, "--initrd") == 0 || strcmp(opt, "-i") == 0)
@@ -242,20 +248,28 @@ static char *rewrite_value(struct jail_config *cfg, const char *opt, char *val, 
 	return val;
 }
 
-/* Options whose files name other files (or a VM state) the jail cannot rewrite. */
-static const char *const refused[] = {"--config-file", "--snapshot", "--mem", NULL};
-
-static int refuse_option(const char *a, char *err, size_t errlen)
+/* Whether word a is option `name`, alone or as "name=VALUE". */
+static bool is_opt(const char *a, const char *name)
 {
-	for (int i = 0; refused[i]; i++) {
-		size_t n = strlen(refused[i]);
+	size_t n = strlen(name);
 
-		if (strncmp(a, refused[i], n) == 0 && (!a[n] || a[n] == '='))
-			return err_set(err, errlen, -EINVAL,
-				       "RUN-ARGS %s: not supported inside a jail (the files it names cannot be "
-				       "placed); pass the VM as brisk run options",
-				       refused[i]);
-	}
+	return strncmp(a, name, n) == 0 && (!a[n] || a[n] == '=');
+}
+
+/* Options the jail cannot place: a config file names other files; a Uffd handler's socket is the host's. */
+static int refuse_option(const char *a, bool restore, char *err, size_t errlen)
+{
+	if (is_opt(a, "--config-file"))
+		return err_set(err, errlen, -EINVAL,
+			       "RUN-ARGS --config-file: not supported inside a jail (the files it names cannot be "
+			       "placed); pass the VM as brisk run options");
+	if (is_opt(a, "--uffd"))
+		return err_set(err, errlen, -EINVAL,
+			       "RUN-ARGS --uffd: not supported inside a jail (the page-fault handler listens "
+			       "outside it); use --mem");
+	if (!restore && (is_opt(a, "--snapshot") || is_opt(a, "--mem")))
+		return err_set(err, errlen, -EINVAL, "RUN-ARGS %s: belongs to 'restore' (-- restore --snapshot ...)",
+			       is_opt(a, "--mem") ? "--mem" : "--snapshot");
 	return 0;
 }
 
@@ -278,9 +292,9 @@ static char *split_attached(char *a, char *opt, size_t optlen)
 
 static bool is_file_opt(const char *o)
 {
-	static const char *const names[] = {
-	    "--kernel",	     "-k",	 "--initrd", "-i", "--disk", "--cpu-template", "--api-sock",
-	    "--report-json", "--serial", "--vsock",  NULL};
+	static const char *const names[] = {"--kernel",	      "-k",	    "--initrd",	      "-i",	  "--disk",
+					    "--cpu-template", "--api-sock", "--report-json",  "--serial", "--vsock",
+					    "--snapshot",     "--mem",	    "--clone-server", NULL};
 
 	for (int i = 0; names[i]; i++)
 		if (strcmp(o, names[i]) == 0)
@@ -288,14 +302,17 @@ static bool is_file_opt(const char *o)
 	return false;
 }
 
-/* One RUN-ARGS word at argv[*i] (and its value) into out[*n]. Returns 0 or -errno with err. */
-static int rewrite_one(int argc, char **argv, int *i, char **out, int *n, struct jail_config *cfg, char *err,
-		       size_t errlen)
+/*
+ * One RUN-ARGS word at argv[*i] (and its value) into out[*n]; `restore`: RUN-ARGS are brisk restore's, whose
+ * --disk only places a file. Returns 0 or -errno with err.
+ */
+static int rewrite_one(int argc, char **argv, int *i, char **out, int *n, bool restore, struct jail_config *cfg,
+		       char *err, size_t errlen)
 {
 	char opt[64], *a = argv[*i], *val, *nv;
 	int ret;
 
-	if ((ret = refuse_option(a, err, errlen)))
+	if ((ret = refuse_option(a, restore, err, errlen)))
 		return ret;
 	val = split_attached(a, opt, sizeof(opt));
 	if (!is_file_opt(opt)) {
@@ -312,6 +329,8 @@ static int rewrite_one(int argc, char **argv, int *i, char **out, int *n, struct
 	nv = rewrite_value(cfg, opt, val, err, errlen);
 	if (!nv)
 		return -EINVAL;
+	if (restore && strcmp(opt, "--disk") == 0)
+		return 0; /* placed as /diskN, where the state file names it; brisk restore takes no --disk */
 	/* two words, never "--opt=value": Firecracker's command line takes only that form (fc_args.h) */
 	out[(*n)++] = own(cfg, strdup(opt));
 	out[(*n)++] = nv;
@@ -322,16 +341,18 @@ int jail_rewrite_run_args(int argc, char **argv, struct jail_config *cfg, char *
 {
 	char **out;
 	int n = 0, first, ret;
+	bool restore;
 
 	if (argc < 1)
 		return err_set(err, errlen, -EINVAL,
 			       "no RUN-ARGS: give a brisk command after --, e.g. "
 			       "-- run --kernel PATH");
-	if (strcmp(argv[0], "run") != 0 && strncmp(argv[0], "--api-sock", 10) != 0)
-		return err_set(err, errlen, -EINVAL, "RUN-ARGS must start with 'run' or '--api-sock', not '%s'",
-			       argv[0]);
+	restore = strcmp(argv[0], "restore") == 0;
+	if (strcmp(argv[0], "run") != 0 && !restore && strncmp(argv[0], "--api-sock", 10) != 0)
+		return err_set(err, errlen, -EINVAL,
+			       "RUN-ARGS must start with 'run', 'restore' or '--api-sock', not '%s'", argv[0]);
 	/* What brisk would refuse as an abbreviation is refused here: the jail rewrites full names only. */
-	first = strcmp(argv[0], "run") == 0; /* "run OPTIONS", or "--api-sock PATH OPTIONS" (an option itself) */
+	first = strcmp(argv[0], "run") == 0 || restore; /* "run|restore OPTIONS", or "--api-sock PATH OPTIONS" */
 	if (opts_check_exact(argc - first, argv + first, RUN_SHORT_OPTS, run_options(), err, errlen)) {
 		char why[256];
 
@@ -342,10 +363,10 @@ int jail_rewrite_run_args(int argc, char **argv, struct jail_config *cfg, char *
 	if (!out)
 		return err_set(err, errlen, -ENOMEM, "out of memory");
 	cfg->run_argv = out;
-	if (strcmp(argv[0], "run") == 0)
+	if (first)
 		out[n++] = argv[0];
 	for (int i = n; i < argc; i++)
-		if ((ret = rewrite_one(argc, argv, &i, out, &n, cfg, err, errlen)))
+		if ((ret = rewrite_one(argc, argv, &i, out, &n, restore, cfg, err, errlen)))
 			return ret;
 	out[n] = NULL;
 	cfg->run_argc = n;

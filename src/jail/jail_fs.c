@@ -80,10 +80,7 @@ static int check_base(const char *base, struct jail_tree *t, char *err, size_t e
 /* Name of the RUN-ARGS option that placed file f, for messages. */
 static const char *file_option(const struct jail_file *f)
 {
-	return strncmp(f->name, "disk", 4) == 0 ? "--disk"
-	       : strcmp(f->name, "kernel") == 0 ? "--kernel"
-	       : strcmp(f->name, "initrd") == 0 ? "--initrd"
-						: "--cpu-template";
+	return f->opt ? f->opt : "--kernel";
 }
 
 /*

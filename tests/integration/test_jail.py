@@ -750,3 +750,89 @@ def test_helper_libraries_copied_across_file_systems(kvm, tmp_path):
     for rel, (mode, owner, _, kind) in entries.items():
         if rel.split("/")[0] not in {"brisk", "brisk-api", "brisk-slirp", "kernel", "dev", "run"} and kind == "d":
             assert (mode, owner) == ("755", "root"), rel
+
+
+def test_clone_server_in_jail(kvm, base, tmp_path):
+    """`brisk jail ... -- restore --snapshot S --mem M --clone-server /run/c.sock --clone-pool 1`: the snapshot's
+    files placed as /snapshot.state and /snapshot.mem, the server in the jail (its user, root, PID namespace), and
+    a clone it gives a request (taken by the warm clone) runs there too, confined (seccomp filter mode 2): the
+    guest (guests/vmgenid.c hold=1) sees a new VM Generation ID and its own pages, exits 0 when released; SIGTERM
+    to the jail ends the server (16) and its socket. The pid in the reply is the jail's PID namespace's."""
+    if elf_interp(BRISK) is not None:
+        pytest.skip("this brisk is dynamically linked (the ASan build): brisk jail refuses it")
+    from test_clone_server import WRITTEN, Clone
+    from test_snapshot import Brisk
+    from test_vmgenid import CHANGED_RE, PRIVATE_RE
+
+    sockdir = short_tmpdir("bjc")
+    api = os.path.join(sockdir, "g.sock")
+    state, mem = tmp_path / "v.state", tmp_path / "v.mem"
+    b = Brisk(["run", "--kernel", guest("vmgenid"), "--memory", "64", "--cmdline", "hold=1", "--api-sock", api],
+              sock=api)
+    try:
+        b.wait_for(r"^vmgenid: waiting$", timeout=60)
+        b.api.pause()
+        assert b.api.snapshot_create(str(state), str(mem)).status == 204
+    finally:
+        b.kill()
+        shutil.rmtree(sockdir, ignore_errors=True)
+    os.chmod(state, 0o644)
+    os.chmod(mem, 0o644)
+    proc = subprocess.Popen(jail_cmd(base, "cs", "restore", "--snapshot", str(state), "--mem", str(mem),
+                                     "--clone-server", "/run/c.sock", "--clone-pool", "1", "--log-level", "info"),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    root = base / "brisk" / "cs" / "root"
+    sock = root / "run" / "c.sock"
+    c = None
+    try:
+        deadline = time.monotonic() + 30
+        while not sock.exists():  # published once it listens (a SOCK_SEQPACKET socket: wait_for_socket's
+            if proc.poll() is not None:  # stream connect would not do)
+                out, err = proc.communicate(timeout=30)
+                skip_if_environment(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+                raise AssertionError(f"the jail ended ({proc.returncode}): {err}")
+            assert time.monotonic() < deadline, "no clone server socket in 30 s"
+            time.sleep(0.05)
+        assert {"snapshot.mem", "snapshot.state"} <= set(os.listdir(root)), os.listdir(root)
+        assert os.stat(root / "snapshot.mem").st_ino == os.stat(mem).st_ino  # linked, not copied
+        server = int((base / "brisk" / "cs" / "brisk.pid").read_text())
+        deadline = time.monotonic() + 60
+        while not Path(f"/proc/{server}/task/{server}/children").read_text().split():
+            assert time.monotonic() < deadline, "no warm clone"
+            time.sleep(0.05)
+        c = Clone(str(sock), str(tmp_path), "jailed", b"{}")
+        c.wait_for(WRITTEN)
+        kids = [int(k) for k in Path(f"/proc/{server}/task/{server}/children").read_text().split()]
+        [clone] = [k for k in kids if proc_status(k)["NSpid"].split()[-1] == str(c.pid)]
+        s = proc_status(clone)
+        assert s["Uid"].split() == [str(NOBODY)] * 4 and s["NoNewPrivs"] == "1"
+        assert s["Seccomp"] == "2", "the clone's filter is on"
+        assert os.stat(f"/proc/{clone}/root").st_ino == os.stat(root).st_ino
+        c.release()
+        assert c.reply() == {"exit_code": 0}, c.err()
+        out = c.out()
+        assert CHANGED_RE.search(out) and PRIVATE_RE.search(out), out
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if c:
+            c.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    check_sanitizers(err)
+    assert proc.returncode == EXIT_STOPPED, err
+    assert "clone server: listening on /run/c.sock, 1 warm clones" in err, err
+    assert not sock.exists(), "the clone server's socket outlived it"
+
+
+def test_restore_args_in_jail(base):
+    """A jailed restore's refusals: --uffd (its handler listens outside the jail), --snapshot and --mem outside
+    `restore`, a missing snapshot file (exit 2 naming the option and the file, nothing created)."""
+    p = run_jail(base, "rr", "restore", "--snapshot", "/s", "--uffd", "/u.sock")
+    assert p.returncode == EXIT_USAGE and "--uffd: not supported inside a jail" in p.stderr, p.stderr
+    p = run_jail(base, "rr", "run", "--snapshot", "/s")
+    assert p.returncode == EXIT_USAGE and "belongs to 'restore'" in p.stderr, p.stderr
+    p = run_jail(base, "rr", "restore", "--snapshot", str(base / "none.state"), "--mem", str(base / "none.mem"))
+    assert p.returncode == EXIT_USAGE and "--snapshot" in p.stderr and "no such file" in p.stderr, p.stderr
+    assert not (base / "brisk").exists()

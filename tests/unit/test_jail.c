@@ -148,6 +148,62 @@ static void test_rewrite(void **state)
 	jail_config_free(&cfg);
 }
 
+/*
+ * `restore`: the snapshot's two files placed as /snapshot.state and /snapshot.mem, each --disk placed as /diskN
+ * (where a jailed run names its disks) and left out (brisk restore takes none), --clone-server an output path.
+ */
+static void test_rewrite_restore(void **state)
+{
+	char *argv[] = {"jail",
+			"--id",
+			"c1",
+			"--uid",
+			"1000",
+			"--gid",
+			"1000",
+			"--",
+			"restore",
+			"--snapshot",
+			"/s/vm.state",
+			"--mem=/s/vm.mem",
+			"--disk",
+			"/d/root.img,ro",
+			"--clone-server",
+			"/run/c.sock",
+			"--clone-pool",
+			"2",
+			"--report-json",
+			"/r.json",
+			NULL};
+	static const char *const want[] = {"restore",	     "--snapshot",  "/snapshot.state", "--mem", "/snapshot.mem",
+					   "--clone-server", "/run/c.sock", "--clone-pool",    "2",	"--report-json",
+					   "/r.json"};
+	struct jail_config cfg;
+	char err[256];
+	int argc = (int)(sizeof(argv) / sizeof(argv[0])) - 1;
+
+	(void)state;
+	assert_int_equal(jail_parse_args(argc, argv, &cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.nr_files, 3);
+	assert_string_equal(cfg.files[0].name, "snapshot.state");
+	assert_string_equal(cfg.files[0].opt, "--snapshot");
+	assert_true(cfg.files[0].ro);
+	assert_string_equal(cfg.files[1].name, "snapshot.mem");
+	assert_string_equal(cfg.files[1].host, "/s/vm.mem");
+	assert_true(cfg.files[1].ro);
+	assert_string_equal(cfg.files[2].name, "disk0");
+	assert_string_equal(cfg.files[2].opt, "--disk");
+	assert_true(cfg.files[2].ro);
+	assert_int_equal(cfg.run_argc, (int)(sizeof(want) / sizeof(want[0])));
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		assert_string_equal(cfg.run_argv[i], want[i]);
+	assert_null(cfg.run_argv[cfg.run_argc]);
+	assert_int_equal(cfg.nr_out, 2);
+	assert_string_equal(cfg.out[0], "/run/c.sock");
+	assert_string_equal(cfg.out[1], "/r.json");
+	jail_config_free(&cfg);
+}
+
 static void test_refused(void **state)
 {
 	char *cases[][8] = {
@@ -158,7 +214,9 @@ static void test_refused(void **state)
 	};
 	char *more[][10] = {
 	    {"jail", "--id=v", "--uid=1", "--gid=1", "--", "run", "--config-file", "/x.json", NULL},
-	    {"jail", "--id=v", "--uid=1", "--gid=1", "--", "restore", "--snapshot", "/s", NULL},
+	    {"jail", "--id=v", "--uid=1", "--gid=1", "--", "run", "--snapshot", "/s", NULL},
+	    {"jail", "--id=v", "--uid=1", "--gid=1", "--", "restore", "--uffd", "/u.sock", NULL},
+	    {"jail", "--id=v", "--uid=1", "--gid=1", "--", "restore", "--clone-server", "/../c", NULL},
 	    {"jail", "--id=v", "--uid=1", "--gid=1", "--", "run", "--report-json", "../x.json", NULL},
 	    {"jail", "--id=v", "--uid=1", "--gid=1", "--", "run", "--kernel", NULL},
 	    {"jail", "--id=v", "--uid=1", "--gid=1", "--", "run", "--kern", "/k", NULL},
@@ -408,6 +466,7 @@ int main(void)
 	    cmocka_unit_test(test_cgroup_keys),
 	    cmocka_unit_test(test_rlimits),
 	    cmocka_unit_test(test_rewrite),
+	    cmocka_unit_test(test_rewrite_restore),
 	    cmocka_unit_test(test_refused),
 	    cmocka_unit_test(test_exact_options),
 	    cmocka_unit_test(test_ld_list_normal),
