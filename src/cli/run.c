@@ -17,6 +17,7 @@
 #include "brisk/config.h"
 #include "brisk/devices.h"
 #include "brisk/devkinds.h"
+#include "brisk/errmsg.h"
 #include "brisk/exitcode.h"
 #include "brisk/fc_args.h"
 #include "brisk/fc_config.h"
@@ -44,6 +45,8 @@ static size_t api_max_payload;
 static const char *snapshot_path, *mem_path, *vm_option, *snapshot_option;
 static bool paused;
 static bool clock_realtime; /* --clock-realtime (also set in vm_config) */
+/* brisk restore --vsock-uds PATH: the snapshot's vsock device listens on PATH (the load's vsock_override). */
+static const char *vsock_uds;
 /* brisk restore --working-set SPEC (--uffd SOCK sets mem_path and vm_config's mem_uffd). */
 static const char *working_set;
 /* brisk restore --clone-server SOCK: one prepared snapshot, a forked VM per request (clone.h). */
@@ -55,6 +58,18 @@ static bool clone_pool_given;
  * option, BRISK_SECCOMP=off in the environment means off (to compare runs without changing command lines).
  */
 static bool seccomp_off, seccomp_given;
+/* vm_config.restore_adjust for --vsock-uds: the snapshot's vsock device on another path (ctx: the path). */
+static int restore_vsock_uds(struct vm_config *cfg, const char *api_desc, void *ctx, char *err, size_t errlen)
+{
+	const char *path = ctx;
+
+	(void)api_desc;
+	if (!cfg->vsock.uds[0])
+		return err_set(err, errlen, -ENODEV, "--vsock-uds %s: the snapshot's VM has no vsock device", path);
+	snprintf(cfg->vsock.uds, sizeof(cfg->vsock.uds), "%s", path);
+	return 0;
+}
+
 static int bad_value(const char *opt, const char *value, const char *expected)
 {
 	fprintf(stderr, "brisk run: invalid %s '%s': expected %s\n", opt, value, expected);
@@ -161,6 +176,13 @@ static int apply_option(int c, const char *arg, struct vm_config *cfg)
 	case OPT_CLOCK_REALTIME: /* the load's clock_realtime */
 		clock_realtime = cfg->clock_realtime = true;
 		return 0;
+	case OPT_VSOCK_UDS: /* the load's vsock_override */
+		if (!arg[0] || strlen(arg) > VM_VSOCK_UDS_MAX)
+			return bad_value("--vsock-uds", arg, "a socket path of 1 to 96 bytes");
+		vsock_uds = arg;
+		cfg->restore_adjust = restore_vsock_uds;
+		cfg->restore_ctx = (void *)arg;
+		return 0;
 	case OPT_PAUSED:
 		paused = true;
 		return 0;
@@ -241,6 +263,7 @@ bool cli_is_process_option(int c)
 	case OPT_UFFD:
 	case OPT_WORKING_SET:
 	case OPT_CLOCK_REALTIME:
+	case OPT_VSOCK_UDS:
 	case OPT_PAUSED:
 	case OPT_CLONE_SERVER:
 	case OPT_CLONE_POOL:
@@ -711,10 +734,10 @@ static int check_mode(enum run_mode mode)
 		return EXIT_USAGE;
 	}
 	if (mode != MODE_RESTORE &&
-	    (snapshot_path || mem_path || paused || working_set || clone_sock || clock_realtime)) {
+	    (snapshot_path || mem_path || paused || working_set || clone_sock || clock_realtime || vsock_uds)) {
 		fprintf(stderr,
-			"%s: --snapshot, --mem, --uffd, --working-set, --clock-realtime, --paused and --clone-server "
-			"belong to 'brisk restore'\n",
+			"%s: --snapshot, --mem, --uffd, --working-set, --clock-realtime, --vsock-uds, --paused and "
+			"--clone-server belong to 'brisk restore'\n",
 			me);
 		return EXIT_USAGE;
 	}

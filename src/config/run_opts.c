@@ -36,6 +36,7 @@ static const struct option tail[] = {
     {"uffd", required_argument, NULL, OPT_UFFD},
     {"working-set", required_argument, NULL, OPT_WORKING_SET},
     {"clock-realtime", no_argument, NULL, OPT_CLOCK_REALTIME},
+    {"vsock-uds", required_argument, NULL, OPT_VSOCK_UDS},
     {"clone-server", required_argument, NULL, OPT_CLONE_SERVER},
     {"clone-pool", required_argument, NULL, OPT_CLONE_POOL},
     {"seccomp", required_argument, NULL, OPT_SECCOMP},

@@ -229,7 +229,7 @@ static char *rewrite_value(struct jail_config *cfg, const char *opt, char *val, 
 		return place(cfg, "--snapshot", val, "snapshot.state", true, err, errlen);
 	if (strcmp(opt, "--mem") == 0)
 		return place(cfg, "--mem", val, "snapshot.mem", true, err, errlen);
-	if (strcmp(opt, "--clone-server") == 0)
+	if (strcmp(opt, "--clone-server") == 0 || strcmp(opt, "--vsock-uds") == 0)
 		return out_path(cfg, opt, val, err, errlen) ? NULL : val;
 	if (strcmp(opt, "--kernel") == 0 || strcmp(opt, "-k") == 0)
 		return place(cfg, "--kernel", val, "kernel", true, err, errlen);
@@ -292,9 +292,9 @@ static char *split_attached(char *a, char *opt, size_t optlen)
 
 static bool is_file_opt(const char *o)
 {
-	static const char *const names[] = {"--kernel",	      "-k",	    "--initrd",	      "-i",	  "--disk",
-					    "--cpu-template", "--api-sock", "--report-json",  "--serial", "--vsock",
-					    "--snapshot",     "--mem",	    "--clone-server", NULL};
+	static const char *const names[] = {"--kernel",	      "-k",	    "--initrd",	      "-i",	     "--disk",
+					    "--cpu-template", "--api-sock", "--report-json",  "--serial",    "--vsock",
+					    "--snapshot",     "--mem",	    "--clone-server", "--vsock-uds", NULL};
 
 	for (int i = 0; names[i]; i++)
 		if (strcmp(o, names[i]) == 0)

@@ -403,7 +403,9 @@ def test_vsock_override(tmp_path, sockdir, procs):
     """Firecracker 1.15's vsock_override: a snapshot of a VM whose vsock listened on v1.sock loads with its socket
     at v2.sock (brisk listens there, GET /vm/config says so, v1.sock is not made again) and the guest counts on;
     a snapshot without a vsock device refuses it with Firecracker's "Unknown Vsock Device.", nothing built; a
-    malformed override is a 400 naming it."""
+    malformed override is a 400 naming it. `brisk restore --vsock-uds` does the same from the command line: a
+    third copy beside the loaded one listens on v3.sock and counts on; a snapshot without vsock or `brisk run`
+    refuse it (exit 2)."""
     v1, v2 = os.path.join(sockdir, "v1.sock"), os.path.join(sockdir, "v2.sock")
     b = api_brisk(procs, sockdir, "vs")
     b.api.boot_source(guest("counter"), "console=ttyS0")
@@ -418,6 +420,12 @@ def test_vsock_override(tmp_path, sockdir, procs):
                        vsock_override={"uds_path": v2, "ignored": 1})
     assert stat.S_ISSOCK(os.stat(v2).st_mode) and not os.path.exists(v1)
     assert c.api.get("/vm/config").json["vsock"]["uds_path"] == v2
+    v3 = os.path.join(sockdir, "v3.sock")
+    r = Brisk(["restore", "--snapshot", str(tmp_path / "v.state"), "--mem", str(tmp_path / "v.mem"), "--vsock-uds",
+               v3])
+    procs.append(r)
+    r.wait_for(rf"^count {counts(before)[-1][0] + 4} ", timeout=60)
+    assert stat.S_ISSOCK(os.stat(v3).st_mode) and stat.S_ISSOCK(os.stat(v2).st_mode)
     # a snapshot without vsock
     d = boot_counter(procs, sockdir, "novs", 64, track=False)
     d.wait_for(r"^count 3 ")
@@ -430,6 +438,13 @@ def test_vsock_override(tmp_path, sockdir, procs):
                      ({"uds_path": ""}, "uds_path: empty")):
         assert why in fault(e.api.put("/snapshot/load", {**load, "vsock_override": bad}))
     assert e.api.get("/").json["state"] == "Not started"
+    p = subprocess.run([str(BRISK), "restore", "--snapshot", str(tmp_path / "n.state"), "--mem",
+                        str(tmp_path / "n.mem"), "--vsock-uds", v3 + "x"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == EXIT_USAGE and "the snapshot's VM has no vsock device" in p.stderr, p.stderr
+    p = subprocess.run([str(BRISK), "run", "--kernel", guest("counter"), "--vsock-uds", v3 + "x"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == EXIT_USAGE and "belong to 'brisk restore'" in p.stderr, p.stderr
+    assert not os.path.exists(v3 + "x")
 
 
 def ram_vmflags(pid, mem):

@@ -174,10 +174,12 @@ static void test_rewrite_restore(void **state)
 			"2",
 			"--report-json",
 			"/r.json",
+			"--vsock-uds",
+			"/run/v.sock",
 			NULL};
 	static const char *const want[] = {"restore",	     "--snapshot",  "/snapshot.state", "--mem", "/snapshot.mem",
 					   "--clone-server", "/run/c.sock", "--clone-pool",    "2",	"--report-json",
-					   "/r.json"};
+					   "/r.json",	     "--vsock-uds", "/run/v.sock"};
 	struct jail_config cfg;
 	char err[256];
 	int argc = (int)(sizeof(argv) / sizeof(argv[0])) - 1;
@@ -198,9 +200,10 @@ static void test_rewrite_restore(void **state)
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		assert_string_equal(cfg.run_argv[i], want[i]);
 	assert_null(cfg.run_argv[cfg.run_argc]);
-	assert_int_equal(cfg.nr_out, 2);
+	assert_int_equal(cfg.nr_out, 3);
 	assert_string_equal(cfg.out[0], "/run/c.sock");
 	assert_string_equal(cfg.out[1], "/r.json");
+	assert_string_equal(cfg.out[2], "/run/v.sock");
 	jail_config_free(&cfg);
 }
 
