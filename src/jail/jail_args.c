@@ -329,8 +329,8 @@ static int rewrite_one(int argc, char **argv, int *i, char **out, int *n, bool r
 	nv = rewrite_value(cfg, opt, val, err, errlen);
 	if (!nv)
 		return -EINVAL;
-	if (restore && strcmp(opt, "--disk") == 0)
-		return 0; /* placed as /diskN, where the state file names it; brisk restore takes no --disk */
+	if (restore && (strcmp(opt, "--disk") == 0 || (strcmp(opt, "--cpu-template") == 0 && nv != val)))
+		return 0; /* placed (/diskN, /cpu-template.json) where the state file names it; restore takes neither */
 	/* two words, never "--opt=value": Firecracker's command line takes only that form (fc_args.h) */
 	out[(*n)++] = own(cfg, strdup(opt));
 	out[(*n)++] = nv;

@@ -176,6 +176,8 @@ static void test_rewrite_restore(void **state)
 			"/r.json",
 			"--vsock-uds",
 			"/run/v.sock",
+			"--cpu-template",
+			"/t/c.json",
 			NULL};
 	static const char *const want[] = {"restore",	     "--snapshot",  "/snapshot.state", "--mem", "/snapshot.mem",
 					   "--clone-server", "/run/c.sock", "--clone-pool",    "2",	"--report-json",
@@ -186,7 +188,9 @@ static void test_rewrite_restore(void **state)
 
 	(void)state;
 	assert_int_equal(jail_parse_args(argc, argv, &cfg, err, sizeof(err)), 0);
-	assert_int_equal(cfg.nr_files, 3);
+	assert_int_equal(cfg.nr_files, 4);
+	assert_string_equal(cfg.files[3].name, "cpu-template.json");
+	assert_string_equal(cfg.files[3].host, "/t/c.json");
 	assert_string_equal(cfg.files[0].name, "snapshot.state");
 	assert_string_equal(cfg.files[0].opt, "--snapshot");
 	assert_true(cfg.files[0].ro);
