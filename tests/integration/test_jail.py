@@ -1,6 +1,7 @@
 """brisk jail: the chroot, namespaces, cgroup, rlimits and privilege drop, seen from outside (docs/security.md)."""
 import os
 import re
+import select
 import shlex
 import shutil
 import signal
@@ -836,3 +837,61 @@ def test_restore_args_in_jail(base):
     p = run_jail(base, "rr", "restore", "--snapshot", str(base / "none.state"), "--mem", str(base / "none.mem"))
     assert p.returncode == EXIT_USAGE and "--snapshot" in p.stderr and "no such file" in p.stderr, p.stderr
     assert not (base / "brisk").exists()
+
+
+def test_restore_in_jail_with_its_disk(kvm, base, tmp_path):
+    """A VM snapshotted in one jail restores in another: blk-counter on --disk D boots in jail A (D as /disk0), is
+    paused and snapshotted through its API to in-jail paths and killed; `-- restore --snapshot A/.../vm.state --mem
+    A/.../vm.mem --disk D` places the files in jail B (/snapshot.state, /snapshot.mem, D as /disk0 again: where
+    the state file names it, --disk not passed on) and the guest goes on from the next round, each round
+    checking the sector it wrote 64 rounds before: the disk and the restored guest agree."""
+    if elf_interp(BRISK) is not None:
+        pytest.skip("this brisk is dynamically linked (the ASan build): brisk jail refuses it")
+    disk = tmp_path / "d.img"
+    disk.write_bytes(b"\0" * (1 << 20))
+    os.chmod(disk, 0o666)  # the jail's user writes it; the jail never changes a file's owner or mode
+    a = subprocess.Popen(jail_cmd(base, "ra", "run", "--kernel", guest("blk-counter"), "--disk", str(disk),
+                                  "--api-sock", "/run/api.sock"),
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    root_a = base / "brisk" / "ra" / "root"
+    try:
+        try:
+            wait_for_socket(root_a / "run" / "api.sock", a, timeout=30)
+        except AssertionError:
+            out, err = a.communicate(timeout=30)
+            skip_if_environment(subprocess.CompletedProcess(a.args, a.returncode, out, err))
+            raise
+        api = ApiClient(root_a / "run" / "api.sock")
+        deadline = time.monotonic() + 60
+        while api.get("/vm/config").json.get("drives", [{}])[0].get("path_on_host") != "/disk0":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(1)  # some rounds
+        assert api.pause().status == 204
+        time.sleep(0.5)  # the console's last lines out of brisk before it is killed
+        assert api.snapshot_create("/run/vm.state", "/run/vm.mem").status == 204
+    finally:
+        a.kill()
+        out_a, err_a = a.communicate(timeout=30)
+    rounds = [int(n) for n in re.findall(r"^blk (\d+) ok", out_a, re.M)]
+    assert rounds and rounds == list(range(1, len(rounds) + 1)), out_a[-2000:] + err_a[-2000:]
+    p = subprocess.Popen(jail_cmd(base, "rb", "restore", "--snapshot", str(root_a / "run" / "vm.state"), "--mem",
+                                  str(root_a / "run" / "vm.mem"), "--disk", str(disk)),
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = "", ""
+        deadline = time.monotonic() + 60
+        while len(re.findall(r"^blk \d+ ok", out, re.M)) < 70 and time.monotonic() < deadline and p.poll() is None:
+            if select.select([p.stdout], [], [], 0.5)[0]:
+                out += os.read(p.stdout.fileno(), 65536).decode(errors="replace")
+    finally:
+        p.kill()
+        more, err = p.communicate(timeout=30)
+        out += more
+    check_sanitizers(err)
+    root_b = base / "brisk" / "rb" / "root"
+    assert os.stat(root_b / "disk0").st_ino == os.stat(disk).st_ino
+    after = [int(n) for n in re.findall(r"^blk (\d+) ok", out, re.M)]
+    assert "FAIL" not in out, out[-2000:]
+    assert len(after) >= 70 and after[0] == rounds[-1] + 1 and after == list(range(after[0], after[0] + len(after))), \
+        f"{rounds[-3:]} then {after[:3]}...\n{err[-2000:]}"
