@@ -19,6 +19,8 @@ per request by one `brisk restore --clone-server SOCK` ("server"); and clones fr
 --pool N (default 1) of them built ahead (`--clone-pool N`, "warm"). A served clone is asked for over the socket
 with its stdin and stdout pipes; its "clone request -> first KVM_RUN" is its own timeline, which starts when the
 server receives the request. The rounds one at a time alternate the three kinds.
+With --vsock, the snapshot's VM has a vsock device and each clone listens on a socket of its own (`brisk restore
+--vsock-uds`, a served request's `vsock_override`), so that all N run at once.
 Medians (min-max). No thresholds. Standard library only. Needs a usable /dev/kvm.
 """
 
@@ -33,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import count
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from restore import api, phases, wait_socket  # noqa: E402
@@ -40,6 +43,7 @@ from restore import api, phases, wait_socket  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WRITTEN = "vmgenid: written: 256 pages"
 GUEST_WRITES_KIB = 256 * 4 + 4  # the 256 pages and the VMGenID page brisk writes for it
+CLONE_NR = count()  # each clone's vsock socket (--vsock): DIR/v<n>.sock
 
 
 def fmt(values, unit=""):
@@ -80,11 +84,17 @@ def largest_private(pid, n=6):
     return sorted(rows, reverse=True)[:n]
 
 
-def take_snapshot(brisk, guest, mem_mib, tmp):
+def vsock_path(args):
+    """A fresh socket path for one clone's vsock device (--vsock), or None."""
+    return os.path.join(args.tmp, f"v{next(CLONE_NR)}.sock") if args.vsock else None
+
+
+def take_snapshot(brisk, guest, mem_mib, tmp, vsock=False):
     sock = os.path.join(tmp, "snap.sock")
     state, mem = os.path.join(tmp, "c.state"), os.path.join(tmp, "c.mem")
+    extra = ["--vsock", f"cid=3,uds={os.path.join(tmp, 'snap-v.sock')}"] if vsock else []
     p = subprocess.Popen([brisk, "run", "--kernel", guest, "--memory", str(mem_mib), "--cmdline", "hold=1",
-                          "--api-sock", sock], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          "--api-sock", sock, *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          stdin=subprocess.DEVNULL, text=True)
     try:
         wait_socket(sock, p)
@@ -105,8 +115,10 @@ class Fresh:
     """One `brisk restore` process: the clone's stdin and stdout are its pipes."""
 
     def __init__(self, args, state, mem, report):
+        v = vsock_path(args)
         self.p = subprocess.Popen([args.brisk, "restore", "--snapshot", state, "--mem", mem, "--report-json",
-                                   report], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                                   report, *(["--vsock-uds", v] if v else [])],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.pid, self.out_fd = self.p.pid, self.p.stdout.fileno()
 
     def release(self):
@@ -128,13 +140,14 @@ class Fresh:
 class Served:
     """One clone asked of a clone server (include/brisk/clone.h): pipes for its stdin and stdout passed along."""
 
-    def __init__(self, sock, report):
+    def __init__(self, sock, report, vsock=None):
         rd, self.w = os.pipe()
         self.out_fd, wr = os.pipe()
         null = os.open("/dev/null", os.O_WRONLY)
         self.s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.s.connect(sock)
-        socket.send_fds(self.s, [json.dumps({"report_json": report}).encode()], [rd, wr, null])
+        req = {"report_json": report, **({"vsock_override": {"uds_path": vsock}} if vsock else {})}
+        socket.send_fds(self.s, [json.dumps(req).encode()], [rd, wr, null])
         for fd in (rd, wr, null):
             os.close(fd)
         self.s.settimeout(60)
@@ -275,14 +288,16 @@ def main():
     ap.add_argument("--memory", type=int, default=128, help="guest memory in MiB")
     ap.add_argument("--server", action="store_true", help="also clones forked by brisk restore --clone-server")
     ap.add_argument("--pool", type=int, default=1, help="with --server: the warm server's --clone-pool")
+    ap.add_argument("--vsock", action="store_true", help="a vsock device, each clone on a socket of its own")
     args = ap.parse_args()
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         print("clones.py: no usable /dev/kvm here; run it where KVM runs the test guests", file=sys.stderr)
         return 2
-    print(f"bench/clones.py: {args.brisk}, {args.clones} clones of a {args.memory} MiB guest, "
-          f"host {os.uname().release}, {os.cpu_count()} CPUs")
+    print(f"bench/clones.py: {args.brisk}, {args.clones} clones of a {args.memory} MiB guest"
+          f"{' with vsock' if args.vsock else ''}, host {os.uname().release}, {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="brisk-clones-") as tmp:
-        state, mem = take_snapshot(args.brisk, args.guest, args.memory, tmp)
+        args.tmp = tmp
+        state, mem = take_snapshot(args.brisk, args.guest, args.memory, tmp, args.vsock)
         makers = {"fresh": lambda report: Fresh(args, state, mem, report)}
         servers = []
         try:
@@ -290,7 +305,7 @@ def main():
                 for kind, pool in (("server", 0), ("warm", args.pool)):
                     p, sock = start_server(args, state, mem, tmp, pool)
                     servers.append(p)
-                    makers[kind] = lambda report, sock=sock: Served(sock, report)
+                    makers[kind] = lambda report, sock=sock: Served(sock, report, vsock_path(args))
             alone = one_at_a_time(args, makers, tmp)
             many = {kind: clones_at_once(args, make, tmp) for kind, make in makers.items()}
         finally:
