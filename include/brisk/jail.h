@@ -87,14 +87,15 @@ int jail_check_inner_path(const char *what, const char *path, char *err, size_t 
  * RUN-ARGS (argv[0] = "run", "restore" or "--api-sock"...) into cfg->run_argv:
  * --kernel, --initrd, --disk and a --cpu-template file become /kernel, /initrd,
  * /diskN, /cpu-template.json (cfg->files records where they come from);
- * --api-sock, --serial file:, --report-json, --vsock uds= and --clone-server
- * paths are in-jail paths, recorded in cfg->out. With "restore", --snapshot
- * and --mem become /snapshot.state and /snapshot.mem, and each --disk PATH (and
- * a --cpu-template file) is placed as /diskN (/cpu-template.json: where a
- * jailed run names them, so where the state file of a VM snapshotted in a
- * jail names them) and taken out of RUN-ARGS (the snapshot holds the devices). --config-file (its file names other
- * files the jail cannot see), --uffd (the page-fault handler's socket is
- * outside the jail) and, outside "restore", --snapshot and --mem are refused.
+ * --api-sock, --serial file:, --report-json, --vsock uds=, --vsock-uds and
+ * --clone-server paths are in-jail paths, recorded in cfg->out. With
+ * "restore", --snapshot and --mem become /snapshot.state and /snapshot.mem,
+ * and each --disk PATH (and a --cpu-template file) is placed as /diskN
+ * (/cpu-template.json: where a jailed run names them, so where the state file
+ * of a VM snapshotted in a jail names them) and taken out of RUN-ARGS (the
+ * snapshot holds the devices). --config-file (its file names other files the
+ * jail cannot see), --uffd (the page-fault handler's socket is outside the
+ * jail) and, outside "restore", --snapshot and --mem are refused.
  * Allocates; jail_config_free releases. Returns 0 or -EINVAL/-ENOMEM with err.
  */
 int jail_rewrite_run_args(int argc, char **argv, struct jail_config *cfg, char *err, size_t errlen);
