@@ -63,14 +63,12 @@ __attribute__((warn_unused_result)) int gmem_init(struct gmem *m, uint64_t size,
  * mapped MAP_PRIVATE at a gmem_align(size)-aligned host address: each page is read from the file when first
  * touched, the guest's writes stay in this process. Returns 0 or -errno.
  */
-__attribute__((warn_unused_result)) int
-gmem_init_file(struct gmem *m, int fd,
-	       uint64_t size); /*
-				* Transparent huge pages asked for all of an existing mapping (madvise MADV_HUGEPAGE, as
-				* GMEM_HUGEPAGES does at gmem_init): a restored VM's RAM with huge_pages "Transparent",
-				* as Firecracker's snapshot_file and anonymous memory get it. Nothing for hugetlbfs RAM;
-				* best effort (a warning when the kernel refuses).
-				*/
+__attribute__((warn_unused_result)) int gmem_init_file(struct gmem *m, int fd, uint64_t size);
+/*
+ * Transparent huge pages asked for all of an existing mapping (madvise MADV_HUGEPAGE, as GMEM_HUGEPAGES does at
+ * gmem_init): a restored VM's RAM with huge_pages "Transparent", as Firecracker's snapshot_file and anonymous
+ * memory get it. Nothing for hugetlbfs RAM; best effort (a warning when the kernel refuses).
+ */
 void gmem_request_thp(const struct gmem *m);
 /*
  * Writes all of guest RAM to `fd` from offset 0 (file size = RAM size; zero pages left as holes). `src_fd`

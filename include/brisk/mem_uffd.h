@@ -66,14 +66,12 @@ char *gmem_uffd_mappings_json(const struct gmem *m);
  * served it yet (so brisk never waits for the handler), a plain copy when it is there. For memory without a
  * userfaultfd, a plain copy. 0 or -errno (-EINVAL: not a page of RAM).
  */
-__attribute__((warn_unused_result)) int gmem_fill_page(
-    const struct gmem *m, uint64_t gpa,
-    const void
-	*page); /*
-		 * gmem_fill_page with a page of `len` bytes of `data` followed by zeros (len at most 4 KiB, else
-		 * -EINVAL): a device's page that holds its structure alone (the VM Generation ID's, the VMClock's). The
-		 * page is built on the caller's stack, so no process keeps a 4 KiB buffer for it.
-		 */
+__attribute__((warn_unused_result)) int gmem_fill_page(const struct gmem *m, uint64_t gpa, const void *page);
+/*
+ * gmem_fill_page with a page of `len` bytes of `data` followed by zeros (len at most 4 KiB, else -EINVAL): a
+ * device's page that holds its structure alone (the VM Generation ID's, the VMClock's). The page is built on the
+ * caller's stack, so no process keeps a 4 KiB buffer for it.
+ */
 __attribute__((warn_unused_result)) int gmem_fill_page_head(const struct gmem *m, uint64_t gpa, const void *data,
 							    size_t len);
 
