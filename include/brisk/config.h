@@ -71,6 +71,12 @@ __attribute__((warn_unused_result)) int config_parse_mac(const char *s, uint8_t 
  */
 __attribute__((warn_unused_result)) int config_parse_vsock(const char *s, struct vm_config *cfg, char *err,
 							   size_t errlen);
+/*
+ * A restore's vsock device onto socket `uds` (a load's vsock_override, brisk restore --vsock-uds, a clone
+ * request's): 0; -ENODEV when cfg has no vsock device; -EINVAL when uds is empty or longer than VM_VSOCK_UDS_MAX.
+ * Each caller says it in its own words.
+ */
+__attribute__((warn_unused_result)) int config_move_vsock(struct vm_config *cfg, const char *uds);
 /* config_validate's part for --vsock: PATH's directory exists. Returns 0 or -EINVAL with a message in err. */
 __attribute__((warn_unused_result)) int config_vsock_check(const struct vm_config *cfg, char *err, size_t errlen);
 

@@ -493,12 +493,10 @@ int fc_apply_load_overrides(struct vm_config *cfg, const char *desc, const struc
 		return 0;
 	if ((ret = apply_net_overrides(cfg, desc, o, err, errlen)))
 		return ret;
-	if (o->vsock_uds[0] && !cfg->vsock.uds[0])
+	if (o->vsock_uds[0] && config_move_vsock(cfg, o->vsock_uds)) /* parsed to fit: only -ENODEV is left */
 		return err_set(err, errlen, -ENODEV,
 			       "Failed to restore from snapshot: Failed to get snapshot state from file: Unknown Vsock "
 			       "Device.");
-	if (o->vsock_uds[0])
-		snprintf(cfg->vsock.uds, sizeof(cfg->vsock.uds), "%s", o->vsock_uds);
 	/* SnapshotLoadHugePageConfig::resolve: Snapshot keeps the snapshot's, the others are machine-config's values */
 	if (o->huge != FC_LOAD_HUGE_SNAPSHOT) {
 		cfg->hugetlbfs = o->huge == FC_LOAD_HUGE_2M;

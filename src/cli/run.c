@@ -64,10 +64,9 @@ static int restore_vsock_uds(struct vm_config *cfg, const char *api_desc, void *
 	const char *path = ctx;
 
 	(void)api_desc;
-	if (!cfg->vsock.uds[0])
-		return err_set(err, errlen, -ENODEV, "--vsock-uds %s: the snapshot's VM has no vsock device", path);
-	snprintf(cfg->vsock.uds, sizeof(cfg->vsock.uds), "%s", path);
-	return 0;
+	return config_move_vsock(cfg, path) /* its length checked when parsed: only -ENODEV is left */
+		   ? err_set(err, errlen, -ENODEV, "--vsock-uds %s: the snapshot's VM has no vsock device", path)
+		   : 0;
 }
 
 static int bad_value(const char *opt, const char *value, const char *expected)

@@ -76,6 +76,18 @@ int config_parse_vsock(const char *s, struct vm_config *cfg, char *err, size_t e
 	return 0;
 }
 
+int config_move_vsock(struct vm_config *cfg, const char *uds)
+{
+	size_t n = strlen(uds);
+
+	if (!cfg->vsock.uds[0])
+		return -ENODEV;
+	if (n == 0 || n > VM_VSOCK_UDS_MAX)
+		return -EINVAL;
+	memcpy(cfg->vsock.uds, uds, n + 1);
+	return 0;
+}
+
 int config_vsock_check(const struct vm_config *cfg, char *err, size_t errlen)
 {
 	char dir[VM_VSOCK_UDS_MAX + 1];

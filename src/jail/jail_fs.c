@@ -77,12 +77,6 @@ static int check_base(const char *base, struct jail_tree *t, char *err, size_t e
 	return 0;
 }
 
-/* Name of the RUN-ARGS option that placed file f, for messages. */
-static const char *file_option(const struct jail_file *f)
-{
-	return f->opt ? f->opt : "--kernel";
-}
-
 /*
  * A file RUN-ARGS names: resolved (every symlink followed: what is placed is
  * the file itself, never a link that would point outside the jail) and a
@@ -95,10 +89,10 @@ static int check_file(struct jail_file *f, char *err, size_t errlen)
 	free(f->real);
 	f->real = realpath(f->host, NULL);
 	if (!f->real || stat(f->real, &st))
-		return FAIL(EXIT_USAGE, "%s %s: %s", file_option(f), f->host,
+		return FAIL(EXIT_USAGE, "%s %s: %s", f->opt, f->host,
 			    errno == ENOENT ? "no such file" : strerror(errno));
 	if (!S_ISREG(st.st_mode))
-		return FAIL(EXIT_USAGE, "%s %s: not a regular file", file_option(f), f->host);
+		return FAIL(EXIT_USAGE, "%s %s: not a regular file", f->opt, f->host);
 	return 0;
 }
 

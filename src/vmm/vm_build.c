@@ -1042,18 +1042,14 @@ static int clone_vsock_listen(struct vm *vm, const char *uds, struct vm_error *e
 	struct vm_vsock *v = &vm->cfg.vsock;
 	struct virtio_vsock *dev;
 	char err[512];
-	int ret;
+	int ret = uds && uds[0] ? config_move_vsock(&vm->cfg, uds) : 0;
 
-	if (uds && uds[0] && !v->uds[0])
-		return fail(e, VM_ERR_USAGE, -ENODEV, "vsock_override %s: the snapshot's VM has no vsock device", uds);
+	if (ret == -ENODEV)
+		return fail(e, VM_ERR_USAGE, ret, "vsock_override %s: the snapshot's VM has no vsock device", uds);
+	if (ret)
+		return fail(e, VM_ERR_USAGE, ret, "vsock_override %s: longer than %d bytes", uds, VM_VSOCK_UDS_MAX);
 	if (!v->uds[0])
 		return 0;
-	if (uds && uds[0]) {
-		if (strlen(uds) >= sizeof(v->uds))
-			return fail(e, VM_ERR_USAGE, -EINVAL, "vsock_override %s: longer than %zu bytes", uds,
-				    sizeof(v->uds) - 1);
-		memcpy(v->uds, uds, strlen(uds) + 1);
-	}
 	dev = vm_device(vm, "vsock", 0);
 	if (!dev)
 		return fail(e, VM_ERR_HOST, -ENODEV, "the vsock device is missing");

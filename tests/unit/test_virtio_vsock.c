@@ -213,6 +213,27 @@ static int parse_opt(struct vm_config *c, const char *s, char *err)
 	return config_parse_vsock(s, c, err, 256);
 }
 
+/* config_move_vsock: a restore's device onto another socket; none to move, or a path that cannot be one, refused. */
+static void test_move(void **state)
+{
+	char path[VM_VSOCK_UDS_MAX + 2];
+	struct vm_config c;
+
+	(void)state;
+	config_defaults(&c);
+	assert_int_equal(config_move_vsock(&c, "/tmp/m.sock"), -ENODEV);
+	assert_string_equal(c.vsock.uds, "");
+	snprintf(c.vsock.uds, sizeof(c.vsock.uds), "/tmp/v.sock");
+	assert_int_equal(config_move_vsock(&c, ""), -EINVAL);
+	memset(path, 'a', sizeof(path) - 1);
+	path[sizeof(path) - 1] = '\0'; /* VM_VSOCK_UDS_MAX + 1 bytes */
+	assert_int_equal(config_move_vsock(&c, path), -EINVAL);
+	assert_string_equal(c.vsock.uds, "/tmp/v.sock");
+	path[VM_VSOCK_UDS_MAX] = '\0';
+	assert_int_equal(config_move_vsock(&c, path), 0);
+	assert_string_equal(c.vsock.uds, path);
+}
+
 static void test_option(void **state)
 {
 	struct vm_config c;
@@ -604,6 +625,7 @@ int main(void)
 	    cmocka_unit_test(test_credit),
 	    cmocka_unit_test(test_connect_line),
 	    cmocka_unit_test(test_option),
+	    cmocka_unit_test(test_move),
 	    cmocka_unit_test(test_validate),
 	    cmocka_unit_test_setup_teardown(test_dev_identity, dev_setup, dev_teardown),
 	    cmocka_unit_test_setup_teardown(test_dev_guest_to_host, dev_setup, dev_teardown),
