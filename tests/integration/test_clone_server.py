@@ -26,24 +26,30 @@ pytestmark = pytest.mark.usefixtures("kvm")
 WRITTEN = "vmgenid: written: 256 pages"
 
 
-@pytest.fixture(scope="module")
-def snap(tmp_path_factory):
-    """(state, mem, sockdir): the vmgenid guest (hold=1, 64 MiB) snapshotted while it waits."""
-    if KVM_REASON:
-        pytest.skip(KVM_REASON)
-    sockdir = short_tmpdir("bcs")
-    d = str(tmp_path_factory.mktemp("clones"))
+def snapshot_waiting(d, sockdir, run_args, ready):
+    """`brisk run RUN_ARGS` (64 MiB, its API at sockdir/g.sock) until its output matches `ready`, then paused,
+    snapshotted to d/v.state and d/v.mem, and killed: (state, mem)."""
     sock = os.path.join(sockdir, "g.sock")
-    b = Brisk(["run", "--kernel", guest("vmgenid"), "--memory", "64", "--cmdline", "hold=1", "--api-sock", sock],
-              sock=sock)
+    b = Brisk(["run", "--memory", "64", *run_args, "--api-sock", sock], sock=sock)
     try:
-        b.wait_for(r"^vmgenid: waiting$", timeout=60)
+        b.wait_for(ready, timeout=60)
         b.api.pause()
         state, mem = os.path.join(d, "v.state"), os.path.join(d, "v.mem")
         assert b.api.snapshot_create(state, mem).status == 204
     finally:
         b.kill()
         check_sanitizers(b.err)
+    return state, mem
+
+
+@pytest.fixture(scope="module")
+def snap(tmp_path_factory):
+    """(state, mem, sockdir): the vmgenid guest (hold=1, 64 MiB) snapshotted while it waits."""
+    if KVM_REASON:
+        pytest.skip(KVM_REASON)
+    sockdir = short_tmpdir("bcs")
+    state, mem = snapshot_waiting(str(tmp_path_factory.mktemp("clones")), sockdir,
+                                  ["--kernel", guest("vmgenid"), "--cmdline", "hold=1"], r"^vmgenid: waiting$")
     yield state, mem, sockdir
     shutil.rmtree(sockdir, ignore_errors=True)
 
@@ -457,19 +463,11 @@ def vsock_snap(tmp_path_factory):
     if KVM_REASON:
         pytest.skip(KVM_REASON)
     sockdir = short_tmpdir("bcv")
-    d = str(tmp_path_factory.mktemp("vclones"))
-    sock, uds = os.path.join(sockdir, "g.sock"), os.path.join(sockdir, "v.sock")
-    b = Brisk(["run", "--kernel", guest("virtio-vsock"), "--memory", "64", "--vsock", f"cid={VSOCK_CID},uds={uds}",
-               "--cmdline", f"expect_cid={VSOCK_CID} listen={VSOCK_PORT} listen_ms=240000", "--api-sock", sock],
-              sock=sock)
-    try:
-        b.wait_for(r"CHECK event_buffer_posted: PASS", timeout=60)
-        b.api.pause()
-        state, mem = os.path.join(d, "v.state"), os.path.join(d, "v.mem")
-        assert b.api.snapshot_create(state, mem).status == 204
-    finally:
-        b.kill()
-        check_sanitizers(b.err)
+    uds = os.path.join(sockdir, "v.sock")
+    state, mem = snapshot_waiting(str(tmp_path_factory.mktemp("vclones")), sockdir,
+                                  ["--kernel", guest("virtio-vsock"), "--vsock", f"cid={VSOCK_CID},uds={uds}",
+                                   "--cmdline", f"expect_cid={VSOCK_CID} listen={VSOCK_PORT} listen_ms=240000"],
+                                  r"CHECK event_buffer_posted: PASS")
     if os.path.exists(uds):
         os.unlink(uds)
     yield state, mem, sockdir

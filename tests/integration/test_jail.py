@@ -761,21 +761,14 @@ def test_clone_server_in_jail(kvm, base, tmp_path):
     to the jail ends the server (16) and its socket. The pid in the reply is the jail's PID namespace's."""
     if elf_interp(BRISK) is not None:
         pytest.skip("this brisk is dynamically linked (the ASan build): brisk jail refuses it")
-    from test_clone_server import WRITTEN, Clone
-    from test_snapshot import Brisk
+    from test_clone_server import WRITTEN, Clone, snapshot_waiting
     from test_vmgenid import CHANGED_RE, PRIVATE_RE
 
     sockdir = short_tmpdir("bjc")
-    api = os.path.join(sockdir, "g.sock")
-    state, mem = tmp_path / "v.state", tmp_path / "v.mem"
-    b = Brisk(["run", "--kernel", guest("vmgenid"), "--memory", "64", "--cmdline", "hold=1", "--api-sock", api],
-              sock=api)
     try:
-        b.wait_for(r"^vmgenid: waiting$", timeout=60)
-        b.api.pause()
-        assert b.api.snapshot_create(str(state), str(mem)).status == 204
+        state, mem = snapshot_waiting(str(tmp_path), sockdir, ["--kernel", guest("vmgenid"), "--cmdline", "hold=1"],
+                                      r"^vmgenid: waiting$")
     finally:
-        b.kill()
         shutil.rmtree(sockdir, ignore_errors=True)
     os.chmod(state, 0o644)
     os.chmod(mem, 0o644)
