@@ -104,6 +104,7 @@ def spawn_and_time(argv, timeout_s):
         "line_ns": None if t_line is None else t_line - t0,
         "reap_ns": t_reap - t0,
         "cpu_ns": int((ru.ru_utime + ru.ru_stime) * 1e9),
+        "faults": ru.ru_minflt + ru.ru_majflt,
         "status": p.returncode,
         "timed_out": timed_out,
         "stdout": out.decode(errors="replace"),
@@ -452,6 +453,7 @@ def main():
             "line": summary([r["line_ns"] for r in ok]),
             "reap": summary([r["reap_ns"] for r in ok]),
             "cpu": summary([r["cpu_ns"] for r in ok]),
+            "faults": summary([r["faults"] for r in ok]),
             "burst_s": summary(bursts[c.name]),
             "marker": summary(c.markers),
             "rss": summary(c.rss),
@@ -478,6 +480,15 @@ def main():
                 continue
             print("  %-26s %9s %9s %9s %9s %9s %8s" % (c.name, ms(s["median"]), ms(s["p10"]), ms(s["p90"]),
                                                       ms(s["min"]), ms(s["max"]), "%d/%d" % (n_ok, n_all)))
+
+    # Page faults: exact and the same on every run of a binary and host kernel; each costs 0.5-1 us on
+    # hardware and 10-25 us on a virtualised host (docs/performance.md "The start path in one place").
+    print()
+    print("page faults per boot (ru_minflt + ru_majflt, wait4)   median       min       max")
+    for c in active:
+        s = res[c.name]["faults"]
+        if s:
+            print("  %-48s %8d  %8d  %8d" % (c.name, s["median"], s["min"], s["max"]))
 
     touched = guest_touched_kib(a.guest)
     print()

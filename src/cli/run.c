@@ -515,23 +515,16 @@ static int run_alone(struct vm *vm, const struct vm_config *cfg, int sig_fd, int
 }
 
 /*
- * The VM runs; the API (unless --no-api) serves beside it until it ends. A config file's VM goes through
- * the API's loop even without a socket: its logger and metrics are the API's.
+ * run_vm with the API beside the VM. Not inlined: its `struct api` (14 KB) would sit in run_vm's frame and
+ * push every frame of a plain `brisk run` 14 KB further down the stack, onto pages it then faults in.
  */
-static int run_vm(const struct vm_config *cfg, struct fc_vm *fc, int sig_fd)
+static __attribute__((noinline)) int run_vm_api(const struct vm_config *cfg, struct fc_vm *fc, struct api_link *link,
+						int sig_fd)
 {
-	struct api_link *link = NULL;
 	struct vm *vm = NULL;
 	struct api a;
-	int ret = api_sock && !no_api ? start_api(&link) : 0;
+	int ret;
 
-	if (ret)
-		return ret;
-	if (!link && !fc) {
-		if ((ret = cli_vm_create(cfg, &vm)))
-			return ret;
-		return run_alone(vm, cfg, sig_fd, -1);
-	}
 	if (!(ret = prepare_api(&a, cfg, fc)) && !(ret = cli_vm_create(fc ? &a.fc.cfg : cfg, &vm))) {
 		if (!fc && api_adopt_vm(&a, vm, cfg, true))
 			log_warn("GET /vm/config will not describe this VM: out of memory");
@@ -543,6 +536,26 @@ static int run_vm(const struct vm_config *cfg, struct fc_vm *fc, int sig_fd)
 	api_free(&a);
 	api_link_close(link);
 	return ret;
+}
+
+/*
+ * The VM runs; the API (unless --no-api) serves beside it until it ends. A config file's VM goes through
+ * the API's loop even without a socket: its logger and metrics are the API's.
+ */
+static int run_vm(const struct vm_config *cfg, struct fc_vm *fc, int sig_fd)
+{
+	struct api_link *link = NULL;
+	struct vm *vm = NULL;
+	int ret = api_sock && !no_api ? start_api(&link) : 0;
+
+	if (ret)
+		return ret;
+	if (!link && !fc) {
+		if ((ret = cli_vm_create(cfg, &vm)))
+			return ret;
+		return run_alone(vm, cfg, sig_fd, -1);
+	}
+	return run_vm_api(cfg, fc, link, sig_fd);
 }
 
 /*
@@ -577,13 +590,29 @@ static int setup_seccomp(struct vm_config *cfg)
 	return 0;
 }
 
+/* A restored VM with the API beside it. Not inlined, for the reason run_vm_api is not. */
+static __attribute__((noinline)) int serve_restored(struct vm *vm, const struct vm_config *base, struct api_link *link,
+						    int sig_fd)
+{
+	struct api a;
+	int ret;
+
+	api_init(&a, base);
+	if (api_adopt_vm(&a, vm, vm_config(vm), !paused))
+		log_warn("GET /vm/config will not describe this VM: out of memory");
+	start_logged(vm);
+	ret = api_serve(&a, link, sig_fd);
+	api_free(&a);
+	api_link_close(link);
+	return ret;
+}
+
 /* brisk restore: the snapshot's VM, resumed unless --paused, with the API beside it when --api-sock. */
 static int restore_vm(const struct vm_config *base, int sig_fd)
 {
 	struct api_link *link = NULL;
 	struct vm *vm = NULL;
 	struct vm_error e;
-	struct api a;
 	int ret = api_sock && !no_api ? start_api(&link) : 0;
 
 	if (ret)
@@ -594,14 +623,7 @@ static int restore_vm(const struct vm_config *base, int sig_fd)
 	}
 	if (!link)
 		return run_alone(vm, base, sig_fd, -1);
-	api_init(&a, base);
-	if (api_adopt_vm(&a, vm, vm_config(vm), !paused))
-		log_warn("GET /vm/config will not describe this VM: out of memory");
-	start_logged(vm);
-	ret = api_serve(&a, link, sig_fd);
-	api_free(&a);
-	api_link_close(link);
-	return ret;
+	return serve_restored(vm, base, link, sig_fd);
 }
 
 static int finish_report(int report_fd, int ret)
@@ -670,23 +692,28 @@ static int serve_unconfigured(const struct vm_config *base, int sig_fd)
 	return ret;
 }
 
-static int run_selected(int sig_fd, const struct vm_config *cfg, bool wait_for_api)
+/* --config-file's VM. Not inlined, for the reason run_vm_api is not: its `struct fc_vm` is 15 KB. */
+static __attribute__((noinline)) int run_config_file(int sig_fd, const struct vm_config *cfg)
 {
 	struct fc_vm fc;
 	int ret;
 
+	fc_vm_init(&fc);
+	ret = load_config_file(&fc, cfg);
+	if (!ret)
+		ret = run_vm(&fc.cfg, &fc, sig_fd);
+	fc_vm_free(&fc);
+	return ret;
+}
+
+static int run_selected(int sig_fd, const struct vm_config *cfg, bool wait_for_api)
+{
 	if (clone_sock)
 		return serve_clones(cfg, sig_fd);
 	if (snapshot_path)
 		return restore_vm(cfg, sig_fd);
-	if (config_file) {
-		fc_vm_init(&fc);
-		ret = load_config_file(&fc, cfg);
-		if (!ret)
-			ret = run_vm(&fc.cfg, &fc, sig_fd);
-		fc_vm_free(&fc);
-		return ret;
-	}
+	if (config_file)
+		return run_config_file(sig_fd, cfg);
 	if (wait_for_api && api_sock && !no_api)
 		return serve_unconfigured(cfg, sig_fd);
 	return run_vm(cfg, NULL, sig_fd);
