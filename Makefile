@@ -31,9 +31,9 @@ LDLIBS  := -pthread -ljson-c -lm
 STATIC  ?= 1
 STATIC_LDFLAGS := $(if $(filter 1,$(STATIC)),-static)
 # The start path in one place (docs/performance.md): brisk's functions and variables each in a section of
-# their own, and a linker script (scripts/start-layout.sh) that puts those `brisk run` uses on its way to the
-# guest's first line (scripts/start-path.syms), the C library's among them, before everything else, so that
-# exec and start-up touch a few pages of the binary rather than most of them. Plain build only.
+# their own, and a linker script (scripts/start-layout.sh) that puts those a boot or a restore uses
+# (scripts/start-path.syms), the C library's among them, before everything else, so that exec and start-up
+# touch a few pages of the binary rather than most of them. Plain build only.
 START_CFLAGS  := -ffunction-sections -fdata-sections
 START_LDFLAGS := -Wl,-T,$(BUILD)/gen/start.ld
 
