@@ -41,9 +41,11 @@ trap 'rm -rf "$tmp"' EXIT
 grep -v '^#' "$list" | awk 'NF {print $1}' >"$tmp/names"
 : >"$tmp/nm"
 for a in $(archives); do
-	[ -f "$a" ] && nm -A --defined-only "$a" 2>/dev/null | awk -v lib="$(basename "$a")" '
-		# archive:member:value type name
-		{ n = split($1, p, ":"); if (n < 3) next; print $NF, $(NF - 1), lib, p[n - 1] }' >>"$tmp/nm"
+	if [ -f "$a" ]; then
+		nm -A --defined-only "$a" 2>/dev/null | awk -v lib="$(basename "$a")" '
+			# archive:member:value type name
+			{ n = split($1, p, ":"); if (n < 3) next; print $NF, $(NF - 1), lib, p[n - 1] }' >>"$tmp/nm"
+	fi
 done
 
 awk -v nmfile="$tmp/nm" '
