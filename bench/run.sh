@@ -30,9 +30,14 @@ ${CC:-gcc} -O2 -std=gnu11 -Wall -Wextra -Werror -o "$OUT/floor" bench/floor.c
 # Static, so the launcher's own RSS (the floor of what it can report) stays ~100 KiB.
 ${CC:-gcc} -O2 -std=gnu11 -Wall -Wextra -Werror -static -o "$OUT/maxrss" bench/maxrss.c
 
+# What a page fault and a system call cost on this host: a start-up is mostly the kernel's work.
+${CC:-gcc} -O2 -std=gnu11 -Wall -Wextra -Werror -o "$OUT/faultcost" bench/faultcost.c
+
 for f in "$BUILD/brisk" "$BUILD/guests/hello.elf"; do
 	[[ -e $f ]] || { echo "bench: $f is missing; run 'make bench' (it builds brisk and the guests)" >&2; exit 1; }
 done
+echo "+ $OUT/faultcost $BUILD/brisk"
+"$OUT/faultcost" "$BUILD/brisk" || echo "bench: faultcost failed (the benchmark goes on without it)"
 
 cmd=("$PYTHON" bench/startup.py --brisk "$BUILD/brisk" --floor "$OUT/floor" --maxrss "$OUT/maxrss"
 	--guest "$BUILD/guests/hello.elf" --json "$OUT/startup.json" --strace-dir "$OUT/strace" "$@")
