@@ -5,7 +5,7 @@
  * Prints medians of 5 rounds of:
  *   - a system call (getppid) in a loop of 100,000;
  *   - a write fault on a fresh anonymous page (one per page of 256 fresh pages, THP off for them), and the
- *     same pages allocated by one MADV_POPULATE_WRITE;
+ *     same pages allocated by one MADV_POPULATE_WRITE (then written, as the faulting loop writes them);
  *   - a read fault on each 64 KiB window of BINARY's first executable segment, mapped as exec maps it (each
  *     fault also maps the window's cached pages: fault-around), and the same mapping filled by one
  *     MADV_POPULATE_READ.
@@ -70,21 +70,19 @@ static double anon_us(int populate)
 {
 	size_t len = (size_t)ANON_PAGES * 4096;
 	volatile char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	double t0;
+	double t0, us = -1;
 
 	if (p == MAP_FAILED)
 		return -1;
 	madvise((void *)p, len, MADV_NOHUGEPAGE);
 	t0 = now_us();
-	if (populate && madvise((void *)p, len, MADV_POPULATE_WRITE) != 0) {
-		munmap((void *)p, len);
-		return -1;
+	if (!populate || madvise((void *)p, len, MADV_POPULATE_WRITE) == 0) {
+		for (size_t o = 0; o < len; o += 4096)
+			p[o] = 1;
+		us = (now_us() - t0) / ANON_PAGES;
 	}
-	for (size_t o = 0; o < len; o += 4096)
-		p[o] = 1;
-	t0 = (now_us() - t0) / ANON_PAGES;
 	munmap((void *)p, len);
-	return t0;
+	return us;
 }
 
 /* The first PT_LOAD with PF_X: its page-aligned file offset and length. 0 or -1. */
@@ -109,32 +107,31 @@ static int text_segment(int fd, off_t *off, size_t *len)
 }
 
 /* The whole segment: one read per 64 KiB window (faults), or one MADV_POPULATE_READ. -1 on failure. */
-static double text_us(int fd, off_t off, size_t len, int populate, int *windows)
+static double text_us(int fd, off_t off, size_t len, int populate)
 {
 	volatile char *p = mmap(NULL, len, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, off);
-	double t0;
+	double t0, us = -1;
 
 	if (p == MAP_FAILED)
 		return -1;
-	*windows = 0;
 	t0 = now_us();
 	if (populate) {
-		if (madvise((void *)p, len, MADV_POPULATE_READ) != 0)
-			t0 = -1;
+		if (madvise((void *)p, len, MADV_POPULATE_READ) == 0)
+			us = now_us() - t0;
 	} else {
-		for (size_t o = 0; o < len; o += WINDOW, ++*windows)
+		for (size_t o = 0; o < len; o += WINDOW)
 			(void)p[o];
+		us = now_us() - t0;
 	}
-	t0 = t0 < 0 ? -1 : now_us() - t0;
 	munmap((void *)p, len);
-	return t0;
+	return us;
 }
 
 int main(int argc, char **argv)
 {
 	const char *bin = argc > 1 ? argv[1] : "/proc/self/exe";
 	double sc[ROUNDS], af[ROUNDS], ap[ROUNDS], tf[ROUNDS], tp[ROUNDS];
-	int fd = open(bin, O_RDONLY | O_CLOEXEC), windows = 0;
+	int fd = open(bin, O_RDONLY | O_CLOEXEC), windows;
 	off_t off;
 	size_t len;
 
@@ -142,21 +139,21 @@ int main(int argc, char **argv)
 		fprintf(stderr, "faultcost: %s: not a readable 64-bit ELF with an executable segment\n", bin);
 		return 2;
 	}
+	windows = (int)((len + WINDOW - 1) / WINDOW);
 	/* warm the page cache: the windows' faults then map cached pages, as an exec of a cached binary does */
-	text_us(fd, off, len, 1, &windows);
+	text_us(fd, off, len, 1);
 	for (int r = 0; r < ROUNDS; r++) {
 		sc[r] = syscall_us();
 		af[r] = anon_us(0);
 		ap[r] = anon_us(1);
-		tf[r] = text_us(fd, off, len, 0, &windows);
-		tp[r] = text_us(fd, off, len, 1, &windows);
+		tf[r] = text_us(fd, off, len, 0);
+		tp[r] = text_us(fd, off, len, 1);
 		if (af[r] < 0 || ap[r] < 0 || tf[r] < 0 || tp[r] < 0) {
 			fprintf(stderr,
 				"faultcost: a mapping or MADV_POPULATE_* failed (Linux 5.14 or later needed)\n");
 			return 1;
 		}
 	}
-	text_us(fd, off, len, 0, &windows);
 	printf("system call (getppid)                 %8.2f us\n", median(sc));
 	printf("anonymous write fault, per page       %8.2f us   one MADV_POPULATE_WRITE, per page %.2f us\n",
 	       median(af), median(ap));

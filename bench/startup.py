@@ -481,8 +481,8 @@ def main():
             print("  %-26s %9s %9s %9s %9s %9s %8s" % (c.name, ms(s["median"]), ms(s["p10"]), ms(s["p90"]),
                                                       ms(s["min"]), ms(s["max"]), "%d/%d" % (n_ok, n_all)))
 
-    # Page faults: exact and the same on every run of a binary and host kernel; each costs 0.5-1 us on
-    # hardware and 10-25 us on a virtualised host (docs/performance.md "The start path in one place").
+    # Page faults: exact and the same on every run of a binary and host kernel; each costs 10-25 us on a
+    # virtualised host, much less on hardware (docs/performance.md "The start path in one place").
     print()
     print("page faults per boot (ru_minflt + ru_majflt, wait4)   median       min       max")
     for c in active:

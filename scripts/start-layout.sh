@@ -72,7 +72,7 @@ awk -v nmfile="$tmp/nm" '
 			tl[++ntl] = sprintf("    *%s:%s(.text .text.*)", p[1], p[2])
 		}
 	}
-	function family(key,   lib, mem, fam, i) {
+	function family(key,   lib, mem, fam, i, p, q) {
 		split(key, p, ":"); lib = p[1]; mem = p[2]
 		if (mem !~ /-/) return
 		fam = mem; sub(/-.*/, "", fam)

@@ -39,9 +39,14 @@ def section(text, name):
     return m.group(1).splitlines()
 
 
+def start_sections(text):
+    """The lines of the three output sections a generated script makes: (.text.start, .data.start, .bss.start)."""
+    return section(text, ".text.start"), section(text, ".data.start"), section(text, ".bss.start (NOLOAD)")
+
+
 def test_brisk_names_become_their_sections(tmp_path):
     text = layout(tmp_path, ["vcpu_thread", "stamp", "no_such_function_anywhere"])
-    t, d, b = section(text, ".text.start"), section(text, ".data.start"), section(text, ".bss.start (NOLOAD)")
+    t, d, b = start_sections(text)
     assert "    *(.text.vcpu_thread .text.startup.vcpu_thread .text.hot.vcpu_thread)" in t
     assert "    *(.data.stamp .data.rel.stamp .data.rel.local.stamp)" in d
     assert "    *(.bss.stamp)" in b
@@ -54,7 +59,7 @@ def test_brisk_names_become_their_sections(tmp_path):
 @pytest.mark.skipif(not libc_static(), reason="no static libc.a to look names up in")
 def test_libc_names_place_their_members(tmp_path):
     text = layout(tmp_path, ["__libc_start_main", "environ", "__memmove_sse2_unaligned_erms"])
-    t, d, b = section(text, ".text.start"), section(text, ".data.start"), section(text, ".bss.start (NOLOAD)")
+    t, d, b = start_sections(text)
     assert "    *libc.a:libc-start.o(.text .text.*)" in t
     # a variable's member goes to .data.start and .bss.start, not its code to .text.start
     assert "    *libc.a:environ.o(.data .data.rel .data.rel.local)" in d
